@@ -1,0 +1,42 @@
+# Everything a developer runs. `make run` and `make test` set up .venv on a fresh machine.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+INSTALLED := $(VENV)/.installed
+
+.PHONY: help run test lint fmt bench docs clean
+
+help:
+	@echo "make run    serve on 127.0.0.1:6789 (ARGS='--port 0 --world-size 8' to change)"
+	@echo "make test   run the whole test suite"
+	@echo "make lint   ruff and mypy, checking only"
+	@echo "make fmt    ruff fix and format, changing files"
+	@echo "make bench  run the benchmarks against the polling baseline"
+	@echo "make clean  remove .venv and caches"
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+
+$(INSTALLED): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install -q -e '.[test,lint]'
+	touch $@
+
+run: $(INSTALLED)
+	$(BIN)/python -m aiobootstrap $(ARGS)
+
+test: $(INSTALLED)
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+lint: $(INSTALLED)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+
+fmt: $(INSTALLED)
+	$(BIN)/ruff check --fix .
+	$(BIN)/ruff format .
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache build dist *.egg-info
+	find . -name __pycache__ -type d -prune -exec rm -rf {} +

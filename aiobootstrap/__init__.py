@@ -1,0 +1,50 @@
+"""aiobootstrap: a long-poll rendezvous server for the ranks of a distributed
+inference engine, wire-compatible with the usual polling bootstrap server."""
+
+from __future__ import annotations
+
+__version__ = "0.1.0"
+
+from ._app import create_app
+from ._client import Backoff, BootstrapClient
+from ._config import ServerConfig
+from ._protocol import RankListing, RankSummary, TransferEngineInfo
+from ._registry import MemoryStore, Record, RecordStore, Registry
+from ._server import AddressInUse, BootstrapServer
+from .exceptions import (
+    BadRequest,
+    BootstrapError,
+    NotRegistered,
+    PayloadTooLarge,
+    RankNotRegistered,
+    ServerUnavailable,
+    ShuttingDown,
+    TooManyWaiters,
+    Unauthorized,
+)
+
+__all__ = [
+    "AddressInUse",
+    "Backoff",
+    "BadRequest",
+    "BootstrapClient",
+    "BootstrapError",
+    "BootstrapServer",
+    "MemoryStore",
+    "NotRegistered",
+    "PayloadTooLarge",
+    "RankListing",
+    "RankNotRegistered",
+    "RankSummary",
+    "Record",
+    "RecordStore",
+    "Registry",
+    "ServerConfig",
+    "ServerUnavailable",
+    "ShuttingDown",
+    "TooManyWaiters",
+    "TransferEngineInfo",
+    "Unauthorized",
+    "__version__",
+    "create_app",
+]

@@ -1,0 +1,333 @@
+"""The async client: register a rank's info, and wait for others'.
+
+Transport failures are mapped to aiobootstrap errors in one place
+(``_exchange``); everything above it speaks in statuses and bodies.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import random
+import ssl
+from collections.abc import Iterable, Mapping
+from types import TracebackType
+from typing import Any
+
+import aiohttp
+
+from . import _protocol as protocol
+from ._protocol import RankListing, TransferEngineInfo
+from .exceptions import (
+    BootstrapError,
+    RankNotRegistered,
+    ServerUnavailable,
+    error_for_status,
+)
+
+__all__ = ["Backoff", "BootstrapClient"]
+
+_POLL_CHUNK = 300.0
+"""The longest one request asks the server to wait; longer waits ask again."""
+_READ_GRACE = 10.0
+"""How much longer than its wait a long-poll may take before we call the server hung."""
+_MAX_QUERY_CHARS = 4000
+"""Keeps a batch's query string well inside the 8 KiB request line servers accept."""
+
+
+class _Unreachable(Exception):
+    """The server did not answer: not up yet, restarting, or the network failed."""
+
+
+class Backoff:
+    """Exponential backoff with jitter: 50 ms, 100 ms, ... up to ``cap`` seconds."""
+
+    def __init__(self, base: float = 0.05, cap: float = 2.0) -> None:
+        self.base = base
+        self.cap = cap
+        self.attempt = 0
+
+    def next_delay(self) -> float:
+        delay = min(self.cap, self.base * 2**self.attempt)
+        self.attempt += 1
+        # Jitter keeps a whole deployment's clients from retrying in lockstep.
+        return float(delay * random.uniform(0.5, 1.0))
+
+    def reset(self) -> None:
+        self.attempt = 0
+
+
+class _Deadline:
+    def __init__(self, timeout: float | None) -> None:
+        loop = asyncio.get_running_loop()
+        self._loop = loop
+        self._at = math.inf if timeout is None else loop.time() + max(0.0, timeout)
+
+    def remaining(self) -> float:
+        return max(0.0, self._at - self._loop.time())
+
+    def expired(self) -> bool:
+        return self.remaining() <= 0
+
+
+class BootstrapClient:
+    """An async client for an aiobootstrap (or compatible) server.
+
+    ::
+
+        async with BootstrapClient("http://10.0.0.1:6789") as client:
+            await client.register(3, session_id="10.0.0.7:18000", weights_info_dict={})
+            info = await client.get(3, timeout=60.0)
+
+    One ``aiohttp.ClientSession`` serves every call; close the client (or use
+    ``async with``) to release it.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        token: str | None = None,
+        ssl: ssl.SSLContext | bool = True,
+        backoff: Backoff | None = None,
+    ) -> None:
+        self.url = url.rstrip("/")
+        self._headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self._ssl = ssl
+        self._backoff_template = backoff if backoff is not None else Backoff()
+        self._session: aiohttp.ClientSession | None = None
+
+    async def __aenter__(self) -> BootstrapClient:
+        self._open_session()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        session, self._session = self._session, None
+        if session is not None:
+            await session.close()
+
+    # -- the API -------------------------------------------------------
+
+    async def health(self) -> bool:
+        """Whether the server answers ``/health`` right now."""
+        try:
+            status, _ = await self._exchange("GET", protocol.HEALTH_PATH, timeout=10.0)
+        except _Unreachable:
+            return False
+        return status == 200
+
+    async def register(
+        self,
+        rank: int,
+        *,
+        session_id: str,
+        weights_info_dict: Mapping[str, Any],
+        timeout: float | None = 60.0,
+    ) -> None:
+        """Publish ``rank``'s info, replacing any earlier registration of it.
+
+        While the server is not up, retries with backoff for up to ``timeout``
+        seconds (``None``: for ever), then raises :class:`ServerUnavailable`.
+        """
+        body = protocol.registration_body(rank, session_id, weights_info_dict)
+        deadline = _Deadline(timeout)
+        status, payload = await self._call(
+            "PUT", protocol.REGISTER_PATH, deadline, body=body, read_timeout=60.0
+        )
+        if status != 200:
+            raise self._error(status, payload)
+
+    async def get(self, rank: int, *, timeout: float | None = None, after: int = 0) -> TransferEngineInfo:
+        """``rank``'s info, waiting up to ``timeout`` seconds for it to register.
+
+        ``timeout=None`` waits for ever; ``0`` asks once. ``after=V`` waits
+        for a registration newer than version ``V``. Raises
+        :class:`RankNotRegistered` when the time runs out.
+        """
+        deadline = _Deadline(timeout)
+        while True:
+            wait = min(deadline.remaining(), _POLL_CHUNK)
+            params = {"rank": str(rank), "wait": f"{wait:.3f}", "after": str(after)}
+            try:
+                status, payload = await self._call(
+                    "GET", protocol.GET_PATH, deadline, params=params, read_timeout=wait + _READ_GRACE
+                )
+            except ServerUnavailable as exc:
+                raise RankNotRegistered(
+                    [rank], f"No transfer engine info for rank {rank}: {exc.detail}"
+                ) from exc
+            if status == 200:
+                return protocol.decode_info(protocol.loads(payload))
+            if status != 404 or _names_missing(payload) is None:
+                raise self._error(status, payload)
+            if deadline.expired():
+                raise RankNotRegistered([rank])
+
+    async def get_many(
+        self, ranks: Iterable[int], *, timeout: float | None = None, after: int = 0
+    ) -> dict[int, TransferEngineInfo]:
+        """Every rank's info, in one batch request per few thousand ranks.
+
+        Waits like :meth:`get`; on timeout raises :class:`RankNotRegistered`
+        naming every rank still missing.
+        """
+        wanted = sorted(set(ranks))
+        if not wanted:
+            return {}
+        deadline = _Deadline(timeout)
+        specs = _split_rank_specs(wanted)
+        results = await asyncio.gather(*(self._get_batch(spec, deadline, after) for spec in specs))
+        infos: dict[int, TransferEngineInfo] = {}
+        missing: list[int] = []
+        for found, absent in results:
+            infos.update(found)
+            missing.extend(absent)
+        if missing:
+            raise RankNotRegistered(sorted(missing))
+        return infos
+
+    async def list_ranks(self) -> RankListing:
+        """Who has registered (without their weights), and, with a world size, who has not."""
+        status, payload = await self._call("GET", protocol.RANKS_PATH, _Deadline(0), read_timeout=60.0)
+        if status != 200:
+            raise self._error(status, payload)
+        return protocol.decode_listing(protocol.loads(payload))
+
+    # -- plumbing ------------------------------------------------------
+
+    async def _get_batch(
+        self, spec: str, deadline: _Deadline, after: int
+    ) -> tuple[dict[int, TransferEngineInfo], list[int]]:
+        while True:
+            wait = min(deadline.remaining(), _POLL_CHUNK)
+            params = {"ranks": spec, "wait": f"{wait:.3f}", "after": str(after)}
+            try:
+                status, payload = await self._call(
+                    "GET", protocol.BATCH_PATH, deadline, params=params, read_timeout=wait + _READ_GRACE
+                )
+            except ServerUnavailable as exc:
+                raise RankNotRegistered(
+                    protocol.parse_ranks(spec), f"No transfer engine info for ranks {spec}: {exc.detail}"
+                ) from exc
+            if status == 200:
+                return protocol.decode_batch(protocol.loads(payload)), []
+            missing = _names_missing(payload)
+            if status == 404 and missing is not None:
+                if deadline.expired():
+                    return {}, missing
+                continue
+            raise self._error(status, payload)
+
+    async def _call(
+        self,
+        method: str,
+        path: str,
+        deadline: _Deadline,
+        *,
+        params: Mapping[str, str] | None = None,
+        body: bytes | None = None,
+        read_timeout: float,
+    ) -> tuple[int, bytes]:
+        """One exchange, retried with backoff while the server is down or busy."""
+        backoff = Backoff(self._backoff_template.base, self._backoff_template.cap)
+        while True:
+            try:
+                status, payload = await self._exchange(
+                    method, path, params=params, body=body, timeout=read_timeout
+                )
+            except _Unreachable as exc:
+                if deadline.expired():
+                    raise ServerUnavailable(f"The server at {self.url} could not be reached: {exc}") from exc
+                await asyncio.sleep(min(backoff.next_delay(), deadline.remaining()))
+                continue
+            if status == 503 and not deadline.expired():
+                # Shutting down or full: another instance (or this one, restarted) may answer soon.
+                await asyncio.sleep(min(backoff.next_delay(), deadline.remaining()))
+                continue
+            return status, payload
+
+    async def _exchange(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Mapping[str, str] | None = None,
+        body: bytes | None = None,
+        timeout: float,
+    ) -> tuple[int, bytes]:
+        session = self._open_session()
+        headers = dict(self._headers)
+        if body is not None:
+            headers["Content-Type"] = protocol.JSON_TYPE
+        try:
+            async with session.request(
+                method,
+                self.url + path,
+                params=params,
+                data=body,
+                headers=headers,
+                ssl=self._ssl,
+                timeout=aiohttp.ClientTimeout(total=None, sock_connect=10.0, sock_read=timeout),
+            ) as response:
+                return response.status, await response.read()
+        except aiohttp.InvalidURL as exc:
+            raise BootstrapError(f"Invalid server URL {self.url!r}.") from exc
+        except aiohttp.ClientSSLError as exc:
+            raise BootstrapError(f"TLS with {self.url} failed: {exc}") from exc
+        except (TimeoutError, aiohttp.ClientError, OSError) as exc:
+            raise _Unreachable(str(exc) or type(exc).__name__) from exc
+
+    def _open_session(self) -> aiohttp.ClientSession:
+        if self._session is None or self._session.closed:
+            self._session = aiohttp.ClientSession()
+        return self._session
+
+    def _error(self, status: int, payload: bytes) -> BootstrapError:
+        return error_for_status(status, _detail(status, payload))
+
+
+def _detail(status: int, payload: bytes) -> str:
+    try:
+        detail = protocol.loads(payload)["detail"]
+    except (ValueError, TypeError, KeyError):
+        return f"The server answered HTTP {status}."
+    return str(detail)
+
+
+def _names_missing(payload: bytes) -> list[int] | None:
+    """The ranks a 404 reply names as missing; ``None`` for a 404 of another kind."""
+    try:
+        reply = protocol.loads(payload)
+    except ValueError:
+        return None
+    if not isinstance(reply, dict):
+        return None
+    if "missing" in reply:
+        return [int(rank) for rank in reply["missing"]]
+    detail = reply.get("detail")
+    if isinstance(detail, str) and detail.startswith("No transfer engine info for rank "):
+        return []
+    return None
+
+
+def _split_rank_specs(ranks: list[int]) -> list[str]:
+    """``ranks`` as rank specs, each short enough for one request's query string."""
+    specs: list[str] = []
+    parts: list[str] = []
+    length = 0
+    for part in protocol.format_ranks(ranks).split(","):
+        if parts and length + len(part) > _MAX_QUERY_CHARS:
+            specs.append(",".join(parts))
+            parts, length = [], 0
+        parts.append(part)
+        length += len(part) + 1
+    specs.append(",".join(parts))
+    return specs

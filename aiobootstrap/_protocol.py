@@ -1,0 +1,304 @@
+"""The wire format, shared by the server and the client.
+
+Everything both ends must agree on lives here and nowhere else: the routes,
+the parameter grammar, the JSON shapes and the error texts. Nothing here does
+I/O; a malformed value raises :class:`~aiobootstrap.exceptions.BadRequest`
+with a detail that names the field.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from .exceptions import BadRequest
+
+if TYPE_CHECKING:
+    from ._registry import Record
+
+__all__ = [
+    "BATCH_PATH",
+    "GET_PATH",
+    "HEALTH_PATH",
+    "RANKS_PATH",
+    "REGISTER_PATH",
+    "Registration",
+    "TransferEngineInfo",
+]
+
+HEALTH_PATH = "/health"
+REGISTER_PATH = "/register_transfer_engine_info"
+GET_PATH = "/get_transfer_engine_info"
+BATCH_PATH = "/get_transfer_engine_info_batch"
+RANKS_PATH = "/ranks"
+
+JSON_TYPE = "application/json"
+
+MAX_BATCH_RANKS = 1 << 20
+"""The most ranks one batch request may name; keeps a typo like ``0-9999999999`` cheap."""
+
+
+# -- JSON ---------------------------------------------------------------
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def loads(data: bytes | str) -> Any:
+    """Parse strict JSON: ``NaN`` and ``Infinity`` are refused, as RFC 8259 does."""
+    return json.loads(data, parse_constant=_reject_constant)
+
+
+def dumps(obj: Any) -> bytes:
+    # ensure_ascii keeps any string a client sent (lone surrogates included)
+    # encodable, so a reply can never fail to serialise.
+    return json.dumps(obj, separators=(",", ":")).encode("ascii")
+
+
+def error_body(detail: str, **extra: Any) -> bytes:
+    return dumps({"detail": detail, **extra})
+
+
+# -- registration -------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Registration:
+    """A validated register request."""
+
+    rank: int
+    session_id: str
+    weights_info_dict: dict[str, Any]
+
+
+def is_rank(value: object) -> bool:
+    # bool is an int subclass, and a JSON true is not a rank.
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def parse_registration(body: bytes) -> Registration:
+    """Validate a register request body."""
+    try:
+        payload = loads(body)
+    except (ValueError, RecursionError):
+        raise BadRequest("The request body is not valid JSON.") from None
+    if not isinstance(payload, dict):
+        raise BadRequest("The request body must be a JSON object.")
+    if "rank" in payload:
+        rank = payload["rank"]
+    elif "tp_rank" in payload:
+        rank = payload["tp_rank"]
+    else:
+        raise BadRequest("The field rank is missing: send a non-negative integer rank.")
+    if not is_rank(rank):
+        raise BadRequest("The field rank must be a non-negative integer.")
+    info = payload.get("transfer_engine_info")
+    if info is None:
+        raise BadRequest("The field transfer_engine_info is missing.")
+    if not isinstance(info, dict):
+        raise BadRequest("The field transfer_engine_info must be a JSON object.")
+    session_id = info.get("session_id")
+    if not isinstance(session_id, str):
+        raise BadRequest("The field transfer_engine_info.session_id must be a string.")
+    weights = info.get("weights_info_dict")
+    if not isinstance(weights, dict):
+        raise BadRequest("The field transfer_engine_info.weights_info_dict must be a JSON object.")
+    return Registration(rank, session_id, weights)
+
+
+def registration_body(rank: int, session_id: str, weights_info_dict: Mapping[str, Any]) -> bytes:
+    return dumps(
+        {
+            "rank": rank,
+            "transfer_engine_info": {
+                "session_id": session_id,
+                "weights_info_dict": dict(weights_info_dict),
+            },
+        }
+    )
+
+
+def check_world_size(rank: int, world_size: int | None) -> None:
+    if world_size is not None and rank >= world_size:
+        raise BadRequest(
+            f"Rank {rank} is outside the world size {world_size} (valid ranks are 0 to {world_size - 1})."
+        )
+
+
+# -- query parameters ---------------------------------------------------
+
+
+def parse_rank_param(value: str | None) -> int:
+    if value is None:
+        raise BadRequest("Missing rank parameter")
+    rank = _parse_int(value)
+    if rank is None or rank < 0:
+        raise BadRequest("Invalid rank parameter")
+    return rank
+
+
+def parse_wait(value: str | None) -> float:
+    """Seconds to wait: a finite, non-negative float; absent means 0."""
+    if value is None:
+        return 0.0
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = math.nan
+    if not math.isfinite(seconds) or seconds < 0:
+        raise BadRequest("Invalid wait parameter: give a non-negative number of seconds.")
+    return seconds
+
+
+def parse_after(value: str | None) -> int:
+    if value is None:
+        return 0
+    after = _parse_int(value)
+    if after is None or after < 0:
+        raise BadRequest("Invalid after parameter: give a non-negative integer version.")
+    return after
+
+
+def parse_ranks(spec: str | None) -> list[int]:
+    """Parse a rank set such as ``0-3,8,10-11`` into its ranks, in order, without repeats."""
+    if spec is None or not spec.strip():
+        raise BadRequest("Missing ranks parameter: give ranks such as 0-7 or 0,2,5-9.")
+    ranks: dict[int, None] = {}
+    for part in spec.split(","):
+        first_text, dash, last_text = part.strip().partition("-")
+        first = _parse_int(first_text)
+        last = _parse_int(last_text) if dash else first
+        if first is None or last is None or first < 0 or last < first:
+            raise BadRequest(f"Invalid ranks parameter: {part.strip()!r} is not a rank or a range.")
+        if len(ranks) + (last - first + 1) > MAX_BATCH_RANKS:
+            raise BadRequest(f"Invalid ranks parameter: a batch may name at most {MAX_BATCH_RANKS} ranks.")
+        ranks.update(dict.fromkeys(range(first, last + 1)))
+    return list(ranks)
+
+
+def format_ranks(ranks: Iterable[int]) -> str:
+    """The inverse of :func:`parse_ranks`: ``[0, 1, 2, 5]`` becomes ``0-2,5``."""
+    parts: list[str] = []
+    ordered = sorted(set(ranks))
+    start = 0
+    for index in range(1, len(ordered) + 1):
+        if index == len(ordered) or ordered[index] != ordered[index - 1] + 1:
+            first, last = ordered[start], ordered[index - 1]
+            parts.append(str(first) if first == last else f"{first}-{last}")
+            start = index
+    return ",".join(parts)
+
+
+def _parse_int(text: str) -> int | None:
+    # Only plain digits: int() would also take "+3", " 3", "3_000" and "٣".
+    if not text.isascii() or not text.isdigit() or len(text) > 18:
+        return None
+    return int(text)
+
+
+# -- replies ------------------------------------------------------------
+
+
+def not_registered_detail(rank: int) -> str:
+    return f"No transfer engine info for rank {rank}"
+
+
+def missing_ranks_detail(missing: Sequence[int]) -> str:
+    if len(missing) == 1:
+        return not_registered_detail(missing[0])
+    return f"No transfer engine info for ranks {format_ranks(missing)}"
+
+
+def encode_info(record: Record) -> bytes:
+    """The reply to a get of ``record``'s rank."""
+    return dumps(
+        {
+            "rank": record.rank,
+            "remote_instance_transfer_engine_info": [record.session_id, record.weights_info_dict],
+            "version": record.version,
+        }
+    )
+
+
+def encode_batch(records: Sequence[Record], version: int) -> bytes:
+    """The reply to a batch get: the ranks' single replies, spliced, not re-encoded."""
+    infos = b",".join(record.reply or encode_info(record) for record in records)
+    return b'{"infos":[' + infos + b'],"version":' + str(version).encode() + b"}"
+
+
+@dataclass(frozen=True, slots=True)
+class TransferEngineInfo:
+    """One rank's transfer-engine info, as a getter receives it."""
+
+    rank: int
+    session_id: str
+    weights_info_dict: dict[str, Any]
+    version: int
+
+
+def decode_info(payload: Any) -> TransferEngineInfo:
+    """Read a get reply (already parsed from JSON)."""
+    try:
+        session_id, weights = payload["remote_instance_transfer_engine_info"]
+        return TransferEngineInfo(
+            rank=int(payload["rank"]),
+            session_id=str(session_id),
+            weights_info_dict=dict(weights),
+            version=int(payload.get("version", 0)),
+        )
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ValueError(f"Not a transfer engine info reply: {exc}") from exc
+
+
+def decode_batch(payload: Any) -> dict[int, TransferEngineInfo]:
+    try:
+        infos = [decode_info(item) for item in payload["infos"]]
+    except (KeyError, TypeError) as exc:
+        raise ValueError(f"Not a batch reply: {exc}") from exc
+    return {info.rank: info for info in infos}
+
+
+@dataclass(frozen=True, slots=True)
+class RankSummary:
+    """One line of the listing of registered ranks."""
+
+    rank: int
+    session_id: str
+    version: int
+    registered_at: float
+    age: float
+
+
+@dataclass(frozen=True, slots=True)
+class RankListing:
+    """The server's listing: who has registered, and who is missing."""
+
+    version: int
+    world_size: int | None
+    ranks: list[RankSummary]
+    missing: list[int] | None
+
+
+def decode_listing(payload: Any) -> RankListing:
+    try:
+        return RankListing(
+            version=int(payload["version"]),
+            world_size=payload.get("world_size"),
+            ranks=[
+                RankSummary(
+                    rank=int(item["rank"]),
+                    session_id=str(item["session_id"]),
+                    version=int(item["version"]),
+                    registered_at=float(item["registered_at"]),
+                    age=float(item["age"]),
+                )
+                for item in payload["ranks"]
+            ],
+            missing=payload.get("missing"),
+        )
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ValueError(f"Not a rank listing reply: {exc}") from exc

@@ -1,0 +1,313 @@
+"""The registry: every rank's transfer-engine info, and the waiting for it.
+
+Theory of operation
+-------------------
+A registration stores a :class:`Record` under its rank and stamps it with a
+server-wide ``version`` that grows by one with every change, like an etcd
+revision. The record's wire reply is encoded once, here, so that a thousand
+waiters woken by one registration share one ``bytes`` object.
+
+A getter that finds nothing (or only a record older than its ``after``) joins
+the rank's *waitlist*: an ``asyncio.Event`` plus a count of its waiters. A
+registration sets that event, which wakes every waiter of the rank in one
+step, and puts a fresh event in its place for later waiters; an event that
+others share is never ``clear()``-ed, so no waiter can miss a wake-up. A
+woken waiter checks the store again and either returns or waits on the new
+event. The waitlist exists only while someone waits: the last waiter to leave
+(answered, timed out or cancelled) removes it, so probing ranks that never
+register leaves nothing behind.
+
+A wait for a set of ranks walks the ranks still missing one at a time: since
+all of them must arrive, waiting for each in turn ends when the last arrives,
+and costs one waitlist at a time instead of one per rank.
+
+Running out of time is a normal answer (``None`` or the missing ranks), not an
+exception. ``close()`` wakes every waiter with :class:`ShuttingDown`.
+
+Where records live is behind :class:`RecordStore`, the one seam a durable
+journal or an external store replaces without touching the waiting.
+
+This module is pure asyncio: it knows nothing of HTTP.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import time
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from .exceptions import ShuttingDown, TooManyWaiters
+
+__all__ = ["MemoryStore", "Record", "RecordStore", "Registry"]
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """One rank's registered transfer-engine info."""
+
+    rank: int
+    session_id: str
+    weights_info_dict: dict[str, Any]
+    version: int
+    registered_at: float
+    """Wall-clock time of the registration (``time.time()``)."""
+    reply: bytes = b""
+    """The encoded reply to a get of this rank, built once at registration."""
+
+
+class RecordStore(Protocol):
+    """Where the registry keeps its records."""
+
+    @property
+    def last_version(self) -> int:
+        """The highest version ever written, so versions go on growing."""
+        ...
+
+    def get(self, rank: int) -> Record | None: ...
+
+    def __iter__(self) -> Iterator[Record]: ...
+
+    def __len__(self) -> int: ...
+
+    async def put(self, record: Record) -> None:
+        """Store ``record``; when this returns, the record is as safe as the store makes it."""
+        ...
+
+    async def delete(self, rank: int, version: int) -> Record | None:
+        """Forget ``rank`` as of ``version``; return what was stored."""
+        ...
+
+    async def close(self) -> None: ...
+
+
+class MemoryStore:
+    """Records in a dict: fast, and gone when the process ends."""
+
+    def __init__(self, records: Iterable[Record] = (), last_version: int = 0) -> None:
+        self._records: dict[int, Record] = {}
+        self._last_version = last_version
+        for record in records:
+            self._keep(record)
+
+    @property
+    def last_version(self) -> int:
+        return self._last_version
+
+    def get(self, rank: int) -> Record | None:
+        return self._records.get(rank)
+
+    def __iter__(self) -> Iterator[Record]:
+        return iter(list(self._records.values()))
+
+    def __len__(self) -> int:
+        return len(self._records)
+
+    async def put(self, record: Record) -> None:
+        self._keep(record)
+
+    async def delete(self, rank: int, version: int) -> Record | None:
+        self._last_version = max(self._last_version, version)
+        return self._records.pop(rank, None)
+
+    async def close(self) -> None:
+        pass
+
+    def _keep(self, record: Record) -> None:
+        self._last_version = max(self._last_version, record.version)
+        current = self._records.get(record.rank)
+        # Puts of one rank may finish out of order in a slower store; the
+        # higher version is the later registration and must win.
+        if current is None or current.version < record.version:
+            self._records[record.rank] = record
+
+
+class _Waitlist:
+    __slots__ = ("event", "waiters")
+
+    def __init__(self) -> None:
+        self.event = asyncio.Event()
+        self.waiters = 0
+
+
+def _no_reply(record: Record) -> bytes:
+    return b""
+
+
+class Registry:
+    """Ranks' records and the requests waiting for them."""
+
+    def __init__(
+        self,
+        store: RecordStore | None = None,
+        *,
+        encode_reply: Callable[[Record], bytes] = _no_reply,
+        max_waiters: int | None = None,
+    ) -> None:
+        self._store: RecordStore = store if store is not None else MemoryStore()
+        self._encode_reply = encode_reply
+        self._version = self._store.last_version
+        self._waitlists: dict[int, _Waitlist] = {}
+        self._parked = 0
+        self._max_waiters = max_waiters
+        self._closed = False
+
+    # -- reading -------------------------------------------------------
+
+    @property
+    def version(self) -> int:
+        """The version of the latest change (0 before the first)."""
+        return self._version
+
+    @property
+    def parked(self) -> int:
+        """How many waits are parked right now."""
+        return self._parked
+
+    @property
+    def waiting_ranks(self) -> int:
+        """How many ranks have a waitlist right now."""
+        return len(self._waitlists)
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def get(self, rank: int) -> Record | None:
+        return self._store.get(rank)
+
+    def records(self) -> list[Record]:
+        """Every stored record, by rank."""
+        return sorted(self._store, key=lambda record: record.rank)
+
+    def __len__(self) -> int:
+        return len(self._store)
+
+    def __contains__(self, rank: object) -> bool:
+        return isinstance(rank, int) and self._store.get(rank) is not None
+
+    # -- changing ------------------------------------------------------
+
+    async def register(self, rank: int, session_id: str, weights_info_dict: dict[str, Any]) -> Record:
+        """Store a rank's info under a new version and wake its waiters."""
+        if self._closed:
+            raise ShuttingDown("The server is shutting down.")
+        self._version += 1
+        record = Record(rank, session_id, weights_info_dict, self._version, time.time())
+        record = dataclasses.replace(record, reply=self._encode_reply(record))
+        await self._store.put(record)
+        waitlist = self._waitlists.get(rank)
+        if waitlist is not None:
+            waitlist.event.set()
+            waitlist.event = asyncio.Event()
+        return record
+
+    async def unregister(self, rank: int) -> Record | None:
+        """Forget a rank's info; its waiters go on waiting for a new one."""
+        if self._closed:
+            raise ShuttingDown("The server is shutting down.")
+        if self._store.get(rank) is None:
+            return None
+        self._version += 1
+        return await self._store.delete(rank, self._version)
+
+    def close(self) -> None:
+        """Answer every parked wait with :class:`ShuttingDown`; refuse new changes.
+
+        The store stays open: whoever opened it closes it.
+        """
+        self._closed = True
+        for waitlist in self._waitlists.values():
+            waitlist.event.set()
+
+    # -- waiting -------------------------------------------------------
+
+    def fresh(self, rank: int, after: int = 0) -> Record | None:
+        """The rank's record if its version is greater than ``after``."""
+        record = self._store.get(rank)
+        if record is not None and record.version > after:
+            return record
+        return None
+
+    async def wait(self, rank: int, timeout: float, after: int = 0) -> Record | None:
+        """The rank's record newer than ``after``, waiting up to ``timeout`` seconds.
+
+        Returns ``None`` when the time runs out first.
+        """
+        record = self.fresh(rank, after)
+        if record is not None or timeout <= 0:
+            return record
+        async with self._parking():
+            try:
+                async with asyncio.timeout(timeout):
+                    return await self._arrival(rank, after)
+            except TimeoutError:
+                return None
+
+    async def wait_all(
+        self, ranks: Iterable[int], timeout: float, after: int = 0
+    ) -> tuple[list[Record], list[int]]:
+        """Every rank's record newer than ``after``, waiting up to ``timeout`` seconds.
+
+        Returns the records found (in the order asked) and the ranks still
+        missing when the time ran out (empty when all arrived).
+        """
+        wanted = list(dict.fromkeys(ranks))
+        missing = [rank for rank in wanted if self.fresh(rank, after) is None]
+        if missing and timeout > 0:
+            async with self._parking():
+                try:
+                    async with asyncio.timeout(timeout):
+                        # A rank unregistered while we waited for a later one
+                        # is missing again: go round until none is.
+                        while missing:
+                            for rank in missing:
+                                await self._arrival(rank, after)
+                            missing = [r for r in wanted if self.fresh(r, after) is None]
+                except TimeoutError:
+                    pass
+        found: list[Record] = []
+        missing = []
+        for rank in wanted:
+            record = self.fresh(rank, after)
+            if record is None:
+                missing.append(rank)
+            else:
+                found.append(record)
+        return found, missing
+
+    @asynccontextmanager
+    async def _parking(self) -> AsyncIterator[None]:
+        if self._closed:
+            raise ShuttingDown("The server is shutting down.")
+        if self._max_waiters is not None and self._parked >= self._max_waiters:
+            raise TooManyWaiters(
+                f"The server already holds {self._parked} waiting requests, its limit; retry later."
+            )
+        self._parked += 1
+        try:
+            yield
+        finally:
+            self._parked -= 1
+
+    async def _arrival(self, rank: int, after: int) -> Record:
+        """Wait, with no time limit, until the rank has a record newer than ``after``."""
+        waitlist = self._waitlists.get(rank)
+        if waitlist is None:
+            waitlist = self._waitlists[rank] = _Waitlist()
+        waitlist.waiters += 1
+        try:
+            while True:
+                record = self.fresh(rank, after)
+                if record is not None:
+                    return record
+                if self._closed:
+                    raise ShuttingDown("The server is shutting down.")
+                await waitlist.event.wait()
+        finally:
+            waitlist.waiters -= 1
+            if waitlist.waiters == 0 and self._waitlists.get(rank) is waitlist:
+                del self._waitlists[rank]
