@@ -105,6 +105,11 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
 # -- routes -------------------------------------------------------------
 
 
+def registry_of(request: web.Request) -> Registry:
+    """The registry a request addresses."""
+    return request.app[REGISTRY]
+
+
 def _param(request: web.Request, name: str) -> str | None:
     values = request.query.getall(name, [])
     if len(values) > 1:
@@ -124,7 +129,7 @@ async def register(request: web.Request) -> web.Response:
     body = await request.read()
     registration = protocol.parse_registration(body)
     protocol.check_world_size(registration.rank, request.app[CONFIG].world_size)
-    record = await request.app[REGISTRY].register(
+    record = await registry_of(request).register(
         registration.rank, registration.session_id, registration.weights_info_dict
     )
     log.info("registered rank %d session %s version %d", record.rank, record.session_id, record.version)
@@ -136,7 +141,7 @@ async def get_info(request: web.Request) -> web.Response:
     wait = _wait_seconds(request)
     after = protocol.parse_after(_param(request, "after"))
     protocol.check_world_size(rank, request.app[CONFIG].world_size)
-    record = await request.app[REGISTRY].wait(rank, wait, after)
+    record = await registry_of(request).wait(rank, wait, after)
     if record is None:
         raise NotRegistered(protocol.not_registered_detail(rank))
     return web.Response(body=record.reply, content_type=protocol.JSON_TYPE)
@@ -148,7 +153,7 @@ async def get_batch(request: web.Request) -> web.Response:
     after = protocol.parse_after(_param(request, "after"))
     world_size = request.app[CONFIG].world_size
     protocol.check_world_size(max(ranks), world_size)
-    registry = request.app[REGISTRY]
+    registry = registry_of(request)
     found, missing = await registry.wait_all(ranks, wait, after)
     if missing:
         return web.Response(
@@ -160,7 +165,7 @@ async def get_batch(request: web.Request) -> web.Response:
 
 
 async def list_ranks(request: web.Request) -> web.Response:
-    registry = request.app[REGISTRY]
+    registry = registry_of(request)
     world_size = request.app[CONFIG].world_size
     now = time.time()
     records = registry.records()
