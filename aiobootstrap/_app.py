@@ -15,7 +15,8 @@ from aiohttp.typedefs import Handler
 
 from . import _protocol as protocol
 from ._config import ServerConfig
-from ._registry import MemoryStore, Registry
+from ._journal import JournalStore
+from ._registry import MemoryStore, RecordStore, Registry
 from .exceptions import BadRequest, BootstrapError, NotRegistered, TooManyWaiters
 
 __all__ = ["CONFIG", "REGISTRY", "create_app"]
@@ -44,8 +45,21 @@ def create_app(config: ServerConfig | None = None) -> web.Application:
     return app
 
 
+async def _open_store(config: ServerConfig) -> RecordStore:
+    if config.state_file is None:
+        return MemoryStore()
+    store = await JournalStore.open(config.state_file, encode_reply=protocol.encode_info)
+    log.info(
+        "state file %s: loaded %d registration(s), version %d",
+        config.state_file,
+        len(store),
+        store.last_version,
+    )
+    return store
+
+
 async def _registry_context(app: web.Application) -> AsyncIterator[None]:
-    store = MemoryStore()
+    store = await _open_store(app[CONFIG])
     registry = Registry(
         store,
         encode_reply=protocol.encode_info,

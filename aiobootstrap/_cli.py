@@ -70,6 +70,12 @@ def _parser() -> argparse.ArgumentParser:
         metavar="N",
         help="most waits parked at once; more get 503 with Retry-After (default: no limit)",
     )
+    parser.add_argument(
+        "--state-file",
+        default=None,
+        metavar="PATH",
+        help="journal registrations to PATH and reload them on start (default: memory only)",
+    )
     parser.add_argument("--log-level", choices=_LOG_LEVELS, default="info", help="(default: %(default)s)")
     return parser
 
@@ -82,6 +88,7 @@ def _config(args: argparse.Namespace) -> ServerConfig:
         max_wait=args.max_wait,
         max_body_size=args.max_body_size,
         max_waiters=args.max_waiters,
+        state_file=args.state_file,
     )
 
 

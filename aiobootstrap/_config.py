@@ -28,6 +28,8 @@ class ServerConfig:
     """How many waits may be parked at once; ``None`` for no limit."""
     shutdown_timeout: float = 1.0
     """Seconds a stopping server gives in-flight requests after waking its waiters."""
+    state_file: str | None = None
+    """The journal that makes registrations survive a restart; ``None`` keeps them in memory only."""
 
     def __post_init__(self) -> None:
         if not 0 <= self.port <= 65535:
@@ -38,5 +40,7 @@ class ServerConfig:
             raise ValueError(f"max wait must be a non-negative number of seconds, not {self.max_wait}")
         if self.max_body_size < 1:
             raise ValueError(f"max body size must be at least 1 byte, not {self.max_body_size}")
+        if self.state_file is not None and not self.state_file.strip():
+            raise ValueError("state file must be a path, not an empty string")
         if self.max_waiters is not None and self.max_waiters < 0:
             raise ValueError(f"max waiters must be non-negative, not {self.max_waiters}")

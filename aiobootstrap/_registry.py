@@ -198,12 +198,17 @@ class Registry:
         self._version += 1
         record = Record(rank, session_id, weights_info_dict, self._version, time.time())
         record = dataclasses.replace(record, reply=self._encode_reply(record))
+        # A durable store's put takes a while, and a client that hangs up then
+        # cancels us; the record still lands, so its waiters must still wake.
+        await asyncio.shield(self._store_and_wake(record))
+        return record
+
+    async def _store_and_wake(self, record: Record) -> None:
         await self._store.put(record)
-        waitlist = self._waitlists.get(rank)
+        waitlist = self._waitlists.get(record.rank)
         if waitlist is not None:
             waitlist.event.set()
             waitlist.event = asyncio.Event()
-        return record
 
     async def unregister(self, rank: int) -> Record | None:
         """Forget a rank's info; its waiters go on waiting for a new one."""
