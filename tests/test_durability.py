@@ -1,0 +1,190 @@
+"""--state-file end to end: registrations survive a restart of the app and a SIGKILL of the CLI."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+
+from aiobootstrap import BootstrapClient, ServerConfig, create_app
+from aiobootstrap._app import REGISTRY
+
+GUARD = 10.0
+"""Seconds any awaited event may take before a test fails: generous, never a measurement."""
+
+
+def registration(rank: int, session_id: str) -> dict[str, Any]:
+    return {
+        "rank": rank,
+        "transfer_engine_info": {"session_id": session_id, "weights_info_dict": {"w": rank}},
+    }
+
+
+async def start_app(aiohttp_client: Any, path: Path) -> Any:
+    return await aiohttp_client(
+        create_app(ServerConfig(state_file=str(path))), server_kwargs={"handler_cancellation": True}
+    )
+
+
+async def test_restarted_app_serves_the_same_info_and_versions(aiohttp_client: Any, tmp_path: Path) -> None:
+    """A new app on the same state file answers gets with the same bodies; new registrations go higher."""
+    path = tmp_path / "state"
+    first = await start_app(aiohttp_client, path)
+    for rank in range(3):
+        reply = await first.put("/register_transfer_engine_info", json=registration(rank, f"s{rank}"))
+        assert reply.status == 200
+    await first.put("/register_transfer_engine_info", json=registration(1, "s1 again"))
+    before = {
+        rank: await (await first.get(f"/get_transfer_engine_info?rank={rank}")).read() for rank in range(3)
+    }
+    await first.close()
+
+    second = await start_app(aiohttp_client, path)
+    for rank in range(3):
+        reply = await second.get(f"/get_transfer_engine_info?rank={rank}")
+        assert reply.status == 200
+        assert await reply.read() == before[rank]
+    assert (await (await second.get("/get_transfer_engine_info?rank=1")).json())[
+        "remote_instance_transfer_engine_info"
+    ][0] == "s1 again"
+    assert (await second.put("/register_transfer_engine_info", json=registration(9, "new"))).status == 200
+    fresh = await (await second.get("/get_transfer_engine_info?rank=9")).json()
+    assert fresh["version"] == 5
+    listing = await (await second.get("/ranks")).json()
+    assert listing["count"] == 4
+
+
+async def test_unregistered_rank_stays_gone_after_restart(aiohttp_client: Any, tmp_path: Path) -> None:
+    """A rank the registry forgot is not brought back by a restart."""
+    path = tmp_path / "state"
+    first = await start_app(aiohttp_client, path)
+    await first.put("/register_transfer_engine_info", json=registration(0, "gone"))
+    await first.put("/register_transfer_engine_info", json=registration(1, "kept"))
+    await first.app[REGISTRY].unregister(0)
+    await first.close()
+
+    second = await start_app(aiohttp_client, path)
+    assert (await second.get("/get_transfer_engine_info?rank=0")).status == 404
+    assert (await second.get("/get_transfer_engine_info?rank=1")).status == 200
+
+
+async def test_without_state_file_nothing_is_written(
+    aiohttp_client: Any, tmp_path: Path, monkeypatch: Any
+) -> None:
+    """The default server stays in memory: no file appears, a restart starts empty."""
+    monkeypatch.chdir(tmp_path)
+    first = await aiohttp_client(create_app(ServerConfig()))
+    await first.put("/register_transfer_engine_info", json=registration(0, "s"))
+    await first.close()
+    second = await aiohttp_client(create_app(ServerConfig()))
+    assert (await second.get("/get_transfer_engine_info?rank=0")).status == 404
+    assert os.listdir(tmp_path) == []
+
+
+def test_empty_state_file_path_is_refused() -> None:
+    """An empty --state-file is a configuration error, not a file named ''."""
+    with pytest.raises(ValueError, match="state file"):
+        ServerConfig(state_file=" ")
+
+
+# -- the CLI ------------------------------------------------------------
+
+
+async def start_cli(*args: str) -> tuple[asyncio.subprocess.Process, str]:
+    """Start ``python -m aiobootstrap --port 0 ARGS`` and return it with the URL it prints."""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "aiobootstrap",
+        "--port",
+        "0",
+        "--log-level",
+        "warning",
+        *args,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    assert proc.stdout is not None
+    async with asyncio.timeout(GUARD):
+        line = (await proc.stdout.readline()).decode()
+    assert line.startswith("aiobootstrap listening on "), line
+    return proc, line.split()[-1]
+
+
+async def run_cli(*args: str) -> tuple[int, str]:
+    """Run the CLI to its end; its exit status and standard error."""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "aiobootstrap",
+        "--port",
+        "0",
+        *args,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    async with asyncio.timeout(GUARD):
+        _, stderr = await proc.communicate()
+    assert proc.returncode is not None
+    return proc.returncode, stderr.decode()
+
+
+async def stop(proc: asyncio.subprocess.Process, signum: int = signal.SIGTERM) -> None:
+    if proc.returncode is None:
+        proc.send_signal(signum)
+    async with asyncio.timeout(GUARD):
+        await proc.communicate()
+
+
+async def test_registration_survives_sigkill_of_the_cli(tmp_path: Path) -> None:
+    """Register over HTTP, SIGKILL the server, start it again: the registration and its version are there."""
+    path = tmp_path / "state"
+    proc, url = await start_cli("--state-file", str(path))
+    try:
+        async with BootstrapClient(url) as client:
+            await client.register(3, session_id="10.0.0.7:18000", weights_info_dict={"layer": [1, 2]})
+            before = await client.get(3, timeout=0)
+    finally:
+        await stop(proc, signal.SIGKILL)
+    assert proc.returncode == -signal.SIGKILL
+
+    proc, url = await start_cli("--state-file", str(path))
+    try:
+        async with BootstrapClient(url) as client:
+            assert await client.get(3, timeout=0) == before
+            await client.register(4, session_id="after", weights_info_dict={})
+            assert (await client.get(4, timeout=0)).version > before.version
+    finally:
+        await stop(proc)
+    assert proc.returncode == 0
+
+
+async def test_unusable_state_file_fails_the_cli_with_one_line(tmp_path: Path) -> None:
+    """A state file in a missing directory: one line on stderr naming it, exit 1, no traceback."""
+    status, stderr = await run_cli("--state-file", str(tmp_path / "absent" / "state"))
+    assert status == 1
+    assert stderr.strip().count("\n") == 0
+    assert "absent" in stderr
+    assert "does not exist" in stderr
+    assert "Traceback" not in stderr
+
+
+async def test_second_server_on_the_same_state_file_fails_clearly(tmp_path: Path) -> None:
+    """A second server pointed at a journal in use refuses to start instead of corrupting it."""
+    path = tmp_path / "state"
+    proc, url = await start_cli("--state-file", str(path))
+    try:
+        status, stderr = await run_cli("--state-file", str(path))
+        assert status == 1
+        assert "another aiobootstrap server holds it" in stderr
+        assert "Traceback" not in stderr
+        async with aiohttp.ClientSession() as session, session.get(f"{url}/health") as reply:
+            assert reply.status == 200
+    finally:
+        await stop(proc)
