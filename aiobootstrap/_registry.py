@@ -159,8 +159,12 @@ class Registry:
 
     @property
     def version(self) -> int:
-        """The version of the latest change (0 before the first)."""
-        return self._version
+        """The version of the latest change readers can see (0 before the first).
+
+        A change still being made durable is not counted: a reply quoting its
+        version could outlive a crash that loses it, and the version be reused.
+        """
+        return self._store.last_version
 
     @property
     def parked(self) -> int:

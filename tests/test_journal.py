@@ -81,6 +81,28 @@ def path(tmp_path: Path) -> Path:
     return tmp_path / "state.journal"
 
 
+Gate = tuple[threading.Event, threading.Event]
+
+
+@pytest.fixture
+def hold_syncs(monkeypatch: pytest.MonkeyPatch) -> Callable[[], Gate]:
+    """From the call on, journal syncs wait for the gate's second event; its first is set when one starts."""
+
+    def hold() -> Gate:
+        entered, release = threading.Event(), threading.Event()
+        real_sync = journal._sync
+
+        def held(fd: int) -> None:
+            entered.set()
+            release.wait(GUARD)
+            real_sync(fd)
+
+        monkeypatch.setattr(journal, "_sync", held)
+        return entered, release
+
+    return hold
+
+
 async def test_round_trip_keeps_every_field_and_rebuilds_the_reply(path: Path) -> None:
     """A reopened store hands out the same records, each with the reply the registry would build."""
     written = await fill(path)
@@ -243,19 +265,11 @@ async def test_failed_sync_is_not_acknowledged_and_changes_nothing(
 
 
 async def test_waiters_wake_even_if_the_registering_client_hangs_up_mid_sync(
-    path: Path, monkeypatch: pytest.MonkeyPatch
+    path: Path, hold_syncs: Callable[[], Gate]
 ) -> None:
     """Cancelling a register while its sync is in flight still stores the record and wakes its waiters."""
     registry, store = await open_registry(path)
-    entered, release = threading.Event(), threading.Event()
-    real_sync = journal._sync
-
-    def slow_sync(fd: int) -> None:
-        entered.set()
-        release.wait(GUARD)
-        real_sync(fd)
-
-    monkeypatch.setattr(journal, "_sync", slow_sync)
+    entered, release = hold_syncs()
     waiter = asyncio.create_task(registry.wait(4, timeout=GUARD))
     await until(lambda: registry.parked == 1)
     registering = asyncio.create_task(registry.register(4, "hung up", {}))
@@ -268,6 +282,24 @@ async def test_waiters_wake_even_if_the_registering_client_hangs_up_mid_sync(
         record = await waiter
     assert record is not None
     assert record.session_id == "hung up"
+    await store.close()
+
+
+async def test_registry_version_counts_only_durable_changes(
+    path: Path, hold_syncs: Callable[[], Gate]
+) -> None:
+    """While a registration's sync is in flight, the registry neither shows it nor quotes its version."""
+    registry, store = await open_registry(path)
+    await registry.register(0, "first", {})
+    entered, release = hold_syncs()
+    registering = asyncio.create_task(registry.register(1, "in flight", {}))
+    await until(entered.is_set)
+    assert registry.version == 1
+    assert registry.get(1) is None
+    release.set()
+    async with asyncio.timeout(GUARD):
+        record = await registering
+    assert registry.version == record.version == 2
     await store.close()
 
 
