@@ -145,6 +145,7 @@ def _parse_line(line: bytes) -> dict[str, Any]:
 
 class _Change(NamedTuple):
     entry: dict[str, Any]
+    line: bytes
     record: Record | None
     done: asyncio.Future[Record | None]
 
@@ -332,7 +333,9 @@ class JournalStore(MemoryStore):
             raise StateFileError("The state file is closed: the server is shutting down.")
         loop = asyncio.get_running_loop()
         done: asyncio.Future[Record | None] = loop.create_future()
-        self._pending.append(_Change(entry, record, done))
+        # Encoded here, not on the worker thread: there it would hold the GIL
+        # against the event loop, while the thread's write and sync release it.
+        self._pending.append(_Change(entry, _line(entry), record, done))
         if self._flusher is None:
             self._flusher = loop.create_task(self._flush())
         # Cancelling this wait does not cancel the change: the flusher
@@ -344,9 +347,9 @@ class JournalStore(MemoryStore):
         try:
             while self._pending:
                 batch, self._pending = self._pending, []
-                entries = [change.entry for change in batch]
+                data = b"".join(change.line for change in batch)
                 try:
-                    sizes = await loop.run_in_executor(self._executor, self._append, entries)
+                    await loop.run_in_executor(self._executor, self._append, data)
                 except Exception as exc:
                     # Anything but a disk error would be a bug; the callers must hear either way.
                     log.error(
@@ -366,8 +369,8 @@ class JournalStore(MemoryStore):
                                 )
                             )
                     continue
-                for change, size in zip(batch, sizes, strict=True):
-                    result = self._apply(change.entry, size, change.record)
+                for change in batch:
+                    result = self._apply(change.entry, len(change.line), change.record)
                     if not change.done.done():
                         change.done.set_result(result)
                 if self._size > max(COMPACT_MIN_BYTES, COMPACT_RATIO * self._live_bytes):
@@ -387,10 +390,8 @@ class JournalStore(MemoryStore):
 
     # -- the worker thread ---------------------------------------------
 
-    def _append(self, entries: list[dict[str, Any]]) -> list[int]:
+    def _append(self, data: bytes) -> None:
         """Write and sync one batch; on failure cut the file back to its last synced size."""
-        lines = [_line(entry) for entry in entries]
-        data = b"".join(lines)
         try:
             _write_all(self._fd, data)
             _sync(self._fd)
@@ -402,7 +403,6 @@ class JournalStore(MemoryStore):
                 _sync(self._fd)
             raise
         self._size += len(data)
-        return [len(line) for line in lines]
 
     def _rewrite(self) -> None:
         """Replace the journal with its live records: side file, sync, rename, sync the directory."""
