@@ -15,6 +15,7 @@ import pytest
 
 from aiobootstrap import Record, Registry
 from aiobootstrap import _journal as journal
+from aiobootstrap import _journal_file as journal_file
 from aiobootstrap._journal import JournalStore, StateFileError
 from aiobootstrap._protocol import encode_info
 
@@ -90,14 +91,14 @@ def hold_syncs(monkeypatch: pytest.MonkeyPatch) -> Callable[[], Gate]:
 
     def hold() -> Gate:
         entered, release = threading.Event(), threading.Event()
-        real_sync = journal._sync
+        real_sync = journal_file._sync
 
         def held(fd: int) -> None:
             entered.set()
             release.wait(GUARD)
             real_sync(fd)
 
-        monkeypatch.setattr(journal, "_sync", held)
+        monkeypatch.setattr(journal_file, "_sync", held)
         return entered, release
 
     return hold
@@ -228,14 +229,14 @@ async def test_concurrent_puts_share_one_sync(path: Path, monkeypatch: pytest.Mo
     """A burst of registrations is group-committed: far fewer syncs than registrations."""
     registry, store = await open_registry(path)
     syncs = 0
-    real_sync = journal._sync
+    real_sync = journal_file._sync
 
     def counting_sync(fd: int) -> None:
         nonlocal syncs
         syncs += 1
         real_sync(fd)
 
-    monkeypatch.setattr(journal, "_sync", counting_sync)
+    monkeypatch.setattr(journal_file, "_sync", counting_sync)
     await asyncio.gather(*(registry.register(rank, "s", {}) for rank in range(200)))
     await store.close()
     assert syncs < 20
@@ -248,20 +249,59 @@ async def test_failed_sync_is_not_acknowledged_and_changes_nothing(
     """A write the disk refuses raises StateFileError (503); nothing shows, and later writes still work."""
     registry, store = await open_registry(path)
     await registry.register(0, "kept", {})
-    real_sync = journal._sync
+    real_sync = journal_file._sync
 
     def full_disk(fd: int) -> None:
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
-    monkeypatch.setattr(journal, "_sync", full_disk)
+    monkeypatch.setattr(journal_file, "_sync", full_disk)
     with pytest.raises(StateFileError, match="No space left on device") as failure:
         await registry.register(1, "lost", {})
     assert failure.value.status == 503
     assert registry.get(1) is None
-    monkeypatch.setattr(journal, "_sync", real_sync)
+    monkeypatch.setattr(journal_file, "_sync", real_sync)
     await registry.register(2, "after", {})
     await store.close()
     assert sorted(await reopened(path)) == [0, 2]
+
+
+async def test_half_written_batch_is_cut_off_before_the_next_append(
+    path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A write that fails halfway, and whose cleanup fails too, does not corrupt the next batch."""
+    registry, store = await open_registry(path)
+    await registry.register(0, "kept", {})
+    real_write, real_truncate = journal_file._write_all, os.ftruncate
+
+    def half_write(fd: int, data: bytes) -> None:
+        real_write(fd, data[: len(data) // 2])
+        raise OSError(errno.EIO, os.strerror(errno.EIO))
+
+    def truncate_fails_once(fd: int, length: int) -> None:
+        monkeypatch.setattr(os, "ftruncate", real_truncate)
+        raise OSError(errno.EIO, os.strerror(errno.EIO))
+
+    monkeypatch.setattr(journal_file, "_write_all", half_write)
+    monkeypatch.setattr(os, "ftruncate", truncate_fails_once)
+    with pytest.raises(StateFileError, match="Input/output error"):
+        await registry.register(1, "lost", {})
+    monkeypatch.setattr(journal_file, "_write_all", real_write)
+    await registry.register(2, "after", {})
+    await store.close()
+    store = await open_store(path)
+    assert store.skipped == 0
+    assert sorted(record.rank for record in store) == [0, 2]
+    await store.close()
+
+
+async def test_empty_file_is_an_empty_journal(path: Path) -> None:
+    """A file created empty (``touch``) is taken as a journal with nothing in it."""
+    write(path, b"")
+    store = await open_store(path)
+    assert len(store) == 0
+    assert store.skipped == 0
+    await store.close()
+    assert read(path).startswith(b"aiobootstrap-journal 1\n")
 
 
 async def test_waiters_wake_even_if_the_registering_client_hangs_up_mid_sync(
