@@ -173,6 +173,7 @@ async def list_ranks(request: web.Request) -> web.Response:
         "version": registry.version,
         "world_size": world_size,
         "count": len(records),
+        "waiters": registry.parked,
         "ranks": [
             {
                 "rank": record.rank,

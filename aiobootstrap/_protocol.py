@@ -281,6 +281,8 @@ class RankListing:
     world_size: int | None
     ranks: list[RankSummary]
     missing: list[int] | None
+    waiters: int
+    """How many waits are parked on the server right now."""
 
 
 def decode_listing(payload: Any) -> RankListing:
@@ -299,6 +301,7 @@ def decode_listing(payload: Any) -> RankListing:
                 for item in payload["ranks"]
             ],
             missing=payload.get("missing"),
+            waiters=int(payload.get("waiters", 0)),
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise ValueError(f"Not a rank listing reply: {exc}") from exc
