@@ -248,7 +248,9 @@ class BootstrapClient:
                     raise ServerUnavailable(f"The server at {self.url} could not be reached: {exc}") from exc
                 await asyncio.sleep(min(backoff.next_delay(), deadline.remaining()))
                 continue
-            if status == 503 and not deadline.expired():
+            if status == 503:
+                if deadline.expired():
+                    raise ServerUnavailable(_detail(status, payload))
                 # Shutting down or full: another instance (or this one, restarted) may answer soon.
                 await asyncio.sleep(min(backoff.next_delay(), deadline.remaining()))
                 continue

@@ -221,3 +221,15 @@ async def test_client_reuses_one_session_and_closes_it(aiohttp_server: ServerFac
         assert client._session is session
     assert session is not None
     assert session.closed
+
+
+async def test_server_busy_503_is_retried_until_the_rank_arrives(aiohttp_server: ServerFactory) -> None:
+    """A 503 (here: over --max-waiters) is retried with backoff, not raised, while time remains."""
+    server, seen = await start(aiohttp_server, ServerConfig(max_waiters=0))
+    async with BootstrapClient(url_of(server)) as client:
+        waiter = asyncio.create_task(client.get(1, timeout=GUARD))
+        await until(lambda: len(seen.requests) >= 2)
+        await server.app[REGISTRY].register(1, "s", {})
+        assert (await asyncio.wait_for(waiter, GUARD)).session_id == "s"
+        with pytest.raises(RankNotRegistered, match="limit"):
+            await client.get(2, timeout=0.1)
