@@ -57,6 +57,8 @@ class Record:
     """Wall-clock time of the registration (``time.time()``)."""
     reply: bytes = b""
     """The encoded reply to a get of this rank, built once at registration."""
+    registered_monotonic: float = dataclasses.field(default=0.0, compare=False)
+    """``time.monotonic()`` at the registration, for measuring how fast waiters wake."""
 
 
 class RecordStore(Protocol):
@@ -196,7 +198,14 @@ class Registry:
         if self._closed:
             raise ShuttingDown("The server is shutting down.")
         self._version += 1
-        record = Record(rank, session_id, weights_info_dict, self._version, time.time())
+        record = Record(
+            rank,
+            session_id,
+            weights_info_dict,
+            self._version,
+            time.time(),
+            registered_monotonic=time.monotonic(),
+        )
         record = dataclasses.replace(record, reply=self._encode_reply(record))
         await self._store.put(record)
         waitlist = self._waitlists.get(rank)
