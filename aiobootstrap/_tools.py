@@ -221,26 +221,32 @@ def _read_weights(name: str) -> dict[str, Any]:
 async def _status(client: BootstrapClient, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     listing = await client.list_ranks()
     world_size = args.world_size if args.world_size is not None else listing.world_size
-    heading = (
-        f"namespace {client.namespace}: {len(listing.ranks)} ranks registered, version {listing.version}"
-    )
+    heading = f"namespace {client.namespace}: {len(listing.ranks)} registered"
     if world_size is not None:
-        heading += f", world size {world_size}"
+        heading += f" of world size {world_size}"
+    heading += f", version {listing.version}"
     rows = [("RANK", "SESSION ID", "VERSION", "AGE")]
     rows += [
-        (str(rank.rank), rank.session_id, str(rank.version), format_age(rank.age)) for rank in listing.ranks
+        (str(rank.rank), _printable(rank.session_id), str(rank.version), format_age(rank.age))
+        for rank in listing.ranks
     ]
     widths = [max(len(row[column]) for row in rows) for column in range(3)]
     print(heading, file=out)
-    for row in rows:
+    for *cells, age in rows:
         print(
-            "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=False)), row[3], file=out
+            "  ".join([*(cell.ljust(width) for cell, width in zip(cells, widths, strict=True)), age]),
+            file=out,
         )
     if world_size is not None:
         registered = {rank.rank for rank in listing.ranks}
         missing = [rank for rank in range(world_size) if rank not in registered]
         print(f"missing: {protocol.format_ranks(missing) or 'none'}", file=out)
     return 0
+
+
+def _printable(text: str) -> str:
+    # Session ids come from clients: never let one move the cursor or recolour a terminal.
+    return text if text.isprintable() else ascii(text)
 
 
 def format_age(seconds: float) -> str:
