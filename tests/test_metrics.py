@@ -5,13 +5,17 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
+from aiohttp import web
+from aiohttp.test_utils import TestClient
 from prometheus_client.parser import text_string_to_metric_families
+from pytest_aiohttp import AiohttpClient
 
 from aiobootstrap import create_app
 from aiobootstrap._app import NAMESPACES
 
 GUARD = 10.0
 
+Client = TestClient[web.Request, web.Application]
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
 
@@ -22,7 +26,7 @@ async def until(predicate: Callable[[], bool]) -> None:
             await asyncio.sleep(0)
 
 
-async def scrape(client) -> Samples:
+async def scrape(client: Client) -> Samples:
     reply = await client.get("/metrics")
     assert reply.status == 200
     samples: Samples = {}
@@ -40,13 +44,13 @@ def labelled(samples: Samples, name: str, label: str) -> set[str]:
     return {dict(labels)[label] for sample_name, labels in samples if sample_name == name}
 
 
-async def register(client, rank: int, prefix: str = "") -> None:
+async def register(client: Client, rank: int, prefix: str = "") -> None:
     body = {"rank": rank, "transfer_engine_info": {"session_id": f"s{rank}", "weights_info_dict": {}}}
     reply = await client.put(prefix + "/register_transfer_engine_info", json=body)
     assert reply.status == 200
 
 
-async def test_metrics_is_the_prometheus_text_format_with_every_family(aiohttp_client) -> None:
+async def test_metrics_is_the_prometheus_text_format_with_every_family(aiohttp_client: AiohttpClient) -> None:
     """The reply has Prometheus' content type and every documented family, before any traffic."""
     client = await aiohttp_client(create_app())
     reply = await client.get("/metrics")
@@ -63,7 +67,7 @@ async def test_metrics_is_the_prometheus_text_format_with_every_family(aiohttp_c
     assert families["aiobootstrap_request_duration_seconds"] == "histogram"
 
 
-async def test_registrations_and_ranks_are_counted_per_namespace(aiohttp_client) -> None:
+async def test_registrations_and_ranks_are_counted_per_namespace(aiohttp_client: AiohttpClient) -> None:
     """Registrations count by namespace; a re-registration counts again but holds one rank."""
     client = await aiohttp_client(create_app())
     await register(client, 0)
@@ -77,7 +81,7 @@ async def test_registrations_and_ranks_are_counted_per_namespace(aiohttp_client)
     assert value(samples, "aiobootstrap_namespaces") == 2
 
 
-async def test_gets_are_counted_by_outcome(aiohttp_client) -> None:
+async def test_gets_are_counted_by_outcome(aiohttp_client: AiohttpClient) -> None:
     """hit: already there; expired: not there when the wait ended; rejected: an error reply."""
     client = await aiohttp_client(create_app())
     await register(client, 0)
@@ -96,7 +100,9 @@ async def test_gets_are_counted_by_outcome(aiohttp_client) -> None:
     assert value(samples, "aiobootstrap_wake_latency_seconds_count") == 0
 
 
-async def test_a_woken_wait_counts_as_woken_and_observes_the_wake_latency(aiohttp_client) -> None:
+async def test_a_woken_wait_counts_as_woken_and_observes_the_wake_latency(
+    aiohttp_client: AiohttpClient,
+) -> None:
     """A get (single or batch) answered by a registration during its wait is woken, with one latency each."""
     client = await aiohttp_client(create_app(), server_kwargs={"handler_cancellation": True})
     namespaces = client.app[NAMESPACES]
@@ -122,7 +128,7 @@ async def test_a_woken_wait_counts_as_woken_and_observes_the_wake_latency(aiohtt
     assert value(samples, "aiobootstrap_parked_waiters", namespace="a") == 0
 
 
-async def test_request_duration_is_labelled_by_route_template_not_path(aiohttp_client) -> None:
+async def test_request_duration_is_labelled_by_route_template_not_path(aiohttp_client: AiohttpClient) -> None:
     """Paths with different ranks, namespaces, unknown routes and odd methods make few series."""
     client = await aiohttp_client(create_app())
     for name in ("a", "b", "c"):
@@ -145,7 +151,7 @@ async def test_request_duration_is_labelled_by_route_template_not_path(aiohttp_c
     assert labelled(samples, count, "method") == {"GET", "other"}
 
 
-async def test_probing_namespaces_does_not_explode_the_namespace_label(aiohttp_client) -> None:
+async def test_probing_namespaces_does_not_explode_the_namespace_label(aiohttp_client: AiohttpClient) -> None:
     """Gets in hundreds of never-used namespaces leave only a handful of namespace label values."""
     client = await aiohttp_client(create_app())
     for index in range(300):
@@ -154,7 +160,7 @@ async def test_probing_namespaces_does_not_explode_the_namespace_label(aiohttp_c
     assert len(labelled(samples, "aiobootstrap_parked_waiters", "namespace")) <= 17
 
 
-async def test_each_app_counts_apart(aiohttp_client) -> None:
+async def test_each_app_counts_apart(aiohttp_client: AiohttpClient) -> None:
     """Two apps in one process do not share metrics (no process-wide default registry)."""
     first = await aiohttp_client(create_app())
     second = await aiohttp_client(create_app())

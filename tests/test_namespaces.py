@@ -6,6 +6,7 @@ import asyncio
 from collections.abc import Callable
 
 import pytest
+from pytest_aiohttp import AiohttpClient, AiohttpServer
 
 from aiobootstrap import (
     BootstrapClient,
@@ -160,7 +161,7 @@ def test_every_route_in_the_route_table_is_served_under_the_namespace_prefix() -
     ]
 
 
-async def test_the_same_rank_in_two_namespaces_stays_apart(aiohttp_client) -> None:
+async def test_the_same_rank_in_two_namespaces_stays_apart(aiohttp_client: AiohttpClient) -> None:
     """A rank registered under /ns/a is not seen under /ns/b nor by unprefixed (default) requests."""
     client = await aiohttp_client(create_app())
     body = {"rank": 0, "transfer_engine_info": {"session_id": "a0", "weights_info_dict": {}}}
@@ -174,7 +175,7 @@ async def test_the_same_rank_in_two_namespaces_stays_apart(aiohttp_client) -> No
         assert await reply.json() == {"detail": "No transfer engine info for rank 0"}
 
 
-async def test_ns_default_is_the_unprefixed_namespace(aiohttp_client) -> None:
+async def test_ns_default_is_the_unprefixed_namespace(aiohttp_client: AiohttpClient) -> None:
     """/ns/default/... and the unprefixed routes address the same registry."""
     client = await aiohttp_client(create_app())
     body = {"rank": 5, "transfer_engine_info": {"session_id": "d5", "weights_info_dict": {}}}
@@ -185,7 +186,7 @@ async def test_ns_default_is_the_unprefixed_namespace(aiohttp_client) -> None:
     assert len(client.app[NAMESPACES]) == 1
 
 
-async def test_a_bad_namespace_is_a_400_that_stores_nothing(aiohttp_client) -> None:
+async def test_a_bad_namespace_is_a_400_that_stores_nothing(aiohttp_client: AiohttpClient) -> None:
     """An invalid name in the prefix is a 400 with a detail, and neither makes a namespace nor registers."""
     client = await aiohttp_client(create_app())
     body = {"rank": 0, "transfer_engine_info": {"session_id": "x", "weights_info_dict": {}}}
@@ -198,7 +199,7 @@ async def test_a_bad_namespace_is_a_400_that_stores_nothing(aiohttp_client) -> N
     assert len(client.app[NAMESPACES].default.registry) == 0
 
 
-async def test_a_waiter_is_woken_only_by_its_own_namespace(aiohttp_client) -> None:
+async def test_a_waiter_is_woken_only_by_its_own_namespace(aiohttp_client: AiohttpClient) -> None:
     """A get parked under /ns/a ignores a registration of its rank elsewhere and wakes on its own."""
     client = await aiohttp_client(create_app(), server_kwargs={"handler_cancellation": True})
     waiter = asyncio.create_task(
@@ -206,18 +207,18 @@ async def test_a_waiter_is_woken_only_by_its_own_namespace(aiohttp_client) -> No
     )
     namespaces = client.app[NAMESPACES]
     await until(lambda: "a" in namespaces and namespaces.get("a").registry.parked == 1)
-    body = {"rank": 2, "transfer_engine_info": {"session_id": "elsewhere", "weights_info_dict": {}}}
-    await client.put("/ns/b/register_transfer_engine_info", json=body)
-    await client.put("/register_transfer_engine_info", json=body)
+    elsewhere = {"rank": 2, "transfer_engine_info": {"session_id": "elsewhere", "weights_info_dict": {}}}
+    await client.put("/ns/b/register_transfer_engine_info", json=elsewhere)
+    await client.put("/register_transfer_engine_info", json=elsewhere)
     assert namespaces.get("a").registry.parked == 1
-    body["transfer_engine_info"]["session_id"] = "mine"
-    await client.put("/ns/a/register_transfer_engine_info", json=body)
+    mine = {"rank": 2, "transfer_engine_info": {"session_id": "mine", "weights_info_dict": {}}}
+    await client.put("/ns/a/register_transfer_engine_info", json=mine)
     reply = await asyncio.wait_for(waiter, GUARD)
     assert reply.status == 200
     assert (await reply.json())["remote_instance_transfer_engine_info"][0] == "mine"
 
 
-async def test_world_size_applies_in_each_namespace(aiohttp_client) -> None:
+async def test_world_size_applies_in_each_namespace(aiohttp_client: AiohttpClient) -> None:
     """--world-size bounds the ranks of every namespace, not the sum of them."""
     client = await aiohttp_client(create_app(ServerConfig(world_size=2)))
     for prefix in ("", "/ns/a", "/ns/b"):
@@ -227,7 +228,7 @@ async def test_world_size_applies_in_each_namespace(aiohttp_client) -> None:
             assert reply.status == status
 
 
-async def test_the_namespace_limit_is_a_503_with_a_detail(aiohttp_client) -> None:
+async def test_the_namespace_limit_is_a_503_with_a_detail(aiohttp_client: AiohttpClient) -> None:
     """With --max-namespaces reached by namespaces holding ranks, a new name gets 503 naming the limit."""
     client = await aiohttp_client(create_app(ServerConfig(max_namespaces=2)))
     body = {"rank": 0, "transfer_engine_info": {"session_id": "s", "weights_info_dict": {}}}
@@ -237,7 +238,7 @@ async def test_the_namespace_limit_is_a_503_with_a_detail(aiohttp_client) -> Non
     assert "--max-namespaces" in (await reply.json())["detail"]
 
 
-async def test_client_namespace_addresses_its_deployment(aiohttp_server) -> None:
+async def test_client_namespace_addresses_its_deployment(aiohttp_server: AiohttpServer) -> None:
     """BootstrapClient(namespace=...) registers and gets (one and many) in its namespace only."""
     server = await aiohttp_server(create_app())
     url = str(server.make_url(""))
@@ -261,7 +262,7 @@ def test_client_refuses_a_bad_namespace() -> None:
         BootstrapClient("http://127.0.0.1:1", namespace="a/b")
 
 
-async def test_shutdown_answers_parked_waits_in_namespaces_with_503(aiohttp_client) -> None:
+async def test_shutdown_answers_parked_waits_in_namespaces_with_503(aiohttp_client: AiohttpClient) -> None:
     """Stopping the server answers a get parked in a namespace with 503, at once."""
     client = await aiohttp_client(create_app(), server_kwargs={"handler_cancellation": True})
     namespaces = client.app[NAMESPACES]

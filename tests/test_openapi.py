@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from pytest_aiohttp import AiohttpClient
+
 from aiobootstrap import create_app
 from aiobootstrap._openapi import document
 
@@ -34,7 +36,7 @@ def refs(node: Any) -> list[str]:
     return []
 
 
-async def test_openapi_json_is_served(aiohttp_client) -> None:
+async def test_openapi_json_is_served(aiohttp_client: AiohttpClient) -> None:
     """The route answers the document as JSON, OpenAPI 3.1, with the package version."""
     client = await aiohttp_client(create_app())
     reply = await client.get("/openapi.json")
