@@ -19,7 +19,7 @@ from ._config import ServerConfig
 from ._metrics import METRICS, Metrics, counts_gets, metrics, metrics_middleware
 from ._namespaces import Namespace, Namespaces
 from ._openapi import openapi
-from ._registry import MemoryStore, Registry
+from ._registry import MemoryStore, ParkingLot, Registry
 from .exceptions import BadRequest, BootstrapError, NotRegistered, TooManyWaiters
 
 __all__ = ["CONFIG", "NAMESPACES", "REGISTRY", "create_app"]
@@ -71,15 +71,11 @@ def _namespaced(routes: Iterable[web.RouteDef]) -> list[web.RouteDef]:
 
 async def _registry_context(app: web.Application) -> AsyncIterator[None]:
     store = MemoryStore()
-    registry = Registry(
-        store,
-        encode_reply=protocol.encode_info,
-        max_waiters=app[CONFIG].max_waiters,
-    )
+    # One lot for every namespace: --max-waiters protects the server, not one deployment.
+    lot = ParkingLot(app[CONFIG].max_waiters)
+    registry = Registry(store, encode_reply=protocol.encode_info, lot=lot)
     app[REGISTRY] = registry
-    namespaces = Namespaces(
-        registry, partial(_memory_registry, app[CONFIG]), limit=app[CONFIG].max_namespaces
-    )
+    namespaces = Namespaces(registry, partial(_memory_registry, lot), limit=app[CONFIG].max_namespaces)
     app[NAMESPACES] = namespaces
     app[METRICS] = Metrics(namespaces)
     yield
@@ -87,13 +83,9 @@ async def _registry_context(app: web.Application) -> AsyncIterator[None]:
     await store.close()
 
 
-def _memory_registry(config: ServerConfig, last_version: int) -> Registry:
+def _memory_registry(lot: ParkingLot, last_version: int) -> Registry:
     """A new namespace's registry: in memory, versions going on from ``last_version``."""
-    return Registry(
-        MemoryStore(last_version=last_version),
-        encode_reply=protocol.encode_info,
-        max_waiters=config.max_waiters,
-    )
+    return Registry(MemoryStore(last_version=last_version), encode_reply=protocol.encode_info, lot=lot)
 
 
 async def _release_waiters(app: web.Application) -> None:

@@ -18,8 +18,8 @@ from aiobootstrap import (
 from aiobootstrap._app import NAMESPACES, _namespaced, _routes
 from aiobootstrap._namespaces import Namespaces
 from aiobootstrap._protocol import check_namespace, path
-from aiobootstrap._registry import Registry
-from aiobootstrap.exceptions import BadRequest, ServerUnavailable, ShuttingDown
+from aiobootstrap._registry import ParkingLot, Registry
+from aiobootstrap.exceptions import BadRequest, ServerUnavailable, ShuttingDown, TooManyWaiters
 
 GUARD = 10.0
 """Seconds a test waits for something that should happen at once."""
@@ -142,6 +142,20 @@ async def test_close_answers_waits_in_every_namespace_and_refuses_new_ones() -> 
         namespaces.get("late")
 
 
+async def test_registries_sharing_a_lot_share_the_waiter_limit() -> None:
+    """With one lot, a wait parked in one namespace's registry counts against another's."""
+    lot = ParkingLot(limit=1)
+    first, second = Registry(lot=lot), Registry(lot=lot)
+    waiter = asyncio.create_task(first.wait(0, timeout=GUARD))
+    await until(lambda: lot.parked == 1)
+    with pytest.raises(TooManyWaiters):
+        await second.wait(0, timeout=GUARD)
+    assert second.parked == 0
+    await first.register(0, "a", {})
+    await asyncio.wait_for(waiter, GUARD)
+    assert lot.parked == 0
+
+
 # -- over HTTP ----------------------------------------------------------
 
 
@@ -236,6 +250,27 @@ async def test_the_namespace_limit_is_a_503_with_a_detail(aiohttp_client: Aiohtt
     reply = await client.put("/ns/b/register_transfer_engine_info", json=body)
     assert reply.status == 503
     assert "--max-namespaces" in (await reply.json())["detail"]
+
+
+async def test_max_waiters_counts_waits_in_every_namespace(aiohttp_client: AiohttpClient) -> None:
+    """--max-waiters is server-wide: a wait parked in /ns/a fills it for /ns/b; a hit still answers."""
+    client = await aiohttp_client(
+        create_app(ServerConfig(max_waiters=1)), server_kwargs={"handler_cancellation": True}
+    )
+    namespaces = client.app[NAMESPACES]
+    waiter = asyncio.create_task(
+        client.get("/ns/a/get_transfer_engine_info", params={"rank": "0", "wait": str(GUARD)})
+    )
+    await until(lambda: namespaces.parked == 1)
+    reply = await client.get("/ns/b/get_transfer_engine_info", params={"rank": "0", "wait": "5"})
+    assert reply.status == 503
+    assert "Retry-After" in reply.headers
+    body = {"rank": 0, "transfer_engine_info": {"session_id": "b0", "weights_info_dict": {}}}
+    await client.put("/ns/b/register_transfer_engine_info", json=body)
+    reply = await client.get("/ns/b/get_transfer_engine_info", params={"rank": "0", "wait": "5"})
+    assert reply.status == 200
+    waiter.cancel()
+    await asyncio.wait({waiter})
 
 
 async def test_client_namespace_addresses_its_deployment(aiohttp_server: AiohttpServer) -> None:
