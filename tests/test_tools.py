@@ -187,6 +187,16 @@ def test_status_without_a_world_size_lists_only(url: str, namespace: str) -> Non
     assert "missing" not in result.stdout
 
 
+def test_status_never_prints_control_characters(url: str, namespace: str, weights: Path) -> None:
+    """A session id holding terminal escapes is shown escaped, so it cannot rewrite the operator's screen."""
+    register(url, namespace, 0, weights, "evil\x1b[2J\rid")
+    result = tool("status", "--url", url, "--namespace", namespace)
+    assert result.returncode == 0, result.stderr
+    assert "\x1b" not in result.stdout
+    assert "\r" not in result.stdout
+    assert "'evil\\x1b[2J\\rid'" in result.stdout
+
+
 # -- wait ---------------------------------------------------------------
 
 
