@@ -96,7 +96,7 @@ class BootstrapServer:
         )
         try:
             await runner.setup()
-            await web.SockSite(runner, sock, shutdown_timeout=self.config.shutdown_timeout).start()
+            await web.SockSite(runner, sock).start()
         except BaseException:
             await runner.cleanup()
             sock.close()
