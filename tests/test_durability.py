@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
 import signal
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -15,15 +13,8 @@ import pytest
 from aiobootstrap import BootstrapClient, ServerConfig, create_app
 from aiobootstrap._app import REGISTRY
 
-GUARD = 10.0
-"""Seconds any awaited event may take before a test fails: generous, never a measurement."""
-
-
-def registration(rank: int, session_id: str) -> dict[str, Any]:
-    return {
-        "rank": rank,
-        "transfer_engine_info": {"session_id": session_id, "weights_info_dict": {"w": rank}},
-    }
+from .conftest import GUARD, registration
+from .test_cli import Served, launch, serve
 
 
 async def start_app(aiohttp_client: Any, path: Path) -> Any:
@@ -96,95 +87,62 @@ def test_empty_state_file_path_is_refused() -> None:
 # -- the CLI ------------------------------------------------------------
 
 
-async def start_cli(*args: str) -> tuple[asyncio.subprocess.Process, str]:
-    """Start ``python -m aiobootstrap --port 0 ARGS`` and return it with the URL it prints."""
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "aiobootstrap",
-        "--port",
-        "0",
-        "--log-level",
-        "warning",
-        *args,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    assert proc.stdout is not None
-    async with asyncio.timeout(GUARD):
-        line = (await proc.stdout.readline()).decode()
-    assert line.startswith("aiobootstrap listening on "), line
-    return proc, line.split()[-1]
+def stop(served: Served, signum: int = signal.SIGTERM) -> int:
+    """Send ``signum`` and wait for the server to exit; its exit status."""
+    served.process.send_signal(signum)
+    served.process.communicate(timeout=GUARD)
+    return served.process.returncode
 
 
-async def run_cli(*args: str) -> tuple[int, str]:
-    """Run the CLI to its end; its exit status and standard error."""
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "aiobootstrap",
-        "--port",
-        "0",
-        *args,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    async with asyncio.timeout(GUARD):
-        _, stderr = await proc.communicate()
-    assert proc.returncode is not None
-    return proc.returncode, stderr.decode()
-
-
-async def stop(proc: asyncio.subprocess.Process, signum: int = signal.SIGTERM) -> None:
-    if proc.returncode is None:
-        proc.send_signal(signum)
-    async with asyncio.timeout(GUARD):
-        await proc.communicate()
+def run_to_end(*args: str) -> tuple[int, str]:
+    """Run the CLI until it exits; its status and standard error."""
+    process = launch("--port", "0", *args)
+    _, stderr = process.communicate(timeout=GUARD)
+    return process.returncode, stderr
 
 
 async def test_registration_survives_sigkill_of_the_cli(tmp_path: Path) -> None:
     """Register over HTTP, SIGKILL the server, start it again: the registration and its version are there."""
-    path = tmp_path / "state"
-    proc, url = await start_cli("--state-file", str(path))
+    path = str(tmp_path / "state")
+    served = serve("--log-level", "warning", "--state-file", path)
     try:
-        async with BootstrapClient(url) as client:
+        async with BootstrapClient(served.url) as client:
             await client.register(3, session_id="10.0.0.7:18000", weights_info_dict={"layer": [1, 2]})
             before = await client.get(3, timeout=0)
     finally:
-        await stop(proc, signal.SIGKILL)
-    assert proc.returncode == -signal.SIGKILL
+        status = stop(served, signal.SIGKILL)
+    assert status == -signal.SIGKILL
 
-    proc, url = await start_cli("--state-file", str(path))
+    served = serve("--log-level", "warning", "--state-file", path)
     try:
-        async with BootstrapClient(url) as client:
+        async with BootstrapClient(served.url) as client:
             assert await client.get(3, timeout=0) == before
             await client.register(4, session_id="after", weights_info_dict={})
             assert (await client.get(4, timeout=0)).version > before.version
     finally:
-        await stop(proc)
-    assert proc.returncode == 0
+        status = stop(served)
+    assert status == 0
 
 
-async def test_unusable_state_file_fails_the_cli_with_one_line(tmp_path: Path) -> None:
+def test_unusable_state_file_fails_the_cli_with_one_line(tmp_path: Path) -> None:
     """A state file in a missing directory: one line on stderr naming it, exit 1, no traceback."""
-    status, stderr = await run_cli("--state-file", str(tmp_path / "absent" / "state"))
+    status, stderr = run_to_end("--state-file", str(tmp_path / "absent" / "state"))
     assert status == 1
     assert stderr.strip().count("\n") == 0
     assert "absent" in stderr
     assert "does not exist" in stderr
-    assert "Traceback" not in stderr
 
 
 async def test_second_server_on_the_same_state_file_fails_clearly(tmp_path: Path) -> None:
     """A second server pointed at a journal in use refuses to start instead of corrupting it."""
-    path = tmp_path / "state"
-    proc, url = await start_cli("--state-file", str(path))
+    path = str(tmp_path / "state")
+    served = serve("--log-level", "warning", "--state-file", path)
     try:
-        status, stderr = await run_cli("--state-file", str(path))
+        status, stderr = run_to_end("--state-file", path)
         assert status == 1
         assert "another aiobootstrap server holds it" in stderr
         assert "Traceback" not in stderr
-        async with aiohttp.ClientSession() as session, session.get(f"{url}/health") as reply:
+        async with aiohttp.ClientSession() as session, session.get(f"{served.url}/health") as reply:
             assert reply.status == 200
     finally:
-        await stop(proc)
+        stop(served)

@@ -19,16 +19,7 @@ from aiobootstrap import _journal_file as journal_file
 from aiobootstrap._journal import JournalStore, StateFileError
 from aiobootstrap._protocol import encode_info
 
-GUARD = 10.0
-"""Seconds any awaited event may take before a test fails: generous, never a measurement."""
-
-
-async def until(predicate: Callable[[], bool], guard: float = GUARD) -> None:
-    """Yield to the loop until ``predicate()`` holds (fail after ``guard`` seconds)."""
-    async with asyncio.timeout(guard):
-        # The predicates watch counters and threads, which have no event to await.
-        while not predicate():  # noqa: ASYNC110
-            await asyncio.sleep(0)
+from .conftest import GUARD, until
 
 
 async def open_store(path: Path) -> JournalStore:
