@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
 from functools import partial
 
 from aiohttp import web
@@ -16,7 +16,7 @@ from aiohttp.typedefs import Handler
 
 from . import _protocol as protocol
 from ._config import ServerConfig
-from ._journal import JournalStore
+from ._journal import Journal
 from ._metrics import METRICS, Metrics, counts_gets, metrics, metrics_middleware
 from ._namespaces import Namespace, Namespaces
 from ._openapi import openapi
@@ -70,36 +70,46 @@ def _namespaced(routes: Iterable[web.RouteDef]) -> list[web.RouteDef]:
     ]
 
 
-async def _open_store(config: ServerConfig) -> RecordStore:
-    if config.state_file is None:
-        return MemoryStore()
-    store = await JournalStore.open(config.state_file, encode_reply=protocol.encode_info)
-    log.info(
-        "state file %s: loaded %d registration(s), version %d",
-        config.state_file,
-        len(store),
-        store.last_version,
-    )
-    return store
-
-
 async def _registry_context(app: web.Application) -> AsyncIterator[None]:
-    store = await _open_store(app[CONFIG])
+    config = app[CONFIG]
+    journal = None if config.state_file is None else await _open_journal(config.state_file)
     # One lot for every namespace: --max-waiters protects the server, not one deployment.
-    lot = ParkingLot(app[CONFIG].max_waiters)
-    registry = Registry(store, encode_reply=protocol.encode_info, lot=lot)
+    new_registry = partial(
+        _namespace_registry,
+        ParkingLot(config.max_waiters),
+        _memory_store if journal is None else journal.store,
+    )
+    registry = new_registry(protocol.DEFAULT_NAMESPACE, 0)
     app[REGISTRY] = registry
-    namespaces = Namespaces(registry, partial(_memory_registry, lot), limit=app[CONFIG].max_namespaces)
+    namespaces = Namespaces(registry, new_registry, limit=config.max_namespaces)
     app[NAMESPACES] = namespaces
     app[METRICS] = Metrics(namespaces)
     yield
     namespaces.close()
-    await store.close()
+    if journal is not None:
+        await journal.close()
 
 
-def _memory_registry(lot: ParkingLot, last_version: int) -> Registry:
-    """A new namespace's registry: in memory, versions going on from ``last_version``."""
-    return Registry(MemoryStore(last_version=last_version), encode_reply=protocol.encode_info, lot=lot)
+async def _open_journal(path: str) -> Journal:
+    journal = await Journal.open(path, encode_reply=protocol.encode_info)
+    log.info(
+        "state file %s: loaded %d registration(s), version %d",
+        journal.path,
+        len(journal),
+        journal.last_version,
+    )
+    return journal
+
+
+def _memory_store(name: str, last_version: int) -> MemoryStore:
+    return MemoryStore(last_version=last_version)
+
+
+def _namespace_registry(
+    lot: ParkingLot, new_store: Callable[[str, int], RecordStore], name: str, last_version: int
+) -> Registry:
+    """A namespace's registry, its store made by ``new_store``, versions going on from ``last_version``."""
+    return Registry(new_store(name, last_version), encode_reply=protocol.encode_info, lot=lot)
 
 
 async def _release_waiters(app: web.Application) -> None:

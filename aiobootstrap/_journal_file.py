@@ -1,12 +1,13 @@
 """The journal file: its format, and the blocking I/O on it.
 
 The file is one magic line, then one line per change, each the CRC-32 of its
-JSON in hex and the JSON::
+JSON in hex and the JSON (``ns`` names the namespace, absent for the default)::
 
     aiobootstrap-journal 1
     17002112 {"op":"base","version":41}
     d1d56fe8 {"op":"put","rank":3,"version":42,"at":1764460800.5,"session_id":"...","weights_info_dict":{...}}
     0b9f21e4 {"op":"del","rank":3,"version":43}
+    5c0f77d2 {"op":"put","ns":"blue","rank":0,"version":44,"at":1764460801.5,"session_id":"...","weights_info_dict":{...}}
 
 The checksum lets a reader tell a line torn by a crash, a flipped bit or
 appended garbage from a good line, and skip only the bad one. The JSON is
@@ -69,6 +70,8 @@ def parse_line(line: bytes) -> dict[str, Any]:
     op = entry.get("op")
     if op not in ("base", "put", "del"):
         raise ValueError(f"its op {op!r} is unknown")
+    if not isinstance(entry.get("ns", ""), str):
+        raise ValueError("its namespace is not a string")
     for name in ("version",) if op == "base" else ("rank", "version"):
         if not protocol.is_rank(entry.get(name)):
             raise ValueError(f"its {name} is not a non-negative integer")

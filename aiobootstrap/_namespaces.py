@@ -48,21 +48,22 @@ class Namespace:
 
     @property
     def idle(self) -> bool:
-        """Holds nothing worth keeping: no record and no parked wait."""
-        return len(self.registry) == 0 and self.registry.parked == 0
+        """Holds nothing worth keeping: no record, no parked wait, no registration on its way in."""
+        registry = self.registry
+        return len(registry) == 0 and registry.parked == 0 and registry.writing == 0
 
 
 class Namespaces:
     """The namespaces of one server, made on demand and forgotten when idle.
 
-    ``new_registry(last_version)`` makes the registry of a new namespace,
-    whose versions must continue above ``last_version``.
+    ``new_registry(name, last_version)`` makes the registry of a new
+    namespace, whose versions must continue above ``last_version``.
     """
 
     def __init__(
         self,
         default: Registry,
-        new_registry: Callable[[int], Registry],
+        new_registry: Callable[[str, int], Registry],
         *,
         limit: int | None = None,
     ) -> None:
@@ -108,7 +109,7 @@ class Namespaces:
                 f"The server already hosts {len(self._namespaces)} namespaces, its limit "
                 "(--max-namespaces); a namespace is freed when it holds no ranks and no waits."
             )
-        registry = self._new_registry(self._forgotten_version)
+        registry = self._new_registry(name, self._forgotten_version)
         namespace = self._namespaces[name] = Namespace(name, registry)
         return namespace
 

@@ -166,6 +166,7 @@ class Registry:
         self._version = self._store.last_version
         self._waitlists: dict[int, _Waitlist] = {}
         self._parked = 0
+        self._writing = 0
         self._lot = lot if lot is not None else ParkingLot(max_waiters)
         self._closed = False
 
@@ -184,6 +185,11 @@ class Registry:
     def parked(self) -> int:
         """How many waits are parked right now."""
         return self._parked
+
+    @property
+    def writing(self) -> int:
+        """How many registrations are on their way into the store (a durable one syncs first)."""
+        return self._writing
 
     @property
     def waiting_ranks(self) -> int:
@@ -225,11 +231,15 @@ class Registry:
         record = dataclasses.replace(record, reply=self._encode_reply(record))
         # A durable store's put takes a while, and a client that hangs up then
         # cancels us; the record still lands, so its waiters must still wake.
+        self._writing += 1
         await asyncio.shield(self._store_and_wake(record))
         return record
 
     async def _store_and_wake(self, record: Record) -> None:
-        await self._store.put(record)
+        try:
+            await self._store.put(record)
+        finally:
+            self._writing -= 1
         waitlist = self._waitlists.get(record.rank)
         if waitlist is not None:
             waitlist.event.set()

@@ -51,6 +51,23 @@ async def test_restarted_app_serves_the_same_info_and_versions(aiohttp_client: A
     assert listing["count"] == 4
 
 
+async def test_namespaced_registrations_survive_a_restart(aiohttp_client: Any, tmp_path: Path) -> None:
+    """A rank registered under /ns/NAME comes back under that name only, with its version."""
+    path = tmp_path / "state"
+    first = await start_app(aiohttp_client, path)
+    reply = await first.put("/ns/blue/register_transfer_engine_info", json=registration(0, "blue"))
+    assert reply.status == 200
+    before = await (await first.get("/ns/blue/get_transfer_engine_info?rank=0")).read()
+    await first.close()
+
+    second = await start_app(aiohttp_client, path)
+    reply = await second.get("/ns/blue/get_transfer_engine_info?rank=0")
+    assert reply.status == 200
+    assert await reply.read() == before
+    assert (await second.get("/get_transfer_engine_info?rank=0")).status == 404
+    assert (await second.get("/ns/green/get_transfer_engine_info?rank=0")).status == 404
+
+
 async def test_unregistered_rank_stays_gone_after_restart(aiohttp_client: Any, tmp_path: Path) -> None:
     """A rank the registry forgot is not brought back by a restart."""
     path = tmp_path / "state"

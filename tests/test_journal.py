@@ -13,17 +13,20 @@ from typing import Any
 
 import pytest
 
-from aiobootstrap import Record, Registry
+from aiobootstrap import Record, Registry, ServerUnavailable
 from aiobootstrap import _journal as journal
 from aiobootstrap import _journal_file as journal_file
-from aiobootstrap._journal import JournalStore, StateFileError
+from aiobootstrap._journal import Journal, JournalStore, StateFileError
+from aiobootstrap._namespaces import Namespaces
 from aiobootstrap._protocol import encode_info
 
 from .conftest import GUARD, until
 
 
-async def open_store(path: Path) -> JournalStore:
-    return await JournalStore.open(path, encode_reply=encode_info)
+async def open_store(path: Path, namespace: str = "default") -> JournalStore:
+    """The store of ``namespace`` in the journal at ``path``; ``store.journal.close()`` closes both."""
+    journal = await Journal.open(path, encode_reply=encode_info)
+    return journal.store(namespace)
 
 
 async def open_registry(path: Path) -> tuple[Registry, JournalStore]:
@@ -37,14 +40,14 @@ async def reopened(path: Path) -> dict[int, Record]:
     try:
         return {record.rank: record for record in store}
     finally:
-        await store.close()
+        await store.journal.close()
 
 
 async def fill(path: Path, count: int = 3) -> list[Record]:
     """Register ranks ``0..count-1`` through a registry on ``path``, then close it."""
     registry, store = await open_registry(path)
     records = [await registry.register(rank, f"s{rank}", {"w": [rank]}) for rank in range(count)]
-    await store.close()
+    await store.journal.close()
     return records
 
 
@@ -111,7 +114,7 @@ async def test_versions_continue_upward_after_reopen(path: Path) -> None:
     registry, store = await open_registry(path)
     assert registry.version == 2
     await registry.unregister(1)
-    await store.close()
+    await store.journal.close()
 
     registry, store = await open_registry(path)
     assert registry.version == 3
@@ -120,7 +123,7 @@ async def test_versions_continue_upward_after_reopen(path: Path) -> None:
     assert record.version == 4
     assert registry.get(0) is not None
     assert registry.get(0).version == 1  # type: ignore[union-attr]
-    await store.close()
+    await store.journal.close()
 
 
 async def test_delete_is_journaled_and_returns_what_was_stored(path: Path) -> None:
@@ -131,7 +134,7 @@ async def test_delete_is_journaled_and_returns_what_was_stored(path: Path) -> No
     assert await store.delete(7, 2) == record
     assert await store.delete(7, 3) is None
     assert store.get(7) is None
-    await store.close()
+    await store.journal.close()
     assert await reopened(path) == {}
 
 
@@ -143,7 +146,7 @@ async def test_higher_version_wins_whatever_order_puts_finish(path: Path) -> Non
     await asyncio.gather(store.put(newer), store.put(older))
     assert store.get(1) == newer
     assert store.last_version == 5
-    await store.close()
+    await store.journal.close()
     assert (await reopened(path))[1].session_id == "newer"
 
 
@@ -155,9 +158,9 @@ async def test_torn_tail_is_skipped_with_a_warning(path: Path, caplog: pytest.Lo
     with caplog.at_level(logging.WARNING, logger="aiobootstrap"):
         store = await open_store(path)
     assert sorted(record.rank for record in store) == [0, 1]
-    assert store.skipped == 1
+    assert store.journal.skipped == 1
     assert "cut short" in caplog.text
-    await store.close()
+    await store.journal.close()
 
 
 async def test_corrupt_line_is_skipped_and_the_rest_loads(
@@ -191,12 +194,12 @@ async def test_reopen_compacts_so_damage_and_history_do_not_pile_up(path: Path) 
     registry, store = await open_registry(path)
     for _ in range(5):
         await registry.register(0, "again", {})
-    await store.close()
+    await store.journal.close()
     append(path, b"0123 torn")
     registry, store = await open_registry(path)
     assert len(journal_lines(path)) == 4  # magic, base version, one live record, final newline
     await registry.register(1, "after", {})
-    await store.close()
+    await store.journal.close()
     read = await reopened(path)
     assert sorted(read) == [0, 1]
     assert read[0].version == 5
@@ -211,7 +214,7 @@ async def test_running_journal_is_compacted_once_it_outgrows_its_records(
     for round_ in range(200):
         await registry.register(0, f"round {round_}", {"pad": "x" * 50})
     size = len(read(path))
-    await store.close()
+    await store.journal.close()
     assert size < 2000 * 2
     assert (await reopened(path))[0].session_id == "round 199"
 
@@ -229,7 +232,7 @@ async def test_concurrent_puts_share_one_sync(path: Path, monkeypatch: pytest.Mo
 
     monkeypatch.setattr(journal_file, "_sync", counting_sync)
     await asyncio.gather(*(registry.register(rank, "s", {}) for rank in range(200)))
-    await store.close()
+    await store.journal.close()
     assert syncs < 20
     assert len(await reopened(path)) == 200
 
@@ -252,7 +255,7 @@ async def test_failed_sync_is_not_acknowledged_and_changes_nothing(
     assert registry.get(1) is None
     monkeypatch.setattr(journal_file, "_sync", real_sync)
     await registry.register(2, "after", {})
-    await store.close()
+    await store.journal.close()
     assert sorted(await reopened(path)) == [0, 2]
 
 
@@ -278,11 +281,11 @@ async def test_half_written_batch_is_cut_off_before_the_next_append(
         await registry.register(1, "lost", {})
     monkeypatch.setattr(journal_file, "_write_all", real_write)
     await registry.register(2, "after", {})
-    await store.close()
+    await store.journal.close()
     store = await open_store(path)
-    assert store.skipped == 0
+    assert store.journal.skipped == 0
     assert sorted(record.rank for record in store) == [0, 2]
-    await store.close()
+    await store.journal.close()
 
 
 async def test_empty_file_is_an_empty_journal(path: Path) -> None:
@@ -290,8 +293,8 @@ async def test_empty_file_is_an_empty_journal(path: Path) -> None:
     write(path, b"")
     store = await open_store(path)
     assert len(store) == 0
-    assert store.skipped == 0
-    await store.close()
+    assert store.journal.skipped == 0
+    await store.journal.close()
     assert read(path).startswith(b"aiobootstrap-journal 1\n")
 
 
@@ -313,7 +316,7 @@ async def test_waiters_wake_even_if_the_registering_client_hangs_up_mid_sync(
         record = await waiter
     assert record is not None
     assert record.session_id == "hung up"
-    await store.close()
+    await store.journal.close()
 
 
 async def test_registry_version_counts_only_durable_changes(
@@ -331,7 +334,7 @@ async def test_registry_version_counts_only_durable_changes(
     async with asyncio.timeout(GUARD):
         record = await registering
     assert registry.version == record.version == 2
-    await store.close()
+    await store.journal.close()
 
 
 async def test_foreign_file_is_refused_and_left_untouched(path: Path) -> None:
@@ -354,15 +357,15 @@ async def test_second_store_on_the_same_file_is_refused(path: Path) -> None:
     store = await open_store(path)
     with pytest.raises(StateFileError, match="another aiobootstrap server holds it"):
         await open_store(path)
-    await store.close()
+    await store.journal.close()
     second = await open_store(path)
-    await second.close()
+    await second.journal.close()
 
 
 async def test_puts_after_close_are_refused(path: Path) -> None:
     """A closed store refuses changes instead of losing them silently."""
     store = await open_store(path)
-    await store.close()
+    await store.journal.close()
     with pytest.raises(StateFileError, match="closed"):
         await store.put(Record(0, "s", {}, 1, 0.0, b""))
 
@@ -376,7 +379,62 @@ async def test_any_json_a_client_may_send_survives(path: Path) -> None:
     registry, store = await open_registry(path)
     weights = _lone_surrogate_weights()
     await registry.register(0, "line\nbreak \udfff", weights)
-    await store.close()
+    await store.journal.close()
     record = (await reopened(path))[0]
     assert record.session_id == "line\nbreak \udfff"
     assert record.weights_info_dict == weights
+
+
+# -- namespaces -----------------------------------------------------------
+
+
+async def test_namespaces_share_one_journal_and_keep_their_own_records(path: Path) -> None:
+    """Each namespace's records come back in its own store; one rank may differ between namespaces."""
+    journal = await Journal.open(path, encode_reply=encode_info)
+    default, blue = Registry(journal.store(), encode_reply=encode_info), Registry(journal.store("blue"))
+    await default.register(0, "default zero", {})
+    await blue.register(0, "blue zero", {})
+    await blue.register(1, "blue one", {})
+    await journal.close()
+
+    journal = await Journal.open(path, encode_reply=encode_info)
+    assert len(journal) == 3
+    assert [record.session_id for record in journal.store()] == ["default zero"]
+    assert sorted(record.session_id for record in journal.store("blue")) == ["blue one", "blue zero"]
+    assert list(journal.store("green")) == []
+    await journal.close()
+
+
+async def test_a_forgotten_namespace_never_reuses_a_version_after_restart(path: Path) -> None:
+    """A namespace emptied before a restart goes on above every version the journal saw."""
+    journal = await Journal.open(path, encode_reply=encode_info)
+    red = Registry(journal.store("red"))
+    await red.register(0, "gone", {})
+    await red.unregister(0)
+    assert red.version == 2
+    await journal.close()
+
+    journal = await Journal.open(path, encode_reply=encode_info)
+    red = Registry(journal.store("red"))
+    assert (await red.register(0, "back", {})).version > 2
+    await journal.close()
+
+
+async def test_a_namespace_with_a_registration_in_flight_is_not_swept(
+    path: Path, hold_syncs: Callable[[], Gate]
+) -> None:
+    """While its first registration syncs, a namespace is not idle: a sweep keeps it and the record lands."""
+    journal = await Journal.open(path, encode_reply=encode_info)
+    namespaces = Namespaces(
+        Registry(journal.store()), lambda name, last: Registry(journal.store(name, last)), limit=2
+    )
+    entered, release = hold_syncs()
+    registering = asyncio.create_task(namespaces.get("busy").registry.register(0, "in flight", {}))
+    await until(entered.is_set)
+    with pytest.raises(ServerUnavailable, match="namespaces"):
+        namespaces.get("other")  # at the limit, and "busy" may not be swept to make room
+    release.set()
+    async with asyncio.timeout(GUARD):
+        await registering
+    assert namespaces.get("busy").registry.get(0) is not None
+    await journal.close()

@@ -35,7 +35,7 @@ async def until(predicate: Callable[[], bool]) -> None:
 
 
 def make_namespaces(limit: int | None = None) -> Namespaces:
-    return Namespaces(Registry(), lambda last: Registry(MemoryStore(last_version=last)), limit=limit)
+    return Namespaces(Registry(), lambda name, last: Registry(MemoryStore(last_version=last)), limit=limit)
 
 
 # -- the container, without HTTP ----------------------------------------
@@ -44,7 +44,7 @@ def make_namespaces(limit: int | None = None) -> Namespaces:
 def test_default_namespace_is_the_given_registry() -> None:
     """`default` names the registry the container was given, so REGISTRY stays the default namespace."""
     default = Registry()
-    namespaces = Namespaces(default, lambda last: Registry())
+    namespaces = Namespaces(default, lambda name, last: Registry())
     assert namespaces.get("default").registry is default
     assert namespaces.default.registry is default
 
