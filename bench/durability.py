@@ -14,8 +14,9 @@ Sections:
            ``--state-file``, rounds interleaved: latency p50/p99 of one client
            registering one at a time, and registrations/s with many clients.
 ``crash``  SIGKILL the server in the middle of a registration storm from
-           several clients, restart it on the same file, and count the
-           acknowledged (200) registrations it lost: must be 0.
+           several clients (half of them in a namespace), restart it on the
+           same file, and count the acknowledged (200) registrations it lost:
+           must be 0.
 ``soak``   mixed register / get / wait / disconnect load on a durable server
            for a bounded time: server RSS and open fds at start and end,
            errors seen.
@@ -268,9 +269,13 @@ async def registration_cost(directory: Path, rounds: int, count: int, clients: i
 # -- crash: SIGKILL mid-storm, count acknowledged registrations lost -----
 
 
+NAMESPACES = ("", "/ns/crash")
+"""Half the crash-test clients register in the default namespace, half in another."""
+
+
 @dataclass
 class CrashRound:
-    acked: dict[int, str] = field(default_factory=dict)
+    acked: dict[tuple[str, int], str] = field(default_factory=dict)
     errors: Counter[str] = field(default_factory=Counter)
 
 
@@ -284,11 +289,12 @@ async def storm_until_killed(server: Server, clients: int, round_: int, kill_aft
                 return
             rank = round_ * 10**6 + index * 10**4 + seq
             session_id = f"crash-{round_}-{index}-{seq}"
+            prefix = NAMESPACES[index % 2]
             try:
-                async with http.put(server.url + REGISTER, data=body(rank, session_id, 4)) as reply:
+                async with http.put(server.url + prefix + REGISTER, data=body(rank, session_id, 4)) as reply:
                     await reply.read()
                     if reply.status == 200:
-                        result.acked[rank] = session_id
+                        result.acked[prefix, rank] = session_id
                     else:
                         result.errors[f"status {reply.status}"] += 1
             except (aiohttp.ClientError, ConnectionError):
@@ -304,16 +310,20 @@ async def storm_until_killed(server: Server, clients: int, round_: int, kill_aft
     return result
 
 
-async def listing(url: str) -> dict[int, str]:
-    async with session(1) as http, http.get(url + "/ranks") as reply:
-        payload = await reply.json()
-    return {item["rank"]: item["session_id"] for item in payload["ranks"]}
+async def listing(url: str) -> dict[tuple[str, int], str]:
+    present = {}
+    async with session(1) as http:
+        for prefix in NAMESPACES:
+            async with http.get(url + prefix + "/ranks") as reply:
+                payload = await reply.json()
+            present.update({(prefix, item["rank"]): item["session_id"] for item in payload["ranks"]})
+    return present
 
 
 async def crash_test(directory: Path, rounds: int, clients: int) -> list[list[object]]:
     path = directory / "crash.journal"
     rows: list[list[object]] = []
-    everything: dict[int, str] = {}
+    everything: dict[tuple[str, int], str] = {}
     rng = random.Random(4)
     for round_ in range(rounds):
         server = await start_server("--state-file", str(path))
@@ -323,15 +333,15 @@ async def crash_test(directory: Path, rounds: int, clients: int) -> list[list[ob
         async with running("--state-file", str(path)) as restarted:
             reload_ms = (time.perf_counter() - start) * 1e3
             present = await listing(restarted.url)
-        lost = sum(1 for rank, session_id in result.acked.items() if present.get(rank) != session_id)
-        unacked_kept = sum(1 for rank in present if rank // 10**6 == round_ and rank not in result.acked)
+        lost = sum(1 for key, session_id in result.acked.items() if present.get(key) != session_id)
+        unacked_kept = sum(1 for key in present if key[1] // 10**6 == round_ and key not in result.acked)
         rows.append(
             [round_ + 1, len(result.acked), lost, unacked_kept, len(present), f"{reload_ms:.0f}",
              dict(result.errors) or "none"]
         )  # fmt: skip
     async with running("--state-file", str(path)) as final:
         present = await listing(final.url)
-    lost_overall = sum(1 for rank, session_id in everything.items() if present.get(rank) != session_id)
+    lost_overall = sum(1 for key, session_id in everything.items() if present.get(key) != session_id)
     rows.append(["all", len(everything), lost_overall, "", len(present), "", ""])
     return rows
 
