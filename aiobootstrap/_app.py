@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator
 from aiohttp import web
 from aiohttp.typedefs import Handler
 
+from . import __version__
 from . import _protocol as protocol
 from ._config import ServerConfig
 from ._registry import MemoryStore, Registry
@@ -122,7 +123,8 @@ def _wait_seconds(request: web.Request) -> float:
 
 
 async def health(request: web.Request) -> web.Response:
-    return web.Response(text="OK")
+    # The header tells a port-clash probe (see _portinfo) that an aiobootstrap server holds the port.
+    return web.Response(text="OK", headers={protocol.HEALTH_HEADER: __version__})
 
 
 async def register(request: web.Request) -> web.Response:
@@ -132,7 +134,13 @@ async def register(request: web.Request) -> web.Response:
     record = await registry_of(request).register(
         registration.rank, registration.session_id, registration.weights_info_dict
     )
-    log.info("registered rank %d session %s version %d", record.rank, record.session_id, record.version)
+    log.info(
+        "registered rank %d session %s version %d",
+        record.rank,
+        record.session_id,
+        record.version,
+        extra={"rank": record.rank, "session_id": record.session_id, "version": record.version},
+    )
     return web.Response(text="OK")
 
 

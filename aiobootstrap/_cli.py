@@ -13,6 +13,7 @@ from typing import NoReturn
 
 from . import __version__
 from ._config import DEFAULT_HOST, DEFAULT_PORT, ServerConfig
+from ._logging import LOG_FORMATS, setup_logging
 from ._server import AddressInUse, BootstrapServer
 from .exceptions import BootstrapError
 
@@ -71,6 +72,13 @@ def _parser() -> argparse.ArgumentParser:
         help="most waits parked at once; more get 503 with Retry-After (default: no limit)",
     )
     parser.add_argument("--log-level", choices=_LOG_LEVELS, default="info", help="(default: %(default)s)")
+    parser.add_argument(
+        "--log-format",
+        choices=LOG_FORMATS,
+        default="text",
+        help="text for people, json for log pipelines: one object per line (default: %(default)s)",
+    )
+    parser.add_argument("--access-log", action="store_true", help="log one line per request (default: off)")
     return parser
 
 
@@ -82,6 +90,7 @@ def _config(args: argparse.Namespace) -> ServerConfig:
         max_wait=args.max_wait,
         max_body_size=args.max_body_size,
         max_waiters=args.max_waiters,
+        access_log=args.access_log,
     )
 
 
@@ -130,11 +139,7 @@ async def serve(config: ServerConfig) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    logging.basicConfig(
-        level=args.log_level.upper(),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
+    setup_logging(args.log_level, args.log_format)
     try:
         config = _config(args)
     except ValueError as exc:

@@ -28,6 +28,8 @@ class ServerConfig:
     """How many waits may be parked at once; ``None`` for no limit."""
     shutdown_timeout: float = 1.0
     """Seconds a stopping server gives in-flight requests after waking its waiters."""
+    access_log: bool = False
+    """Log one line per request (logger ``aiohttp.access``); off, a deployment's gets would flood the log."""
 
     def __post_init__(self) -> None:
         if not 0 <= self.port <= 65535:
