@@ -62,18 +62,19 @@ class LoopThread:
         if self.in_loop_thread():
             coro.close()
             raise RuntimeError(f"{self.name}: a blocking call from its own event loop would deadlock")
-        with self._lock:
-            if self._closed:
-                coro.close()
-                raise RuntimeError(f"{self.name} is closed")
-            future = asyncio.run_coroutine_threadsafe(self._tracked(coro), self._loop)
+        future: concurrent.futures.Future[T] | None = None
         try:
+            with self._lock:
+                if self._closed:
+                    coro.close()
+                    raise RuntimeError(f"{self.name} is closed")
+                future = asyncio.run_coroutine_threadsafe(self._tracked(coro), self._loop)
             return future.result()
         except concurrent.futures.CancelledError:
             # Only close() cancels a call whose caller is still waiting for it.
             raise RuntimeError(f"{self.name} was closed while the call was running") from None
         except BaseException:
-            if not future.done():
+            if future is not None and not future.done():
                 # The caller gave up (KeyboardInterrupt, an exception raised
                 # into its thread): stop the coroutine too, so the loop is not
                 # left running work nobody waits for.

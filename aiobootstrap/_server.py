@@ -113,7 +113,8 @@ class BootstrapServer:
         )
         try:
             await runner.setup()
-            await web.SockSite(runner, sock, shutdown_timeout=self.config.shutdown_timeout).start()
+            # SockSite listens again with its own backlog (128 unless told): keep ours.
+            await web.SockSite(runner, sock, backlog=_BACKLOG).start()
         except BaseException:
             await runner.cleanup()
             sock.close()
