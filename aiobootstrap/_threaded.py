@@ -6,6 +6,7 @@ read it in-process; :class:`ThreadedBootstrapServer` is the drop-in for that.
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
 from types import TracebackType
 from typing import Any
 
@@ -40,6 +41,7 @@ class ThreadedBootstrapServer:
         except BaseException:
             self._loop_thread.close()
             raise
+        self._registry = self._server.registry
 
     def __enter__(self) -> ThreadedBootstrapServer:
         return self
@@ -76,23 +78,45 @@ class ThreadedBootstrapServer:
     @property
     def parked(self) -> int:
         """How many get requests are waiting right now."""
-        # One int attribute read: atomic, so it needs no trip through the loop.
-        return self._server.registry.parked
+        return self._registry.parked
+
+    @property
+    def transfer_engine_info(self) -> Mapping[int, tuple[str, dict[str, Any]]]:
+        """A live, read-only ``{rank: (session_id, weights_info_dict)}``.
+
+        The mapping engines' own bootstrap servers expose under this name.
+        """
+        return _InfoView(self)
 
     def get_transfer_engine_info(self, rank: int) -> tuple[str, dict[str, Any]] | None:
         """``rank``'s ``(session_id, weights_info_dict)``, or ``None`` if it has not registered.
 
-        Read in-process, without HTTP; the dict is the caller's own copy, the
-        same a remote getter receives.
+        Read in-process, without HTTP, from any thread, also after
+        :meth:`close`; the dict is the caller's own copy, the same a remote
+        getter receives.
         """
-        reply = self._loop_thread.run(self._reply(rank))
-        if reply is None:
+        # Read across threads without the loop: a lookup in the store's dict
+        # is atomic, and a record is immutable (a registration replaces it,
+        # never changes it), so this sees the old record or the new one, whole.
+        record = self._registry.get(rank)
+        if record is None:
             return None
-        info = protocol.decode_info(protocol.loads(reply))
+        info = protocol.decode_info(protocol.loads(record.reply))
         return info.session_id, info.weights_info_dict
 
-    async def _reply(self, rank: int) -> bytes | None:
-        # Read on the server's loop, so any record store is only ever touched
-        # from the thread that writes it.
-        record = self._server.registry.get(rank)
-        return None if record is None else record.reply
+
+class _InfoView(Mapping[int, tuple[str, dict[str, Any]]]):
+    def __init__(self, server: ThreadedBootstrapServer) -> None:
+        self._server = server
+
+    def __getitem__(self, rank: int) -> tuple[str, dict[str, Any]]:
+        info = self._server.get_transfer_engine_info(rank)
+        if info is None:
+            raise KeyError(rank)
+        return info
+
+    def __iter__(self) -> Iterator[int]:
+        return iter([record.rank for record in self._server._registry.records()])
+
+    def __len__(self) -> int:
+        return len(self._server._registry)

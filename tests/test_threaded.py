@@ -139,11 +139,25 @@ def test_get_transfer_engine_info_hands_out_a_copy(server: ThreadedBootstrapServ
     ] == ["s", {"a": 1}]
 
 
-def test_get_transfer_engine_info_after_close_raises(server: ThreadedBootstrapServer) -> None:
-    """A closed server says so instead of answering None."""
+def test_get_transfer_engine_info_still_reads_after_close(server: ThreadedBootstrapServer) -> None:
+    """A closed server still answers in-process reads with what was registered, as a dict would."""
+    register(server, 0, "s", {})
     server.close()
-    with pytest.raises(RuntimeError, match="closed"):
-        server.get_transfer_engine_info(0)
+    assert server.get_transfer_engine_info(0) == ("s", {})
+    assert server.get_transfer_engine_info(1) is None
+
+
+def test_transfer_engine_info_is_a_live_read_only_mapping(server: ThreadedBootstrapServer) -> None:
+    """.transfer_engine_info reads like the dict engines' own servers expose, and follows registrations."""
+    view = server.transfer_engine_info
+    assert len(view) == 0
+    assert 0 not in view
+    register(server, 2, "b", {})
+    register(server, 0, "a", {"w": 1})
+    assert dict(view) == {0: ("a", {"w": 1}), 2: ("b", {})}
+    assert view.get(1) is None
+    with pytest.raises(KeyError):
+        view[1]
 
 
 def test_polling_getters_that_add_wait_are_woken(server: ThreadedBootstrapServer) -> None:
@@ -178,3 +192,32 @@ def test_close_answers_parked_waits_with_503() -> None:
         assert status == 503
         assert "shutting down" in body["detail"]
     assert server_threads() == []
+
+
+def test_in_process_reads_see_whole_registrations(server: ThreadedBootstrapServer) -> None:
+    """Threads reading while another re-registers always see a session id and weights of one registration."""
+    rounds = 50
+    stop = threading.Event()
+
+    def read() -> int:
+        seen = 0
+        while True:
+            finished = stop.is_set()
+            info = server.get_transfer_engine_info(0)
+            if info is not None:
+                session_id, weights = info
+                assert session_id == f"s{weights['n']}"
+                assert weights["n"] >= seen
+                seen = weights["n"]
+            if finished:
+                return seen
+            time.sleep(0)  # let the writer's thread have the GIL too
+
+    with ThreadPoolExecutor(4) as pool:
+        readers = [pool.submit(read) for _ in range(3)]
+        try:
+            for n in range(rounds):
+                register(server, 0, f"s{n}", {"n": n})
+        finally:
+            stop.set()
+        assert [reader.result(timeout=GUARD) for reader in readers] == [rounds - 1] * 3
