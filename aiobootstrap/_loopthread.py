@@ -25,9 +25,10 @@ import concurrent.futures
 import logging
 import threading
 from collections.abc import Awaitable, Callable, Coroutine
-from typing import Any, TypeVar
+from types import TracebackType
+from typing import Any, Self, TypeVar
 
-__all__ = ["LoopThread"]
+__all__ = ["LoopThread", "LoopThreadOwner"]
 
 log = logging.getLogger("aiobootstrap")
 
@@ -129,6 +130,35 @@ class LoopThread:
             finally:
                 asyncio.set_event_loop(None)
                 loop.close()
+
+
+class LoopThreadOwner:
+    """Something that runs on a :class:`LoopThread`: ``with`` closes it, ``repr`` says if it is closed."""
+
+    _loop_thread: LoopThread
+    _open_state = "open"
+
+    @property
+    def url(self) -> str:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self._loop_thread.closed else self._open_state
+        return f"<{type(self).__name__} {self.url} {state}>"
 
 
 def _cancel_leftovers(loop: asyncio.AbstractEventLoop) -> None:

@@ -11,11 +11,10 @@ from __future__ import annotations
 import asyncio
 import ssl
 from collections.abc import Coroutine, Iterable, Mapping
-from types import TracebackType
 from typing import Any, TypeVar
 
 from ._client import Backoff, BootstrapClient
-from ._loopthread import LoopThread
+from ._loopthread import LoopThread, LoopThreadOwner
 from ._protocol import RankListing, TransferEngineInfo
 
 __all__ = ["SyncBootstrapClient"]
@@ -23,7 +22,7 @@ __all__ = ["SyncBootstrapClient"]
 T = TypeVar("T")
 
 
-class SyncBootstrapClient:
+class SyncBootstrapClient(LoopThreadOwner):
     """A blocking client for an aiobootstrap (or compatible) server.
 
     ::
@@ -54,21 +53,6 @@ class SyncBootstrapClient:
     @property
     def url(self) -> str:
         return self._client.url
-
-    def __enter__(self) -> SyncBootstrapClient:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
-
-    def __repr__(self) -> str:
-        state = "closed" if self._loop_thread.closed else "open"
-        return f"<SyncBootstrapClient {self.url} {state}>"
 
     def close(self) -> None:
         """Stop waiting calls, close the connections, stop the thread; idempotent."""

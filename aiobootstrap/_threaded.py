@@ -7,18 +7,17 @@ read it in-process; :class:`ThreadedBootstrapServer` is the drop-in for that.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from types import TracebackType
 from typing import Any
 
 from . import _protocol as protocol
 from ._config import DEFAULT_HOST, DEFAULT_PORT
-from ._loopthread import LoopThread
+from ._loopthread import LoopThread, LoopThreadOwner
 from ._server import BootstrapServer
 
 __all__ = ["ThreadedBootstrapServer"]
 
 
-class ThreadedBootstrapServer:
+class ThreadedBootstrapServer(LoopThreadOwner):
     """An aiobootstrap server on its own event loop, in a daemon thread.
 
     ::
@@ -33,6 +32,8 @@ class ThreadedBootstrapServer:
     arguments are :class:`ServerConfig` fields.
     """
 
+    _open_state = "listening"
+
     def __init__(self, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, **options: Any) -> None:
         self._server = BootstrapServer(host=host, port=port, **options)
         self._loop_thread = LoopThread(f"aiobootstrap server {host}:{port}")
@@ -42,21 +43,6 @@ class ThreadedBootstrapServer:
             self._loop_thread.close()
             raise
         self._registry = self._server.registry
-
-    def __enter__(self) -> ThreadedBootstrapServer:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
-
-    def __repr__(self) -> str:
-        state = "closed" if self._loop_thread.closed else "listening"
-        return f"<ThreadedBootstrapServer {self.url} {state}>"
 
     def close(self) -> None:
         """Answer parked waits with 503, stop listening and join the thread; idempotent."""
