@@ -90,10 +90,13 @@ class LoopThread:
         if self.in_loop_thread():
             raise RuntimeError(f"{self.name} cannot be closed from its own event loop")
         with self._lock:
-            if self._closed:
-                return
+            closing_here = not self._closed
             self._closed = True
-            future = asyncio.run_coroutine_threadsafe(self._shutdown(cleanup), self._loop)
+        if not closing_here:
+            # Another thread is closing it: return when it is done, as that thread will.
+            self._thread.join()
+            return
+        future = asyncio.run_coroutine_threadsafe(self._shutdown(cleanup), self._loop)
         try:
             future.result()
         finally:

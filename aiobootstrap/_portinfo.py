@@ -126,7 +126,7 @@ def _command(proc: Path, pid: int) -> str:
 
 def _health_verdict(host: str, port: int) -> str:
     connection = http.client.HTTPConnection(host, port, timeout=_PROBE_TIMEOUT)
-    where = f"GET /health on {host}:{port}"
+    where = f"GET /health on {f'[{host}]' if ':' in host else host}:{port}"
     try:
         connection.request("GET", "/health")
         response = connection.getresponse()

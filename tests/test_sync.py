@@ -157,3 +157,14 @@ def test_interrupted_caller_leaves_the_client_usable(
     wait_until(lambda: server.parked == 0)
     client.register(0, session_id="s", weights_info_dict={})
     assert client.get(0, timeout=GUARD).session_id == "s"
+
+
+def test_close_from_two_threads_returns_in_both_once_stopped(server: ThreadedBootstrapServer) -> None:
+    """Whichever thread closes second also returns only once the client's thread has stopped."""
+    client = SyncBootstrapClient(server.url)
+    client.health()
+    with ThreadPoolExecutor(2) as pool:
+        closes = [pool.submit(client.close) for _ in range(2)]
+        for close in closes:
+            close.result(timeout=GUARD)
+            assert client_threads() == []
