@@ -51,10 +51,6 @@ class LoopThread:
     def closed(self) -> bool:
         return self._closed
 
-    @property
-    def thread(self) -> threading.Thread:
-        return self._thread
-
     def in_loop_thread(self) -> bool:
         return threading.current_thread() is self._thread
 
