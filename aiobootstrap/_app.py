@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
+from functools import partial
 
 from aiohttp import web
 from aiohttp.typedefs import Handler
@@ -16,51 +17,81 @@ from aiohttp.typedefs import Handler
 from . import __version__
 from . import _protocol as protocol
 from ._config import ServerConfig
-from ._registry import MemoryStore, Registry
+from ._metrics import METRICS, Metrics, counts_gets, metrics, metrics_middleware
+from ._namespaces import Namespace, Namespaces
+from ._openapi import openapi
+from ._registry import MemoryStore, ParkingLot, Record, Registry
 from .exceptions import BadRequest, BootstrapError, NotRegistered, TooManyWaiters
 
-__all__ = ["CONFIG", "REGISTRY", "create_app"]
+__all__ = ["CONFIG", "NAMESPACES", "REGISTRY", "create_app"]
 
 log = logging.getLogger("aiobootstrap")
 
 CONFIG = web.AppKey("config", ServerConfig)
 REGISTRY = web.AppKey("registry", Registry)
+"""The default namespace's registry."""
+NAMESPACES = web.AppKey("namespaces", Namespaces)
 
 
 def create_app(config: ServerConfig | None = None) -> web.Application:
     """The aiobootstrap app for ``config`` (defaults when omitted)."""
     config = config if config is not None else ServerConfig()
     app = web.Application(
-        middlewares=[error_middleware],
+        middlewares=[metrics_middleware, error_middleware],
         client_max_size=config.max_body_size,
     )
     app[CONFIG] = config
     app.cleanup_ctx.append(_registry_context)
     app.on_shutdown.append(_release_waiters)
-    app.router.add_get(protocol.HEALTH_PATH, health)
-    app.router.add_put(protocol.REGISTER_PATH, register)
-    app.router.add_get(protocol.GET_PATH, get_info)
-    app.router.add_get(protocol.BATCH_PATH, get_batch)
-    app.router.add_get(protocol.RANKS_PATH, list_ranks)
+    routes = _routes()
+    app.router.add_routes(routes)
+    app.router.add_routes(_namespaced(routes))
+    # Server-wide routes: one server, one set of metrics, one API description.
+    app.router.add_get(protocol.METRICS_PATH, metrics)
+    app.router.add_get(protocol.OPENAPI_PATH, openapi)
     return app
+
+
+def _routes() -> list[web.RouteDef]:
+    """The bootstrap routes: each is also served under ``/ns/{namespace}``."""
+    return [
+        web.get(protocol.HEALTH_PATH, health),
+        web.put(protocol.REGISTER_PATH, register),
+        web.get(protocol.GET_PATH, get_info),
+        web.get(protocol.BATCH_PATH, get_batch),
+        web.get(protocol.RANKS_PATH, list_ranks),
+    ]
+
+
+def _namespaced(routes: Iterable[web.RouteDef]) -> list[web.RouteDef]:
+    return [
+        web.RouteDef(route.method, protocol.path(route.path, "{namespace}"), route.handler, route.kwargs)
+        for route in routes
+    ]
 
 
 async def _registry_context(app: web.Application) -> AsyncIterator[None]:
     store = MemoryStore()
-    registry = Registry(
-        store,
-        encode_reply=protocol.encode_info,
-        max_waiters=app[CONFIG].max_waiters,
-    )
+    # One lot for every namespace: --max-waiters protects the server, not one deployment.
+    lot = ParkingLot(app[CONFIG].max_waiters)
+    registry = Registry(store, encode_reply=protocol.encode_info, lot=lot)
     app[REGISTRY] = registry
+    namespaces = Namespaces(registry, partial(_memory_registry, lot), limit=app[CONFIG].max_namespaces)
+    app[NAMESPACES] = namespaces
+    app[METRICS] = Metrics(namespaces)
     yield
-    registry.close()
+    namespaces.close()
     await store.close()
+
+
+def _memory_registry(lot: ParkingLot, last_version: int) -> Registry:
+    """A new namespace's registry: in memory, versions going on from ``last_version``."""
+    return Registry(MemoryStore(last_version=last_version), encode_reply=protocol.encode_info, lot=lot)
 
 
 async def _release_waiters(app: web.Application) -> None:
     # Parked long-polls answer 503 now, instead of holding shutdown until they expire.
-    app[REGISTRY].close()
+    app[NAMESPACES].close()
 
 
 # -- errors -------------------------------------------------------------
@@ -106,9 +137,15 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
 # -- routes -------------------------------------------------------------
 
 
+def namespace_of(request: web.Request) -> Namespace:
+    """The namespace a request addresses: its ``/ns/{namespace}`` prefix, or the default."""
+    name = request.match_info.get("namespace", protocol.DEFAULT_NAMESPACE)
+    return request.app[NAMESPACES].get(name)
+
+
 def registry_of(request: web.Request) -> Registry:
     """The registry a request addresses."""
-    return request.app[REGISTRY]
+    return namespace_of(request).registry
 
 
 def _param(request: web.Request, name: str) -> str | None:
@@ -131,30 +168,51 @@ async def register(request: web.Request) -> web.Response:
     body = await request.read()
     registration = protocol.parse_registration(body)
     protocol.check_world_size(registration.rank, request.app[CONFIG].world_size)
-    record = await registry_of(request).register(
+    namespace = namespace_of(request)
+    record = await namespace.registry.register(
         registration.rank, registration.session_id, registration.weights_info_dict
     )
-    log.info(
-        "registered rank %d session %s version %d",
-        record.rank,
-        record.session_id,
-        record.version,
-        extra={"rank": record.rank, "session_id": record.session_id, "version": record.version},
-    )
+    namespace.registrations += 1
+    _log_registration(record, namespace.name)
     return web.Response(text="OK")
 
 
+def _log_registration(record: Record, namespace: str) -> None:
+    # One line whatever the client sent: a session id that is not printable
+    # (a newline could forge a log line) is written escaped; the JSON field keeps it exact.
+    session = record.session_id if record.session_id.isprintable() else ascii(record.session_id)
+    where = "" if namespace == protocol.DEFAULT_NAMESPACE else f" in namespace {namespace}"
+    log.info(
+        "registered rank %d session %s version %d%s",
+        record.rank,
+        session,
+        record.version,
+        where,
+        extra={
+            "rank": record.rank,
+            "session_id": record.session_id,
+            "version": record.version,
+            "namespace": namespace,
+        },
+    )
+
+
+@counts_gets
 async def get_info(request: web.Request) -> web.Response:
     rank = protocol.parse_rank_param(_param(request, "rank"))
     wait = _wait_seconds(request)
     after = protocol.parse_after(_param(request, "after"))
     protocol.check_world_size(rank, request.app[CONFIG].world_size)
-    record = await registry_of(request).wait(rank, wait, after)
+    registry = registry_of(request)
+    since = registry.version
+    record = await registry.wait(rank, wait, after)
+    request.app[METRICS].count_get(since, [] if record is None else [record], expired=record is None)
     if record is None:
         raise NotRegistered(protocol.not_registered_detail(rank))
     return web.Response(body=record.reply, content_type=protocol.JSON_TYPE)
 
 
+@counts_gets
 async def get_batch(request: web.Request) -> web.Response:
     ranks = protocol.parse_ranks(_param(request, "ranks"))
     wait = _wait_seconds(request)
@@ -162,7 +220,9 @@ async def get_batch(request: web.Request) -> web.Response:
     world_size = request.app[CONFIG].world_size
     protocol.check_world_size(max(ranks), world_size)
     registry = registry_of(request)
+    since = registry.version
     found, missing = await registry.wait_all(ranks, wait, after)
+    request.app[METRICS].count_get(since, found, expired=bool(missing))
     if missing:
         return web.Response(
             status=404,
@@ -181,6 +241,7 @@ async def list_ranks(request: web.Request) -> web.Response:
         "version": registry.version,
         "world_size": world_size,
         "count": len(records),
+        "waiters": registry.parked,
         "ranks": [
             {
                 "rank": record.rank,

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import signal
 import sys
 from collections.abc import Sequence
@@ -15,6 +16,7 @@ from . import __version__
 from ._config import DEFAULT_HOST, DEFAULT_PORT, ServerConfig
 from ._logging import LOG_FORMATS, setup_logging
 from ._server import AddressInUse, BootstrapServer
+from ._tools import TOOLS, add_tool_parsers, run_tool
 from .exceptions import BootstrapError
 
 __all__ = ["main"]
@@ -34,6 +36,8 @@ def _parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="python -m aiobootstrap",
         description="Serve transfer-engine info to the ranks of a deployment; getters may wait.",
+        epilog=f"Commands: serve (the default; takes the options above), {', '.join(TOOLS)}. "
+        "See python -m aiobootstrap COMMAND --help.",
     )
     parser.add_argument("--version", action="version", version=f"aiobootstrap {__version__}")
     parser.add_argument("--host", default=DEFAULT_HOST, help="address to listen on (default: %(default)s)")
@@ -71,6 +75,13 @@ def _parser() -> argparse.ArgumentParser:
         metavar="N",
         help="most waits parked at once; more get 503 with Retry-After (default: no limit)",
     )
+    parser.add_argument(
+        "--max-namespaces",
+        type=int,
+        default=1024,
+        metavar="N",
+        help="most namespaces with ranks or waits at once, default included (default: %(default)d)",
+    )
     parser.add_argument("--log-level", choices=_LOG_LEVELS, default="info", help="(default: %(default)s)")
     parser.add_argument(
         "--log-format",
@@ -90,6 +101,7 @@ def _config(args: argparse.Namespace) -> ServerConfig:
         max_wait=args.max_wait,
         max_body_size=args.max_body_size,
         max_waiters=args.max_waiters,
+        max_namespaces=args.max_namespaces,
         access_log=args.access_log,
     )
 
@@ -137,7 +149,26 @@ async def serve(config: ServerConfig) -> int:
     return 0
 
 
+_TOKEN_ENV = "AIOBOOTSTRAP_AUTH_TOKEN"
+
+
+def _tool(argv: Sequence[str]) -> int:
+    parser = _Parser(prog="python -m aiobootstrap", description="Operator tools for an aiobootstrap server.")
+    add_tool_parsers(parser)
+    args = parser.parse_args(argv)
+    token = args.token if args.token is not None else os.environ.get(_TOKEN_ENV)
+    try:
+        return asyncio.run(run_tool(args, token=token, out=sys.stdout, err=sys.stderr))
+    except KeyboardInterrupt:
+        return 130
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] in TOOLS:
+        return _tool(argv)
+    if argv and argv[0] == "serve":
+        argv = argv[1:]
     args = _parser().parse_args(argv)
     setup_logging(args.log_level, args.log_format)
     try:

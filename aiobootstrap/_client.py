@@ -80,7 +80,8 @@ class BootstrapClient:
             info = await client.get(3, timeout=60.0)
 
     One ``aiohttp.ClientSession`` serves every call; close the client (or use
-    ``async with``) to release it.
+    ``async with``) to release it. ``namespace=`` addresses one deployment
+    on a server that hosts several (see ``docs/operators.md``).
     """
 
     def __init__(
@@ -90,8 +91,10 @@ class BootstrapClient:
         token: str | None = None,
         ssl: ssl.SSLContext | bool = True,
         backoff: Backoff | None = None,
+        namespace: str = protocol.DEFAULT_NAMESPACE,
     ) -> None:
         self.url = url.rstrip("/")
+        self.namespace = protocol.check_namespace(namespace)
         self._headers = {"Authorization": f"Bearer {token}"} if token else {}
         self._ssl = ssl
         self._backoff_template = backoff if backoff is not None else Backoff()
@@ -248,7 +251,9 @@ class BootstrapClient:
                     raise ServerUnavailable(f"The server at {self.url} could not be reached: {exc}") from exc
                 await asyncio.sleep(min(backoff.next_delay(), deadline.remaining()))
                 continue
-            if status == 503 and not deadline.expired():
+            if status == 503:
+                if deadline.expired():
+                    raise ServerUnavailable(_detail(status, payload))
                 # Shutting down or full: another instance (or this one, restarted) may answer soon.
                 await asyncio.sleep(min(backoff.next_delay(), deadline.remaining()))
                 continue
@@ -270,7 +275,7 @@ class BootstrapClient:
         try:
             async with session.request(
                 method,
-                self.url + path,
+                self.url + protocol.path(path, self.namespace),
                 params=params,
                 data=body,
                 headers=headers,

@@ -26,6 +26,8 @@ class ServerConfig:
     """The largest request body accepted, in bytes."""
     max_waiters: int | None = None
     """How many waits may be parked at once; ``None`` for no limit."""
+    max_namespaces: int = 1024
+    """How many namespaces (the default one included) may hold ranks or waits at once."""
     shutdown_timeout: float = 1.0
     """Seconds a stopping server gives in-flight requests after waking its waiters."""
     access_log: bool = False
@@ -40,5 +42,7 @@ class ServerConfig:
             raise ValueError(f"max wait must be a non-negative number of seconds, not {self.max_wait}")
         if self.max_body_size < 1:
             raise ValueError(f"max body size must be at least 1 byte, not {self.max_body_size}")
+        if self.max_namespaces < 1:
+            raise ValueError(f"max namespaces must be at least 1, not {self.max_namespaces}")
         if self.max_waiters is not None and self.max_waiters < 0:
             raise ValueError(f"max waiters must be non-negative, not {self.max_waiters}")
