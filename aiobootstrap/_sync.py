@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 from ._client import Backoff, BootstrapClient
 from ._loopthread import LoopThread, LoopThreadOwner
-from ._protocol import RankListing, TransferEngineInfo
+from ._protocol import DEFAULT_NAMESPACE, RankListing, TransferEngineInfo
 
 __all__ = ["SyncBootstrapClient"]
 
@@ -46,13 +46,18 @@ class SyncBootstrapClient(LoopThreadOwner):
         token: str | None = None,
         ssl: ssl.SSLContext | bool = True,
         backoff: Backoff | None = None,
+        namespace: str = DEFAULT_NAMESPACE,
     ) -> None:
-        self._client = BootstrapClient(url, token=token, ssl=ssl, backoff=backoff)
+        self._client = BootstrapClient(url, token=token, ssl=ssl, backoff=backoff, namespace=namespace)
         self._loop_thread = LoopThread(f"aiobootstrap client {self._client.url}")
 
     @property
     def url(self) -> str:
         return self._client.url
+
+    @property
+    def namespace(self) -> str:
+        return self._client.namespace
 
     def close(self) -> None:
         """Stop waiting calls, close the connections, stop the thread; idempotent."""

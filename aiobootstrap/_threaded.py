@@ -63,7 +63,7 @@ class ThreadedBootstrapServer(LoopThreadOwner):
 
     @property
     def parked(self) -> int:
-        """How many get requests are waiting right now."""
+        """How many get requests are waiting right now, in the default namespace."""
         return self._registry.parked
 
     @property
@@ -75,7 +75,7 @@ class ThreadedBootstrapServer(LoopThreadOwner):
         return _InfoView(self)
 
     def get_transfer_engine_info(self, rank: int) -> tuple[str, dict[str, Any]] | None:
-        """``rank``'s ``(session_id, weights_info_dict)``, or ``None`` if it has not registered.
+        """``rank``'s ``(session_id, weights_info_dict)`` in the default namespace, or ``None``.
 
         Read in-process, without HTTP, from any thread, also after
         :meth:`close`; the dict is the caller's own copy, the same a remote

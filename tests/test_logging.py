@@ -13,11 +13,13 @@ import time
 from collections.abc import Iterator
 
 import pytest
+from aiohttp import web
+from aiohttp.test_utils import TestClient
 
 from aiobootstrap import SyncBootstrapClient
 from aiobootstrap._logging import JsonFormatter, setup_logging
 
-GUARD = 10.0
+from .conftest import GUARD, registration
 
 
 def test_json_formatter_writes_one_object_per_line() -> None:
@@ -123,3 +125,21 @@ def test_access_log_only_when_asked() -> None:
         "GET /get_transfer_engine_info?rank=0" in entry["message"] and " 200 " in entry["message"]
         for entry in access
     )
+
+
+async def test_registration_line_stays_one_line_and_names_its_namespace(
+    client: TestClient[web.Request, web.Application], caplog: pytest.LogCaptureFixture
+) -> None:
+    """A session id with a newline is logged escaped (the field keeps it exact); a namespace is named."""
+    caplog.set_level(logging.INFO, logger="aiobootstrap")
+    body = registration(2, session_id="evil\nINFO forged line")
+    response = await client.put("/ns/blue/register_transfer_engine_info", json=body)
+    assert response.status == 200
+    [record] = [record for record in caplog.records if record.getMessage().startswith("registered")]
+    assert "\n" not in record.getMessage()
+    assert (
+        record.getMessage()
+        == "registered rank 2 session 'evil\\nINFO forged line' version 1 in namespace blue"
+    )
+    assert record.__dict__["session_id"] == "evil\nINFO forged line"
+    assert record.__dict__["namespace"] == "blue"

@@ -14,7 +14,7 @@ import pytest
 from aiobootstrap import AddressInUse, ThreadedBootstrapServer
 from aiobootstrap._portinfo import describe_holder, find_holders, listening_inodes
 
-GUARD = 10.0
+from .conftest import GUARD
 
 needs_proc = pytest.mark.skipif(
     not Path("/proc/net/tcp").exists(), reason="finding the holder reads Linux's /proc"

@@ -5,8 +5,7 @@ from __future__ import annotations
 import signal
 import socket
 import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -21,20 +20,12 @@ from aiobootstrap import (
 )
 from aiobootstrap._client import Backoff
 
-GUARD = 10.0
-"""Seconds a test waits for something that should happen at once before it fails."""
-
-
-def wait_until(condition: Callable[[], bool]) -> None:
-    """Block until ``condition()`` holds; fail after GUARD seconds."""
-    deadline = time.monotonic() + GUARD
-    while not condition():
-        assert time.monotonic() < deadline, "condition not reached in time"
-        time.sleep(0.001)
+from .conftest import GUARD
+from .threads import threads_named, wait_until
 
 
 def client_threads() -> list[threading.Thread]:
-    return [thread for thread in threading.enumerate() if thread.name.startswith("aiobootstrap client")]
+    return threads_named("aiobootstrap client")
 
 
 @pytest.fixture
@@ -168,3 +159,16 @@ def test_close_from_two_threads_returns_in_both_once_stopped(server: ThreadedBoo
         for close in closes:
             close.result(timeout=GUARD)
             assert client_threads() == []
+
+
+def test_namespace_isolates_like_the_async_client(
+    server: ThreadedBootstrapServer, client: SyncBootstrapClient
+) -> None:
+    """namespace= reaches the wire: a rank registered in one namespace is absent from the default one."""
+    with SyncBootstrapClient(server.url, namespace="blue") as blue:
+        assert blue.namespace == "blue"
+        blue.register(1, session_id="blue:1", weights_info_dict={})
+        assert blue.get(1, timeout=GUARD).session_id == "blue:1"
+    with pytest.raises(RankNotRegistered):
+        client.get(1, timeout=0)
+    assert server.get_transfer_engine_info(1) is None

@@ -7,7 +7,7 @@ import json
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -15,20 +15,12 @@ import pytest
 
 from aiobootstrap import AddressInUse, ThreadedBootstrapServer
 
-GUARD = 10.0
-"""Seconds a test waits for something that should happen at once before it fails."""
-
-
-def wait_until(condition: Callable[[], bool]) -> None:
-    """Block until ``condition()`` holds; fail after GUARD seconds."""
-    deadline = time.monotonic() + GUARD
-    while not condition():
-        assert time.monotonic() < deadline, "condition not reached in time"
-        time.sleep(0.001)
+from .conftest import GUARD
+from .threads import threads_named, wait_until
 
 
 def server_threads() -> list[threading.Thread]:
-    return [thread for thread in threading.enumerate() if thread.name.startswith("aiobootstrap server")]
+    return threads_named("aiobootstrap server")
 
 
 def request(server: ThreadedBootstrapServer, method: str, path: str, body: Any = None) -> tuple[int, Any]:
