@@ -11,6 +11,8 @@ from ._config import ServerConfig
 from ._protocol import RankListing, RankSummary, TransferEngineInfo
 from ._registry import MemoryStore, Record, RecordStore, Registry
 from ._server import AddressInUse, BootstrapServer
+from ._sync import SyncBootstrapClient
+from ._threaded import ThreadedBootstrapServer
 from .exceptions import (
     BadRequest,
     BootstrapError,
@@ -42,6 +44,8 @@ __all__ = [
     "ServerConfig",
     "ServerUnavailable",
     "ShuttingDown",
+    "SyncBootstrapClient",
+    "ThreadedBootstrapServer",
     "TooManyWaiters",
     "TransferEngineInfo",
     "Unauthorized",

@@ -14,13 +14,14 @@ from functools import partial
 from aiohttp import web
 from aiohttp.typedefs import Handler
 
+from . import __version__
 from . import _protocol as protocol
 from ._config import ServerConfig
 from ._journal import Journal
 from ._metrics import METRICS, Metrics, counts_gets, metrics, metrics_middleware
 from ._namespaces import Namespace, Namespaces
 from ._openapi import openapi
-from ._registry import MemoryStore, ParkingLot, RecordStore, Registry
+from ._registry import MemoryStore, ParkingLot, Record, RecordStore, Registry
 from .exceptions import BadRequest, BootstrapError, NotRegistered, TooManyWaiters
 
 __all__ = ["CONFIG", "NAMESPACES", "REGISTRY", "create_app"]
@@ -183,7 +184,8 @@ def _wait_seconds(request: web.Request) -> float:
 
 
 async def health(request: web.Request) -> web.Response:
-    return web.Response(text="OK")
+    # The header tells a port-clash probe (see _portinfo) that an aiobootstrap server holds the port.
+    return web.Response(text="OK", headers={protocol.HEALTH_HEADER: __version__})
 
 
 async def register(request: web.Request) -> web.Response:
@@ -195,8 +197,28 @@ async def register(request: web.Request) -> web.Response:
         registration.rank, registration.session_id, registration.weights_info_dict
     )
     namespace.registrations += 1
-    log.info("registered rank %d session %s version %d", record.rank, record.session_id, record.version)
+    _log_registration(record, namespace.name)
     return web.Response(text="OK")
+
+
+def _log_registration(record: Record, namespace: str) -> None:
+    # One line whatever the client sent: a session id that is not printable
+    # (a newline could forge a log line) is written escaped; the JSON field keeps it exact.
+    session = record.session_id if record.session_id.isprintable() else ascii(record.session_id)
+    where = "" if namespace == protocol.DEFAULT_NAMESPACE else f" in namespace {namespace}"
+    log.info(
+        "registered rank %d session %s version %d%s",
+        record.rank,
+        session,
+        record.version,
+        where,
+        extra={
+            "rank": record.rank,
+            "session_id": record.session_id,
+            "version": record.version,
+            "namespace": namespace,
+        },
+    )
 
 
 @counts_gets

@@ -14,6 +14,7 @@ from typing import NoReturn
 
 from . import __version__
 from ._config import DEFAULT_HOST, DEFAULT_PORT, ServerConfig
+from ._logging import LOG_FORMATS, setup_logging
 from ._server import AddressInUse, BootstrapServer
 from ._tools import TOOLS, add_tool_parsers, run_tool
 from .exceptions import BootstrapError
@@ -88,6 +89,13 @@ def _parser() -> argparse.ArgumentParser:
         help="journal registrations to PATH and reload them on start (default: memory only)",
     )
     parser.add_argument("--log-level", choices=_LOG_LEVELS, default="info", help="(default: %(default)s)")
+    parser.add_argument(
+        "--log-format",
+        choices=LOG_FORMATS,
+        default="text",
+        help="text for people, json for log pipelines: one object per line (default: %(default)s)",
+    )
+    parser.add_argument("--access-log", action="store_true", help="log one line per request (default: off)")
     return parser
 
 
@@ -100,6 +108,7 @@ def _config(args: argparse.Namespace) -> ServerConfig:
         max_body_size=args.max_body_size,
         max_waiters=args.max_waiters,
         max_namespaces=args.max_namespaces,
+        access_log=args.access_log,
         state_file=args.state_file,
     )
 
@@ -168,11 +177,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if argv and argv[0] == "serve":
         argv = argv[1:]
     args = _parser().parse_args(argv)
-    logging.basicConfig(
-        level=args.log_level.upper(),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
+    setup_logging(args.log_level, args.log_format)
     try:
         config = _config(args)
     except ValueError as exc:

@@ -30,6 +30,8 @@ class ServerConfig:
     """How many namespaces (the default one included) may hold ranks or waits at once."""
     shutdown_timeout: float = 1.0
     """Seconds a stopping server gives in-flight requests after waking its waiters."""
+    access_log: bool = False
+    """Log one line per request (logger ``aiohttp.access``); off, a deployment's gets would flood the log."""
     state_file: str | None = None
     """The journal that makes registrations survive a restart; ``None`` keeps them in memory only."""
 

@@ -43,6 +43,9 @@ OPENAPI_PATH = "/openapi.json"
 
 JSON_TYPE = "application/json"
 
+HEALTH_HEADER = "X-Aiobootstrap"
+"""A header on the ``/health`` reply, naming the version: tells an aiobootstrap server from others."""
+
 MAX_BATCH_RANKS = 1 << 20
 """The most ranks one batch request may name; keeps a typo like ``0-9999999999`` cheap."""
 

@@ -7,6 +7,7 @@ race.
 
 from __future__ import annotations
 
+import asyncio
 import errno
 import socket
 from dataclasses import replace
@@ -14,9 +15,11 @@ from types import TracebackType
 from typing import Any
 
 from aiohttp import web
+from aiohttp.log import access_logger
 
 from ._app import REGISTRY, create_app
 from ._config import ServerConfig
+from ._portinfo import describe_holder
 from ._registry import Registry
 from .exceptions import BootstrapError
 
@@ -26,17 +29,24 @@ _BACKLOG = 4096
 """Room for a whole deployment's ranks connecting at once (the kernel caps it at somaxconn)."""
 
 
-class AddressInUse(BootstrapError, OSError):
-    """The port is held by another process."""
+_ACCESS_LOG_FORMAT = '%a "%r" %s %b %Tf'
+"""Client, request line, status, bytes, seconds: a long-poll's line shows how long it waited."""
 
-    def __init__(self, host: str, port: int) -> None:
-        super().__init__(
-            f"Cannot listen on {host}:{port}: another process already holds port {port}; "
-            "pick another with --port."
-        )
+
+class AddressInUse(BootstrapError, OSError):
+    """The port is held by another process.
+
+    ``holder`` says, where it could be found out, which process that is and
+    whether it is an aiobootstrap server.
+    """
+
+    def __init__(self, host: str, port: int, holder: str = "") -> None:
+        held = f"another process already holds port {port}" + (f" ({holder})" if holder else "")
+        super().__init__(f"Cannot listen on {host}:{port}: {held}; pick another with --port.")
         self.errno = errno.EADDRINUSE
         self.host = host
         self.port = port
+        self.holder = holder
 
 
 def bind_socket(host: str, port: int) -> socket.socket:
@@ -85,18 +95,26 @@ class BootstrapServer:
         """Bind, then serve; raises :class:`AddressInUse` if the port is taken."""
         if self._runner is not None:
             raise RuntimeError("the server is already started")
-        sock = bind_socket(self.config.host, self.config.port)
+        try:
+            sock = bind_socket(self.config.host, self.config.port)
+        except AddressInUse as exc:
+            # In a worker thread: the probe blocks briefly, and the holder may
+            # be a server on this very loop, which must stay free to answer it.
+            holder = await asyncio.to_thread(describe_holder, exc.host, exc.port)
+            raise AddressInUse(exc.host, exc.port, holder) from None
         runner = web.AppRunner(
             create_app(self.config),
             handle_signals=False,
             # A client that hangs up stops its parked wait at once.
             handler_cancellation=True,
-            access_log=None,
+            access_log=access_logger if self.config.access_log else None,
+            access_log_format=_ACCESS_LOG_FORMAT,
             shutdown_timeout=self.config.shutdown_timeout,
         )
         try:
             await runner.setup()
-            await web.SockSite(runner, sock).start()
+            # SockSite listens again with its own backlog (128 unless told): keep ours.
+            await web.SockSite(runner, sock, backlog=_BACKLOG).start()
         except BaseException:
             await runner.cleanup()
             sock.close()

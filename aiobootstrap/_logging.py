@@ -1,0 +1,54 @@
+"""Log output for the command line: readable text, or one JSON object per line.
+
+JSON lines carry ``time`` (UTC, ISO 8601), ``level``, ``logger`` and
+``message``, plus every field the log call passed in ``extra=`` (a
+registration's ``rank``, ``session_id`` and ``version``; the access log's
+request fields), so a log pipeline need not parse the message.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from datetime import UTC, datetime
+from typing import Any, TextIO
+
+__all__ = ["LOG_FORMATS", "JsonFormatter", "setup_logging"]
+
+LOG_FORMATS = ("text", "json")
+
+_TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+
+# Attributes every LogRecord has; anything else on a record came from ``extra=``.
+_STANDARD_FIELDS = frozenset(logging.makeLogRecord({}).__dict__) | {"message", "asctime", "taskName"}
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per record, on one line."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        entry: dict[str, Any] = {
+            "time": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
+            "level": record.levelname,
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        for key, value in record.__dict__.items():
+            if key not in _STANDARD_FIELDS and key not in entry:
+                entry[key] = value
+        if record.exc_info:
+            entry["exception"] = self.formatException(record.exc_info)
+        # default=str: a field json cannot encode is logged as text, never dropped with an error.
+        return json.dumps(entry, default=str)
+
+
+def setup_logging(level: str, log_format: str = "text", stream: TextIO | None = None) -> None:
+    """Send every log record at ``level`` or above to ``stream`` (stderr), in ``log_format``."""
+    handler = logging.StreamHandler(stream if stream is not None else sys.stderr)
+    handler.setFormatter(JsonFormatter() if log_format == "json" else logging.Formatter(_TEXT_FORMAT))
+    root = logging.getLogger()
+    for old in root.handlers[:]:
+        root.removeHandler(old)
+    root.addHandler(handler)
+    root.setLevel(level.upper())

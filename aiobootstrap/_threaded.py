@@ -1,0 +1,108 @@
+"""The server hosted in a daemon thread, for engines that are not asyncio programs.
+
+Engines today start a bootstrap server in a thread of their own process and
+read it in-process; :class:`ThreadedBootstrapServer` is the drop-in for that.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from . import _protocol as protocol
+from ._config import DEFAULT_HOST, DEFAULT_PORT
+from ._loopthread import LoopThread, LoopThreadOwner
+from ._server import BootstrapServer
+
+__all__ = ["ThreadedBootstrapServer"]
+
+
+class ThreadedBootstrapServer(LoopThreadOwner):
+    """An aiobootstrap server on its own event loop, in a daemon thread.
+
+    ::
+
+        server = ThreadedBootstrapServer("0.0.0.0", 6789, world_size=8)
+        ...
+        server.get_transfer_engine_info(3)   # (session_id, weights_info_dict) or None
+        server.close()
+
+    The constructor returns once the server listens; a port that is taken
+    raises :class:`AddressInUse` here, in the caller's thread. Keyword
+    arguments are :class:`ServerConfig` fields.
+    """
+
+    _open_state = "listening"
+
+    def __init__(self, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, **options: Any) -> None:
+        self._server = BootstrapServer(host=host, port=port, **options)
+        self._loop_thread = LoopThread(f"aiobootstrap server {host}:{port}")
+        try:
+            self._loop_thread.run(self._server.start())
+        except BaseException:
+            self._loop_thread.close()
+            raise
+        self._registry = self._server.registry
+
+    def close(self) -> None:
+        """Answer parked waits with 503, stop listening and join the thread; idempotent."""
+        self._loop_thread.close(self._server.close)
+
+    @property
+    def host(self) -> str:
+        return self._server.host
+
+    @property
+    def port(self) -> int:
+        """The port listened on: the real one when ``port=0`` asked the system to choose."""
+        return self._server.port
+
+    @property
+    def url(self) -> str:
+        return self._server.url
+
+    @property
+    def parked(self) -> int:
+        """How many get requests are waiting right now, in the default namespace."""
+        return self._registry.parked
+
+    @property
+    def transfer_engine_info(self) -> Mapping[int, tuple[str, dict[str, Any]]]:
+        """A live, read-only ``{rank: (session_id, weights_info_dict)}``.
+
+        The mapping engines' own bootstrap servers expose under this name.
+        """
+        return _InfoView(self)
+
+    def get_transfer_engine_info(self, rank: int) -> tuple[str, dict[str, Any]] | None:
+        """``rank``'s ``(session_id, weights_info_dict)`` in the default namespace, or ``None``.
+
+        Read in-process, without HTTP, from any thread, also after
+        :meth:`close`; the dict is the caller's own copy, the same a remote
+        getter receives.
+        """
+        # Read across threads without the loop: a lookup in the store's dict
+        # is atomic, and a record is immutable (a registration replaces it,
+        # never changes it), so this sees the old record or the new one, whole.
+        record = self._registry.get(rank)
+        if record is None:
+            return None
+        info = protocol.decode_info(protocol.loads(record.reply))
+        return info.session_id, info.weights_info_dict
+
+
+class _InfoView(Mapping[int, tuple[str, dict[str, Any]]]):
+    def __init__(self, server: ThreadedBootstrapServer) -> None:
+        self._server = server
+
+    def __getitem__(self, rank: int) -> tuple[str, dict[str, Any]]:
+        info = self._server.get_transfer_engine_info(rank)
+        if info is None:
+            raise KeyError(rank)
+        return info
+
+    def __iter__(self) -> Iterator[int]:
+        return iter([record.rank for record in self._server._registry.records()])
+
+    def __len__(self) -> int:
+        return len(self._server._registry)

@@ -1,0 +1,145 @@
+"""Logs: one line per registration, access log only when asked, JSON lines for log pipelines."""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import selectors
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+
+import pytest
+from aiohttp import web
+from aiohttp.test_utils import TestClient
+
+from aiobootstrap import SyncBootstrapClient
+from aiobootstrap._logging import JsonFormatter, setup_logging
+
+from .conftest import GUARD, registration
+
+
+def test_json_formatter_writes_one_object_per_line() -> None:
+    """Standard fields, the extra= fields, and a traceback, all inside one line of JSON."""
+    logger = logging.getLogger("aiobootstrap.test")
+    try:
+        raise ValueError("boom")
+    except ValueError:
+        record = logger.makeRecord(
+            logger.name,
+            logging.ERROR,
+            __file__,
+            1,
+            "registered rank %d",
+            (3,),
+            sys.exc_info(),
+            extra={"rank": 3, "session_id": "s", "when": object()},
+        )
+    line = JsonFormatter().format(record)
+    assert "\n" not in line
+    entry = json.loads(line)
+    assert entry["level"] == "ERROR"
+    assert entry["logger"] == "aiobootstrap.test"
+    assert entry["message"] == "registered rank 3"
+    assert entry["time"].startswith(time.strftime("%Y-", time.gmtime(record.created)))
+    assert (entry["rank"], entry["session_id"]) == (3, "s")
+    assert entry["when"].startswith("<object")
+    assert "ValueError: boom" in entry["exception"]
+    assert "args" not in entry
+    assert "msg" not in entry
+
+
+@pytest.fixture
+def restore_root_logger() -> Iterator[None]:
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    yield
+    root.handlers[:] = handlers
+    root.setLevel(level)
+
+
+@pytest.mark.usefixtures("restore_root_logger")
+def test_setup_logging_replaces_the_handlers() -> None:
+    """setup_logging leaves one handler, at the asked level, in the asked format."""
+    stream = io.StringIO()
+    setup_logging("warning", "json", stream)
+    logging.getLogger("aiobootstrap").info("hidden")
+    logging.getLogger("aiobootstrap").warning("shown")
+    [line] = stream.getvalue().splitlines()
+    assert json.loads(line)["message"] == "shown"
+
+
+def run_server(*args: str) -> list[str]:
+    """Serve with ``args``, register rank 0 and get it, stop with SIGTERM; the stderr lines."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "aiobootstrap", "--port", "0", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert process.stdout is not None
+        with selectors.DefaultSelector() as selector:
+            selector.register(process.stdout, selectors.EVENT_READ)
+            assert selector.select(GUARD), "the server did not start in time"
+        url = process.stdout.readline().split()[-1]
+        with SyncBootstrapClient(url) as client:
+            client.register(0, session_id="10.0.0.7:18000", weights_info_dict={"w": 1})
+            client.get(0, timeout=GUARD)
+        process.send_signal(signal.SIGTERM)
+        _, stderr = process.communicate(timeout=GUARD)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    assert process.returncode == 0
+    return stderr.splitlines()
+
+
+def test_json_log_lines_parse_and_carry_the_registration() -> None:
+    """--log-format json: every stderr line is a JSON object; the registration has its own fields."""
+    entries = [json.loads(line) for line in run_server("--log-format", "json")]
+    registrations = [entry for entry in entries if "rank" in entry]
+    assert len(registrations) == 1
+    [registration] = registrations
+    assert registration["logger"] == "aiobootstrap"
+    assert registration["level"] == "INFO"
+    assert (registration["rank"], registration["session_id"]) == (0, "10.0.0.7:18000")
+    assert registration["version"] == 1
+    assert all({"time", "level", "logger", "message"} <= entry.keys() for entry in entries)
+    assert not any(entry["logger"] == "aiohttp.access" for entry in entries)
+
+
+def test_access_log_only_when_asked() -> None:
+    """Text logs name the registration; requests are logged only with --access-log."""
+    quiet = run_server()
+    assert any("registered rank 0 session 10.0.0.7:18000 version 1" in line for line in quiet)
+    assert not any("aiohttp.access" in line for line in quiet)
+    entries = [json.loads(line) for line in run_server("--access-log", "--log-format", "json")]
+    access = [entry for entry in entries if entry["logger"] == "aiohttp.access"]
+    assert any('"PUT /register_transfer_engine_info' in entry["message"] for entry in access)
+    assert any(
+        "GET /get_transfer_engine_info?rank=0" in entry["message"] and " 200 " in entry["message"]
+        for entry in access
+    )
+
+
+async def test_registration_line_stays_one_line_and_names_its_namespace(
+    client: TestClient[web.Request, web.Application], caplog: pytest.LogCaptureFixture
+) -> None:
+    """A session id with a newline is logged escaped (the field keeps it exact); a namespace is named."""
+    caplog.set_level(logging.INFO, logger="aiobootstrap")
+    body = registration(2, session_id="evil\nINFO forged line")
+    response = await client.put("/ns/blue/register_transfer_engine_info", json=body)
+    assert response.status == 200
+    [record] = [record for record in caplog.records if record.getMessage().startswith("registered")]
+    assert "\n" not in record.getMessage()
+    assert (
+        record.getMessage()
+        == "registered rank 2 session 'evil\\nINFO forged line' version 1 in namespace blue"
+    )
+    assert record.__dict__["session_id"] == "evil\nINFO forged line"
+    assert record.__dict__["namespace"] == "blue"

@@ -1,0 +1,174 @@
+"""SyncBootstrapClient from plain threads, against a real server in a thread of the test process."""
+
+from __future__ import annotations
+
+import signal
+import socket
+import threading
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from aiobootstrap import (
+    BadRequest,
+    RankNotRegistered,
+    ServerUnavailable,
+    SyncBootstrapClient,
+    ThreadedBootstrapServer,
+    TransferEngineInfo,
+)
+from aiobootstrap._client import Backoff
+
+from .conftest import GUARD
+from .threads import threads_named, wait_until
+
+
+def client_threads() -> list[threading.Thread]:
+    return threads_named("aiobootstrap client")
+
+
+@pytest.fixture
+def server() -> Iterator[ThreadedBootstrapServer]:
+    with ThreadedBootstrapServer(port=0, world_size=64) as server:
+        yield server
+
+
+@pytest.fixture
+def client(server: ThreadedBootstrapServer) -> Iterator[SyncBootstrapClient]:
+    with SyncBootstrapClient(server.url) as client:
+        yield client
+
+
+def test_register_then_get(client: SyncBootstrapClient) -> None:
+    """register, get, get_many and list_ranks block and return what the async client returns."""
+    assert client.health() is True
+    client.register(3, session_id="10.0.0.7:18000", weights_info_dict={"w": [1, 2]})
+    client.register(4, session_id="10.0.0.8:18000", weights_info_dict={})
+    info = client.get(3, timeout=GUARD)
+    assert info == TransferEngineInfo(3, "10.0.0.7:18000", {"w": [1, 2]}, info.version)
+    assert set(client.get_many(iter([3, 4]), timeout=GUARD)) == {3, 4}
+    listing = client.list_ranks()
+    assert [summary.rank for summary in listing.ranks] == [3, 4]
+    assert listing.missing is not None
+    assert 0 in listing.missing
+
+
+def test_errors_are_the_async_clients(client: SyncBootstrapClient) -> None:
+    """A timeout raises RankNotRegistered (a TimeoutError); a bad rank raises BadRequest at once."""
+    with pytest.raises(RankNotRegistered) as caught:
+        client.get(5, timeout=0)
+    assert isinstance(caught.value, TimeoutError)
+    assert caught.value.rank == 5
+    with pytest.raises(RankNotRegistered) as many:
+        client.get_many([5, 6], timeout=0)
+    assert list(many.value.ranks) == [5, 6]
+    with pytest.raises(BadRequest, match="world size 64"):
+        client.get(100, timeout=GUARD)
+
+
+def test_unreachable_server() -> None:
+    """health() says False and register() gives up with ServerUnavailable when nobody listens."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    with SyncBootstrapClient(f"http://127.0.0.1:{port}", backoff=Backoff(0.001, 0.01)) as client:
+        assert client.health() is False
+        with pytest.raises(ServerUnavailable):
+            client.register(0, session_id="s", weights_info_dict={}, timeout=0.05)
+
+
+def test_many_threads_share_one_client_and_are_woken_together(
+    server: ThreadedBootstrapServer, client: SyncBootstrapClient
+) -> None:
+    """Threads waiting on one rank through one shared client all return once another thread registers it."""
+    waiters = 32
+    with ThreadPoolExecutor(waiters + 1) as pool:
+        gets = [pool.submit(client.get, 7, timeout=60.0) for _ in range(waiters)]
+        wait_until(lambda: server.parked == waiters)
+        with SyncBootstrapClient(server.url) as registrar:
+            pool.submit(registrar.register, 7, session_id="10.0.0.9:18000", weights_info_dict={}).result(
+                timeout=GUARD
+            )
+        infos = [get.result(timeout=GUARD) for get in gets]
+    assert {info.session_id for info in infos} == {"10.0.0.9:18000"}
+
+
+def test_refused_inside_a_running_event_loop(client: SyncBootstrapClient) -> None:
+    """Called from a coroutine it raises RuntimeError instead of stalling that loop; it still works after."""
+    import asyncio
+
+    async def misuse() -> None:
+        client.health()
+
+    with pytest.raises(RuntimeError, match="BootstrapClient"):
+        asyncio.run(misuse())
+    assert client.health() is True
+
+
+def test_close_stops_the_thread_and_ends_waiting_calls(server: ThreadedBootstrapServer) -> None:
+    """close() answers calls still waiting with RuntimeError, joins the thread; later calls are refused."""
+    client = SyncBootstrapClient(server.url)
+    assert len(client_threads()) == 1
+    with ThreadPoolExecutor(1) as pool:
+        waiting = pool.submit(client.get, 0, timeout=60.0)
+        wait_until(lambda: server.parked == 1)
+        client.close()
+        with pytest.raises(RuntimeError, match="closed"):
+            waiting.result(timeout=GUARD)
+    assert client_threads() == []
+    wait_until(lambda: server.parked == 0)
+    with pytest.raises(RuntimeError, match="closed"):
+        client.health()
+    client.close()
+
+
+def test_interrupted_caller_leaves_the_client_usable(
+    server: ThreadedBootstrapServer, client: SyncBootstrapClient
+) -> None:
+    """Ctrl-C during a blocking get cancels that get (its request hangs up) and the client keeps working."""
+    main = threading.main_thread()
+    if threading.current_thread() is not main:
+        pytest.skip("signals reach only the main thread")
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+
+    def interrupt_once_parked() -> None:
+        wait_until(lambda: server.parked == 1)
+        assert main.ident is not None
+        signal.pthread_kill(main.ident, signal.SIGINT)
+
+    interrupter = threading.Thread(target=interrupt_once_parked)
+    try:
+        interrupter.start()
+        with pytest.raises(KeyboardInterrupt):
+            client.get(0, timeout=60.0)
+    finally:
+        interrupter.join(GUARD)
+        signal.signal(signal.SIGINT, previous)
+    wait_until(lambda: server.parked == 0)
+    client.register(0, session_id="s", weights_info_dict={})
+    assert client.get(0, timeout=GUARD).session_id == "s"
+
+
+def test_close_from_two_threads_returns_in_both_once_stopped(server: ThreadedBootstrapServer) -> None:
+    """Whichever thread closes second also returns only once the client's thread has stopped."""
+    client = SyncBootstrapClient(server.url)
+    client.health()
+    with ThreadPoolExecutor(2) as pool:
+        closes = [pool.submit(client.close) for _ in range(2)]
+        for close in closes:
+            close.result(timeout=GUARD)
+            assert client_threads() == []
+
+
+def test_namespace_isolates_like_the_async_client(
+    server: ThreadedBootstrapServer, client: SyncBootstrapClient
+) -> None:
+    """namespace= reaches the wire: a rank registered in one namespace is absent from the default one."""
+    with SyncBootstrapClient(server.url, namespace="blue") as blue:
+        assert blue.namespace == "blue"
+        blue.register(1, session_id="blue:1", weights_info_dict={})
+        assert blue.get(1, timeout=GUARD).session_id == "blue:1"
+    with pytest.raises(RankNotRegistered):
+        client.get(1, timeout=0)
+    assert server.get_transfer_engine_info(1) is None
