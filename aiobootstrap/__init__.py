@@ -19,6 +19,7 @@ from .exceptions import (
     RankNotRegistered,
     ServerUnavailable,
     ShuttingDown,
+    TooManyRanks,
     TooManyWaiters,
     Unauthorized,
 )
@@ -42,6 +43,7 @@ __all__ = [
     "ServerConfig",
     "ServerUnavailable",
     "ShuttingDown",
+    "TooManyRanks",
     "TooManyWaiters",
     "TransferEngineInfo",
     "Unauthorized",

@@ -11,10 +11,11 @@ import time
 from collections.abc import AsyncIterator
 
 from aiohttp import web
-from aiohttp.typedefs import Handler
+from aiohttp.typedefs import Handler, Middleware
 
 from . import _protocol as protocol
 from ._config import ServerConfig
+from ._hardening import BOOT_ID, auth_middleware, boot_header, new_boot_id, read_body, too_large_detail
 from ._registry import MemoryStore, Registry
 from .exceptions import BadRequest, BootstrapError, NotRegistered, TooManyWaiters
 
@@ -29,15 +30,20 @@ REGISTRY = web.AppKey("registry", Registry)
 def create_app(config: ServerConfig | None = None) -> web.Application:
     """The aiobootstrap app for ``config`` (defaults when omitted)."""
     config = config if config is not None else ServerConfig()
-    app = web.Application(
-        middlewares=[error_middleware],
-        client_max_size=config.max_body_size,
-    )
+    middlewares: list[Middleware] = [error_middleware]
+    if config.auth_token is not None:
+        # Inside the error middleware, before any handler: a refused request
+        # has nothing read and nothing changed.
+        middlewares.append(auth_middleware(config.auth_token, public={health}))
+    app = web.Application(middlewares=middlewares, client_max_size=config.max_body_size)
     app[CONFIG] = config
+    app[BOOT_ID] = new_boot_id()
+    app.on_response_prepare.append(boot_header)
     app.cleanup_ctx.append(_registry_context)
     app.on_shutdown.append(_release_waiters)
     app.router.add_get(protocol.HEALTH_PATH, health)
     app.router.add_put(protocol.REGISTER_PATH, register)
+    app.router.add_delete(protocol.REGISTER_PATH, unregister)
     app.router.add_get(protocol.GET_PATH, get_info)
     app.router.add_get(protocol.BATCH_PATH, get_batch)
     app.router.add_get(protocol.RANKS_PATH, list_ranks)
@@ -50,6 +56,8 @@ async def _registry_context(app: web.Application) -> AsyncIterator[None]:
         store,
         encode_reply=protocol.encode_info,
         max_waiters=app[CONFIG].max_waiters,
+        # A world size already bounds the ranks; the cap guards servers without one.
+        max_ranks=app[CONFIG].max_ranks if app[CONFIG].world_size is None else None,
     )
     app[REGISTRY] = registry
     yield
@@ -90,8 +98,7 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
     except BootstrapError as exc:
         return _json_error(exc.status, exc.detail)
     except web.HTTPRequestEntityTooLarge:
-        limit = request.app[CONFIG].max_body_size
-        return _json_error(413, f"The request body is larger than the server's limit of {limit} bytes.")
+        return _json_error(413, too_large_detail(request.app[CONFIG].max_body_size))
     except web.HTTPException as exc:
         if exc.status < 400:
             raise
@@ -126,13 +133,23 @@ async def health(request: web.Request) -> web.Response:
 
 
 async def register(request: web.Request) -> web.Response:
-    body = await request.read()
+    body = await read_body(request, request.app[CONFIG])
     registration = protocol.parse_registration(body)
     protocol.check_world_size(registration.rank, request.app[CONFIG].world_size)
     record = await registry_of(request).register(
         registration.rank, registration.session_id, registration.weights_info_dict
     )
     log.info("registered rank %d session %s version %d", record.rank, record.session_id, record.version)
+    return web.Response(text="OK")
+
+
+async def unregister(request: web.Request) -> web.Response:
+    rank = protocol.parse_rank_param(_param(request, "rank"))
+    protocol.check_world_size(rank, request.app[CONFIG].world_size)
+    record = await registry_of(request).unregister(rank)
+    if record is None:
+        raise NotRegistered(protocol.not_registered_detail(rank))
+    log.info("unregistered rank %d session %s", record.rank, record.session_id)
     return web.Response(text="OK")
 
 

@@ -6,13 +6,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import NoReturn
 
 from . import __version__
-from ._config import DEFAULT_HOST, DEFAULT_PORT, ServerConfig
+from ._config import DEFAULT_HOST, DEFAULT_MAX_WAITERS, DEFAULT_PORT, ServerConfig
 from ._server import AddressInUse, BootstrapServer
 from .exceptions import BootstrapError
 
@@ -21,6 +22,10 @@ __all__ = ["main"]
 log = logging.getLogger("aiobootstrap")
 
 _LOG_LEVELS = ("debug", "info", "warning", "error")
+
+TOKEN_ENV = "AIOBOOTSTRAP_AUTH_TOKEN"
+_FD_RESERVE = 1024
+"""Open files kept free of parked waits: registrations, health checks, the state file, logs."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -68,21 +73,128 @@ def _parser() -> argparse.ArgumentParser:
         type=int,
         default=None,
         metavar="N",
-        help="most waits parked at once; more get 503 with Retry-After (default: no limit)",
+        help=(
+            "most waits parked at once; more get 503 with Retry-After "
+            f"(default: {DEFAULT_MAX_WAITERS}, lowered to fit the open file limit)"
+        ),
     )
+    parser.add_argument(
+        "--max-ranks",
+        type=int,
+        default=65_536,
+        metavar="N",
+        help="most distinct ranks stored when no --world-size is given; more get 409 (default: %(default)d)",
+    )
+    parser.add_argument(
+        "--max-request-line",
+        type=int,
+        default=8190,
+        metavar="BYTES",
+        help="longest request line (path and query) accepted (default: %(default)d)",
+    )
+    parser.add_argument(
+        "--max-header-size",
+        type=int,
+        default=8190,
+        metavar="BYTES",
+        help="longest single header line accepted (default: %(default)d)",
+    )
+    parser.add_argument(
+        "--idle-timeout",
+        type=float,
+        default=620.0,
+        metavar="SECONDS",
+        help="close a connection that sends no complete request for this long (default: %(default)g)",
+    )
+    parser.add_argument(
+        "--body-timeout",
+        type=float,
+        default=60.0,
+        metavar="SECONDS",
+        help="longest a request body may take to arrive; then 408 (default: %(default)g)",
+    )
+    parser.add_argument(
+        "--auth-token-file",
+        metavar="PATH",
+        help=f"require 'Authorization: Bearer <token>' with the token in PATH (or set {TOKEN_ENV})",
+    )
+    parser.add_argument("--tls-cert", metavar="PATH", help="serve HTTPS with this PEM certificate chain")
+    parser.add_argument("--tls-key", metavar="PATH", help="the PEM private key for --tls-cert")
     parser.add_argument("--log-level", choices=_LOG_LEVELS, default="info", help="(default: %(default)s)")
     return parser
 
 
-def _config(args: argparse.Namespace) -> ServerConfig:
+def _config(args: argparse.Namespace, environ: Mapping[str, str]) -> ServerConfig:
     return ServerConfig(
         host=args.host,
         port=args.port,
         world_size=args.world_size,
         max_wait=args.max_wait,
         max_body_size=args.max_body_size,
-        max_waiters=args.max_waiters,
+        max_waiters=_max_waiters(args.max_waiters),
+        max_ranks=args.max_ranks,
+        max_request_line=args.max_request_line,
+        max_header_size=args.max_header_size,
+        idle_timeout=args.idle_timeout,
+        body_timeout=args.body_timeout,
+        auth_token=_auth_token(args.auth_token_file, environ),
+        tls_cert=args.tls_cert,
+        tls_key=args.tls_key,
     )
+
+
+def _auth_token(path: str | None, environ: Mapping[str, str]) -> str | None:
+    """The token from ``--auth-token-file`` (which wins) or the environment; ``None`` for no auth."""
+    if path is not None:
+        try:
+            with open(path, encoding="utf-8") as file:
+                token = file.read().strip()
+        except (OSError, UnicodeDecodeError) as exc:
+            reason = exc.strerror if isinstance(exc, OSError) else "it is not UTF-8 text"
+            raise ValueError(f"cannot read the auth token file {path}: {reason}") from None
+        if not token:
+            raise ValueError(f"the auth token file {path} is empty")
+        return token
+    if TOKEN_ENV not in environ:
+        return None
+    token = environ[TOKEN_ENV].strip()
+    if not token:
+        # Set but empty is a mistake, not a wish to run without authentication.
+        raise ValueError(f"{TOKEN_ENV} is set but empty")
+    return token
+
+
+def _open_file_limit() -> int | None:
+    try:
+        import resource
+    except ImportError:
+        return None
+    soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    return None if soft == resource.RLIM_INFINITY else soft
+
+
+def _max_waiters(asked: int | None) -> int:
+    """``asked``, or a default that leaves room in the open file table for everything else.
+
+    Past the open file limit the server cannot accept() at all, and a
+    registration is refused along with the extra waiters: better that the
+    extra waiters get a 503 and retry.
+    """
+    limit = _open_file_limit()
+    room = None if limit is None else max(1, limit - _FD_RESERVE)
+    if asked is not None:
+        if room is not None and asked > room:
+            log.warning(
+                "--max-waiters %d is more than the open file limit %d leaves room for (%d)",
+                asked,
+                limit,
+                room,
+            )
+        return asked
+    if room is not None and room < DEFAULT_MAX_WAITERS:
+        log.debug("max waiters lowered to %d to fit the open file limit of %d", room, limit)
+        return room
+    return DEFAULT_MAX_WAITERS
 
 
 def raise_open_file_limit() -> None:
@@ -135,8 +247,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
+    # Before the config: the default waiter limit fits the raised open file limit.
+    raise_open_file_limit()
     try:
-        config = _config(args)
+        config = _config(args, os.environ)
     except ValueError as exc:
         print(f"python -m aiobootstrap: {exc}", file=sys.stderr)
         return 2

@@ -40,7 +40,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from .exceptions import ShuttingDown, TooManyWaiters
+from .exceptions import ShuttingDown, TooManyRanks, TooManyWaiters
 
 __all__ = ["MemoryStore", "Record", "RecordStore", "Registry"]
 
@@ -146,6 +146,7 @@ class Registry:
         *,
         encode_reply: Callable[[Record], bytes] = _no_reply,
         max_waiters: int | None = None,
+        max_ranks: int | None = None,
     ) -> None:
         self._store: RecordStore = store if store is not None else MemoryStore()
         self._encode_reply = encode_reply
@@ -153,6 +154,7 @@ class Registry:
         self._waitlists: dict[int, _Waitlist] = {}
         self._parked = 0
         self._max_waiters = max_waiters
+        self._max_ranks = max_ranks
         self._closed = False
 
     # -- reading -------------------------------------------------------
@@ -195,6 +197,7 @@ class Registry:
         """Store a rank's info under a new version and wake its waiters."""
         if self._closed:
             raise ShuttingDown("The server is shutting down.")
+        self._check_room(rank)
         self._version += 1
         record = Record(rank, session_id, weights_info_dict, self._version, time.time())
         record = dataclasses.replace(record, reply=self._encode_reply(record))
@@ -204,6 +207,15 @@ class Registry:
             waitlist.event.set()
             waitlist.event = asyncio.Event()
         return record
+
+    def _check_room(self, rank: int) -> None:
+        # Replacing a stored rank never needs room; only a new rank does.
+        if self._max_ranks is None or len(self._store) < self._max_ranks or rank in self:
+            return
+        raise TooManyRanks(
+            f"The server already stores {len(self._store)} ranks, its limit; unregister one "
+            "or restart the server with a world size or a higher --max-ranks."
+        )
 
     async def unregister(self, rank: int) -> Record | None:
         """Forget a rank's info; its waiters go on waiting for a new one."""

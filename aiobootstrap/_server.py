@@ -17,6 +17,7 @@ from aiohttp import web
 
 from ._app import REGISTRY, create_app
 from ._config import ServerConfig
+from ._hardening import runner_options, ssl_context
 from ._registry import Registry
 from .exceptions import BootstrapError
 
@@ -85,6 +86,7 @@ class BootstrapServer:
         """Bind, then serve; raises :class:`AddressInUse` if the port is taken."""
         if self._runner is not None:
             raise RuntimeError("the server is already started")
+        tls = ssl_context(self.config)
         sock = bind_socket(self.config.host, self.config.port)
         runner = web.AppRunner(
             create_app(self.config),
@@ -93,10 +95,11 @@ class BootstrapServer:
             handler_cancellation=True,
             access_log=None,
             shutdown_timeout=self.config.shutdown_timeout,
+            **runner_options(self.config),
         )
         try:
             await runner.setup()
-            await web.SockSite(runner, sock, shutdown_timeout=self.config.shutdown_timeout).start()
+            await web.SockSite(runner, sock, ssl_context=tls).start()
         except BaseException:
             await runner.cleanup()
             sock.close()
@@ -136,7 +139,7 @@ class BootstrapServer:
     @property
     def url(self) -> str:
         host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"http://{host}:{self.port}"
+        return f"{self.config.scheme}://{host}:{self.port}"
 
     @property
     def registry(self) -> Registry:
