@@ -136,8 +136,8 @@ class _OneLineParseErrors(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         error = record.exc_info[1] if record.exc_info else None
         if isinstance(error, HttpProcessingError):
-            record.msg = "%s: %d %s"
-            record.args = (record.getMessage(), error.code, error.message.strip())
+            said = record.getMessage()
+            record.msg, record.args = "%s: %d %s", (said, error.code, error.message.strip())
             record.exc_info = None
             record.levelno, record.levelname = logging.WARNING, "WARNING"
         return True
