@@ -15,7 +15,15 @@ from aiohttp.typedefs import Handler, Middleware
 
 from . import _protocol as protocol
 from ._config import ServerConfig
-from ._hardening import BOOT_ID, auth_middleware, boot_header, new_boot_id, read_body, too_large_detail
+from ._hardening import (
+    BOOT_ID,
+    auth_middleware,
+    boot_header,
+    expect_handler,
+    new_boot_id,
+    read_body,
+    too_large_detail,
+)
 from ._registry import MemoryStore, Registry
 from .exceptions import BadRequest, BootstrapError, NotRegistered, TooManyWaiters
 
@@ -34,19 +42,20 @@ def create_app(config: ServerConfig | None = None) -> web.Application:
     if config.auth_token is not None:
         # Inside the error middleware, before any handler: a refused request
         # has nothing read and nothing changed.
-        middlewares.append(auth_middleware(config.auth_token, public={health}))
+        middlewares.append(auth_middleware(config.auth_token, public=_PUBLIC))
     app = web.Application(middlewares=middlewares, client_max_size=config.max_body_size)
     app[CONFIG] = config
     app[BOOT_ID] = new_boot_id()
     app.on_response_prepare.append(boot_header)
     app.cleanup_ctx.append(_registry_context)
     app.on_shutdown.append(_release_waiters)
-    app.router.add_get(protocol.HEALTH_PATH, health)
-    app.router.add_put(protocol.REGISTER_PATH, register)
-    app.router.add_delete(protocol.REGISTER_PATH, unregister)
-    app.router.add_get(protocol.GET_PATH, get_info)
-    app.router.add_get(protocol.BATCH_PATH, get_batch)
-    app.router.add_get(protocol.RANKS_PATH, list_ranks)
+    expect = expect_handler(config, public=_PUBLIC)
+    app.router.add_get(protocol.HEALTH_PATH, health, expect_handler=expect)
+    app.router.add_put(protocol.REGISTER_PATH, register, expect_handler=expect)
+    app.router.add_delete(protocol.REGISTER_PATH, unregister, expect_handler=expect)
+    app.router.add_get(protocol.GET_PATH, get_info, expect_handler=expect)
+    app.router.add_get(protocol.BATCH_PATH, get_batch, expect_handler=expect)
+    app.router.add_get(protocol.RANKS_PATH, list_ranks, expect_handler=expect)
     return app
 
 
@@ -112,6 +121,14 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
 # -- routes -------------------------------------------------------------
 
 
+async def health(request: web.Request) -> web.Response:
+    return web.Response(text="OK")
+
+
+_PUBLIC = frozenset({health})
+"""Handlers that answer without the bearer token."""
+
+
 def registry_of(request: web.Request) -> Registry:
     """The registry a request addresses."""
     return request.app[REGISTRY]
@@ -126,10 +143,6 @@ def _param(request: web.Request, name: str) -> str | None:
 
 def _wait_seconds(request: web.Request) -> float:
     return min(protocol.parse_wait(_param(request, "wait")), request.app[CONFIG].max_wait)
-
-
-async def health(request: web.Request) -> web.Response:
-    return web.Response(text="OK")
 
 
 async def register(request: web.Request) -> web.Response:

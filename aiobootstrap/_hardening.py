@@ -13,7 +13,7 @@ import hmac
 import logging
 import secrets
 import ssl
-from collections.abc import Collection
+from collections.abc import Awaitable, Callable, Collection
 from typing import Any
 
 from aiohttp import web
@@ -22,12 +22,13 @@ from aiohttp.typedefs import Handler, Middleware
 
 from . import _protocol as protocol
 from ._config import ServerConfig
-from .exceptions import BootstrapError, PayloadTooLarge
+from .exceptions import BadRequest, BootstrapError, PayloadTooLarge
 
 __all__ = [
     "BOOT_ID",
     "auth_middleware",
     "boot_header",
+    "expect_handler",
     "new_boot_id",
     "read_body",
     "runner_options",
@@ -59,13 +60,14 @@ async def boot_header(request: web.Request, response: web.StreamResponse) -> Non
 # -- authentication -----------------------------------------------------
 
 
-def _unauthorized(detail: str) -> web.Response:
+def _json(status: int, detail: str, headers: dict[str, str] | None = None) -> web.Response:
     return web.Response(
-        status=401,
-        body=protocol.error_body(detail),
-        content_type=protocol.JSON_TYPE,
-        headers={"WWW-Authenticate": 'Bearer realm="aiobootstrap"'},
+        status=status, body=protocol.error_body(detail), content_type=protocol.JSON_TYPE, headers=headers
     )
+
+
+def _unauthorized(detail: str) -> web.Response:
+    return _json(401, detail, {"WWW-Authenticate": 'Bearer realm="aiobootstrap"'})
 
 
 def bearer_matches(header: str | None, token: bytes) -> bool:
@@ -82,25 +84,58 @@ def bearer_matches(header: str | None, token: bytes) -> bool:
     return hmac.compare_digest(given, token)
 
 
+def _refusal(request: web.Request, token: str | None, public: Collection[Handler]) -> web.Response | None:
+    """The 401 for a request without the right token, or ``None`` to let it through."""
+    if token is None or request.match_info.handler in public:
+        return None
+    header = request.headers.get("Authorization")
+    if header is None:
+        return _unauthorized("This server requires an Authorization: Bearer token.")
+    if not bearer_matches(header, token.encode("ascii")):
+        return _unauthorized("The bearer token is not valid for this server.")
+    return None
+
+
 def auth_middleware(token: str, public: Collection[Handler]) -> Middleware:
     """Refuse, before the handler reads anything, a request without the bearer ``token``.
 
     Handlers in ``public`` (``/health``) answer anyone.
     """
-    expected = token.encode("ascii")
 
     @web.middleware
     async def require_token(request: web.Request, handler: Handler) -> web.StreamResponse:
-        if request.match_info.handler in public:
-            return await handler(request)
-        header = request.headers.get("Authorization")
-        if header is None:
-            return _unauthorized("This server requires an Authorization: Bearer token.")
-        if not bearer_matches(header, expected):
-            return _unauthorized("The bearer token is not valid for this server.")
-        return await handler(request)
+        refusal = _refusal(request, token, public)
+        return refusal if refusal is not None else await handler(request)
 
     return require_token
+
+
+def expect_handler(
+    config: ServerConfig, public: Collection[Handler]
+) -> Callable[[web.Request], Awaitable[web.StreamResponse | None]]:
+    """A route's ``Expect: 100-continue`` handling that refuses before inviting the body.
+
+    aiohttp answers ``Expect`` before any middleware runs; its own handler
+    invites the body of a request the token check is about to refuse, and
+    answers an unknown expectation in plain text.
+    """
+
+    async def expect(request: web.Request) -> web.StreamResponse | None:
+        if request.headers.get("Expect", "").strip().lower() != "100-continue":
+            return _json(417, "The only expectation this server meets is Expect: 100-continue.")
+        refusal = _refusal(request, config.auth_token, public)
+        if refusal is not None:
+            return refusal
+        limit = config.max_body_size
+        if request.content_length is not None and request.content_length > limit:
+            return _json(413, too_large_detail(limit))
+        if request.version >= (1, 1):
+            await request.writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+            # The interim reply is not the response: let aiohttp still send one.
+            request.writer.output_size = 0
+        return None
+
+    return expect
 
 
 # -- bodies -------------------------------------------------------------
@@ -120,6 +155,10 @@ async def read_body(request: web.Request, config: ServerConfig) -> bytes:
         ) from None
     except web.HTTPRequestEntityTooLarge:
         raise PayloadTooLarge(too_large_detail(config.max_body_size)) from None
+    except web.RequestPayloadError:
+        raise BadRequest(
+            "The request body could not be read: check its Content-Encoding and chunked framing."
+        ) from None
 
 
 def too_large_detail(limit: int) -> str:
@@ -135,6 +174,8 @@ class _OneLineParseErrors(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         error = record.exc_info[1] if record.exc_info else None
+        if isinstance(error, web.RequestPayloadError):  # a body aiohttp could not decode
+            error = error.__cause__
         if isinstance(error, HttpProcessingError):
             said = record.getMessage()
             record.msg, record.args = "%s: %d %s", (said, error.code, error.message.strip())

@@ -287,3 +287,30 @@ async def test_cli_serves_with_a_token(tmp_path, source):
         _, stderr = await asyncio.wait_for(proc.communicate(), GUARD)
     assert proc.returncode == 0, stderr.decode()
     assert TOKEN not in stderr.decode()
+
+
+@pytest.mark.parametrize(
+    ("headers", "status"),
+    [
+        ("", b"401"),
+        (f"Authorization: Bearer {TOKEN}\r\nContent-Length: {1 << 30}\r\n", b"413"),
+        (f"Authorization: Bearer {TOKEN}\r\nContent-Length: 10\r\n", b"100"),
+    ],
+    ids=["no-token", "too-large", "invited"],
+)
+async def test_expect_continue_is_refused_before_the_body_is_invited(client, headers, status):
+    """Expect: 100-continue gets the 401 or 413 straight away; only an acceptable request is invited."""
+    reader, writer = await asyncio.open_connection(client.host, client.port)
+    head = "PUT /register_transfer_engine_info HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\n"
+    writer.write(f"{head}{headers}\r\n".encode())
+    await writer.drain()
+    reply = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), GUARD)
+    assert reply.split(b" ")[1] == status
+    writer.close()
+
+
+async def test_an_unknown_expectation_is_417_json(client):
+    """An Expect other than 100-continue is a 417 with a JSON detail."""
+    response = await client.get("/health", headers={"Expect": "teapot"})
+    assert response.status == 417
+    assert "100-continue" in (await response.json())["detail"]
