@@ -17,6 +17,7 @@ from . import _protocol as protocol
 from ._config import ServerConfig
 from ._hardening import (
     BOOT_ID,
+    UnreadableBody,
     auth_middleware,
     boot_header,
     expect_handler,
@@ -105,7 +106,10 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
     except TooManyWaiters as exc:
         return _json_error(exc.status, exc.detail, {"Retry-After": f"{exc.retry_after:g}"})
     except BootstrapError as exc:
-        return _json_error(exc.status, exc.detail)
+        response = _json_error(exc.status, exc.detail)
+        if isinstance(exc, UnreadableBody):
+            response.force_close()
+        return response
     except web.HTTPRequestEntityTooLarge:
         return _json_error(413, too_large_detail(request.app[CONFIG].max_body_size))
     except web.HTTPException as exc:

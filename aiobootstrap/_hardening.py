@@ -26,6 +26,7 @@ from .exceptions import BadRequest, BootstrapError, PayloadTooLarge
 
 __all__ = [
     "BOOT_ID",
+    "UnreadableBody",
     "auth_middleware",
     "boot_header",
     "expect_handler",
@@ -36,6 +37,16 @@ __all__ = [
 ]
 
 BOOT_ID = web.AppKey("boot_id", str)
+
+
+class UnreadableBody(BadRequest):
+    """The body broke its own framing or encoding: the connection cannot carry another request."""
+
+
+class UnsupportedEncoding(BootstrapError):
+    """The body is compressed; registrations are small JSON and are sent plain (HTTP 415)."""
+
+    status = 415
 
 
 class RequestTimeout(BootstrapError):
@@ -143,6 +154,9 @@ def expect_handler(
 
 async def read_body(request: web.Request, config: ServerConfig) -> bytes:
     """The request body, refused early when it announces more than the limit, and read in bounded time."""
+    encoding = request.headers.get("Content-Encoding", "identity").strip().lower()
+    if encoding not in ("", "identity"):
+        raise UnsupportedEncoding("The request body must be sent uncompressed, without Content-Encoding.")
     declared = request.content_length
     if declared is not None and declared > config.max_body_size:
         raise PayloadTooLarge(too_large_detail(config.max_body_size))
@@ -156,7 +170,7 @@ async def read_body(request: web.Request, config: ServerConfig) -> bytes:
     except web.HTTPRequestEntityTooLarge:
         raise PayloadTooLarge(too_large_detail(config.max_body_size)) from None
     except web.RequestPayloadError:
-        raise BadRequest(
+        raise UnreadableBody(
             "The request body could not be read: check its Content-Encoding and chunked framing."
         ) from None
 
@@ -201,6 +215,10 @@ def runner_options(config: ServerConfig) -> dict[str, Any]:
         # request head, at its start as between requests: this is the
         # guard against clients that connect and never send (slowloris).
         "keepalive_timeout": config.idle_timeout,
+        # Bodies reach read_body as sent, which refuses compressed ones with a
+        # JSON 415: no decompression bomb, and no decoder failing inside
+        # aiohttp's parser with a plain-text 400.
+        "auto_decompress": False,
     }
 
 
