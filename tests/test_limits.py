@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sys
 from collections.abc import AsyncIterator
 
 import pytest
@@ -270,3 +271,36 @@ async def test_a_server_with_a_stuck_reader_still_stops():
     )
     await asyncio.wait_for(server.close(), GUARD)
     writer.close()
+
+
+async def test_a_long_poll_outlives_the_idle_timeout(server):
+    """--idle-timeout closes idle connections only: a parked wait longer than it gets its 404."""
+    reader, writer = await _raw(
+        server.port, b"GET /get_transfer_engine_info?rank=9&wait=1 HTTP/1.1\r\nHost: x\r\n\r\n"
+    )
+    assert (await _head(reader)).startswith(b"HTTP/1.1 404")
+    writer.close()
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--max-ranks", "0"], "max ranks must be at least 1"),
+        (["--max-request-line", "100"], "max request line must be at least"),
+        (["--max-header-size", "10"], "max header size must be at least"),
+        (["--idle-timeout", "0"], "idle timeout must be a positive number"),
+        (["--body-timeout", "inf"], "body timeout must be a positive number"),
+        (["--tls-cert", "cert.pem"], "--tls-cert and --tls-key"),
+        (["--max-waiters", "-1"], "max waiters must be non-negative"),
+    ],
+)
+async def test_cli_refuses_unworkable_limits_in_one_line(args, message):
+    """A bad limit on the command line: one line on stderr, exit status 2."""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "aiobootstrap", "--port", "0", *args, stderr=asyncio.subprocess.PIPE
+    )
+    _, stderr = await asyncio.wait_for(proc.communicate(), GUARD)
+    assert proc.returncode == 2
+    lines = stderr.decode().strip().splitlines()
+    assert len(lines) == 1
+    assert message in lines[0]
