@@ -213,8 +213,8 @@ class Registry:
         if self._max_ranks is None or len(self._store) < self._max_ranks or rank in self:
             return
         raise TooManyRanks(
-            f"The server already stores {len(self._store)} ranks, its limit; unregister one "
-            "or restart the server with a world size or a higher --max-ranks."
+            f"The server already stores {len(self._store)} distinct ranks, its limit; "
+            "unregister one, or give the server a world size or a higher rank limit."
         )
 
     async def unregister(self, rank: int) -> Record | None:
