@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
+from functools import partial
 
 from aiohttp import web
 from aiohttp.typedefs import Handler, Middleware
@@ -17,6 +18,7 @@ from . import _protocol as protocol
 from ._config import ServerConfig
 from ._hardening import (
     BOOT_ID,
+    ExpectHandler,
     UnreadableBody,
     auth_middleware,
     boot_header,
@@ -25,21 +27,26 @@ from ._hardening import (
     read_body,
     too_large_detail,
 )
-from ._registry import MemoryStore, Registry
+from ._metrics import METRICS, Metrics, counts_gets, metrics, metrics_middleware
+from ._namespaces import Namespace, Namespaces
+from ._openapi import openapi
+from ._registry import MemoryStore, ParkingLot, Registry
 from .exceptions import BadRequest, BootstrapError, NotRegistered, TooManyWaiters
 
-__all__ = ["CONFIG", "REGISTRY", "create_app"]
+__all__ = ["CONFIG", "NAMESPACES", "REGISTRY", "create_app"]
 
 log = logging.getLogger("aiobootstrap")
 
 CONFIG = web.AppKey("config", ServerConfig)
 REGISTRY = web.AppKey("registry", Registry)
+"""The default namespace's registry."""
+NAMESPACES = web.AppKey("namespaces", Namespaces)
 
 
 def create_app(config: ServerConfig | None = None) -> web.Application:
     """The aiobootstrap app for ``config`` (defaults when omitted)."""
     config = config if config is not None else ServerConfig()
-    middlewares: list[Middleware] = [error_middleware]
+    middlewares: list[Middleware] = [metrics_middleware, error_middleware]
     if config.auth_token is not None:
         # Inside the error middleware, before any handler: a refused request
         # has nothing read and nothing changed.
@@ -50,34 +57,67 @@ def create_app(config: ServerConfig | None = None) -> web.Application:
     app.on_response_prepare.append(boot_header)
     app.cleanup_ctx.append(_registry_context)
     app.on_shutdown.append(_release_waiters)
+    # aiohttp answers Expect before any middleware: this one checks the token and size first.
     expect = expect_handler(config, public=_PUBLIC)
-    app.router.add_get(protocol.HEALTH_PATH, health, expect_handler=expect)
-    app.router.add_put(protocol.REGISTER_PATH, register, expect_handler=expect)
-    app.router.add_delete(protocol.REGISTER_PATH, unregister, expect_handler=expect)
-    app.router.add_get(protocol.GET_PATH, get_info, expect_handler=expect)
-    app.router.add_get(protocol.BATCH_PATH, get_batch, expect_handler=expect)
-    app.router.add_get(protocol.RANKS_PATH, list_ranks, expect_handler=expect)
+    routes = _routes(expect)
+    app.router.add_routes(routes)
+    app.router.add_routes(_namespaced(routes))
+    # Server-wide routes: one server, one set of metrics, one API description.
+    app.router.add_get(protocol.METRICS_PATH, metrics, expect_handler=expect)
+    app.router.add_get(protocol.OPENAPI_PATH, openapi, expect_handler=expect)
     return app
+
+
+def _routes(expect: ExpectHandler | None = None) -> list[web.RouteDef]:
+    """The bootstrap routes: each is also served under ``/ns/{namespace}``."""
+    return [
+        web.get(protocol.HEALTH_PATH, health, expect_handler=expect),
+        web.put(protocol.REGISTER_PATH, register, expect_handler=expect),
+        web.delete(protocol.REGISTER_PATH, unregister, expect_handler=expect),
+        web.get(protocol.GET_PATH, get_info, expect_handler=expect),
+        web.get(protocol.BATCH_PATH, get_batch, expect_handler=expect),
+        web.get(protocol.RANKS_PATH, list_ranks, expect_handler=expect),
+    ]
+
+
+def _namespaced(routes: Iterable[web.RouteDef]) -> list[web.RouteDef]:
+    return [
+        web.RouteDef(route.method, protocol.path(route.path, "{namespace}"), route.handler, route.kwargs)
+        for route in routes
+    ]
 
 
 async def _registry_context(app: web.Application) -> AsyncIterator[None]:
     store = MemoryStore()
-    registry = Registry(
-        store,
-        encode_reply=protocol.encode_info,
-        max_waiters=app[CONFIG].max_waiters,
-        # A world size already bounds the ranks; the cap guards servers without one.
-        max_ranks=app[CONFIG].max_ranks if app[CONFIG].world_size is None else None,
-    )
+    # One lot for every namespace: --max-waiters protects the server, not one deployment.
+    lot = ParkingLot(app[CONFIG].max_waiters)
+    # A world size already bounds the ranks; the cap guards servers without one.
+    max_ranks = app[CONFIG].max_ranks if app[CONFIG].world_size is None else None
+    registry = Registry(store, encode_reply=protocol.encode_info, lot=lot, max_ranks=max_ranks)
     app[REGISTRY] = registry
+    namespaces = Namespaces(
+        registry, partial(_memory_registry, lot, max_ranks), limit=app[CONFIG].max_namespaces
+    )
+    app[NAMESPACES] = namespaces
+    app[METRICS] = Metrics(namespaces)
     yield
-    registry.close()
+    namespaces.close()
     await store.close()
+
+
+def _memory_registry(lot: ParkingLot, max_ranks: int | None, last_version: int) -> Registry:
+    """A new namespace's registry: in memory, versions going on from ``last_version``."""
+    return Registry(
+        MemoryStore(last_version=last_version),
+        encode_reply=protocol.encode_info,
+        lot=lot,
+        max_ranks=max_ranks,
+    )
 
 
 async def _release_waiters(app: web.Application) -> None:
     # Parked long-polls answer 503 now, instead of holding shutdown until they expire.
-    app[REGISTRY].close()
+    app[NAMESPACES].close()
 
 
 # -- errors -------------------------------------------------------------
@@ -133,9 +173,15 @@ _PUBLIC = frozenset({health})
 """Handlers that answer without the bearer token."""
 
 
+def namespace_of(request: web.Request) -> Namespace:
+    """The namespace a request addresses: its ``/ns/{namespace}`` prefix, or the default."""
+    name = request.match_info.get("namespace", protocol.DEFAULT_NAMESPACE)
+    return request.app[NAMESPACES].get(name)
+
+
 def registry_of(request: web.Request) -> Registry:
     """The registry a request addresses."""
-    return request.app[REGISTRY]
+    return namespace_of(request).registry
 
 
 def _param(request: web.Request, name: str) -> str | None:
@@ -153,9 +199,11 @@ async def register(request: web.Request) -> web.Response:
     body = await read_body(request, request.app[CONFIG])
     registration = protocol.parse_registration(body)
     protocol.check_world_size(registration.rank, request.app[CONFIG].world_size)
-    record = await registry_of(request).register(
+    namespace = namespace_of(request)
+    record = await namespace.registry.register(
         registration.rank, registration.session_id, registration.weights_info_dict
     )
+    namespace.registrations += 1
     log.info("registered rank %d session %s version %d", record.rank, record.session_id, record.version)
     return web.Response(text="OK")
 
@@ -170,17 +218,22 @@ async def unregister(request: web.Request) -> web.Response:
     return web.Response(text="OK")
 
 
+@counts_gets
 async def get_info(request: web.Request) -> web.Response:
     rank = protocol.parse_rank_param(_param(request, "rank"))
     wait = _wait_seconds(request)
     after = protocol.parse_after(_param(request, "after"))
     protocol.check_world_size(rank, request.app[CONFIG].world_size)
-    record = await registry_of(request).wait(rank, wait, after)
+    registry = registry_of(request)
+    since = registry.version
+    record = await registry.wait(rank, wait, after)
+    request.app[METRICS].count_get(since, [] if record is None else [record], expired=record is None)
     if record is None:
         raise NotRegistered(protocol.not_registered_detail(rank))
     return web.Response(body=record.reply, content_type=protocol.JSON_TYPE)
 
 
+@counts_gets
 async def get_batch(request: web.Request) -> web.Response:
     ranks = protocol.parse_ranks(_param(request, "ranks"))
     wait = _wait_seconds(request)
@@ -188,7 +241,9 @@ async def get_batch(request: web.Request) -> web.Response:
     world_size = request.app[CONFIG].world_size
     protocol.check_world_size(max(ranks), world_size)
     registry = registry_of(request)
+    since = registry.version
     found, missing = await registry.wait_all(ranks, wait, after)
+    request.app[METRICS].count_get(since, found, expired=bool(missing))
     if missing:
         return web.Response(
             status=404,
@@ -207,6 +262,7 @@ async def list_ranks(request: web.Request) -> web.Response:
         "version": registry.version,
         "world_size": world_size,
         "count": len(records),
+        "waiters": registry.parked,
         "ranks": [
             {
                 "rank": record.rank,

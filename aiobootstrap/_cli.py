@@ -15,6 +15,7 @@ from typing import NoReturn
 from . import __version__
 from ._config import DEFAULT_HOST, DEFAULT_MAX_WAITERS, DEFAULT_PORT, ServerConfig
 from ._server import AddressInUse, BootstrapServer
+from ._tools import TOOLS, add_tool_parsers, run_tool
 from .exceptions import BootstrapError
 
 __all__ = ["main"]
@@ -38,6 +39,8 @@ def _parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="python -m aiobootstrap",
         description="Serve transfer-engine info to the ranks of a deployment; getters may wait.",
+        epilog=f"Commands: serve (the default; takes the options above), {', '.join(TOOLS)}. "
+        "See python -m aiobootstrap COMMAND --help.",
     )
     parser.add_argument("--version", action="version", version=f"aiobootstrap {__version__}")
     parser.add_argument("--host", default=DEFAULT_HOST, help="address to listen on (default: %(default)s)")
@@ -79,11 +82,18 @@ def _parser() -> argparse.ArgumentParser:
         ),
     )
     parser.add_argument(
+        "--max-namespaces",
+        type=int,
+        default=1024,
+        metavar="N",
+        help="most namespaces with ranks or waits at once, default included (default: %(default)d)",
+    )
+    parser.add_argument(
         "--max-ranks",
         type=int,
         default=65_536,
         metavar="N",
-        help="most distinct ranks stored when no --world-size is given; more get 409 (default: %(default)d)",
+        help="most distinct ranks per namespace without --world-size; more get 409 (default: %(default)d)",
     )
     parser.add_argument(
         "--max-request-line",
@@ -140,6 +150,7 @@ def _config(args: argparse.Namespace, environ: Mapping[str, str]) -> ServerConfi
         auth_token=_auth_token(args.auth_token_file, environ),
         tls_cert=args.tls_cert,
         tls_key=args.tls_key,
+        max_namespaces=args.max_namespaces,
     )
 
 
@@ -240,7 +251,26 @@ async def serve(config: ServerConfig) -> int:
     return 0
 
 
+_TOKEN_ENV = "AIOBOOTSTRAP_AUTH_TOKEN"
+
+
+def _tool(argv: Sequence[str]) -> int:
+    parser = _Parser(prog="python -m aiobootstrap", description="Operator tools for an aiobootstrap server.")
+    add_tool_parsers(parser)
+    args = parser.parse_args(argv)
+    token = args.token if args.token is not None else os.environ.get(_TOKEN_ENV)
+    try:
+        return asyncio.run(run_tool(args, token=token, out=sys.stdout, err=sys.stderr))
+    except KeyboardInterrupt:
+        return 130
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] in TOOLS:
+        return _tool(argv)
+    if argv and argv[0] == "serve":
+        argv = argv[1:]
     args = _parser().parse_args(argv)
     logging.basicConfig(
         level=args.log_level.upper(),

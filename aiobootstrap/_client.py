@@ -81,7 +81,8 @@ class BootstrapClient:
             info = await client.get(3, timeout=60.0)
 
     One ``aiohttp.ClientSession`` serves every call; close the client (or use
-    ``async with``) to release it.
+    ``async with``) to release it. ``namespace=`` addresses one deployment
+    on a server that hosts several (see ``docs/operators.md``).
     """
 
     def __init__(
@@ -91,9 +92,11 @@ class BootstrapClient:
         token: str | None = None,
         ssl: ssl.SSLContext | bool = True,
         backoff: Backoff | None = None,
+        namespace: str = protocol.DEFAULT_NAMESPACE,
         reregister: bool = False,
     ) -> None:
         self.url = url.rstrip("/")
+        self.namespace = protocol.check_namespace(namespace)
         self._headers = {"Authorization": f"Bearer {token}"} if token else {}
         self._ssl = ssl
         self._backoff_template = backoff if backoff is not None else Backoff()
@@ -285,7 +288,8 @@ class BootstrapClient:
                 continue
             if status == 503:
                 self._restarts.went_away()
-            if status == 503 and not deadline.expired():
+                if deadline.expired():
+                    raise ServerUnavailable(_detail(status, payload))
                 # Shutting down or full: another instance (or this one, restarted) may answer soon.
                 await asyncio.sleep(min(backoff.next_delay(), deadline.remaining()))
                 continue
@@ -307,7 +311,7 @@ class BootstrapClient:
         try:
             async with session.request(
                 method,
-                self.url + path,
+                self.url + protocol.path(path, self.namespace),
                 params=params,
                 data=body,
                 headers=headers,

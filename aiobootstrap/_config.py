@@ -32,8 +32,10 @@ class ServerConfig:
     """The largest request body accepted, in bytes."""
     max_waiters: int | None = DEFAULT_MAX_WAITERS
     """How many waits may be parked at once; more get 503 with Retry-After; ``None`` for no limit."""
+    max_namespaces: int = 1024
+    """How many namespaces (the default one included) may hold ranks or waits at once."""
     max_ranks: int | None = 65_536
-    """How many distinct ranks may be stored when no world size is set; ``None`` for no limit."""
+    """How many distinct ranks one namespace may store when no world size is set; ``None`` for no limit."""
     max_request_line: int = 8190
     """The longest request line (method, path and query) accepted, in bytes."""
     max_header_size: int = 8190
@@ -60,6 +62,8 @@ class ServerConfig:
             raise ValueError(f"max wait must be a non-negative number of seconds, not {self.max_wait}")
         if self.max_body_size < 1:
             raise ValueError(f"max body size must be at least 1 byte, not {self.max_body_size}")
+        if self.max_namespaces < 1:
+            raise ValueError(f"max namespaces must be at least 1, not {self.max_namespaces}")
         if self.max_waiters is not None and self.max_waiters < 0:
             raise ValueError(f"max waiters must be non-negative, not {self.max_waiters}")
         if self.max_ranks is not None and self.max_ranks < 1:

@@ -26,6 +26,7 @@ from .exceptions import BadRequest, BootstrapError, PayloadTooLarge
 
 __all__ = [
     "BOOT_ID",
+    "ExpectHandler",
     "UnreadableBody",
     "auth_middleware",
     "boot_header",
@@ -37,6 +38,8 @@ __all__ = [
 ]
 
 BOOT_ID = web.AppKey("boot_id", str)
+
+ExpectHandler = Callable[[web.Request], Awaitable[web.StreamResponse | None]]
 
 
 class UnreadableBody(BadRequest):
@@ -121,9 +124,7 @@ def auth_middleware(token: str, public: Collection[Handler]) -> Middleware:
     return require_token
 
 
-def expect_handler(
-    config: ServerConfig, public: Collection[Handler]
-) -> Callable[[web.Request], Awaitable[web.StreamResponse | None]]:
+def expect_handler(config: ServerConfig, public: Collection[Handler]) -> ExpectHandler:
     """A route's ``Expect: 100-continue`` handling that refuses before inviting the body.
 
     aiohttp answers ``Expect`` before any middleware runs; its own handler

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -21,8 +22,11 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BATCH_PATH",
+    "DEFAULT_NAMESPACE",
     "GET_PATH",
     "HEALTH_PATH",
+    "METRICS_PATH",
+    "OPENAPI_PATH",
     "RANKS_PATH",
     "REGISTER_PATH",
     "Registration",
@@ -34,6 +38,8 @@ REGISTER_PATH = "/register_transfer_engine_info"
 GET_PATH = "/get_transfer_engine_info"
 BATCH_PATH = "/get_transfer_engine_info_batch"
 RANKS_PATH = "/ranks"
+METRICS_PATH = "/metrics"
+OPENAPI_PATH = "/openapi.json"
 
 JSON_TYPE = "application/json"
 
@@ -67,6 +73,33 @@ def dumps(obj: Any) -> bytes:
 
 def error_body(detail: str, **extra: Any) -> bytes:
     return dumps({"detail": detail, **extra})
+
+
+# -- namespaces ---------------------------------------------------------
+
+DEFAULT_NAMESPACE = "default"
+"""The namespace the unprefixed routes address."""
+NAMESPACE_PREFIX = "/ns/"
+
+_NAMESPACE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}")
+
+
+def check_namespace(name: str) -> str:
+    """``name`` if it may name a namespace: it must be safe in a path and in a metric label."""
+    if not _NAMESPACE_NAME.fullmatch(name):
+        raise BadRequest(
+            f"Invalid namespace {name[:80]!r}: use 1 to 63 letters, digits, '.', '_' or '-', "
+            "starting with a letter or digit."
+        )
+    return name
+
+
+def path(route: str, namespace: str = DEFAULT_NAMESPACE) -> str:
+    """The path of ``route`` in ``namespace``; the default namespace's routes are unprefixed.
+
+    The server builds its route templates with ``path(route, "{namespace}")``.
+    """
+    return route if namespace == DEFAULT_NAMESPACE else f"{NAMESPACE_PREFIX}{namespace}{route}"
 
 
 # -- registration -------------------------------------------------------
@@ -287,6 +320,8 @@ class RankListing:
     world_size: int | None
     ranks: list[RankSummary]
     missing: list[int] | None
+    waiters: int
+    """How many waits are parked on the server right now."""
 
 
 def decode_listing(payload: Any) -> RankListing:
@@ -305,6 +340,7 @@ def decode_listing(payload: Any) -> RankListing:
                 for item in payload["ranks"]
             ],
             missing=payload.get("missing"),
+            waiters=int(payload.get("waiters", 0)),
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise ValueError(f"Not a rank listing reply: {exc}") from exc

@@ -42,7 +42,7 @@ from typing import Any, Protocol
 
 from .exceptions import ShuttingDown, TooManyRanks, TooManyWaiters
 
-__all__ = ["MemoryStore", "Record", "RecordStore", "Registry"]
+__all__ = ["MemoryStore", "ParkingLot", "Record", "RecordStore", "Registry"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +57,8 @@ class Record:
     """Wall-clock time of the registration (``time.time()``)."""
     reply: bytes = b""
     """The encoded reply to a get of this rank, built once at registration."""
+    registered_monotonic: float = dataclasses.field(default=0.0, compare=False)
+    """``time.monotonic()`` at the registration, for measuring how fast waiters wake."""
 
 
 class RecordStore(Protocol):
@@ -133,6 +135,16 @@ class _Waitlist:
         self.waiters = 0
 
 
+class ParkingLot:
+    """A count of parked waits and its limit, shared by registries that share a server."""
+
+    __slots__ = ("limit", "parked")
+
+    def __init__(self, limit: int | None = None) -> None:
+        self.limit = limit
+        self.parked = 0
+
+
 def _no_reply(record: Record) -> bytes:
     return b""
 
@@ -146,14 +158,16 @@ class Registry:
         *,
         encode_reply: Callable[[Record], bytes] = _no_reply,
         max_waiters: int | None = None,
+        lot: ParkingLot | None = None,
         max_ranks: int | None = None,
     ) -> None:
+        """``max_waiters`` limits this registry's parked waits, unless a shared ``lot`` is given."""
         self._store: RecordStore = store if store is not None else MemoryStore()
         self._encode_reply = encode_reply
         self._version = self._store.last_version
         self._waitlists: dict[int, _Waitlist] = {}
         self._parked = 0
-        self._max_waiters = max_waiters
+        self._lot = lot if lot is not None else ParkingLot(max_waiters)
         self._max_ranks = max_ranks
         self._closed = False
 
@@ -199,7 +213,14 @@ class Registry:
             raise ShuttingDown("The server is shutting down.")
         self._check_room(rank)
         self._version += 1
-        record = Record(rank, session_id, weights_info_dict, self._version, time.time())
+        record = Record(
+            rank,
+            session_id,
+            weights_info_dict,
+            self._version,
+            time.time(),
+            registered_monotonic=time.monotonic(),
+        )
         record = dataclasses.replace(record, reply=self._encode_reply(record))
         await self._store.put(record)
         waitlist = self._waitlists.get(rank)
@@ -295,15 +316,18 @@ class Registry:
     async def _parking(self) -> AsyncIterator[None]:
         if self._closed:
             raise ShuttingDown("The server is shutting down.")
-        if self._max_waiters is not None and self._parked >= self._max_waiters:
+        lot = self._lot
+        if lot.limit is not None and lot.parked >= lot.limit:
             raise TooManyWaiters(
-                f"The server already holds {self._parked} waiting requests, its limit; retry later."
+                f"The server already holds {lot.parked} waiting requests, its limit; retry later."
             )
         self._parked += 1
+        lot.parked += 1
         try:
             yield
         finally:
             self._parked -= 1
+            lot.parked -= 1
 
     async def _arrival(self, rank: int, after: int) -> Record:
         """Wait, with no time limit, until the rank has a record newer than ``after``."""

@@ -32,6 +32,12 @@ ROUTES = [
     ("GET", "/get_transfer_engine_info_batch?ranks=0-3"),
     ("GET", "/ranks"),
     ("GET", "/no/such/route"),
+    ("PUT", "/ns/team-a/register_transfer_engine_info"),
+    ("DELETE", "/ns/team-a/register_transfer_engine_info?rank=0"),
+    ("GET", "/ns/team-a/get_transfer_engine_info?rank=0"),
+    ("GET", "/ns/team-a/ranks"),
+    ("GET", "/metrics"),
+    ("GET", "/openapi.json"),
 ]
 
 
@@ -59,9 +65,10 @@ async def test_every_route_but_health_refuses_a_missing_or_wrong_token(client, m
     assert "token" in detail
 
 
-async def test_health_answers_without_a_token(client):
-    """/health stays open so load balancers and probes need no secret."""
-    response = await client.get("/health")
+@pytest.mark.parametrize("path", ["/health", "/ns/team-a/health"])
+async def test_health_answers_without_a_token(client, path):
+    """/health (in any namespace) stays open so load balancers and probes need no secret."""
+    response = await client.get(path)
     assert response.status == 200
     assert await response.text() == "OK"
 

@@ -36,6 +36,12 @@ ROUTES = [
     ("GET", "/get_transfer_engine_info"),
     ("GET", "/get_transfer_engine_info_batch"),
     ("GET", "/ranks"),
+    ("PUT", "/ns/t/register_transfer_engine_info"),
+    ("DELETE", "/ns/t/register_transfer_engine_info"),
+    ("GET", "/ns/t/get_transfer_engine_info"),
+    ("GET", "/ns/t/get_transfer_engine_info_batch"),
+    ("GET", "/metrics"),
+    ("GET", "/openapi.json"),
 ]
 SEEDED = (0, 1, 5)
 battery = settings(
@@ -68,11 +74,12 @@ async def client(aiohttp_client):
 
 async def _stored(client) -> Any:
     """What the server holds, as clients can see it."""
-    listing = await (await client.get("/ranks")).json()
-    for item in listing["ranks"]:
-        del item["age"]
+    listings = [await (await client.get(f"{prefix}/ranks")).json() for prefix in ("", "/ns/t")]
+    for listing in listings:
+        for item in listing["ranks"]:
+            del item["age"]
     gets = [await (await client.get(f"/get_transfer_engine_info?rank={r}")).read() for r in SEEDED]
-    return listing, gets
+    return listings, gets
 
 
 async def _check(client, method: str, url: URL | str, **kwargs: Any) -> int:

@@ -17,6 +17,8 @@ from ._until import GUARD, until
     [
         ("GET", "/health", 200),
         ("GET", "/ranks", 200),
+        ("GET", "/metrics", 200),
+        ("GET", "/ns/a/health", 200),
         ("GET", "/get_transfer_engine_info?rank=0", 404),
         ("GET", "/get_transfer_engine_info?rank=-1", 400),
         ("GET", "/no/such/route", 404),

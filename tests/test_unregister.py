@@ -96,3 +96,14 @@ async def test_client_unregister():
         assert await client.unregister(0) is True
         assert await client.unregister(0) is False
         assert 0 not in server.registry
+
+
+async def test_delete_in_a_namespace_removes_only_there(client):
+    """DELETE under /ns/{namespace} removes the rank from that namespace and no other."""
+    for prefix in ("", "/ns/a", "/ns/b"):
+        assert (await client.put(prefix + PATH, json=_body(1, prefix or "default"))).status == 200
+    assert (await client.delete(f"/ns/a{PATH}?rank=1")).status == 200
+    assert (await client.get("/ns/a/get_transfer_engine_info?rank=1")).status == 404
+    for prefix in ("", "/ns/b"):
+        reply = await (await client.get(f"{prefix}/get_transfer_engine_info?rank=1")).json()
+        assert reply["remote_instance_transfer_engine_info"][0] == (prefix or "default")

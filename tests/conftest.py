@@ -1,0 +1,60 @@
+"""Shared fixtures: the real app behind aiohttp's test client, and helpers that
+wait for a condition instead of sleeping."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from aiohttp import web
+from aiohttp.test_utils import TestClient
+
+from aiobootstrap import Registry, ServerConfig, create_app
+from aiobootstrap._app import REGISTRY
+
+GUARD = 10.0
+"""Seconds any awaited event may take before a test fails: generous, never a measurement."""
+
+
+async def until(predicate: Callable[[], bool], guard: float = GUARD) -> None:
+    """Yield to the loop until ``predicate()`` holds (fail after ``guard`` seconds)."""
+    async with asyncio.timeout(guard):
+        # Polls a condition the code under test exposes, with no delay: the
+        # loop runs the other tasks at every turn. (An Event would need a hook
+        # in the code under test for each condition.)
+        while not predicate():  # noqa: ASYNC110
+            await asyncio.sleep(0)
+
+
+def registration(
+    rank: Any, session_id: Any = "10.0.0.7:18000", weights: Any = None, key: str = "rank"
+) -> dict[str, Any]:
+    return {
+        key: rank,
+        "transfer_engine_info": {
+            "session_id": session_id,
+            "weights_info_dict": {"w": [1, 2, 3]} if weights is None else weights,
+        },
+    }
+
+
+@pytest.fixture
+def config() -> ServerConfig:
+    return ServerConfig()
+
+
+@pytest.fixture
+async def client(aiohttp_client: Any, config: ServerConfig) -> TestClient[web.Request, web.Application]:
+    app = create_app(config)
+    # As BootstrapServer does: a client that hangs up stops its parked wait.
+    test_client: TestClient[web.Request, web.Application] = await aiohttp_client(
+        app, server_kwargs={"handler_cancellation": True}
+    )
+    return test_client
+
+
+@pytest.fixture
+def registry(client: TestClient[web.Request, web.Application]) -> Registry:
+    return client.app[REGISTRY]

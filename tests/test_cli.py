@@ -1,0 +1,160 @@
+"""python -m aiobootstrap as a user runs it: a real subprocess on a free port."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import resource
+import signal
+import socket
+import subprocess
+import sys
+import urllib.request
+from collections.abc import Iterator
+
+import aiohttp
+import pytest
+
+from .conftest import GUARD
+
+LISTENING = "aiobootstrap listening on "
+
+
+class Served:
+    def __init__(self, process: subprocess.Popen[str], url: str) -> None:
+        self.process = process
+        self.url = url
+
+
+def launch(*args: str, **popen: object) -> subprocess.Popen[str]:
+    return subprocess.Popen(  # type: ignore[no-any-return]
+        [sys.executable, "-m", "aiobootstrap", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        **popen,  # type: ignore[call-overload]
+    )
+
+
+def serve(*args: str, **popen: object) -> Served:
+    process = launch("--port", "0", *args, **popen)
+    assert process.stdout is not None
+    line = process.stdout.readline()
+    if not line.startswith(LISTENING):
+        process.kill()
+        _, err = process.communicate(timeout=GUARD)
+        pytest.fail(f"server did not start: {line!r} {err!r}")
+    return Served(process, line[len(LISTENING) :].strip())
+
+
+@pytest.fixture
+def served() -> Iterator[Served]:
+    server = serve("--log-level", "warning")
+    yield server
+    if server.process.poll() is None:
+        server.process.kill()
+    server.process.communicate(timeout=GUARD)
+
+
+async def test_listening_line_names_the_real_port(served: Served) -> None:
+    """--port 0 prints one line with the port the system chose, and serves there."""
+    host, port = served.url.removeprefix("http://").split(":")
+    assert host == "127.0.0.1"
+    assert int(port) > 0
+    async with aiohttp.ClientSession() as session, session.get(served.url + "/health") as response:
+        assert await response.text() == "OK"
+
+
+def test_taken_port_fails_with_one_line_and_status_2() -> None:
+    """A held port: exit 2, one stderr line naming the port and --port, no traceback."""
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        process = launch("--port", str(port))
+        out, err = process.communicate(timeout=GUARD)
+    assert process.returncode == 2
+    assert out == ""
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert str(port) in lines[0]
+    assert "--port" in lines[0]
+    assert "another process" in lines[0]
+    assert "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["--port", "x"], ["--port", "70000"], ["--world-size", "0"], ["--max-wait", "nan"], ["--bogus"]],
+)
+def test_bad_options_fail_with_one_line(args: list[str]) -> None:
+    """A bad option is one stderr line and exit status 2, never a traceback."""
+    process = launch(*args)
+    _out, err = process.communicate(timeout=GUARD)
+    assert process.returncode == 2
+    assert len(err.strip().splitlines()) == 1, err
+    assert "Traceback" not in err
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+async def test_signal_answers_parked_waits_with_503_and_exits_0(served: Served, signum: int) -> None:
+    """SIGTERM/SIGINT: every parked long-poll gets a 503 saying the server is shutting down; exit 0."""
+    async with aiohttp.ClientSession() as session:
+
+        async def wait_for_rank(rank: int) -> tuple[int, dict[str, str]]:
+            url = f"{served.url}/get_transfer_engine_info?rank={rank}&wait=60"
+            async with session.get(url) as response:
+                return response.status, await response.json()
+
+        async def parked() -> int:
+            async with session.get(served.url + "/ranks") as response:
+                return int((await response.json())["waiters"])
+
+        waiters = [asyncio.create_task(wait_for_rank(rank % 3)) for rank in range(20)]
+        async with asyncio.timeout(GUARD):
+            while await parked() < 20:
+                pass
+        served.process.send_signal(signum)
+        replies = await asyncio.wait_for(asyncio.gather(*waiters), GUARD)
+    for status, body in replies:
+        assert status == 503
+        assert "shutting down" in body["detail"]
+    assert await asyncio.to_thread(served.process.wait, GUARD) == 0
+    _, err = served.process.communicate(timeout=GUARD)
+    assert "Traceback" not in err
+
+
+def test_open_file_limit_is_raised_to_the_hard_limit() -> None:
+    """At start the server raises its soft RLIMIT_NOFILE toward the hard limit."""
+    _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard == resource.RLIM_INFINITY or hard <= 256:
+        pytest.skip("needs a finite hard limit above 256")
+
+    def lower_soft_limit() -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (256, hard))
+
+    server = serve("--log-level", "warning", preexec_fn=lower_soft_limit)
+    try:
+        with open(f"/proc/{server.process.pid}/limits") as limits:
+            line = next(row for row in limits if row.startswith("Max open files"))
+        assert line.split()[3:5] == [str(hard), str(hard)]
+    finally:
+        server.process.kill()
+        server.process.communicate(timeout=GUARD)
+
+
+def test_registration_is_logged_once() -> None:
+    """Each registration logs one line naming rank, session id and version."""
+    server = serve()
+    body = json.dumps({"rank": 3, "transfer_engine_info": {"session_id": "a:1", "weights_info_dict": {}}})
+    request = urllib.request.Request(
+        server.url + "/register_transfer_engine_info", data=body.encode(), method="PUT"
+    )
+    with urllib.request.urlopen(request, timeout=GUARD) as response:
+        assert response.read() == b"OK"
+    server.process.send_signal(signal.SIGTERM)
+    _, err = server.process.communicate(timeout=GUARD)
+    assert [line for line in err.splitlines() if "registered rank" in line] == [
+        line for line in err.splitlines() if "registered rank 3 session a:1 version 1" in line
+    ]
+    assert "registered rank 3 session a:1 version 1" in err

@@ -1,0 +1,311 @@
+"""Namespaces: one server, several deployments, each with its own ranks, versions and waiters."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+import pytest
+from pytest_aiohttp import AiohttpClient, AiohttpServer
+
+from aiobootstrap import (
+    BootstrapClient,
+    MemoryStore,
+    RankNotRegistered,
+    ServerConfig,
+    create_app,
+)
+from aiobootstrap._app import NAMESPACES, _namespaced, _routes
+from aiobootstrap._namespaces import Namespaces
+from aiobootstrap._protocol import check_namespace, path
+from aiobootstrap._registry import ParkingLot, Registry
+from aiobootstrap.exceptions import BadRequest, ServerUnavailable, ShuttingDown, TooManyWaiters
+
+GUARD = 10.0
+"""Seconds a test waits for something that should happen at once."""
+
+BAD_NAMES = ["", "-lead", ".lead", "a/b", "a b", "x" * 64, "caf\u00e9", "line\n", "a%2Fb", "{namespace}"]
+
+
+async def until(predicate: Callable[[], bool]) -> None:
+    async with asyncio.timeout(GUARD):
+        # The registry's counters offer no event to await: yield until they say so.
+        while not predicate():  # noqa: ASYNC110
+            await asyncio.sleep(0)
+
+
+def make_namespaces(limit: int | None = None) -> Namespaces:
+    return Namespaces(Registry(), lambda last: Registry(MemoryStore(last_version=last)), limit=limit)
+
+
+# -- the container, without HTTP ----------------------------------------
+
+
+def test_default_namespace_is_the_given_registry() -> None:
+    """`default` names the registry the container was given, so REGISTRY stays the default namespace."""
+    default = Registry()
+    namespaces = Namespaces(default, lambda last: Registry())
+    assert namespaces.get("default").registry is default
+    assert namespaces.default.registry is default
+
+
+async def test_namespaces_are_made_on_demand_and_isolated() -> None:
+    """A new name gets its own registry, the same one on every later get, holding only its own ranks."""
+    namespaces = make_namespaces()
+    prefill = namespaces.get("prefill-0")
+    assert namespaces.get("prefill-0") is prefill
+    await prefill.registry.register(3, "p", {})
+    assert 3 in prefill.registry
+    assert 3 not in namespaces.default.registry
+    assert 3 not in namespaces.get("decode-0").registry
+
+
+@pytest.mark.parametrize("name", BAD_NAMES)
+def test_bad_names_are_refused_and_not_kept(name: str) -> None:
+    """A name that is not path- and label-safe is a BadRequest naming it, and makes nothing."""
+    namespaces = make_namespaces()
+    with pytest.raises(BadRequest, match="Invalid namespace"):
+        namespaces.get(name)
+    assert len(namespaces) == 1
+
+
+@pytest.mark.parametrize("name", ["a", "A9", "prefill-0", "team.model_v2", "x" * 63, "0"])
+def test_good_names_are_accepted(name: str) -> None:
+    """Letters, digits, '.', '_' and '-' up to 63 characters, starting with a letter or digit."""
+    assert check_namespace(name) == name
+
+
+def test_probing_random_names_does_not_grow_the_server() -> None:
+    """Ten thousand distinct names that never hold anything leave only a handful of namespaces behind."""
+    namespaces = make_namespaces()
+    for index in range(10_000):
+        namespaces.get(f"probe-{index}")
+    assert len(namespaces) <= 17
+
+
+async def test_a_namespace_with_a_parked_wait_or_a_record_survives_sweeps() -> None:
+    """Sweeps forget idle namespaces only: a parked waiter is still woken, a record still there."""
+    namespaces = make_namespaces()
+    waiting = namespaces.get("waiting").registry
+    holding = namespaces.get("holding").registry
+    await holding.register(0, "h", {})
+    waiter = asyncio.create_task(waiting.wait(1, timeout=GUARD))
+    await until(lambda: waiting.parked == 1)
+    for index in range(1000):
+        namespaces.get(f"probe-{index}")
+    assert namespaces.get("waiting").registry is waiting
+    assert namespaces.get("holding").registry is holding
+    await waiting.register(1, "w", {})
+    record = await asyncio.wait_for(waiter, GUARD)
+    assert record is not None
+    assert record.session_id == "w"
+
+
+async def test_the_limit_refuses_new_namespaces_but_frees_idle_ones() -> None:
+    """At the limit an idle namespace makes room; when none is idle a new name is refused with a detail."""
+    namespaces = make_namespaces(limit=3)
+    await namespaces.get("a").registry.register(0, "a", {})
+    namespaces.get("idle")
+    await namespaces.get("b").registry.register(0, "b", {})  # sweeps "idle" to make room
+    assert "idle" not in namespaces
+    with pytest.raises(ServerUnavailable, match="--max-namespaces"):
+        namespaces.get("c")
+    assert "c" not in namespaces
+    assert namespaces.get("a").registry.get(0) is not None
+
+
+async def test_versions_go_on_growing_after_a_namespace_is_forgotten() -> None:
+    """A namespace emptied, forgotten and made again numbers its registrations above the old ones."""
+    namespaces = make_namespaces()
+    registry = namespaces.get("restarting").registry
+    for _ in range(3):
+        await registry.register(0, "old", {})
+    await registry.unregister(0)
+    old_version = registry.version
+    for index in range(100):
+        namespaces.get(f"probe-{index}")
+    assert "restarting" not in namespaces
+    record = await namespaces.get("restarting").registry.register(0, "new", {})
+    assert record.version > old_version
+
+
+async def test_close_answers_waits_in_every_namespace_and_refuses_new_ones() -> None:
+    """Shutdown wakes parked waits of all namespaces with ShuttingDown, and makes no namespace after."""
+    namespaces = make_namespaces()
+    registries = [namespaces.get(name).registry for name in ("default", "a", "b")]
+    waiters = [asyncio.create_task(registry.wait(0, timeout=GUARD)) for registry in registries]
+    await until(lambda: namespaces.parked == 3)
+    namespaces.close()
+    results = await asyncio.wait_for(asyncio.gather(*waiters, return_exceptions=True), GUARD)
+    assert all(isinstance(result, ShuttingDown) for result in results)
+    with pytest.raises(ShuttingDown):
+        namespaces.get("late")
+
+
+async def test_registries_sharing_a_lot_share_the_waiter_limit() -> None:
+    """With one lot, a wait parked in one namespace's registry counts against another's."""
+    lot = ParkingLot(limit=1)
+    first, second = Registry(lot=lot), Registry(lot=lot)
+    waiter = asyncio.create_task(first.wait(0, timeout=GUARD))
+    await until(lambda: lot.parked == 1)
+    with pytest.raises(TooManyWaiters):
+        await second.wait(0, timeout=GUARD)
+    assert second.parked == 0
+    await first.register(0, "a", {})
+    await asyncio.wait_for(waiter, GUARD)
+    assert lot.parked == 0
+
+
+# -- over HTTP ----------------------------------------------------------
+
+
+def test_every_route_in_the_route_table_is_served_under_the_namespace_prefix() -> None:
+    """Each bootstrap route has a /ns/{namespace} twin with the same methods: routes added later too."""
+    app = create_app()
+    served = {
+        (route.method, route.resource.canonical)
+        for route in app.router.routes()
+        if route.resource is not None
+    }
+    for route in _routes():
+        assert (route.method, route.path) in served
+        assert (route.method, "/ns/{namespace}" + route.path) in served
+    assert [route.path for route in _namespaced(_routes())] == [
+        path(route.path, "{namespace}") for route in _routes()
+    ]
+
+
+async def test_the_same_rank_in_two_namespaces_stays_apart(aiohttp_client: AiohttpClient) -> None:
+    """A rank registered under /ns/a is not seen under /ns/b nor by unprefixed (default) requests."""
+    client = await aiohttp_client(create_app())
+    body = {"rank": 0, "transfer_engine_info": {"session_id": "a0", "weights_info_dict": {}}}
+    assert (await client.put("/ns/a/register_transfer_engine_info", json=body)).status == 200
+    reply = await client.get("/ns/a/get_transfer_engine_info", params={"rank": "0"})
+    assert reply.status == 200
+    assert (await reply.json())["remote_instance_transfer_engine_info"][0] == "a0"
+    for route in ("/ns/b/get_transfer_engine_info", "/get_transfer_engine_info"):
+        reply = await client.get(route, params={"rank": "0"})
+        assert reply.status == 404
+        assert await reply.json() == {"detail": "No transfer engine info for rank 0"}
+
+
+async def test_ns_default_is_the_unprefixed_namespace(aiohttp_client: AiohttpClient) -> None:
+    """/ns/default/... and the unprefixed routes address the same registry."""
+    client = await aiohttp_client(create_app())
+    body = {"rank": 5, "transfer_engine_info": {"session_id": "d5", "weights_info_dict": {}}}
+    assert (await client.put("/register_transfer_engine_info", json=body)).status == 200
+    reply = await client.get("/ns/default/get_transfer_engine_info", params={"rank": "5"})
+    assert reply.status == 200
+    assert (await client.get("/ns/default/ranks")).status == 200
+    assert len(client.app[NAMESPACES]) == 1
+
+
+async def test_a_bad_namespace_is_a_400_that_stores_nothing(aiohttp_client: AiohttpClient) -> None:
+    """An invalid name in the prefix is a 400 with a detail, and neither makes a namespace nor registers."""
+    client = await aiohttp_client(create_app())
+    body = {"rank": 0, "transfer_engine_info": {"session_id": "x", "weights_info_dict": {}}}
+    reply = await client.put("/ns/-bad/register_transfer_engine_info", json=body)
+    assert reply.status == 400
+    assert "Invalid namespace" in (await reply.json())["detail"]
+    reply = await client.get("/ns/" + "x" * 64 + "/get_transfer_engine_info", params={"rank": "0"})
+    assert reply.status == 400
+    assert len(client.app[NAMESPACES]) == 1
+    assert len(client.app[NAMESPACES].default.registry) == 0
+
+
+async def test_a_waiter_is_woken_only_by_its_own_namespace(aiohttp_client: AiohttpClient) -> None:
+    """A get parked under /ns/a ignores a registration of its rank elsewhere and wakes on its own."""
+    client = await aiohttp_client(create_app(), server_kwargs={"handler_cancellation": True})
+    waiter = asyncio.create_task(
+        client.get("/ns/a/get_transfer_engine_info", params={"rank": "2", "wait": str(GUARD)})
+    )
+    namespaces = client.app[NAMESPACES]
+    await until(lambda: "a" in namespaces and namespaces.get("a").registry.parked == 1)
+    elsewhere = {"rank": 2, "transfer_engine_info": {"session_id": "elsewhere", "weights_info_dict": {}}}
+    await client.put("/ns/b/register_transfer_engine_info", json=elsewhere)
+    await client.put("/register_transfer_engine_info", json=elsewhere)
+    assert namespaces.get("a").registry.parked == 1
+    mine = {"rank": 2, "transfer_engine_info": {"session_id": "mine", "weights_info_dict": {}}}
+    await client.put("/ns/a/register_transfer_engine_info", json=mine)
+    reply = await asyncio.wait_for(waiter, GUARD)
+    assert reply.status == 200
+    assert (await reply.json())["remote_instance_transfer_engine_info"][0] == "mine"
+
+
+async def test_world_size_applies_in_each_namespace(aiohttp_client: AiohttpClient) -> None:
+    """--world-size bounds the ranks of every namespace, not the sum of them."""
+    client = await aiohttp_client(create_app(ServerConfig(world_size=2)))
+    for prefix in ("", "/ns/a", "/ns/b"):
+        for rank, status in ((1, 200), (2, 400)):
+            body = {"rank": rank, "transfer_engine_info": {"session_id": "s", "weights_info_dict": {}}}
+            reply = await client.put(prefix + "/register_transfer_engine_info", json=body)
+            assert reply.status == status
+
+
+async def test_the_namespace_limit_is_a_503_with_a_detail(aiohttp_client: AiohttpClient) -> None:
+    """With --max-namespaces reached by namespaces holding ranks, a new name gets 503 naming the limit."""
+    client = await aiohttp_client(create_app(ServerConfig(max_namespaces=2)))
+    body = {"rank": 0, "transfer_engine_info": {"session_id": "s", "weights_info_dict": {}}}
+    assert (await client.put("/ns/a/register_transfer_engine_info", json=body)).status == 200
+    reply = await client.put("/ns/b/register_transfer_engine_info", json=body)
+    assert reply.status == 503
+    assert "--max-namespaces" in (await reply.json())["detail"]
+
+
+async def test_max_waiters_counts_waits_in_every_namespace(aiohttp_client: AiohttpClient) -> None:
+    """--max-waiters is server-wide: a wait parked in /ns/a fills it for /ns/b; a hit still answers."""
+    client = await aiohttp_client(
+        create_app(ServerConfig(max_waiters=1)), server_kwargs={"handler_cancellation": True}
+    )
+    namespaces = client.app[NAMESPACES]
+    waiter = asyncio.create_task(
+        client.get("/ns/a/get_transfer_engine_info", params={"rank": "0", "wait": str(GUARD)})
+    )
+    await until(lambda: namespaces.parked == 1)
+    reply = await client.get("/ns/b/get_transfer_engine_info", params={"rank": "0", "wait": "5"})
+    assert reply.status == 503
+    assert "Retry-After" in reply.headers
+    body = {"rank": 0, "transfer_engine_info": {"session_id": "b0", "weights_info_dict": {}}}
+    await client.put("/ns/b/register_transfer_engine_info", json=body)
+    reply = await client.get("/ns/b/get_transfer_engine_info", params={"rank": "0", "wait": "5"})
+    assert reply.status == 200
+    waiter.cancel()
+    await asyncio.wait({waiter})
+
+
+async def test_client_namespace_addresses_its_deployment(aiohttp_server: AiohttpServer) -> None:
+    """BootstrapClient(namespace=...) registers and gets (one and many) in its namespace only."""
+    server = await aiohttp_server(create_app())
+    url = str(server.make_url(""))
+    async with (
+        BootstrapClient(url, namespace="prefill-0") as prefill,
+        BootstrapClient(url) as default,
+    ):
+        await prefill.register(0, session_id="p0", weights_info_dict={"w": 1})
+        await prefill.register(1, session_id="p1", weights_info_dict={})
+        assert (await prefill.get(0, timeout=0)).session_id == "p0"
+        assert set(await prefill.get_many([0, 1], timeout=0)) == {0, 1}
+        assert [rank.rank for rank in (await prefill.list_ranks()).ranks] == [0, 1]
+        with pytest.raises(RankNotRegistered):
+            await default.get(0, timeout=0)
+        assert server.app[NAMESPACES].default.registry.get(0) is None
+
+
+def test_client_refuses_a_bad_namespace() -> None:
+    """A namespace the server would refuse is refused when the client is made."""
+    with pytest.raises(BadRequest, match="Invalid namespace"):
+        BootstrapClient("http://127.0.0.1:1", namespace="a/b")
+
+
+async def test_shutdown_answers_parked_waits_in_namespaces_with_503(aiohttp_client: AiohttpClient) -> None:
+    """Stopping the server answers a get parked in a namespace with 503, at once."""
+    client = await aiohttp_client(create_app(), server_kwargs={"handler_cancellation": True})
+    namespaces = client.app[NAMESPACES]
+    waiter = asyncio.create_task(
+        client.get("/ns/a/get_transfer_engine_info", params={"rank": "0", "wait": str(GUARD)})
+    )
+    await until(lambda: namespaces.parked == 1)
+    await client.server.close()
+    reply = await asyncio.wait_for(waiter, GUARD)
+    assert reply.status == 503
+    assert "shutting down" in (await reply.json())["detail"]

@@ -1,0 +1,393 @@
+"""The operator tools (get, register, status, wait), run as real subprocesses against a real server."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import pty
+import re
+import select
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from aiohttp import web
+from prometheus_client.parser import text_string_to_metric_families
+from pytest_aiohttp import AiohttpServer
+
+from aiobootstrap._tools import format_age
+
+GUARD = 30.0
+"""Seconds a test waits for a subprocess that should finish at once."""
+
+
+def command(*args: str) -> list[str]:
+    return [sys.executable, "-m", "aiobootstrap", *args]
+
+
+def tool(
+    *args: str, stdin: str | None = None, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        command(*args), capture_output=True, text=True, timeout=GUARD, input=stdin, env=env, check=False
+    )
+
+
+def assert_one_line_error(result: subprocess.CompletedProcess[str], status: int, text: str) -> None:
+    assert result.returncode == status, result.stderr
+    assert result.stdout == ""
+    assert "Traceback" not in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert text in result.stderr
+
+
+@pytest.fixture(scope="module")
+def url() -> Iterator[str]:
+    """One server for the module; each test works in a namespace of its own."""
+    server = subprocess.Popen(
+        command("--port", "0"), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+    )
+    assert server.stdout is not None
+    line = server.stdout.readline()
+    assert line.startswith("aiobootstrap listening on "), line
+    yield line.removeprefix("aiobootstrap listening on ").strip()
+    server.terminate()
+    server.wait(GUARD)
+    server.stdout.close()
+
+
+@pytest.fixture
+def namespace(request: pytest.FixtureRequest) -> str:
+    """A namespace named for the test, so tests sharing the server never see each other's ranks."""
+    return re.sub(r"[^A-Za-z0-9.-]", "-", request.node.name.removeprefix("test_"))[:63]
+
+
+@pytest.fixture
+def weights(tmp_path: Path) -> Path:
+    path = tmp_path / "weights.json"
+    path.write_text(json.dumps({"layer.0": {"ptr": 1234, "size": 4096}}))
+    return path
+
+
+def parked(url: str, namespace: str) -> float:
+    with urllib.request.urlopen(url + "/metrics", timeout=GUARD) as reply:
+        text = reply.read().decode()
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == "aiobootstrap_parked_waiters" and sample.labels["namespace"] == namespace:
+                return sample.value
+    return 0.0
+
+
+def until_parked(url: str, namespace: str) -> None:
+    """Return once the server reports a get parked in ``namespace``."""
+    deadline = time.monotonic() + GUARD
+    while parked(url, namespace) < 1:
+        assert time.monotonic() < deadline, "the waiting tool never parked"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def register(url: str, namespace: str, rank: int, weights: Path, session_id: str = "") -> None:
+    result = tool(
+        "register", "--url", url, "--namespace", namespace, "--rank", str(rank),
+        "--session-id", session_id or f"10.0.0.{rank}:18000", "--weights-file", str(weights),
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+
+
+# -- get and register ---------------------------------------------------
+
+
+def test_register_then_get_prints_the_info_as_json(url: str, namespace: str, weights: Path) -> None:
+    """register publishes the weights file's object; get prints rank, session id, weights and version."""
+    result = tool(
+        "register", "--url", url, "--namespace", namespace, "--rank", "3",
+        "--session-id", "10.0.0.7:18000", "--weights-file", str(weights),
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert "registered rank 3" in result.stdout
+    result = tool("get", "--url", url, "--namespace", namespace, "--rank", "3")
+    assert result.returncode == 0, result.stderr
+    info = json.loads(result.stdout)
+    assert info["rank"] == 3
+    assert info["session_id"] == "10.0.0.7:18000"
+    assert info["weights_info_dict"] == {"layer.0": {"ptr": 1234, "size": 4096}}
+    assert info["version"] >= 1
+
+
+def test_register_reads_weights_from_standard_input(url: str, namespace: str) -> None:
+    """--weights-file - reads the JSON object from standard input."""
+    result = tool(
+        "register", "--url", url, "--namespace", namespace, "--rank", "0",
+        "--session-id", "s", "--weights-file", "-", stdin='{"k": [1, 2]}',
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    info = json.loads(tool("get", "--url", url, "--namespace", namespace, "--rank", "0").stdout)
+    assert info["weights_info_dict"] == {"k": [1, 2]}
+
+
+def test_get_of_an_absent_rank_exits_1(url: str, namespace: str) -> None:
+    """A rank not registered: status 1, the server's detail on one line, nothing on stdout."""
+    assert_one_line_error(
+        tool("get", "--url", url, "--namespace", namespace, "--rank", "9"),
+        1,
+        "No transfer engine info for rank 9",
+    )
+
+
+def test_get_with_wait_returns_once_the_rank_registers(url: str, namespace: str, weights: Path) -> None:
+    """get --wait parks on the server and prints the info when the rank registers."""
+    getter = subprocess.Popen(
+        command("get", "--url", url, "--namespace", namespace, "--rank", "1", "--wait", str(GUARD)),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    until_parked(url, namespace)
+    register(url, namespace, 1, weights, "late")
+    out, err = getter.communicate(timeout=GUARD)
+    assert getter.returncode == 0, err
+    assert json.loads(out)["session_id"] == "late"
+
+
+# -- status -------------------------------------------------------------
+
+
+def test_status_prints_a_table_and_the_missing_ranks(url: str, namespace: str, weights: Path) -> None:
+    """status lists rank, session id, version and age, and with --world-size the missing ranks."""
+    for rank in (0, 1, 3):
+        register(url, namespace, rank, weights)
+    result = tool("status", "--url", url, "--namespace", namespace, "--world-size", "6")
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith(f"namespace {namespace}: 3 registered of world size 6")
+    assert lines[1].split() == ["RANK", "SESSION", "ID", "VERSION", "AGE"]
+    assert [line.split()[:2] for line in lines[2:5]] == [
+        ["0", "10.0.0.0:18000"],
+        ["1", "10.0.0.1:18000"],
+        ["3", "10.0.0.3:18000"],
+    ]
+    assert lines[-1] == "missing: 2,4-5"
+
+
+def test_status_without_a_world_size_lists_only(url: str, namespace: str) -> None:
+    """Without a known world size there is no missing line; an empty namespace is a header only."""
+    result = tool("status", "--url", url, "--namespace", namespace)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[0] == f"namespace {namespace}: 0 registered, version 0"
+    assert "missing" not in result.stdout
+
+
+def test_status_never_prints_control_characters(url: str, namespace: str, weights: Path) -> None:
+    """A session id holding terminal escapes is shown escaped, so it cannot rewrite the operator's screen."""
+    register(url, namespace, 0, weights, "evil\x1b[2J\rid")
+    result = tool("status", "--url", url, "--namespace", namespace)
+    assert result.returncode == 0, result.stderr
+    assert "\x1b" not in result.stdout
+    assert "\r" not in result.stdout
+    assert "'evil\\x1b[2J\\rid'" in result.stdout
+
+
+# -- wait ---------------------------------------------------------------
+
+
+def test_wait_exits_0_once_every_rank_registered(url: str, namespace: str, weights: Path) -> None:
+    """wait blocks while ranks are missing and exits 0 when the last one registers."""
+    waiter = subprocess.Popen(
+        command("wait", "--url", url, "--namespace", namespace, "--world-size", "2", "--timeout", str(GUARD)),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    register(url, namespace, 0, weights)
+    until_parked(url, namespace)
+    assert waiter.poll() is None
+    register(url, namespace, 1, weights)
+    out, err = waiter.communicate(timeout=GUARD)
+    assert waiter.returncode == 0, err
+    assert out == f"all 2 ranks registered in namespace {namespace}\n"
+
+
+def test_wait_that_times_out_exits_1_naming_the_missing(url: str, namespace: str, weights: Path) -> None:
+    """When the timeout runs out first: status 1 and the ranks still missing."""
+    register(url, namespace, 1, weights)
+    result = tool("wait", "--url", url, "--namespace", namespace, "--world-size", "4", "--timeout", "0.1")
+    assert_one_line_error(result, 1, "3 of 4 ranks still missing after 0.1s: 0,2-3")
+
+
+def test_wait_shows_progress_on_a_terminal(url: str, namespace: str, weights: Path) -> None:
+    """With standard error on a terminal, wait keeps one line saying how many ranks have registered."""
+    register(url, namespace, 0, weights)
+    primary, secondary = pty.openpty()
+    try:
+        waiter = subprocess.Popen(
+            command("wait", "--url", url, "--namespace", namespace, "--world-size", "2",
+                    "--timeout", str(GUARD)),
+            stdout=subprocess.PIPE, stderr=secondary, text=True,
+        )  # fmt: skip
+        os.close(secondary)
+        seen = ""
+        deadline = time.monotonic() + GUARD
+        while "1/2 ranks registered" not in seen:
+            assert time.monotonic() < deadline, seen
+            ready, _, _ = select.select([primary], [], [], GUARD)
+            assert ready, seen
+            seen += os.read(primary, 1024).decode()
+        register(url, namespace, 1, weights)
+        out, _ = waiter.communicate(timeout=GUARD)
+    finally:
+        os.close(primary)
+    assert waiter.returncode == 0
+    assert out.startswith("all 2 ranks registered")
+
+
+# -- failures: one line, a status, no traceback ---------------------------
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("get", "--rank", "0"),
+        ("status",),
+        ("wait", "--world-size", "2", "--timeout", "0"),
+        ("register", "--rank", "0", "--session-id", "s", "--weights-file", "-", "--timeout", "0"),
+    ],
+    ids=["get", "status", "wait", "register"],
+)
+def test_a_server_that_is_down_is_one_line_and_status_3(args: tuple[str, ...]) -> None:
+    """Every tool reports an unreachable server in one line with status 3."""
+    result = tool(*args, "--url", f"http://127.0.0.1:{free_port()}", stdin="{}")
+    assert_one_line_error(result, 3, "could not be reached")
+
+
+@pytest.mark.parametrize(
+    ("args", "text"),
+    [
+        (("get", "--rank", "-1"), "is not a rank"),
+        (("get", "--rank", "x"), "is not a rank"),
+        (("get", "--rank", "0", "--wait", "nan"), "is not a non-negative number"),
+        (("wait", "--world-size", "0"), "is not a positive integer"),
+        (("get", "--rank", "0", "--namespace", "a/b"), "Invalid namespace"),
+        (("get",), "--rank"),
+        (("frobnicate",), "unrecognized arguments"),
+    ],
+)
+def test_bad_arguments_are_one_line_and_status_2(url: str, args: tuple[str, ...], text: str) -> None:
+    """A bad argument: status 2 and one line, before anything is sent."""
+    assert_one_line_error(tool(*args, "--url", url), 2, text)
+
+
+@pytest.mark.parametrize(
+    ("content", "text"),
+    [
+        (None, "cannot read the weights file"),
+        ("{not json", "is not valid JSON"),
+        ("[1, 2]", "must hold a JSON object"),
+    ],
+    ids=["missing", "invalid-json", "not-an-object"],
+)
+def test_a_bad_weights_file_is_one_line_and_status_2(
+    url: str, namespace: str, tmp_path: Path, content: str | None, text: str
+) -> None:
+    """register refuses a missing, non-JSON or non-object weights file, and registers nothing."""
+    path = tmp_path / "weights.json"
+    if content is not None:
+        path.write_text(content)
+    result = tool(
+        "register", "--url", url, "--namespace", namespace, "--rank", "0",
+        "--session-id", "s", "--weights-file", str(path),
+    )  # fmt: skip
+    assert_one_line_error(result, 2, text)
+    assert "0 registered" in tool("status", "--url", url, "--namespace", namespace).stdout
+
+
+def test_a_rank_outside_the_world_size_is_the_servers_detail_and_status_2(weights: Path) -> None:
+    """A request the server refuses (400) ends with its detail and status 2."""
+    server = subprocess.Popen(
+        command("--port", "0", "--world-size", "2"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        assert server.stdout is not None
+        url = server.stdout.readline().removeprefix("aiobootstrap listening on ").strip()
+        result = tool("get", "--url", url, "--rank", "5")
+        assert_one_line_error(result, 2, "Rank 5 is outside the world size 2")
+    finally:
+        server.terminate()
+        server.wait(GUARD)
+        assert server.stdout is not None
+        server.stdout.close()
+
+
+# -- serving and tokens ---------------------------------------------------
+
+
+def test_serve_subcommand_serves_like_the_bare_command() -> None:
+    """`python -m aiobootstrap serve --port 0` serves, with the same top-level options."""
+    server = subprocess.Popen(
+        command("serve", "--port", "0"), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+    )
+    try:
+        assert server.stdout is not None
+        line = server.stdout.readline()
+        assert line.startswith("aiobootstrap listening on http://127.0.0.1:")
+        url = line.removeprefix("aiobootstrap listening on ").strip()
+        assert tool("status", "--url", url).returncode == 0
+    finally:
+        server.terminate()
+        assert server.wait(GUARD) == 0
+        assert server.stdout is not None
+        server.stdout.close()
+
+
+async def test_the_token_comes_from_the_flag_or_the_environment(aiohttp_server: AiohttpServer) -> None:
+    """--token, else AIOBOOTSTRAP_AUTH_TOKEN, is sent as a bearer token; a refusal is status 2."""
+
+    async def ranks(request: web.Request) -> web.Response:
+        if request.headers.get("Authorization") != "Bearer s3cret":
+            return web.json_response({"detail": "A valid bearer token is required."}, status=401)
+        return web.json_response({"version": 0, "world_size": None, "ranks": [], "missing": None})
+
+    app = web.Application()
+    app.router.add_get("/ranks", ranks)
+    server = await aiohttp_server(app)
+    url = str(server.make_url("")).rstrip("/")
+
+    async def status(*args: str, token: str | None = None) -> tuple[int, str]:
+        env = {k: v for k, v in os.environ.items() if k != "AIOBOOTSTRAP_AUTH_TOKEN"}
+        if token is not None:
+            env["AIOBOOTSTRAP_AUTH_TOKEN"] = token
+        process = await asyncio.create_subprocess_exec(
+            *command("status", "--url", url, *args),
+            env=env,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        _, err = await asyncio.wait_for(process.communicate(), GUARD)
+        assert process.returncode is not None
+        return process.returncode, err.decode()
+
+    assert (await status("--token", "s3cret"))[0] == 0
+    assert (await status(token="s3cret"))[0] == 0
+    assert (await status("--token", "s3cret", token="wrong"))[0] == 0
+    code, err = await status(token="wrong")
+    assert code == 2
+    assert "A valid bearer token is required." in err
+
+
+@pytest.mark.parametrize(
+    ("seconds", "shown"),
+    [(0.04, "0.0s"), (4.25, "4.2s"), (185, "3m05s"), (7620, "2h07m"), (273600, "3d04h")],
+)
+def test_ages_read_like_a_human_wrote_them(seconds: float, shown: str) -> None:
+    """status shows ages as seconds, then minutes, hours and days."""
+    assert format_age(seconds) == shown
