@@ -130,3 +130,18 @@ async def test_health_notices_a_restart():
             assert 5 in server.registry
     finally:
         await server.close()
+
+
+async def test_reregistration_goes_to_the_clients_namespace():
+    """A namespaced client refills its own namespace after a restart, not the default one."""
+    server = await BootstrapServer(port=0).__aenter__()
+    try:
+        async with BootstrapClient(server.url, reregister=True, namespace="team-a") as client:
+            await client.register(3, session_id="three", weights_info_dict={})
+            server = await _restart(server)
+            assert await client.health()
+        async with BootstrapClient(server.url, namespace="team-a") as getter:
+            assert (await getter.get(3, timeout=GUARD)).session_id == "three"
+        assert 3 not in server.registry
+    finally:
+        await server.close()
