@@ -251,14 +251,11 @@ async def serve(config: ServerConfig) -> int:
     return 0
 
 
-_TOKEN_ENV = "AIOBOOTSTRAP_AUTH_TOKEN"
-
-
 def _tool(argv: Sequence[str]) -> int:
     parser = _Parser(prog="python -m aiobootstrap", description="Operator tools for an aiobootstrap server.")
     add_tool_parsers(parser)
     args = parser.parse_args(argv)
-    token = args.token if args.token is not None else os.environ.get(_TOKEN_ENV)
+    token = args.token if args.token is not None else os.environ.get(TOKEN_ENV)
     try:
         return asyncio.run(run_tool(args, token=token, out=sys.stdout, err=sys.stderr))
     except KeyboardInterrupt:

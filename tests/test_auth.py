@@ -321,3 +321,79 @@ async def test_an_unknown_expectation_is_417_json(client):
     response = await client.get("/health", headers={"Expect": "teapot"})
     assert response.status == 417
     assert "100-continue" in (await response.json())["detail"]
+
+
+async def test_cli_serves_tls_and_the_tools_trust_a_given_ca(tls_files, ca, tmp_path, trusting):
+    """--tls-cert/--tls-key serve HTTPS from the CLI; the tools reach it with --cacert and the token."""
+    cert, key = tls_files
+    ca_file = tmp_path / "ca.pem"
+    ca.cert_pem.write_to_path(str(ca_file))
+    weights = tmp_path / "weights.json"
+    weights.write_text("{}")
+    env = {k: v for k, v in os.environ.items() if k != "AIOBOOTSTRAP_AUTH_TOKEN"}
+    env["AIOBOOTSTRAP_AUTH_TOKEN"] = TOKEN
+    args = ["--port", "0", "--log-level", "warning", "--tls-cert", cert, "--tls-key", key]
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "aiobootstrap", *args, stdout=asyncio.subprocess.PIPE, env=env
+    )
+    try:
+        assert proc.stdout is not None
+        line = (await asyncio.wait_for(proc.stdout.readline(), GUARD)).decode()
+        url = line.rsplit(" ", 1)[-1].strip()
+        assert url.startswith("https://")
+        tool = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "aiobootstrap",
+            "register",
+            "--url",
+            url,
+            "--cacert",
+            str(ca_file),
+            "--rank",
+            "4",
+            "--session-id",
+            "via-tool",
+            "--weights-file",
+            str(weights),
+            env=env,
+        )
+        assert await asyncio.wait_for(tool.wait(), GUARD) == 0
+        async with BootstrapClient(url, token=TOKEN, ssl=trusting) as client:
+            assert (await client.get(4, timeout=GUARD)).session_id == "via-tool"
+        untrusting = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "aiobootstrap",
+            "status",
+            "--url",
+            url,
+            env=env,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        _, stderr = await asyncio.wait_for(untrusting.communicate(), GUARD)
+        assert untrusting.returncode != 0
+        assert "TLS" in stderr.decode()
+        assert len(stderr.decode().strip().splitlines()) == 1
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        await asyncio.wait_for(proc.wait(), GUARD)
+    assert proc.returncode == 0
+
+
+async def test_tool_refuses_a_missing_ca_file(tmp_path):
+    """--cacert naming a missing file: one line, exit status 2."""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "aiobootstrap",
+        "status",
+        "--url",
+        "https://127.0.0.1:1",
+        "--cacert",
+        str(tmp_path / "nope.pem"),
+        stderr=asyncio.subprocess.PIPE,
+    )
+    _, stderr = await asyncio.wait_for(proc.communicate(), GUARD)
+    assert proc.returncode == 2
+    assert stderr.decode().strip().endswith("nope.pem: No such file or directory")
