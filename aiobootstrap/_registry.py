@@ -161,7 +161,8 @@ class Registry:
         lot: ParkingLot | None = None,
         max_ranks: int | None = None,
     ) -> None:
-        """``max_waiters`` limits this registry's parked waits, unless a shared ``lot`` is given."""
+        """``max_waiters`` limits this registry's parked waits, unless a shared ``lot`` is given;
+        ``max_ranks`` limits how many distinct ranks it stores (:class:`TooManyRanks` past it)."""
         self._store: RecordStore = store if store is not None else MemoryStore()
         self._encode_reply = encode_reply
         self._version = self._store.last_version
