@@ -20,6 +20,7 @@ from aiobootstrap import _cli as cli
 from aiobootstrap._app import REGISTRY
 from aiobootstrap._config import DEFAULT_MAX_WAITERS
 from aiobootstrap._protocol import BATCH_QUERY_CHARS
+from aiobootstrap._registry import Registry
 
 from ._until import GUARD, until
 
@@ -304,3 +305,14 @@ async def test_cli_refuses_unworkable_limits_in_one_line(args, message):
     lines = stderr.decode().strip().splitlines()
     assert len(lines) == 1
     assert message in lines[0]
+
+
+async def test_registry_refuses_a_new_rank_past_max_ranks():
+    """The registry itself (no HTTP) enforces max_ranks, and a refusal uses up no version."""
+    registry = Registry(max_ranks=1)
+    await registry.register(0, "s", {})
+    with pytest.raises(TooManyRanks):
+        await registry.register(1, "s", {})
+    assert registry.version == 1
+    await registry.register(0, "again", {})
+    assert registry.version == 2
