@@ -26,7 +26,7 @@ from aiobootstrap._app import REGISTRY
 from aiobootstrap._hardening import runner_options
 from aiobootstrap._registry import Registry
 
-from ._until import until
+from .conftest import until
 
 REGISTER = "/register_transfer_engine_info"
 ROUTES = [
@@ -305,7 +305,7 @@ ABANDONED = 10_000
 WAVE = 500
 
 
-async def _abandon_wave(port: int, registry: Registry, first: int) -> None:
+async def _abandon_wave(client, registry: Registry, first: int) -> None:
     """Park WAVE raw-socket waits (single and batch, some on one rank), then hang up on all of them."""
     writers = []
     for index in range(first, first + WAVE):
@@ -315,7 +315,7 @@ async def _abandon_wave(port: int, registry: Registry, first: int) -> None:
             target = (
                 f"/get_transfer_engine_info?rank={100 + index % 7 if index % 2 else 1000 + index}&wait=60"
             )
-        _, writer = await asyncio.open_connection("127.0.0.1", port)
+        _, writer = await asyncio.open_connection("127.0.0.1", client.port)
         writer.write(f"GET {target} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
         writers.append(writer)
     await until(lambda: registry.parked == WAVE)
@@ -324,6 +324,9 @@ async def _abandon_wave(port: int, registry: Registry, first: int) -> None:
     await until(lambda: registry.parked == 0 and registry.waiting_ranks == 0)
     for writer in writers:
         await writer.wait_closed()
+    # The server drops its side of each connection a few turns of the loop later.
+    connections = client.server.runner.server
+    await until(lambda: not connections.connections)
 
 
 async def test_abandoned_waits_leave_nothing_behind(aiohttp_client):
@@ -331,13 +334,13 @@ async def test_abandoned_waits_leave_nothing_behind(aiohttp_client):
     config = ServerConfig(max_wait=300.0)
     client = await serve(aiohttp_client, config)
     registry = client.app[REGISTRY]
-    await _abandon_wave(client.port, registry, 0)  # warm up caches and pools before measuring
+    await _abandon_wave(client, registry, 0)  # warm up caches and pools before measuring
     gc.collect()
     tracemalloc.start()
     try:
         before = tracemalloc.get_traced_memory()[0]
         for first in range(WAVE, ABANDONED, WAVE):
-            await _abandon_wave(client.port, registry, first)
+            await _abandon_wave(client, registry, first)
         gc.collect()
         grown = tracemalloc.get_traced_memory()[0] - before
     finally:

@@ -22,7 +22,7 @@ from aiobootstrap._config import DEFAULT_MAX_WAITERS
 from aiobootstrap._protocol import BATCH_QUERY_CHARS
 from aiobootstrap._registry import Registry
 
-from ._until import GUARD, until
+from .conftest import GUARD, until
 
 PATH = "/register_transfer_engine_info"
 

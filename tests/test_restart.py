@@ -9,7 +9,7 @@ import pytest
 from aiobootstrap import BootstrapClient, BootstrapServer, ServerConfig, create_app
 from aiobootstrap._protocol import BOOT_HEADER
 
-from ._until import GUARD, until
+from .conftest import GUARD, until
 
 
 @pytest.mark.parametrize(

@@ -9,7 +9,7 @@ import pytest
 from aiobootstrap import BootstrapClient, BootstrapServer, ServerConfig, create_app
 from aiobootstrap._app import REGISTRY
 
-from ._until import GUARD, until
+from .conftest import GUARD, until
 
 PATH = "/register_transfer_engine_info"
 
