@@ -21,6 +21,7 @@ from .exceptions import (
     RankNotRegistered,
     ServerUnavailable,
     ShuttingDown,
+    TooManyRanks,
     TooManyWaiters,
     Unauthorized,
 )
@@ -46,6 +47,7 @@ __all__ = [
     "ShuttingDown",
     "SyncBootstrapClient",
     "ThreadedBootstrapServer",
+    "TooManyRanks",
     "TooManyWaiters",
     "TransferEngineInfo",
     "Unauthorized",

@@ -12,11 +12,22 @@ from collections.abc import AsyncIterator, Callable, Iterable
 from functools import partial
 
 from aiohttp import web
-from aiohttp.typedefs import Handler
+from aiohttp.typedefs import Handler, Middleware
 
 from . import __version__
 from . import _protocol as protocol
 from ._config import ServerConfig
+from ._hardening import (
+    BOOT_ID,
+    ExpectHandler,
+    UnreadableBody,
+    auth_middleware,
+    boot_header,
+    expect_handler,
+    new_boot_id,
+    read_body,
+    too_large_detail,
+)
 from ._journal import Journal
 from ._metrics import METRICS, Metrics, counts_gets, metrics, metrics_middleware
 from ._namespaces import Namespace, Namespaces
@@ -37,30 +48,37 @@ NAMESPACES = web.AppKey("namespaces", Namespaces)
 def create_app(config: ServerConfig | None = None) -> web.Application:
     """The aiobootstrap app for ``config`` (defaults when omitted)."""
     config = config if config is not None else ServerConfig()
-    app = web.Application(
-        middlewares=[metrics_middleware, error_middleware],
-        client_max_size=config.max_body_size,
-    )
+    middlewares: list[Middleware] = [metrics_middleware, error_middleware]
+    if config.auth_token is not None:
+        # Inside the error middleware, before any handler: a refused request
+        # has nothing read and nothing changed.
+        middlewares.append(auth_middleware(config.auth_token, public=_PUBLIC))
+    app = web.Application(middlewares=middlewares, client_max_size=config.max_body_size)
     app[CONFIG] = config
+    app[BOOT_ID] = new_boot_id()
+    app.on_response_prepare.append(boot_header)
     app.cleanup_ctx.append(_registry_context)
     app.on_shutdown.append(_release_waiters)
-    routes = _routes()
+    # aiohttp answers Expect before any middleware: this one checks the token and size first.
+    expect = expect_handler(config, public=_PUBLIC)
+    routes = _routes(expect)
     app.router.add_routes(routes)
     app.router.add_routes(_namespaced(routes))
     # Server-wide routes: one server, one set of metrics, one API description.
-    app.router.add_get(protocol.METRICS_PATH, metrics)
-    app.router.add_get(protocol.OPENAPI_PATH, openapi)
+    app.router.add_get(protocol.METRICS_PATH, metrics, expect_handler=expect)
+    app.router.add_get(protocol.OPENAPI_PATH, openapi, expect_handler=expect)
     return app
 
 
-def _routes() -> list[web.RouteDef]:
+def _routes(expect: ExpectHandler | None = None) -> list[web.RouteDef]:
     """The bootstrap routes: each is also served under ``/ns/{namespace}``."""
     return [
-        web.get(protocol.HEALTH_PATH, health),
-        web.put(protocol.REGISTER_PATH, register),
-        web.get(protocol.GET_PATH, get_info),
-        web.get(protocol.BATCH_PATH, get_batch),
-        web.get(protocol.RANKS_PATH, list_ranks),
+        web.get(protocol.HEALTH_PATH, health, expect_handler=expect),
+        web.put(protocol.REGISTER_PATH, register, expect_handler=expect),
+        web.delete(protocol.REGISTER_PATH, unregister, expect_handler=expect),
+        web.get(protocol.GET_PATH, get_info, expect_handler=expect),
+        web.get(protocol.BATCH_PATH, get_batch, expect_handler=expect),
+        web.get(protocol.RANKS_PATH, list_ranks, expect_handler=expect),
     ]
 
 
@@ -75,9 +93,13 @@ async def _registry_context(app: web.Application) -> AsyncIterator[None]:
     config = app[CONFIG]
     journal = None if config.state_file is None else await _open_journal(config.state_file)
     # One lot for every namespace: --max-waiters protects the server, not one deployment.
+    lot = ParkingLot(config.max_waiters)
+    # A world size already bounds the ranks; the cap guards servers without one.
+    max_ranks = config.max_ranks if config.world_size is None else None
     new_registry = partial(
         _namespace_registry,
-        ParkingLot(config.max_waiters),
+        lot,
+        max_ranks,
         _memory_store if journal is None else journal.store,
     )
     registry = new_registry(protocol.DEFAULT_NAMESPACE, 0)
@@ -107,10 +129,16 @@ def _memory_store(name: str, last_version: int) -> MemoryStore:
 
 
 def _namespace_registry(
-    lot: ParkingLot, new_store: Callable[[str, int], RecordStore], name: str, last_version: int
+    lot: ParkingLot,
+    max_ranks: int | None,
+    new_store: Callable[[str, int], RecordStore],
+    name: str,
+    last_version: int,
 ) -> Registry:
     """A namespace's registry, its store made by ``new_store``, versions going on from ``last_version``."""
-    return Registry(new_store(name, last_version), encode_reply=protocol.encode_info, lot=lot)
+    return Registry(
+        new_store(name, last_version), encode_reply=protocol.encode_info, lot=lot, max_ranks=max_ranks
+    )
 
 
 async def _release_waiters(app: web.Application) -> None:
@@ -144,10 +172,12 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
     except TooManyWaiters as exc:
         return _json_error(exc.status, exc.detail, {"Retry-After": f"{exc.retry_after:g}"})
     except BootstrapError as exc:
-        return _json_error(exc.status, exc.detail)
+        response = _json_error(exc.status, exc.detail)
+        if isinstance(exc, UnreadableBody):
+            response.force_close()
+        return response
     except web.HTTPRequestEntityTooLarge:
-        limit = request.app[CONFIG].max_body_size
-        return _json_error(413, f"The request body is larger than the server's limit of {limit} bytes.")
+        return _json_error(413, too_large_detail(request.app[CONFIG].max_body_size))
     except web.HTTPException as exc:
         if exc.status < 400:
             raise
@@ -159,6 +189,15 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
 
 
 # -- routes -------------------------------------------------------------
+
+
+async def health(request: web.Request) -> web.Response:
+    # The header tells a port-clash probe (see _portinfo) that an aiobootstrap server holds the port.
+    return web.Response(text="OK", headers={protocol.HEALTH_HEADER: __version__})
+
+
+_PUBLIC = frozenset({health})
+"""Handlers that answer without the bearer token."""
 
 
 def namespace_of(request: web.Request) -> Namespace:
@@ -183,13 +222,8 @@ def _wait_seconds(request: web.Request) -> float:
     return min(protocol.parse_wait(_param(request, "wait")), request.app[CONFIG].max_wait)
 
 
-async def health(request: web.Request) -> web.Response:
-    # The header tells a port-clash probe (see _portinfo) that an aiobootstrap server holds the port.
-    return web.Response(text="OK", headers={protocol.HEALTH_HEADER: __version__})
-
-
 async def register(request: web.Request) -> web.Response:
-    body = await request.read()
+    body = await read_body(request, request.app[CONFIG])
     registration = protocol.parse_registration(body)
     protocol.check_world_size(registration.rank, request.app[CONFIG].world_size)
     namespace = namespace_of(request)
@@ -201,15 +235,18 @@ async def register(request: web.Request) -> web.Response:
     return web.Response(text="OK")
 
 
-def _log_registration(record: Record, namespace: str) -> None:
+def _printable(session_id: str) -> str:
     # One line whatever the client sent: a session id that is not printable
     # (a newline could forge a log line) is written escaped; the JSON field keeps it exact.
-    session = record.session_id if record.session_id.isprintable() else ascii(record.session_id)
+    return session_id if session_id.isprintable() else ascii(session_id)
+
+
+def _log_registration(record: Record, namespace: str) -> None:
     where = "" if namespace == protocol.DEFAULT_NAMESPACE else f" in namespace {namespace}"
     log.info(
         "registered rank %d session %s version %d%s",
         record.rank,
-        session,
+        _printable(record.session_id),
         record.version,
         where,
         extra={
@@ -219,6 +256,16 @@ def _log_registration(record: Record, namespace: str) -> None:
             "namespace": namespace,
         },
     )
+
+
+async def unregister(request: web.Request) -> web.Response:
+    rank = protocol.parse_rank_param(_param(request, "rank"))
+    protocol.check_world_size(rank, request.app[CONFIG].world_size)
+    record = await registry_of(request).unregister(rank)
+    if record is None:
+        raise NotRegistered(protocol.not_registered_detail(rank))
+    log.info("unregistered rank %d session %s", record.rank, _printable(record.session_id))
+    return web.Response(text="OK")
 
 
 @counts_gets

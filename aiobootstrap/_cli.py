@@ -9,11 +9,11 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import NoReturn
 
 from . import __version__
-from ._config import DEFAULT_HOST, DEFAULT_PORT, ServerConfig
+from ._config import DEFAULT_HOST, DEFAULT_MAX_WAITERS, DEFAULT_PORT, ServerConfig
 from ._logging import LOG_FORMATS, setup_logging
 from ._server import AddressInUse, BootstrapServer
 from ._tools import TOOLS, add_tool_parsers, run_tool
@@ -24,6 +24,10 @@ __all__ = ["main"]
 log = logging.getLogger("aiobootstrap")
 
 _LOG_LEVELS = ("debug", "info", "warning", "error")
+
+TOKEN_ENV = "AIOBOOTSTRAP_AUTH_TOKEN"
+_FD_RESERVE = 1024
+"""Open files kept free of parked waits: registrations, health checks, the state file, logs."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -73,7 +77,10 @@ def _parser() -> argparse.ArgumentParser:
         type=int,
         default=None,
         metavar="N",
-        help="most waits parked at once; more get 503 with Retry-After (default: no limit)",
+        help=(
+            "most waits parked at once; more get 503 with Retry-After "
+            f"(default: {DEFAULT_MAX_WAITERS}, lowered to fit the open file limit)"
+        ),
     )
     parser.add_argument(
         "--max-namespaces",
@@ -88,6 +95,48 @@ def _parser() -> argparse.ArgumentParser:
         metavar="PATH",
         help="journal registrations to PATH and reload them on start (default: memory only)",
     )
+    parser.add_argument(
+        "--max-ranks",
+        type=int,
+        default=65_536,
+        metavar="N",
+        help="most distinct ranks per namespace without --world-size; more get 409 (default: %(default)d)",
+    )
+    parser.add_argument(
+        "--max-request-line",
+        type=int,
+        default=8190,
+        metavar="BYTES",
+        help="longest request line (path and query) accepted (default: %(default)d)",
+    )
+    parser.add_argument(
+        "--max-header-size",
+        type=int,
+        default=8190,
+        metavar="BYTES",
+        help="longest single header line accepted (default: %(default)d)",
+    )
+    parser.add_argument(
+        "--idle-timeout",
+        type=float,
+        default=620.0,
+        metavar="SECONDS",
+        help="close a connection that sends no complete request for this long (default: %(default)g)",
+    )
+    parser.add_argument(
+        "--body-timeout",
+        type=float,
+        default=60.0,
+        metavar="SECONDS",
+        help="longest a request body may take to arrive; then 408 (default: %(default)g)",
+    )
+    parser.add_argument(
+        "--auth-token-file",
+        metavar="PATH",
+        help=f"require 'Authorization: Bearer <token>' with the token in PATH (or set {TOKEN_ENV})",
+    )
+    parser.add_argument("--tls-cert", metavar="PATH", help="serve HTTPS with this PEM certificate chain")
+    parser.add_argument("--tls-key", metavar="PATH", help="the PEM private key for --tls-cert")
     parser.add_argument("--log-level", choices=_LOG_LEVELS, default="info", help="(default: %(default)s)")
     parser.add_argument(
         "--log-format",
@@ -99,18 +148,80 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _config(args: argparse.Namespace) -> ServerConfig:
+def _config(args: argparse.Namespace, environ: Mapping[str, str]) -> ServerConfig:
     return ServerConfig(
         host=args.host,
         port=args.port,
         world_size=args.world_size,
         max_wait=args.max_wait,
         max_body_size=args.max_body_size,
-        max_waiters=args.max_waiters,
+        max_waiters=_max_waiters(args.max_waiters),
+        max_ranks=args.max_ranks,
+        max_request_line=args.max_request_line,
+        max_header_size=args.max_header_size,
+        idle_timeout=args.idle_timeout,
+        body_timeout=args.body_timeout,
+        auth_token=_auth_token(args.auth_token_file, environ),
+        tls_cert=args.tls_cert,
+        tls_key=args.tls_key,
         max_namespaces=args.max_namespaces,
         access_log=args.access_log,
         state_file=args.state_file,
     )
+
+
+def _auth_token(path: str | None, environ: Mapping[str, str]) -> str | None:
+    """The token from ``--auth-token-file`` (which wins) or the environment; ``None`` for no auth."""
+    if path is not None:
+        try:
+            with open(path, encoding="utf-8") as file:
+                token = file.read().strip()
+        except (OSError, UnicodeDecodeError) as exc:
+            reason = exc.strerror if isinstance(exc, OSError) else "it is not UTF-8 text"
+            raise ValueError(f"cannot read the auth token file {path}: {reason}") from None
+        if not token:
+            raise ValueError(f"the auth token file {path} is empty")
+        return token
+    if TOKEN_ENV not in environ:
+        return None
+    token = environ[TOKEN_ENV].strip()
+    if not token:
+        # Set but empty is a mistake, not a wish to run without authentication.
+        raise ValueError(f"{TOKEN_ENV} is set but empty")
+    return token
+
+
+def _open_file_limit() -> int | None:
+    try:
+        import resource
+    except ImportError:
+        return None
+    soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    return None if soft == resource.RLIM_INFINITY else soft
+
+
+def _max_waiters(asked: int | None) -> int:
+    """``asked``, or a default that leaves room in the open file table for everything else.
+
+    Past the open file limit the server cannot accept() at all, and a
+    registration is refused along with the extra waiters: better that the
+    extra waiters get a 503 and retry.
+    """
+    limit = _open_file_limit()
+    room = None if limit is None else max(1, limit - _FD_RESERVE)
+    if asked is not None:
+        if room is not None and asked > room:
+            log.warning(
+                "--max-waiters %d is more than the open file limit %d leaves room for (%d)",
+                asked,
+                limit,
+                room,
+            )
+        return asked
+    if room is not None and room < DEFAULT_MAX_WAITERS:
+        log.debug("max waiters lowered to %d to fit the open file limit of %d", room, limit)
+        return room
+    return DEFAULT_MAX_WAITERS
 
 
 def raise_open_file_limit() -> None:
@@ -133,7 +244,6 @@ def raise_open_file_limit() -> None:
 
 async def serve(config: ServerConfig) -> int:
     """Serve until SIGTERM or SIGINT; the exit status."""
-    raise_open_file_limit()
     server = BootstrapServer(config)
     try:
         await server.start()
@@ -156,14 +266,11 @@ async def serve(config: ServerConfig) -> int:
     return 0
 
 
-_TOKEN_ENV = "AIOBOOTSTRAP_AUTH_TOKEN"
-
-
 def _tool(argv: Sequence[str]) -> int:
     parser = _Parser(prog="python -m aiobootstrap", description="Operator tools for an aiobootstrap server.")
     add_tool_parsers(parser)
     args = parser.parse_args(argv)
-    token = args.token if args.token is not None else os.environ.get(_TOKEN_ENV)
+    token = args.token if args.token is not None else os.environ.get(TOKEN_ENV)
     try:
         return asyncio.run(run_tool(args, token=token, out=sys.stdout, err=sys.stderr))
     except KeyboardInterrupt:
@@ -178,8 +285,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         argv = argv[1:]
     args = _parser().parse_args(argv)
     setup_logging(args.log_level, args.log_format)
+    # Before the config: the default waiter limit fits the raised open file limit.
+    raise_open_file_limit()
     try:
-        config = _config(args)
+        config = _config(args, os.environ)
     except ValueError as exc:
         print(f"python -m aiobootstrap: {exc}", file=sys.stderr)
         return 2

@@ -7,6 +7,7 @@ Transport failures are mapped to aiobootstrap errors in one place
 from __future__ import annotations
 
 import asyncio
+import logging
 import math
 import random
 import ssl
@@ -27,12 +28,12 @@ from .exceptions import (
 
 __all__ = ["Backoff", "BootstrapClient"]
 
+log = logging.getLogger("aiobootstrap.client")
+
 _POLL_CHUNK = 300.0
 """The longest one request asks the server to wait; longer waits ask again."""
 _READ_GRACE = 10.0
 """How much longer than its wait a long-poll may take before we call the server hung."""
-_MAX_QUERY_CHARS = 4000
-"""Keeps a batch's query string well inside the 8 KiB request line servers accept."""
 
 
 class _Unreachable(Exception):
@@ -92,6 +93,7 @@ class BootstrapClient:
         ssl: ssl.SSLContext | bool = True,
         backoff: Backoff | None = None,
         namespace: str = protocol.DEFAULT_NAMESPACE,
+        reregister: bool = False,
     ) -> None:
         self.url = url.rstrip("/")
         self.namespace = protocol.check_namespace(namespace)
@@ -99,6 +101,7 @@ class BootstrapClient:
         self._ssl = ssl
         self._backoff_template = backoff if backoff is not None else Backoff()
         self._session: aiohttp.ClientSession | None = None
+        self._restarts = _RestartWatch(reregister)
 
     async def __aenter__(self) -> BootstrapClient:
         self._open_session()
@@ -123,6 +126,7 @@ class BootstrapClient:
         """Whether the server answers ``/health`` right now."""
         try:
             status, _ = await self._exchange("GET", protocol.HEALTH_PATH, timeout=10.0)
+            await self._refill_if_restarted()
         except _Unreachable:
             return False
         return status == 200
@@ -142,11 +146,34 @@ class BootstrapClient:
         """
         body = protocol.registration_body(rank, session_id, weights_info_dict)
         deadline = _Deadline(timeout)
+        # Remembered before sending, so a replay racing this call sends the newest info.
+        self._restarts.remember(rank, body)
         status, payload = await self._call(
             "PUT", protocol.REGISTER_PATH, deadline, body=body, read_timeout=60.0
         )
         if status != 200:
+            self._restarts.forget(rank, body)
             raise self._error(status, payload)
+
+    async def unregister(self, rank: int, *, timeout: float | None = 60.0) -> bool:
+        """Remove ``rank``'s info; waiters for it go on waiting for a new registration.
+
+        Returns ``False`` when the server had no info for ``rank`` (nothing
+        to remove), ``True`` when it removed some.
+        """
+        self._restarts.forget(rank)
+        status, payload = await self._call(
+            "DELETE",
+            protocol.REGISTER_PATH,
+            _Deadline(timeout),
+            params={"rank": str(rank)},
+            read_timeout=60.0,
+        )
+        if status == 200:
+            return True
+        if status == 404 and _names_missing(payload) is not None:
+            return False
+        raise self._error(status, payload)
 
     async def get(self, rank: int, *, timeout: float | None = None, after: int = 0) -> TransferEngineInfo:
         """``rank``'s info, waiting up to ``timeout`` seconds for it to register.
@@ -243,15 +270,24 @@ class BootstrapClient:
         backoff = Backoff(self._backoff_template.base, self._backoff_template.cap)
         while True:
             try:
+                if self._restarts.suspect:
+                    # It went away: learn whether it came back empty before asking it anything.
+                    await self._exchange("GET", protocol.HEALTH_PATH, timeout=10.0)
+                    self._restarts.suspect = False
+                    await self._refill_if_restarted()
                 status, payload = await self._exchange(
                     method, path, params=params, body=body, timeout=read_timeout
                 )
+                if await self._refill_if_restarted():
+                    continue  # ask again: the answer came from the server before it was refilled
             except _Unreachable as exc:
+                self._restarts.went_away()
                 if deadline.expired():
                     raise ServerUnavailable(f"The server at {self.url} could not be reached: {exc}") from exc
                 await asyncio.sleep(min(backoff.next_delay(), deadline.remaining()))
                 continue
             if status == 503:
+                self._restarts.went_away()
                 if deadline.expired():
                     raise ServerUnavailable(_detail(status, payload))
                 # Shutting down or full: another instance (or this one, restarted) may answer soon.
@@ -282,6 +318,7 @@ class BootstrapClient:
                 ssl=self._ssl,
                 timeout=aiohttp.ClientTimeout(total=None, sock_connect=10.0, sock_read=timeout),
             ) as response:
+                self._restarts.saw(response.headers.get(protocol.BOOT_HEADER))
                 return response.status, await response.read()
         except aiohttp.InvalidURL as exc:
             raise BootstrapError(f"Invalid server URL {self.url!r}.") from exc
@@ -290,6 +327,24 @@ class BootstrapClient:
         except (TimeoutError, aiohttp.ClientError, OSError) as exc:
             raise _Unreachable(str(exc) or type(exc).__name__) from exc
 
+    async def _refill_if_restarted(self) -> bool:
+        """Re-register our ranks if the server restarted since we registered them; whether we did."""
+        async with self._restarts.lock:
+            replay = self._restarts.take_replay()
+            for rank, body in replay.items():
+                try:
+                    status, payload = await self._exchange(
+                        "PUT", protocol.REGISTER_PATH, body=body, timeout=60.0
+                    )
+                except _Unreachable:
+                    self._restarts.replay_failed()
+                    raise
+                if status != 200:
+                    log.warning("re-registering rank %d failed: %s", rank, _detail(status, payload))
+            if replay:
+                log.info("the server at %s restarted; re-registered %d ranks", self.url, len(replay))
+            return bool(replay)
+
     def _open_session(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
             self._session = aiohttp.ClientSession()
@@ -297,6 +352,51 @@ class BootstrapClient:
 
     def _error(self, status: int, payload: bytes) -> BootstrapError:
         return error_for_status(status, _detail(status, payload))
+
+
+class _RestartWatch:
+    """What the client knows of the server's boots, and the registrations to replay after one.
+
+    Every reply names the server's boot id; a new id means the server
+    restarted, and an in-memory server lost what we had registered.
+    """
+
+    def __init__(self, reregister: bool) -> None:
+        self.enabled = reregister
+        self.boot: str | None = None
+        self.suspect = False
+        """The server failed to answer: ask its boot before the next call."""
+        self.lock = asyncio.Lock()
+        self._registrations: dict[int, bytes] = {}
+        self._pending = False
+
+    def remember(self, rank: int, body: bytes) -> None:
+        if self.enabled:
+            self._registrations[rank] = body
+
+    def forget(self, rank: int, body: bytes | None = None) -> None:
+        if body is None or self._registrations.get(rank) == body:
+            self._registrations.pop(rank, None)
+
+    def went_away(self) -> None:
+        self.suspect = self.enabled and bool(self._registrations)
+
+    def saw(self, boot: str | None) -> None:
+        if boot is None or boot == self.boot:
+            return
+        if self.boot is not None and self.enabled:
+            self._pending = True
+        self.boot = boot
+
+    def take_replay(self) -> dict[int, bytes]:
+        """The registrations to send again, once per restart seen."""
+        if not self._pending:
+            return {}
+        self._pending = False
+        return dict(self._registrations)
+
+    def replay_failed(self) -> None:
+        self._pending = True
 
 
 def _detail(status: int, payload: bytes) -> str:
@@ -329,7 +429,7 @@ def _split_rank_specs(ranks: list[int]) -> list[str]:
     parts: list[str] = []
     length = 0
     for part in protocol.format_ranks(ranks).split(","):
-        if parts and length + len(part) > _MAX_QUERY_CHARS:
+        if parts and length + len(part) > protocol.BATCH_QUERY_CHARS:
             specs.append(",".join(parts))
             parts, length = [], 0
         parts.append(part)

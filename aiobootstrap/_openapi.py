@@ -77,10 +77,25 @@ _PATHS: dict[str, dict[str, Any]] = {
                 "200": _text("Registered."),
                 "400": _BAD_REQUEST,
                 "401": _UNAUTHORIZED,
+                "408": _json("The body did not arrive within the server's --body-timeout."),
+                "409": _json("A new rank past the server's --max-ranks (no world size set)."),
                 "413": _json("The body is larger than the server's --max-body-size."),
+                "415": _json("The body has a Content-Encoding; send it uncompressed."),
                 "503": _UNAVAILABLE,
             },
-        }
+        },
+        "delete": {
+            "operationId": "unregister",
+            "summary": "Remove a rank's info; its waiters go on waiting for a new registration.",
+            "parameters": [_query("rank", "The rank.", {"type": "integer", "minimum": 0}, required=True)],
+            "responses": {
+                "200": _text("Removed."),
+                "400": _BAD_REQUEST,
+                "401": _UNAUTHORIZED,
+                "404": _json("The rank was not registered: `No transfer engine info for rank N`."),
+                "503": _UNAVAILABLE,
+            },
+        },
     },
     protocol.GET_PATH: {
         "get": {

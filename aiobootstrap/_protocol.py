@@ -46,6 +46,12 @@ JSON_TYPE = "application/json"
 HEALTH_HEADER = "X-Aiobootstrap"
 """A header on the ``/health`` reply, naming the version: tells an aiobootstrap server from others."""
 
+BOOT_HEADER = "X-Aiobootstrap-Boot"
+"""Every reply names the server's boot: a new value means the server restarted (and may be empty)."""
+
+BATCH_QUERY_CHARS = 4000
+"""The longest rank spec a client puts in one batch query: well inside an 8 KiB request line."""
+
 MAX_BATCH_RANKS = 1 << 20
 """The most ranks one batch request may name; keeps a typo like ``0-9999999999`` cheap."""
 

@@ -40,7 +40,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from .exceptions import ShuttingDown, TooManyWaiters
+from .exceptions import ShuttingDown, TooManyRanks, TooManyWaiters
 
 __all__ = ["MemoryStore", "ParkingLot", "Record", "RecordStore", "Registry"]
 
@@ -159,8 +159,10 @@ class Registry:
         encode_reply: Callable[[Record], bytes] = _no_reply,
         max_waiters: int | None = None,
         lot: ParkingLot | None = None,
+        max_ranks: int | None = None,
     ) -> None:
-        """``max_waiters`` limits this registry's parked waits, unless a shared ``lot`` is given."""
+        """``max_waiters`` limits this registry's parked waits, unless a shared ``lot`` is given;
+        ``max_ranks`` limits how many distinct ranks it stores (:class:`TooManyRanks` past it)."""
         self._store: RecordStore = store if store is not None else MemoryStore()
         self._encode_reply = encode_reply
         self._version = self._store.last_version
@@ -168,6 +170,7 @@ class Registry:
         self._parked = 0
         self._writing = 0
         self._lot = lot if lot is not None else ParkingLot(max_waiters)
+        self._max_ranks = max_ranks
         self._closed = False
 
     # -- reading -------------------------------------------------------
@@ -219,6 +222,7 @@ class Registry:
         """Store a rank's info under a new version and wake its waiters."""
         if self._closed:
             raise ShuttingDown("The server is shutting down.")
+        self._check_room(rank)
         self._version += 1
         record = Record(
             rank,
@@ -244,6 +248,15 @@ class Registry:
         if waitlist is not None:
             waitlist.event.set()
             waitlist.event = asyncio.Event()
+
+    def _check_room(self, rank: int) -> None:
+        # Replacing a stored rank never needs room; only a new rank does.
+        if self._max_ranks is None or len(self._store) < self._max_ranks or rank in self:
+            return
+        raise TooManyRanks(
+            f"The server already stores {len(self._store)} distinct ranks, its limit; "
+            "unregister one, or give the server a world size or a higher rank limit."
+        )
 
     async def unregister(self, rank: int) -> Record | None:
         """Forget a rank's info; its waiters go on waiting for a new one."""

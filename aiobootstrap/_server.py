@@ -19,6 +19,7 @@ from aiohttp.log import access_logger
 
 from ._app import REGISTRY, create_app
 from ._config import ServerConfig
+from ._hardening import runner_options, ssl_context
 from ._portinfo import describe_holder
 from ._registry import Registry
 from .exceptions import BootstrapError
@@ -95,6 +96,7 @@ class BootstrapServer:
         """Bind, then serve; raises :class:`AddressInUse` if the port is taken."""
         if self._runner is not None:
             raise RuntimeError("the server is already started")
+        tls = ssl_context(self.config)
         try:
             sock = bind_socket(self.config.host, self.config.port)
         except AddressInUse as exc:
@@ -110,11 +112,12 @@ class BootstrapServer:
             access_log=access_logger if self.config.access_log else None,
             access_log_format=_ACCESS_LOG_FORMAT,
             shutdown_timeout=self.config.shutdown_timeout,
+            **runner_options(self.config),
         )
         try:
             await runner.setup()
             # SockSite listens again with its own backlog (128 unless told): keep ours.
-            await web.SockSite(runner, sock, backlog=_BACKLOG).start()
+            await web.SockSite(runner, sock, ssl_context=tls, backlog=_BACKLOG).start()
         except BaseException:
             await runner.cleanup()
             sock.close()
@@ -154,7 +157,7 @@ class BootstrapServer:
     @property
     def url(self) -> str:
         host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"http://{host}:{self.port}"
+        return f"{self.config.scheme}://{host}:{self.port}"
 
     @property
     def registry(self) -> Registry:

@@ -12,6 +12,7 @@ import argparse
 import asyncio
 import json
 import math
+import ssl
 import sys
 from collections.abc import Awaitable, Callable
 from typing import Any, TextIO
@@ -85,6 +86,11 @@ def add_tool_parsers(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="bearer token, if the server requires one (default: $AIOBOOTSTRAP_AUTH_TOKEN)",
     )
+    common.add_argument(
+        "--cacert",
+        metavar="PATH",
+        help="PEM file of the CA that signed an https server's certificate (default: the system's CAs)",
+    )
     tools = parser.add_subparsers(dest="tool", metavar="COMMAND", required=True)
 
     get = tools.add_parser(
@@ -155,11 +161,23 @@ def add_tool_parsers(parser: argparse.ArgumentParser) -> None:
 # -- running --------------------------------------------------------------
 
 
+def _tls(cacert: str | None) -> ssl.SSLContext | bool:
+    if cacert is None:
+        return True
+    try:
+        return ssl.create_default_context(cafile=cacert)
+    except OSError as exc:  # ssl.SSLError included
+        raise ToolError(f"cannot load the CA file {cacert}: {exc.strerror or exc}") from None
+
+
 async def run_tool(args: argparse.Namespace, *, token: str | None, out: TextIO, err: TextIO) -> int:
     """Run the tool ``args.tool``; its exit status."""
     tool = _TOOLS[args.tool]
     try:
-        async with BootstrapClient(args.url, token=token or None, namespace=args.namespace) as client:
+        tls = _tls(args.cacert)
+        async with BootstrapClient(
+            args.url, token=token or None, namespace=args.namespace, ssl=tls
+        ) as client:
             return await tool(client, args, out, err)
     except ToolError as exc:
         message, status = str(exc), exc.status

@@ -18,6 +18,7 @@ __all__ = [
     "RankNotRegistered",
     "ServerUnavailable",
     "ShuttingDown",
+    "TooManyRanks",
     "TooManyWaiters",
     "Unauthorized",
     "error_for_status",
@@ -50,6 +51,16 @@ class NotRegistered(BootstrapError):
     """The server has no info for the asked rank(s) (HTTP 404)."""
 
     status = 404
+
+
+class TooManyRanks(BootstrapError):
+    """The server already stores as many distinct ranks as it allows (HTTP 409).
+
+    Not a 503: waiting does not help until a rank is unregistered or the
+    server is given a world size, so the client raises it at once.
+    """
+
+    status = 409
 
 
 class PayloadTooLarge(BootstrapError):
@@ -99,6 +110,7 @@ _BY_STATUS: dict[int, type[BootstrapError]] = {
     400: BadRequest,
     401: Unauthorized,
     404: NotRegistered,
+    409: TooManyRanks,
     413: PayloadTooLarge,
     503: ServerUnavailable,
 }
