@@ -1,18 +1,19 @@
 """aiobootstrap: a long-poll rendezvous server for the ranks of a distributed
-inference engine, wire-compatible with the usual polling bootstrap server."""
+inference engine, wire-compatible with the usual polling bootstrap server.
+
+The public names are imported on first use (PEP 562): ``python -m
+aiobootstrap`` can then bind its port, and report a taken one, before aiohttp
+is imported.
+"""
 
 from __future__ import annotations
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
 __version__ = "0.1.0"
 
-from ._app import create_app
-from ._client import Backoff, BootstrapClient
-from ._config import ServerConfig
-from ._protocol import RankListing, RankSummary, TransferEngineInfo
-from ._registry import MemoryStore, Record, RecordStore, Registry
-from ._server import AddressInUse, BootstrapServer
-from ._sync import SyncBootstrapClient
-from ._threaded import ThreadedBootstrapServer
+from ._bind import AddressInUse
 from .exceptions import (
     BadRequest,
     BootstrapError,
@@ -25,6 +26,47 @@ from .exceptions import (
     TooManyWaiters,
     Unauthorized,
 )
+
+if TYPE_CHECKING:
+    from ._app import create_app
+    from ._client import Backoff, BootstrapClient
+    from ._config import ServerConfig
+    from ._protocol import RankListing, RankSummary, TransferEngineInfo
+    from ._registry import MemoryStore, Record, RecordStore, Registry
+    from ._server import BootstrapServer
+    from ._sync import SyncBootstrapClient
+    from ._threaded import ThreadedBootstrapServer
+
+_LAZY = {
+    "create_app": "._app",
+    "Backoff": "._client",
+    "BootstrapClient": "._client",
+    "ServerConfig": "._config",
+    "RankListing": "._protocol",
+    "RankSummary": "._protocol",
+    "TransferEngineInfo": "._protocol",
+    "MemoryStore": "._registry",
+    "Record": "._registry",
+    "RecordStore": "._registry",
+    "Registry": "._registry",
+    "BootstrapServer": "._server",
+    "SyncBootstrapClient": "._sync",
+    "ThreadedBootstrapServer": "._threaded",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)
+
 
 __all__ = [
     "AddressInUse",

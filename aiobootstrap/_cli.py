@@ -1,5 +1,9 @@
 """The command line: argv -> config -> run. The only module that reads the
-environment, installs signal handlers or prints for the user."""
+environment, installs signal handlers or prints for the user.
+
+It binds the port before importing the server: a taken port, the commonest
+start-up failure, is then reported without waiting for aiohttp to import.
+"""
 
 from __future__ import annotations
 
@@ -8,14 +12,15 @@ import asyncio
 import logging
 import os
 import signal
+import socket
 import sys
 from collections.abc import Mapping, Sequence
 from typing import NoReturn
 
 from . import __version__
+from ._bind import AddressInUse, bind_socket, explain_address_in_use
 from ._config import DEFAULT_HOST, DEFAULT_MAX_WAITERS, DEFAULT_PORT, ServerConfig
 from ._logging import LOG_FORMATS, setup_logging
-from ._server import AddressInUse, BootstrapServer
 from ._tools import TOOLS, add_tool_parsers, run_tool
 from .exceptions import BootstrapError
 
@@ -242,14 +247,13 @@ def raise_open_file_limit() -> None:
         log.debug("raised the open file limit from %d to %d", soft, target)
 
 
-async def serve(config: ServerConfig) -> int:
-    """Serve until SIGTERM or SIGINT; the exit status."""
+async def serve(config: ServerConfig, sock: socket.socket) -> int:
+    """Serve on the bound ``sock`` until SIGTERM or SIGINT; the exit status."""
+    from ._server import BootstrapServer
+
     server = BootstrapServer(config)
     try:
-        await server.start()
-    except AddressInUse as exc:
-        print(exc.detail, file=sys.stderr)
-        return 2
+        await server.start(sock)
     except BootstrapError as exc:
         print(exc.detail, file=sys.stderr)
         return 1
@@ -293,6 +297,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"python -m aiobootstrap: {exc}", file=sys.stderr)
         return 2
     try:
-        return asyncio.run(serve(config))
+        sock = bind_socket(config.host, config.port)
+    except AddressInUse as exc:
+        print(explain_address_in_use(exc).detail, file=sys.stderr)
+        return 2
+    except BootstrapError as exc:
+        print(exc.detail, file=sys.stderr)
+        return 1
+    try:
+        return asyncio.run(serve(config, sock))
     except KeyboardInterrupt:  # interrupted before the signal handlers were in place
         return 130
+    finally:
+        sock.close()

@@ -8,7 +8,6 @@ race.
 from __future__ import annotations
 
 import asyncio
-import errno
 import socket
 from dataclasses import replace
 from types import TracebackType
@@ -18,60 +17,15 @@ from aiohttp import web
 from aiohttp.log import access_logger
 
 from ._app import REGISTRY, create_app
+from ._bind import BACKLOG, AddressInUse, bind_socket, explain_address_in_use
 from ._config import ServerConfig
 from ._hardening import runner_options, ssl_context
-from ._portinfo import describe_holder
 from ._registry import Registry
-from .exceptions import BootstrapError
 
 __all__ = ["AddressInUse", "BootstrapServer"]
 
-_BACKLOG = 4096
-"""Room for a whole deployment's ranks connecting at once (the kernel caps it at somaxconn)."""
-
-
 _ACCESS_LOG_FORMAT = '%a "%r" %s %b %Tf'
 """Client, request line, status, bytes, seconds: a long-poll's line shows how long it waited."""
-
-
-class AddressInUse(BootstrapError, OSError):
-    """The port is held by another process.
-
-    ``holder`` says, where it could be found out, which process that is and
-    whether it is an aiobootstrap server.
-    """
-
-    def __init__(self, host: str, port: int, holder: str = "") -> None:
-        held = f"another process already holds port {port}" + (f" ({holder})" if holder else "")
-        super().__init__(f"Cannot listen on {host}:{port}: {held}; pick another with --port.")
-        self.errno = errno.EADDRINUSE
-        self.host = host
-        self.port = port
-        self.holder = holder
-
-
-def bind_socket(host: str, port: int) -> socket.socket:
-    """A listening TCP socket on ``host:port``; port 0 lets the system choose."""
-    try:
-        family, kind, proto, _, address = socket.getaddrinfo(
-            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
-        )[0]
-    except socket.gaierror as exc:
-        raise BootstrapError(f"Cannot listen on {host}:{port}: {exc.strerror}.") from None
-    sock = socket.socket(family, kind, proto)
-    try:
-        # Lets a restarted server take its port back from connections in
-        # TIME_WAIT; on Linux it never lets two servers share a live port.
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(address)
-        sock.listen(_BACKLOG)
-    except OSError as exc:
-        sock.close()
-        if exc.errno == errno.EADDRINUSE:
-            raise AddressInUse(host, port) from None
-        raise BootstrapError(f"Cannot listen on {host}:{port}: {exc.strerror}.") from None
-    sock.setblocking(False)
-    return sock
 
 
 class BootstrapServer:
@@ -92,18 +46,22 @@ class BootstrapServer:
         self._runner: web.AppRunner | None = None
         self._port: int | None = None
 
-    async def start(self) -> None:
-        """Bind, then serve; raises :class:`AddressInUse` if the port is taken."""
+    async def start(self, sock: socket.socket | None = None) -> None:
+        """Bind, then serve; raises :class:`AddressInUse` if the port is taken.
+
+        ``sock``, a socket already bound and listening (``_bind.bind_socket``),
+        is served instead of binding ``host:port``.
+        """
         if self._runner is not None:
             raise RuntimeError("the server is already started")
         tls = ssl_context(self.config)
-        try:
-            sock = bind_socket(self.config.host, self.config.port)
-        except AddressInUse as exc:
-            # In a worker thread: the probe blocks briefly, and the holder may
-            # be a server on this very loop, which must stay free to answer it.
-            holder = await asyncio.to_thread(describe_holder, exc.host, exc.port)
-            raise AddressInUse(exc.host, exc.port, holder) from None
+        if sock is None:
+            try:
+                sock = bind_socket(self.config.host, self.config.port)
+            except AddressInUse as exc:
+                # In a worker thread: the probe blocks briefly, and the holder may
+                # be a server on this very loop, which must stay free to answer it.
+                raise await asyncio.to_thread(explain_address_in_use, exc) from None
         runner = web.AppRunner(
             create_app(self.config),
             handle_signals=False,
@@ -117,7 +75,7 @@ class BootstrapServer:
         try:
             await runner.setup()
             # SockSite listens again with its own backlog (128 unless told): keep ours.
-            await web.SockSite(runner, sock, ssl_context=tls, backlog=_BACKLOG).start()
+            await web.SockSite(runner, sock, ssl_context=tls, backlog=BACKLOG).start()
         except BaseException:
             await runner.cleanup()
             sock.close()

@@ -15,12 +15,17 @@ import math
 import ssl
 import sys
 from collections.abc import Awaitable, Callable
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from . import _protocol as protocol
-from ._client import BootstrapClient
 from ._config import DEFAULT_HOST, DEFAULT_PORT
 from .exceptions import BadRequest, BootstrapError, RankNotRegistered, ServerUnavailable, Unauthorized
+
+if TYPE_CHECKING:
+    # Imported when a tool runs: serving never pays for the client's imports.
+    from ._client import BootstrapClient
+
+    _Tool = Callable[[BootstrapClient, argparse.Namespace, TextIO, TextIO], Awaitable[int]]
 
 __all__ = ["EXIT_ABSENT", "EXIT_SERVER", "EXIT_USAGE", "TOOLS", "add_tool_parsers", "run_tool"]
 
@@ -172,6 +177,8 @@ def _tls(cacert: str | None) -> ssl.SSLContext | bool:
 
 async def run_tool(args: argparse.Namespace, *, token: str | None, out: TextIO, err: TextIO) -> int:
     """Run the tool ``args.tool``; its exit status."""
+    from ._client import BootstrapClient
+
     tool = _TOOLS[args.tool]
     try:
         tls = _tls(args.cacert)
@@ -191,9 +198,6 @@ async def run_tool(args: argparse.Namespace, *, token: str | None, out: TextIO, 
         message, status = exc.detail, EXIT_SERVER
     print(f"aiobootstrap {args.tool}: {message}", file=err)
     return status
-
-
-_Tool = Callable[[BootstrapClient, argparse.Namespace, TextIO, TextIO], Awaitable[int]]
 
 
 async def _get(client: BootstrapClient, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:

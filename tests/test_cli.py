@@ -158,3 +158,15 @@ def test_registration_is_logged_once() -> None:
         line for line in err.splitlines() if "registered rank 3 session a:1 version 1" in line
     ]
     assert "registered rank 3 session a:1 version 1" in err
+
+
+def test_serving_binds_before_importing_the_server() -> None:
+    """The package and the CLI import without aiohttp, so a taken port is reported without waiting for it."""
+    probe = (
+        "import sys, aiobootstrap, aiobootstrap._cli; "
+        "print(sorted(m for m in ('aiohttp', 'aiobootstrap._server', 'aiobootstrap._client') if m in sys.modules))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=GUARD, check=True
+    )
+    assert result.stdout.strip() == "[]"
