@@ -47,8 +47,11 @@ class SyncBootstrapClient(LoopThreadOwner):
         ssl: ssl.SSLContext | bool = True,
         backoff: Backoff | None = None,
         namespace: str = DEFAULT_NAMESPACE,
+        reregister: bool = False,
     ) -> None:
-        self._client = BootstrapClient(url, token=token, ssl=ssl, backoff=backoff, namespace=namespace)
+        self._client = BootstrapClient(
+            url, token=token, ssl=ssl, backoff=backoff, namespace=namespace, reregister=reregister
+        )
         self._loop_thread = LoopThread(f"aiobootstrap client {self._client.url}")
 
     @property
@@ -83,6 +86,10 @@ class SyncBootstrapClient(LoopThreadOwner):
                 rank, session_id=session_id, weights_info_dict=weights_info_dict, timeout=timeout
             )
         )
+
+    def unregister(self, rank: int, *, timeout: float | None = 60.0) -> bool:
+        """Remove ``rank``'s info; whether there was any. See :meth:`BootstrapClient.unregister`."""
+        return self._run(self._client.unregister(rank, timeout=timeout))
 
     def get(self, rank: int, *, timeout: float | None = None, after: int = 0) -> TransferEngineInfo:
         """``rank``'s info, waiting up to ``timeout`` seconds; see :meth:`BootstrapClient.get`."""
