@@ -231,7 +231,7 @@ async def register(request: web.Request) -> web.Response:
         registration.rank, registration.session_id, registration.weights_info_dict
     )
     namespace.registrations += 1
-    _log_registration(record, namespace.name)
+    _log_change("registered", record, namespace.name)
     return web.Response(text="OK")
 
 
@@ -241,10 +241,12 @@ def _printable(session_id: str) -> str:
     return session_id if session_id.isprintable() else ascii(session_id)
 
 
-def _log_registration(record: Record, namespace: str) -> None:
+def _log_change(action: str, record: Record, namespace: str) -> None:
+    """One line per registration or deletion, with structured fields for JSON logs."""
     where = "" if namespace == protocol.DEFAULT_NAMESPACE else f" in namespace {namespace}"
     log.info(
-        "registered rank %d session %s version %d%s",
+        "%s rank %d session %s version %d%s",
+        action,
         record.rank,
         _printable(record.session_id),
         record.version,
@@ -261,10 +263,11 @@ def _log_registration(record: Record, namespace: str) -> None:
 async def unregister(request: web.Request) -> web.Response:
     rank = protocol.parse_rank_param(_param(request, "rank"))
     protocol.check_world_size(rank, request.app[CONFIG].world_size)
-    record = await registry_of(request).unregister(rank)
+    namespace = namespace_of(request)
+    record = await namespace.registry.unregister(rank)
     if record is None:
         raise NotRegistered(protocol.not_registered_detail(rank))
-    log.info("unregistered rank %d session %s", record.rank, _printable(record.session_id))
+    _log_change("unregistered", record, namespace.name)
     return web.Response(text="OK")
 
 

@@ -54,15 +54,6 @@ def test_register_then_get(client: SyncBootstrapClient) -> None:
     assert 0 in listing.missing
 
 
-def test_unregister_removes_the_info(client: SyncBootstrapClient) -> None:
-    """unregister blocks, removes the rank's info, and says whether there was any."""
-    client.register(7, session_id="s", weights_info_dict={})
-    assert client.unregister(7) is True
-    assert client.unregister(7) is False
-    with pytest.raises(RankNotRegistered):
-        client.get(7, timeout=0)
-
-
 def test_errors_are_the_async_clients(client: SyncBootstrapClient) -> None:
     """A timeout raises RankNotRegistered (a TimeoutError); a bad rank raises BadRequest at once."""
     with pytest.raises(RankNotRegistered) as caught:

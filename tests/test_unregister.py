@@ -107,3 +107,13 @@ async def test_delete_in_a_namespace_removes_only_there(client):
     for prefix in ("", "/ns/b"):
         reply = await (await client.get(f"{prefix}/get_transfer_engine_info?rank=1")).json()
         assert reply["remote_instance_transfer_engine_info"][0] == (prefix or "default")
+
+
+async def test_delete_is_logged_like_a_registration(client, caplog):
+    """A deletion logs one line naming rank, session, version and namespace, with the same fields."""
+    caplog.set_level("INFO", logger="aiobootstrap")
+    assert (await client.put(f"/ns/prefill{PATH}", json=_body(2, "10.0.0.2:1"))).status == 200
+    assert (await client.delete(f"/ns/prefill{PATH}?rank=2")).status == 200
+    [line] = [record for record in caplog.records if record.getMessage().startswith("unregistered")]
+    assert line.getMessage() == "unregistered rank 2 session 10.0.0.2:1 version 1 in namespace prefill"
+    assert (line.rank, line.session_id, line.namespace) == (2, "10.0.0.2:1", "prefill")
