@@ -96,7 +96,9 @@ class BootstrapServer:
         )
         try:
             await runner.setup()
-            await web.SockSite(runner, sock, shutdown_timeout=self.config.shutdown_timeout).start()
+            # SockSite listen()s again with its own backlog (128 by default): pass ours.
+            site = web.SockSite(runner, sock, shutdown_timeout=self.config.shutdown_timeout, backlog=_BACKLOG)
+            await site.start()
         except BaseException:
             await runner.cleanup()
             sock.close()
