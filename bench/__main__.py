@@ -24,6 +24,7 @@ SCENARIOS: dict[str, Callable[[Settings], Awaitable[dict[str, Any]]]] = {
     "gather": _scenarios.gather,
     "big_payload": _scenarios.big_payload,
     "hundred_k": _scenarios.hundred_k,
+    "codec": _scenarios.codec,
 }
 
 

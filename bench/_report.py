@@ -188,13 +188,13 @@ def figures(results: dict[str, Any]) -> list[Figure]:
         )
     big = results.get("big_payload")
     if big is not None:
-        ours, theirs = big["aiobootstrap"], big["reference"]
+        ours, theirs = big["aiobootstrap"], big.get("reference", {"getters": 0})
         rows.append(
             Figure(
                 f"{big['body_bytes'] / 1e6:.0f} MB info, {ours['getters']} concurrent getters: time per get",
                 ours["per_get_s"],
                 "s",
-                theirs["per_get_s"],
+                theirs.get("per_get_s"),
                 f"reference ({theirs['getters']} getters)",
             )
         )
@@ -203,7 +203,7 @@ def figures(results: dict[str, Any]) -> list[Figure]:
                 f"{big['body_bytes'] / 1e6:.0f} MB info: server peak RSS",
                 ours["peak_rss_kib"] / 1024,
                 "MB",
-                theirs["peak_rss_kib"] / 1024,
+                theirs["peak_rss_kib"] / 1024 if "peak_rss_kib" in theirs else None,
                 "reference",
             )
         )
@@ -311,6 +311,37 @@ def _results_markdown(meta: dict[str, Any], results: dict[str, Any], rows: list[
             f"Small info: {sizes['small']:,} B of `weights_info_dict`; realistic: {sizes['real']:,} B.",
             "",
             _markdown_table(["server", "load", "req/s", "p50", "p99"], lines),
+        ]
+    codec = results.get("codec")
+    if codec is not None:
+        lines = [
+            [
+                f"{label} ({c['bytes']:,} B)",
+                f"{c['loads_stdlib_ms']:.3f} ms",
+                f"{c['loads_orjson_ms']:.3f} ms",
+                f"{c['loads_stdlib_ms'] / c['loads_orjson_ms']:.1f}×",
+                f"{c['dumps_stdlib_ms']:.3f} ms",
+                f"{c['dumps_orjson_ms']:.3f} ms",
+                f"{c['dumps_stdlib_ms'] / c['dumps_orjson_ms']:.1f}×",
+            ]
+            for label, c in codec.items()
+        ]
+        parts += [
+            "",
+            "### Codec: `_protocol.loads` / `dumps` with orjson vs the stdlib (in process, median)",
+            "",
+            _markdown_table(
+                [
+                    "registration body",
+                    "loads stdlib",
+                    "loads orjson",
+                    "gain",
+                    "dumps stdlib",
+                    "dumps orjson",
+                    "gain",
+                ],
+                lines,
+            ),
         ]
     for key, title in (
         ("broadcast", "### 3. Broadcast"),

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import random
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from ._data import registration, weights
@@ -15,7 +18,7 @@ from ._load import closed_loop, percentile
 from ._servers import SERVERS, RunningServer
 from ._wire import Connection, Reply, Target, connect, get_request, put_request
 
-__all__ = ["Settings", "big_payload", "broadcast", "gather", "hundred_k", "throughput", "wake"]
+__all__ = ["Settings", "big_payload", "broadcast", "codec", "gather", "hundred_k", "throughput", "wake"]
 
 REGISTER = "/register_transfer_engine_info"
 LONG_WAIT = 120
@@ -50,7 +53,7 @@ class Settings:
 
     @classmethod
     def quick_run(cls) -> Settings:
-        return cls(True, 5, (100, 1000), 1, 0.7, False, 4096, 4096, 340_000, 20, 1, 10_000, 256)
+        return cls(True, 5, (1000,), 1, 1.0, False, 4096, 4096, 340_000, 20, 0, 10_000, 256)
 
 
 async def _connect_many(target: Target, count: int, keep_body: bool = True) -> list[Connection]:
@@ -100,7 +103,7 @@ async def _long_poll_crowd(
     request = get_request(get_path(rank, LONG_WAIT))
     replies = [connection.send(request) for connection in connections]
     # The server is another process: give it time to read and park every request.
-    await asyncio.sleep(0.05 + waiters * 0.0004)
+    await asyncio.sleep(0.05 + waiters * 0.0003)
     rss_parked = server.rss()
     await asyncio.sleep(random.uniform(0.0, 0.05))
     put = await _register(server.target, rank)
@@ -369,10 +372,11 @@ async def big_payload(settings: Settings) -> dict[str, Any]:
     """Scenario 5: a 20 MB weights_info_dict, registered once, fetched by many at once."""
     body = registration(0, weights(settings.big_tensors))
     out: dict[str, Any] = {"body_bytes": len(body)}
-    for name, getters in (
-        ("aiobootstrap", settings.big_getters),
-        ("reference", settings.big_reference_getters),
-    ):
+    # The reference re-encodes the whole dict for every get (seconds each): few getters.
+    runs = [("aiobootstrap", settings.big_getters), ("reference", settings.big_reference_getters)]
+    for name, getters in runs:
+        if not getters:
+            continue
         async with await RunningServer.start(SERVERS[name]) as server:
             rss_start = server.rss()
             connection = await connect(server.target)
@@ -401,3 +405,45 @@ async def big_payload(settings: Settings) -> dict[str, Any]:
                 "peak_rss_kib": server.peak_rss(),
             }
     return out
+
+
+# -- the codec, in process ----------------------------------------------
+
+
+async def codec(settings: Settings) -> dict[str, Any]:
+    """What orjson buys over the stdlib for a registration's parse and its reply's encoding."""
+    from aiobootstrap import _protocol as protocol
+
+    switch = "orjson"  # the module attribute _protocol reads; None means "not installed"
+    fast_module = getattr(protocol, switch)
+    out: dict[str, Any] = {}
+    for label, tensors in (("3 KB", 50), ("60 KB", 1000), ("21 MB", settings.big_tensors)):
+        body = registration(0, weights(tensors))
+        value = json.loads(body)
+        repeats = max(3, min(1000, 1_000_000 // len(body)))
+        timings: dict[str, float] = {}
+        for name, module in (("orjson", fast_module), ("stdlib", None)):
+            setattr(protocol, switch, module)
+            try:
+                timings[f"loads_{name}_ms"] = _median_ms(partial(protocol.loads, body), repeats)
+                timings[f"dumps_{name}_ms"] = _median_ms(partial(protocol.dumps, value), repeats)
+            finally:
+                setattr(protocol, switch, fast_module)
+        out[label] = {"bytes": len(body), **timings}
+        await asyncio.sleep(0)
+    return out
+
+
+def _median_ms(action: Callable[[], object], repeats: int) -> float:
+    # As timeit does: a collection in the middle would time the heap, not the codec.
+    gc.collect()
+    gc.disable()
+    try:
+        samples = []
+        for _ in range(repeats):
+            started = time.perf_counter()
+            action()
+            samples.append(time.perf_counter() - started)
+    finally:
+        gc.enable()
+    return statistics.median(samples) * 1e3
