@@ -75,7 +75,9 @@ def loads(data: bytes | str) -> Any:
 def dumps(obj: Any) -> bytes:
     if orjson is not None:
         try:
-            return orjson.dumps(obj)
+            # A right-sized copy: orjson's bytes keep its working buffer, 4 KB
+            # even for a 200-byte reply, and the registry keeps every reply.
+            return memoryview(orjson.dumps(obj)).tobytes()
         except TypeError:  # what orjson refuses (lone surrogates, huge ints, int keys): the stdlib's job
             pass
     return stdlib_dumps(obj)

@@ -343,6 +343,7 @@ async def hundred_k(settings: Settings) -> dict[str, Any]:
         started = time.perf_counter()
         await _register_all(server.target, bodies, settings.many_connections)
         registered = time.perf_counter()
+        rss_registered = server.rss()
         consumer = await connect(server.target)
         reply = await consumer.request(
             get_request(f"/get_transfer_engine_info_batch?ranks=0-{settings.many_ranks - 1}")
@@ -361,6 +362,7 @@ async def hundred_k(settings: Settings) -> dict[str, Any]:
         "total_s": done - started,
         "reply_bytes": reply.length,
         "rss_start_kib": rss_start,
+        "rss_registered_kib": rss_registered,
         "peak_rss_kib": peak,
     }
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import tracemalloc
 from typing import Any
 
 import pytest
@@ -107,3 +108,15 @@ def test_get_and_batch_replies_are_equal_with_both_codecs(monkeypatch):
     assert json.loads(fast)["remote_instance_transfer_engine_info"] == ["10.0.0.7:18000", weights]
     batch = protocol.encode_batch([Record(3, "s", weights, 7, 0.0, fast)], 9)
     assert json.loads(batch) == {"infos": [json.loads(slow)], "version": 9}
+
+
+def test_dumps_returns_right_sized_bytes(codec):
+    """A small reply holds little more memory than its length: the registry keeps one per rank."""
+    document = {"rank": 1, "remote_instance_transfer_engine_info": ["s", {"w": [1, 2, 3]}], "version": 1}
+    tracemalloc.start()
+    try:
+        encoded = protocol.dumps(document)
+        held, _ = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert held < len(encoded) + 512
