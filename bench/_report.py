@@ -151,16 +151,20 @@ def figures(results: dict[str, Any]) -> list[Figure]:
             )
     broadcast = results.get("broadcast")
     if broadcast is not None:
+        ours = broadcast["aiobootstrap"]
+        trials = len(ours["last_ms_per_trial"])
         rows.append(
             Figure(
-                f"broadcast to {broadcast['waiters']:,} parked waiters: last first byte",
-                broadcast["max_ms"],
+                f"broadcast to {broadcast['waiters']:,} parked waiters: last first byte (median of {trials})",
+                ours["last_ms_median"],
                 "ms",
-                target="≤ 250 ms",
-                met=broadcast["max_ms"] <= 250,
+                broadcast["plain"]["last_ms_median"],
+                "same, stdlib asyncio loop",
+                "≤ 250 ms",
+                ours["last_ms_median"] <= 250,
             )
         )
-        kb = broadcast["kib_per_waiter"] * 1.024
+        kb = ours["kib_per_waiter"] * 1.024
         rows.append(Figure("server memory per parked waiter (RSS)", kb, "KB", target="≤ 16 KB", met=kb <= 16))
     gather = results.get("gather")
     if gather is not None:
