@@ -105,6 +105,12 @@ def figures(results: dict[str, Any]) -> list[Figure]:
                         ours <= target if target else None,
                     )
                 )
+        if 1000 in long_poll:
+            cpu = long_poll[1000]["server_cpu_ms"]
+            each = cpu * 1e3 / 1000
+            rows.append(
+                Figure(f"  server CPU for that wake-up (median; {each:.0f} µs per waiter)", cpu, "ms")
+            )
         per_waiter = max(long_poll[k]["requests_per_waiter"] for k in long_poll)
         biggest = max(polling)
         rows.append(
@@ -152,6 +158,16 @@ def figures(results: dict[str, Any]) -> list[Figure]:
                 "same, stdlib asyncio loop",
                 "≤ 250 ms",
                 ours["last_ms_median"] <= 250,
+            )
+        )
+        each = ours["server_cpu_us_per_waiter"]
+        rows.append(
+            Figure(
+                f"  server CPU for that wake-up (median; {each:.0f} µs per waiter)",
+                ours["server_cpu_ms"],
+                "ms",
+                broadcast["plain"]["server_cpu_ms"],
+                "same, stdlib asyncio loop",
             )
         )
         kb = ours["kib_per_waiter"] * 1.024
@@ -271,13 +287,16 @@ def _results_markdown(meta: dict[str, Any], results: dict[str, Any], rows: list[
                         _fmt(s["p99_ms"], "ms"),
                         _fmt(s["max_ms"], "ms"),
                         f"{s['requests_per_waiter']:.2f}",
+                        _fmt(s["server_cpu_ms"], "ms") if "server_cpu_ms" in s else "",
                     ]
                 )
         parts += [
             "",
             "### 1. Wake latency (registration's 200 → each waiter's first reply byte)",
             "",
-            _markdown_table(["client", "waiters", "samples", "p50", "p99", "max", "requests/waiter"], lines),
+            _markdown_table(
+                ["client", "waiters", "samples", "p50", "p99", "max", "requests/waiter", "server CPU"], lines
+            ),
         ]
     throughput = results.get("throughput")
     if throughput is not None:

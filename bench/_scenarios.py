@@ -14,7 +14,7 @@ from functools import partial
 from typing import Any
 
 from ._data import registration, weights
-from ._load import closed_loop, percentile
+from ._load import LoadResult, closed_loop, percentile
 from ._servers import SERVERS, RunningServer
 from ._wire import Connection, Reply, Target, connect, get_request, put_request
 
@@ -38,6 +38,7 @@ class Settings:
     wake_crowds: tuple[int, ...]
     wake_crowd_trials: int
     throughput_seconds: float
+    throughput_rounds: int
     codec_matrix: bool
     broadcast_waiters: int
     gather_ranks: int
@@ -49,11 +50,11 @@ class Settings:
 
     @classmethod
     def full(cls) -> Settings:
-        return cls(False, 20, (100, 1000), 3, 4.0, True, 4096, 4096, 340_000, 100, 4, 100_000, 256)
+        return cls(False, 20, (100, 1000), 3, 1.5, 3, True, 4096, 4096, 340_000, 100, 4, 100_000, 256)
 
     @classmethod
     def quick_run(cls) -> Settings:
-        return cls(True, 5, (1000,), 1, 1.0, False, 4096, 4096, 340_000, 20, 0, 10_000, 256)
+        return cls(True, 5, (1000,), 1, 1.0, 1, False, 4096, 4096, 340_000, 20, 0, 10_000, 256)
 
 
 async def _connect_many(target: Target, count: int, keep_body: bool = True) -> list[Connection]:
@@ -91,7 +92,7 @@ def _summary(latencies: list[float]) -> dict[str, float]:
 
 async def _long_poll_crowd(
     server: RunningServer, rank: int, waiters: int
-) -> tuple[list[float], list[int], dict[str, int]]:
+) -> tuple[list[float], list[int], dict[str, float]]:
     """``waiters`` lean long-polls on ``rank``; registration at a random moment once all are parked.
 
     Returns each waiter's delay from the registration's 200 to its first reply
@@ -106,15 +107,18 @@ async def _long_poll_crowd(
     await asyncio.sleep(0.05 + waiters * 0.0003)
     rss_parked = server.rss()
     await asyncio.sleep(random.uniform(0.0, 0.05))
+    cpu_before = server.cpu_seconds()
     put = await _register(server.target, rank)
     done = await asyncio.gather(*replies)
+    cpu_ms = (server.cpu_seconds() - cpu_before) * 1e3
     for connection in connections:
         connection.close()
     if any(reply.status != 200 for reply in done):
         raise RuntimeError(f"a waiter on rank {rank} was not answered 200")
     registered_at = put.first_byte_at
     delays = [reply.first_byte_at - registered_at for reply in done]
-    return delays, [c.requests for c in connections], {"before": rss_before, "parked": rss_parked}
+    stats = {"before": rss_before, "parked": rss_parked, "cpu_ms": cpu_ms}
+    return delays, [c.requests for c in connections], stats
 
 
 async def _polling_crowds(
@@ -168,12 +172,17 @@ async def wake(settings: Settings) -> dict[str, Any]:
         for crowd in settings.wake_crowds:
             pooled: list[float] = []
             sent: list[int] = []
+            cpu: list[float] = []
             for _ in range(settings.wake_crowd_trials):
-                delays, requests, _ = await _long_poll_crowd(server, rank, crowd)
+                delays, requests, stats = await _long_poll_crowd(server, rank, crowd)
                 pooled.extend(delays)
                 sent.extend(requests)
+                cpu.append(stats["cpu_ms"])
                 rank += 1
-            out["long_poll"][crowd] = _summary(pooled) | {"requests_per_waiter": statistics.mean(sent)}
+            out["long_poll"][crowd] = _summary(pooled) | {
+                "requests_per_waiter": statistics.mean(sent),
+                "server_cpu_ms": statistics.median(cpu),
+            }
         ranks = list(range(rank, rank + settings.wake_single_trials))
         delays, requests = await _polling_crowds(server, ranks, 1)
         rank += len(ranks)
@@ -200,10 +209,12 @@ async def broadcast(settings: Settings) -> dict[str, Any]:
             pooled: list[float] = []
             lasts: list[float] = []
             memory: list[float] = []
+            cpu: list[float] = []
             for trial in range(settings.wake_crowd_trials):
                 delays, requests, rss = await _long_poll_crowd(server, 1 + trial, settings.broadcast_waiters)
                 pooled.extend(delays)
                 lasts.append(max(delays) * 1e3)
+                cpu.append(rss["cpu_ms"])
                 if trial == 0:  # later trials start with the first one's memory already in the heap
                     memory.append((rss["parked"] - rss["before"]) / settings.broadcast_waiters)
                     out.setdefault("rss_before_kib", rss["before"])
@@ -211,6 +222,8 @@ async def broadcast(settings: Settings) -> dict[str, Any]:
         out[name] = _summary(pooled) | {
             "last_ms_per_trial": lasts,
             "last_ms_median": statistics.median(lasts),
+            "server_cpu_ms": statistics.median(cpu),
+            "server_cpu_us_per_waiter": statistics.median(cpu) * 1e3 / settings.broadcast_waiters,
             "kib_per_waiter": memory[0],
             "requests_per_waiter": statistics.mean(requests),
         }
@@ -237,22 +250,32 @@ async def throughput(settings: Settings) -> dict[str, Any]:
     if settings.codec_matrix:
         kinds += ["plain", "orjson", "uvloop"]
     out: dict[str, Any] = {"info_bytes": {"small": len(json.dumps(small)), "real": len(json.dumps(real))}}
-    for name in kinds:
-        async with await RunningServer.start(SERVERS[name]) as server:
+    servers = {name: await RunningServer.start(SERVERS[name]) for name in kinds}
+    samples: dict[tuple[str, str], list[LoadResult]] = {}
+    try:
+        for server in servers.values():
             await _register(server.target, 0, 4)
             await _register(server.target, 1, 1000)
-            results: dict[str, Any] = {}
+        # Rounds that take turns between the servers: a burst of other work on
+        # this shared machine then hurts every server a little, not one a lot.
+        for _ in range(settings.throughput_rounds):
             for load, request_for in requests.items():
-                result = await closed_loop(
-                    server.target, request_for, concurrency=64, seconds=settings.throughput_seconds
-                )
-                results[load] = {
-                    "rps": result.rate,
-                    "p50_ms": result.p50 * 1e3,
-                    "p99_ms": result.p99 * 1e3,
-                    "statuses": result.statuses,
-                }
-            out[name] = results
+                for name, server in servers.items():
+                    result = await closed_loop(
+                        server.target, request_for, concurrency=64, seconds=settings.throughput_seconds
+                    )
+                    samples.setdefault((name, load), []).append(result)
+    finally:
+        for server in servers.values():
+            await server.stop()
+    for (name, load), results in samples.items():
+        out.setdefault(name, {})[load] = {
+            "rps": statistics.median(r.rate for r in results),
+            "rps_per_round": [r.rate for r in results],
+            "p50_ms": statistics.median(r.p50 for r in results) * 1e3,
+            "p99_ms": statistics.median(r.p99 for r in results) * 1e3,
+            "statuses": {str(k): sum(r.statuses.get(k, 0) for r in results) for k in results[0].statuses},
+        }
     return out
 
 

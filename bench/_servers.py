@@ -89,6 +89,12 @@ class RunningServer:
     def peak_rss(self) -> int:
         return rss_kib(self.pid)["VmHWM"]
 
+    def cpu_seconds(self) -> float:
+        """User plus system CPU time the server has used, all threads (10 ms ticks)."""
+        with open(f"/proc/{self.pid}/stat") as stat:
+            fields = stat.read().rpartition(")")[2].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
     @classmethod
     async def start(cls, kind: ServerKind) -> RunningServer:
         env = dict(os.environ, PYTHONUNBUFFERED="1")
