@@ -13,6 +13,13 @@ __all__ = ["Figure", "figures", "machine", "table", "write_docs"]
 BEGIN = "<!-- bench:results:begin (written by `make bench`; edit outside these markers) -->"
 END = "<!-- bench:results:end -->"
 PLOT = "benchmarks.png"
+_SHORT = {
+    "aiobootstrap": "aiobootstrap (orjson + uvloop)",
+    "reference": "reference (FastAPI + uvicorn)",
+    "plain": "aiobootstrap, neither",
+    "orjson": "aiobootstrap, orjson only",
+    "uvloop": "aiobootstrap, uvloop only",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,13 +70,11 @@ def _fmt(value: float | None, unit: str) -> str:
     return f"{value:,.2f}".rstrip("0").rstrip(".") + (f" {unit}" if unit else "")
 
 
-def _get(results: dict[str, Any], *path: Any) -> Any:
-    node: Any = results
-    for key in path:
-        if not isinstance(node, dict) or key not in node:
-            return None
-        node = node[key]
-    return node
+def _cpu(milliseconds: float | None) -> str:
+    if milliseconds is None:
+        return ""
+    # /proc counts CPU time in 10 ms ticks.
+    return "< 10 ms" if milliseconds < 10 else _fmt(milliseconds, "ms")
 
 
 def figures(results: dict[str, Any]) -> list[Figure]:
@@ -287,7 +292,7 @@ def _results_markdown(meta: dict[str, Any], results: dict[str, Any], rows: list[
                         _fmt(s["p99_ms"], "ms"),
                         _fmt(s["max_ms"], "ms"),
                         f"{s['requests_per_waiter']:.2f}",
-                        _fmt(s["server_cpu_ms"], "ms") if "server_cpu_ms" in s else "",
+                        _cpu(s.get("server_cpu_ms")),
                     ]
                 )
         parts += [
@@ -425,7 +430,7 @@ def _plot(path: Path, results: dict[str, Any]) -> None:
                 [i + index * width for i in range(len(loads))],
                 [throughput[name][load]["rps"] for load in loads],
                 width,
-                label=name,
+                label=_SHORT.get(name, name),
             )
         right.set_xticks(
             [i + 0.4 - width / 2 for i in range(len(loads))], [s.replace("_", " ") for s in loads]

@@ -32,7 +32,9 @@ _QUIET = ("--port", "0", "--log-level", "warning")
 SERVERS = {
     kind.name: kind
     for kind in (
-        ServerKind("aiobootstrap", "aiobootstrap", ("-m", "aiobootstrap", *_QUIET)),
+        ServerKind(
+            "aiobootstrap", "aiobootstrap, orjson + uvloop (as installed)", ("-m", "aiobootstrap", *_QUIET)
+        ),
         ServerKind(
             "plain",
             "aiobootstrap, stdlib json + asyncio loop",
