@@ -56,7 +56,9 @@ def _event_loop() -> Callable[[], asyncio.AbstractEventLoop] | None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
-    parser.add_argument("--quick", action="store_true", help="CI-sized run, well under a minute")
+    parser.add_argument(
+        "--quick", action="store_true", help="CI-sized run, well under a minute; prints, leaves docs/ alone"
+    )
     parser.add_argument("--only", default=",".join(SCENARIOS), help="comma-separated scenarios to run")
     parser.add_argument("--no-write", action="store_true", help="print only; leave docs/ alone")
     parser.add_argument(
@@ -86,8 +88,11 @@ def main() -> int:
     figures = _report.figures(results)
     print(_report.table(figures))
     RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "last.json").write_text(json.dumps({"meta": meta, "results": results}, indent=1))
-    if not args.no_write and set(only) == set(SCENARIOS):
+    (RESULTS / ("last-quick.json" if args.quick else "last.json")).write_text(
+        json.dumps({"meta": meta, "results": results}, indent=1)
+    )
+    # Only a whole full run stands for the figures in the docs.
+    if not args.no_write and not args.quick and set(only) == set(SCENARIOS):
         _report.write_docs(ROOT / "docs", meta, results, figures)
         print(f"wrote {ROOT / 'docs' / 'benchmarks.md'} and the plot", file=sys.stderr)
     return 0
