@@ -129,7 +129,7 @@ async def serve(config: ServerConfig) -> int:
 
 
 def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
-    """uvloop when installed (the ``fast`` extra): it wakes parked waiters faster, see docs/benchmarks.md."""
+    """uvloop when installed (the ``fast`` extra): faster at writing large replies, see docs/benchmarks.md."""
     try:
         import uvloop
     except ImportError:
