@@ -379,6 +379,8 @@ def _flat(data: dict[str, Any], prefix: str = "") -> str:
             lines.append(_flat(value, f"{prefix}{key}."))
         elif isinstance(value, float):
             lines.append(f"{prefix}{key} = {value:,.4g}")
+        elif isinstance(value, list) and all(isinstance(item, float) for item in value):
+            lines.append(f"{prefix}{key} = [{', '.join(f'{item:,.4g}' for item in value)}]")
         else:
             lines.append(f"{prefix}{key} = {value}")
     return "\n".join(lines)
