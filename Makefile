@@ -3,6 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed
+BENCH_INSTALLED := $(VENV)/.installed-bench
 
 .PHONY: help run test lint fmt bench docs clean
 
@@ -11,7 +12,8 @@ help:
 	@echo "make test   run the whole test suite"
 	@echo "make lint   ruff and mypy, checking only"
 	@echo "make fmt    ruff fix and format, changing files"
-	@echo "make bench  run the benchmarks against the polling baseline"
+	@echo "make bench  run the benchmarks against the polling baseline and the reference server"
+	@echo "            (BENCH_ARGS=--quick for a short run)"
 	@echo "make clean  remove .venv and caches"
 
 $(BIN)/python:
@@ -19,7 +21,11 @@ $(BIN)/python:
 	$(BIN)/python -m pip install -q --upgrade pip
 
 $(INSTALLED): pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install -q -e '.[test,lint]'
+	$(BIN)/python -m pip install -q -e '.[test,lint,fast]'
+	touch $@
+
+$(BENCH_INSTALLED): pyproject.toml | $(INSTALLED)
+	$(BIN)/python -m pip install -q -e '.[test,lint,bench]'
 	touch $@
 
 run: $(INSTALLED)
@@ -32,6 +38,10 @@ lint: $(INSTALLED)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
+
+# BENCH_ARGS=--quick for a CI-sized run; a full run rewrites docs/benchmarks.md and its plot.
+bench: $(BENCH_INSTALLED)
+	$(BIN)/python -m bench $(BENCH_ARGS)
 
 fmt: $(INSTALLED)
 	$(BIN)/ruff check --fix .

@@ -211,6 +211,24 @@ def registry_of(request: web.Request) -> Registry:
     return namespace_of(request).registry
 
 
+_SEPARATE_BODY_OVER = 256 * 1024
+
+
+async def json_reply(request: web.Request, body: bytes) -> web.StreamResponse:
+    """A 200 JSON reply of ``body``, which may be shared by many replies at once."""
+    if len(body) <= _SEPARATE_BODY_OVER:
+        return web.Response(body=body, content_type=protocol.JSON_TYPE)
+    # web.Response joins headers and body into one new bytes object (on Python
+    # before 3.12.9): a private copy of a 20 MB reply per getter in flight.
+    # Written apart, every getter sends the registration's one bytes object.
+    response = web.StreamResponse(headers={"Content-Type": protocol.JSON_TYPE})
+    response.content_length = len(body)
+    await response.prepare(request)
+    await response.write(body)
+    await response.write_eof()
+    return response
+
+
 def _param(request: web.Request, name: str) -> str | None:
     values = request.query.getall(name, [])
     if len(values) > 1:
@@ -272,7 +290,7 @@ async def unregister(request: web.Request) -> web.Response:
 
 
 @counts_gets
-async def get_info(request: web.Request) -> web.Response:
+async def get_info(request: web.Request) -> web.StreamResponse:
     rank = protocol.parse_rank_param(_param(request, "rank"))
     wait = _wait_seconds(request)
     after = protocol.parse_after(_param(request, "after"))
@@ -283,11 +301,11 @@ async def get_info(request: web.Request) -> web.Response:
     request.app[METRICS].count_get(since, [] if record is None else [record], expired=record is None)
     if record is None:
         raise NotRegistered(protocol.not_registered_detail(rank))
-    return web.Response(body=record.reply, content_type=protocol.JSON_TYPE)
+    return await json_reply(request, record.reply)
 
 
 @counts_gets
-async def get_batch(request: web.Request) -> web.Response:
+async def get_batch(request: web.Request) -> web.StreamResponse:
     ranks = protocol.parse_ranks(_param(request, "ranks"))
     wait = _wait_seconds(request)
     after = protocol.parse_after(_param(request, "after"))
@@ -303,7 +321,7 @@ async def get_batch(request: web.Request) -> web.Response:
             body=protocol.error_body(protocol.missing_ranks_detail(missing), missing=missing),
             content_type=protocol.JSON_TYPE,
         )
-    return web.Response(body=protocol.encode_batch(found, registry.version), content_type=protocol.JSON_TYPE)
+    return await json_reply(request, protocol.encode_batch(found, registry.version))
 
 
 async def list_ranks(request: web.Request) -> web.Response:

@@ -426,13 +426,13 @@ async def soak(directory: Path, seconds: float) -> tuple[list[list[object]], lis
         end_rss, end_fds = server.rss_kib(), server.open_fds()
         journal_kib = path.stat().st_size / 1024
         status = await server.stop()
-    resources = [
+    resources: list[list[object]] = [
         ["server RSS (MiB)", f"{start_rss / 1024:.1f}", f"{warm[0] / 1024:.1f}", f"{end_rss / 1024:.1f}"],
         ["server open fds", start_fds, warm[1], end_fds],
         ["journal size (KiB)", "0", "", f"{journal_kib:.0f}"],
         ["exit status on SIGTERM", "", "", status],
     ]
-    load = [
+    load: list[list[object]] = [
         [name, f"{counts[name]:,}"] for name in ("register", "get", "wait", "batch", "disconnect", "ranks")
     ]
     load.append(["errors", sum(errors.values())])

@@ -1,0 +1,145 @@
+"""Starting and stopping the servers under test, each in its own process on loopback."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ._wire import Target
+
+__all__ = ["SERVERS", "RunningServer", "ServerKind", "rss_kib"]
+
+_START_TIMEOUT = 20.0
+LOG_DIR = Path(__file__).parent / "results"
+
+
+@dataclass(frozen=True, slots=True)
+class ServerKind:
+    """How to start one server variant."""
+
+    name: str
+    label: str
+    argv: tuple[str, ...]
+    banner: str = "aiobootstrap listening on "
+
+
+_QUIET = ("--port", "0", "--log-level", "warning")
+
+SERVERS = {
+    kind.name: kind
+    for kind in (
+        ServerKind(
+            "aiobootstrap", "aiobootstrap, orjson + uvloop (as installed)", ("-m", "aiobootstrap", *_QUIET)
+        ),
+        ServerKind(
+            "plain",
+            "aiobootstrap, stdlib json + asyncio loop",
+            ("-m", "bench.plain", "--without", "orjson,uvloop", "--", *_QUIET),
+        ),
+        ServerKind(
+            "orjson",
+            "aiobootstrap, orjson + asyncio loop",
+            ("-m", "bench.plain", "--without", "uvloop", "--", *_QUIET),
+        ),
+        ServerKind(
+            "uvloop",
+            "aiobootstrap, stdlib json + uvloop",
+            ("-m", "bench.plain", "--without", "orjson", "--", *_QUIET),
+        ),
+        ServerKind(
+            "reference",
+            "reference (FastAPI + uvicorn thread)",
+            ("-m", "bench.reference", "--port", "0"),
+            banner="reference listening on ",
+        ),
+    )
+}
+
+
+def rss_kib(pid: int) -> dict[str, int]:
+    """The process's resident set now (``VmRSS``) and at its peak (``VmHWM``), in KiB."""
+    found: dict[str, int] = {}
+    with open(f"/proc/{pid}/status") as status:
+        for line in status:
+            name, _, value = line.partition(":")
+            if name in ("VmRSS", "VmHWM"):
+                found[name] = int(value.split()[0])
+    return found
+
+
+@dataclass
+class RunningServer:
+    kind: ServerKind
+    process: asyncio.subprocess.Process
+    url: str
+    target: Target = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.target = Target.from_url(self.url)
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def rss(self) -> int:
+        return rss_kib(self.pid)["VmRSS"]
+
+    def peak_rss(self) -> int:
+        return rss_kib(self.pid)["VmHWM"]
+
+    def cpu_seconds(self) -> float:
+        """User plus system CPU time the server has used, all threads (10 ms ticks)."""
+        with open(f"/proc/{self.pid}/stat") as stat:
+            fields = stat.read().rpartition(")")[2].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    @classmethod
+    async def start(cls, kind: ServerKind) -> RunningServer:
+        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        LOG_DIR.mkdir(parents=True, exist_ok=True)
+        # A file, not a pipe nobody reads: a chatty server must never block on stderr.
+        log = open(LOG_DIR / f"{kind.name}.log", "ab")  # noqa: SIM115, ASYNC230 - once, before the child starts
+        process = await asyncio.create_subprocess_exec(
+            sys.executable,
+            *kind.argv,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=log,
+            env=env,
+        )
+        assert process.stdout is not None
+        try:
+            async with asyncio.timeout(_START_TIMEOUT):
+                while True:
+                    line = (await process.stdout.readline()).decode()
+                    if not line:
+                        raise RuntimeError(f"{kind.label} exited before listening")
+                    if line.startswith(kind.banner):
+                        url = line[len(kind.banner) :].strip()
+                        break
+        except BaseException:
+            log.close()
+            process.kill()
+            await process.wait()
+            raise
+        log.close()  # the child has its own descriptor
+        return cls(kind, process, url)
+
+    async def stop(self) -> None:
+        if self.process.returncode is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                async with asyncio.timeout(10):
+                    await self.process.wait()
+            except TimeoutError:
+                self.process.kill()
+                await self.process.wait()
+
+    async def __aenter__(self) -> RunningServer:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
