@@ -38,7 +38,9 @@ def _ours() -> Samples:
     return {
         key: value
         for key, value in _samples(metrics.render().decode()).items()
-        if not key[0].startswith(("aiobootstrap_registrations", "aiobootstrap_registered", "aiobootstrap_parked"))
+        if not key[0].startswith(
+            ("aiobootstrap_registrations", "aiobootstrap_registered", "aiobootstrap_parked")
+        )
         and key[0] not in ("aiobootstrap_version", "aiobootstrap_namespaces")
     }
 
