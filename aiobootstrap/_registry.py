@@ -311,12 +311,17 @@ class Registry:
         record = self.fresh(rank, after)
         if record is not None or timeout <= 0:
             return record
-        async with self._parking():
-            try:
-                async with asyncio.timeout(timeout):
-                    return await self._arrival(rank, after)
-            except TimeoutError:
-                return None
+        # _park/_unpark rather than the _parking context manager: a woken
+        # waiter leaves through here, a thousand in a row after one
+        # registration, and the generator-based manager costs a few calls more.
+        self._park()
+        try:
+            async with asyncio.timeout(timeout):
+                return await self._arrival(rank, after)
+        except TimeoutError:
+            return None
+        finally:
+            self._unpark()
 
     async def wait_all(
         self, ranks: Iterable[int], timeout: float, after: int = 0
@@ -352,6 +357,14 @@ class Registry:
 
     @asynccontextmanager
     async def _parking(self) -> AsyncIterator[None]:
+        self._park()
+        try:
+            yield
+        finally:
+            self._unpark()
+
+    def _park(self) -> None:
+        """Count a parked wait, or refuse it (closed, or the lot is full)."""
         if self._closed:
             raise ShuttingDown("The server is shutting down.")
         lot = self._lot
@@ -361,11 +374,10 @@ class Registry:
             )
         self._parked += 1
         lot.parked += 1
-        try:
-            yield
-        finally:
-            self._parked -= 1
-            lot.parked -= 1
+
+    def _unpark(self) -> None:
+        self._parked -= 1
+        self._lot.parked -= 1
 
     async def _arrival(self, rank: int, after: int) -> Record:
         """Wait, with no time limit, until the rank has a record newer than ``after``."""

@@ -131,9 +131,11 @@ async def trial(server: Server, rank: int, waiters: int, profiling: bool) -> dic
 
 
 async def run(args: argparse.Namespace) -> None:
-    trees = {"after": ROOT}
-    if args.before is not None:
-        trees = {"before": args.before, **trees}
+    # One "before" keeps its plain label; several are told apart by their directory names.
+    befores = (
+        {"before": args.before[0]} if len(args.before) == 1 else {tree.name: tree for tree in args.before}
+    )
+    trees = {**befores, "after": ROOT}
     servers = [await Server.start(label, tree, args.profile) for label, tree in trees.items()]
     results: dict[str, list[dict[str, float]]] = {server.label: [] for server in servers}
     try:
@@ -145,14 +147,14 @@ async def run(args: argparse.Namespace) -> None:
                 figures = await trial(server, rank, args.waiters, args.profile is not None)
                 rank += 1
                 results[server.label].append(figures)
-                print(f"{server.label:>6} trial {index + 1}: {_line(figures)}", flush=True)
+                print(f"{server.label:>10} trial {index + 1}: {_line(figures)}", flush=True)
     finally:
         for server in servers:
             await server.stop()
     print(f"medians of {args.trials} trials, {args.waiters} waiters:")
     for label, trials in results.items():
         medians = {key: statistics.median(t[key] for t in trials) for key in trials[0]}
-        print(f"{label:>6}: {_line(medians)}")
+        print(f"{label:>10}: {_line(medians)}")
 
 
 def _line(figures: dict[str, float]) -> str:
@@ -165,7 +167,13 @@ def _line(figures: dict[str, float]) -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.wake_ab", description=__doc__)
-    parser.add_argument("--before", type=Path, help="source tree (with aiobootstrap/) to compare against")
+    parser.add_argument(
+        "--before",
+        type=Path,
+        nargs="*",
+        default=[],
+        help="source tree(s) (with aiobootstrap/) to compare against",
+    )
     parser.add_argument("--waiters", type=int, default=1000)
     parser.add_argument("--trials", type=int, default=9)
     parser.add_argument("--profile", type=Path, help="write each server's cProfile stats here")

@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import time
+
+import pytest
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from aiobootstrap._metrics import _DURATION_BUCKETS, _LATENCY_BUCKETS, GET_OUTCOMES, Metrics
 from aiobootstrap._namespaces import Namespaces
-from aiobootstrap._registry import Registry
+from aiobootstrap._registry import Record, Registry
 
 # On a bound, just either side of it, below the first, past the last, zero.
 _LATENCIES = [0.0, 0.00005, 0.0001, 0.00010001, 0.0009999, 0.001, 0.003, 0.05, 0.5, 1.0, 1.5, 7.0]
 _DURATIONS = [0.0, 0.001, 0.0011, 0.005, 0.3, 1.0, 10.0, 299.0, 300.0, 301.0, 1e6]
+_NOW = 1000.0
 _ROUTES = [("/health", "GET", 200), ("/get_transfer_engine_info", "GET", 404), ("unmatched", "other", 405)]
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
@@ -26,10 +30,13 @@ def _samples(text: str) -> Samples:
     }
 
 
-def _ours() -> Samples:
+def _ours(monkeypatch: pytest.MonkeyPatch) -> Samples:
     metrics = Metrics(Namespaces(Registry(), lambda name, version: Registry()))
+    # A still clock: the latency count_get sees is exactly what _prometheus_clients observes.
+    monkeypatch.setattr(time, "monotonic", lambda: _NOW)
     for value in _LATENCIES:
-        Metrics._observe(metrics.wake_latency, _LATENCY_BUCKETS, value)
+        record = Record(0, "s", {}, 1, 0.0, registered_monotonic=_NOW - value)
+        metrics.count_get(0, [record], expired=False)
     for route, method, status in _ROUTES:
         for value in _DURATIONS:
             metrics.observe_request(route, method, status, value)
@@ -57,7 +64,8 @@ def _prometheus_clients() -> Samples:
         registry=registry,
     )
     for value in _LATENCIES:
-        wake.observe(value)
+        gets.labels("woken").inc()
+        wake.observe(_NOW - (_NOW - value))
     for route, method, status in _ROUTES:
         for value in _DURATIONS:
             duration.labels(route, method, str(status)).observe(value)
@@ -66,8 +74,12 @@ def _prometheus_clients() -> Samples:
     return _samples(generate_latest(registry).decode())
 
 
-def test_counts_and_buckets_match_prometheus_client() -> None:
+def test_counts_and_buckets_match_prometheus_client(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every bucket (values on a bound included), count, sum and counter equals prometheus_client's."""
-    ours = _ours()
+    ours = _ours(monkeypatch)
     assert ours == _prometheus_clients()
-    assert ours[("aiobootstrap_wake_latency_seconds_bucket", (("le", "0.001"),))] == 6
+    on_bound = (
+        "aiobootstrap_request_duration_seconds_bucket",
+        (("le", "0.001"), ("method", "GET"), ("route", "/health"), ("status", "200")),
+    )
+    assert ours[on_bound] == 2
