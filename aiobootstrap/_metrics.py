@@ -133,6 +133,8 @@ class Metrics:
         self._gets_created = dict.fromkeys(GET_OUTCOMES, created)
         self.wake_latency = _Histogram(_LATENCY_BUCKETS)
         self.request_duration: dict[tuple[str, str, str], _Histogram] = {}
+        """By label values: route template, method, status."""
+        self._series: dict[tuple[web.AbstractResource | None, str, int], _Histogram] = {}
         self.registry.register(self)
         self.registry.register(_NamespaceCollector(namespaces))
 
@@ -159,11 +161,21 @@ class Metrics:
             series.counts[bisect_left(_LATENCY_BUCKETS, latency)] += 1
             series.sum += latency
 
-    def observe_request(self, route: str, method: str, status: int, seconds: float) -> None:
-        key = (route, method, str(status))
-        series = self.request_duration.get(key)
+    def observe_request(
+        self, resource: web.AbstractResource | None, method: str, status: int, seconds: float
+    ) -> None:
+        """Time a request answered by ``resource`` (``None``: no route matched); ``method`` is a label."""
+        # Found by the resource object itself, not its label: no label to build
+        # per request. Resources, methods (already labels) and statuses are few.
+        key = (resource, method, status)
+        series = self._series.get(key)
         if series is None:
-            series = self.request_duration[key] = _Histogram(_DURATION_BUCKETS)
+            route = resource.canonical if resource is not None else "unmatched"
+            labels = (route, method, str(status))
+            series = self.request_duration.get(labels)
+            if series is None:
+                series = self.request_duration[labels] = _Histogram(_DURATION_BUCKETS)
+            self._series[key] = series
         series.counts[bisect_left(_DURATION_BUCKETS, seconds)] += 1
         series.sum += seconds
 
@@ -234,13 +246,13 @@ async def metrics_middleware(request: web.Request, handler: Handler) -> web.Stre
 
 
 def _observe(request: web.Request, status: int, started: float) -> None:
+    seconds = time.perf_counter() - started
     metrics = request.app.get(METRICS)
     if metrics is None:
         return
+    method = request.method
     resource = request.match_info.route.resource
-    route = resource.canonical if resource is not None else "unmatched"
-    method = request.method if request.method in _METHODS else "other"
-    metrics.observe_request(route, method, status, time.perf_counter() - started)
+    metrics.observe_request(resource, method if method in _METHODS else "other", status, seconds)
 
 
 async def metrics(request: web.Request) -> web.Response:

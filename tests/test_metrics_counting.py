@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 
 import pytest
+from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -37,9 +38,14 @@ def _ours(monkeypatch: pytest.MonkeyPatch) -> Samples:
     for value in _LATENCIES:
         record = Record(0, "s", {}, 1, 0.0, registered_monotonic=_NOW - value)
         metrics.count_get(0, [record], expired=False)
+    resources: dict[str, web.AbstractResource | None] = {
+        route: None if route == "unmatched" else web.PlainResource(route) for route, _, _ in _ROUTES
+    }
     for route, method, status in _ROUTES:
         for value in _DURATIONS:
-            metrics.observe_request(route, method, status, value)
+            metrics.observe_request(resources[route], method, status, value)
+    # Another resource with the same template counts in the same series.
+    metrics.observe_request(web.PlainResource("/health"), "GET", 200, 0.5)
     for count, outcome in enumerate(GET_OUTCOMES):
         metrics.gets[outcome] += count
     return {
@@ -69,6 +75,7 @@ def _prometheus_clients() -> Samples:
     for route, method, status in _ROUTES:
         for value in _DURATIONS:
             duration.labels(route, method, str(status)).observe(value)
+    duration.labels("/health", "GET", "200").observe(0.5)
     for count, outcome in enumerate(GET_OUTCOMES):
         gets.labels(outcome).inc(count)
     return _samples(generate_latest(registry).decode())
