@@ -88,8 +88,9 @@ class _Histogram:
     """One histogram series: a count per bucket, kept as plain numbers.
 
     prometheus_client's ``Histogram.observe`` takes a lock per bucket and per
-    sum and walks the buckets in Python; with ``.labels()`` before it, that was
-    about a fifth of the server's CPU per woken waiter. Everything here runs
+    sum and walks the buckets in Python; with ``.labels()`` before it and the
+    get counter's ``labels().inc()``, that was about a quarter of the profiled
+    time per woken waiter (docs/benchmarks.md). Everything here runs
     on the app's one event loop thread, the scrape included, so nothing needs
     a lock; ``bisect`` finds the bucket (``le`` is an inclusive upper bound).
     """
