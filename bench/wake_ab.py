@@ -1,0 +1,191 @@
+"""Side by side: the wake-up of K parked waiters on two source trees of aiobootstrap.
+
+``python -m bench.wake_ab --before /tmp/wake-before --trials 9`` starts one
+server from this tree and one from ``--before`` (a checkout of an older
+commit, e.g. ``git archive a73ffe7 aiobootstrap | tar -x -C /tmp/wake-before``),
+then takes turns between them, one wake-up of ``--waiters`` lean waiters each,
+so both see the same machine load. Per trial it reports the server's CPU for
+the wake-up, read from ``/proc/PID/task/*/schedstat`` (nanoseconds, unlike the
+10 ms ticks of ``/proc/PID/stat``), and p50/p99 of registration's 200 → first
+reply byte; then the medians.
+
+``--profile DIR`` runs each server under ``cProfile``, switched on just before
+the registration and off after the last reply, and writes one ``.pstats`` file
+per server (all trials together) into DIR: profiler overhead inflates the
+times, so take the figures from a run without it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import random
+import signal
+import statistics
+import sys
+from pathlib import Path
+
+from ._data import registration, weights
+from ._load import percentile
+from ._scenarios import LONG_WAIT, REGISTER, _connect_many, get_path
+from ._servers import LOG_DIR
+from ._wire import Target, connect, get_request, put_request
+
+ROOT = Path(__file__).resolve().parent.parent
+BANNER = "aiobootstrap listening on "
+
+# Runs the CLI with cProfile toggled by signals: USR1 on, USR2 off (and dump).
+_PROFILED = """
+import cProfile, signal, sys
+from aiobootstrap._cli import main
+profile = cProfile.Profile()
+out = sys.argv[1]
+signal.signal(signal.SIGUSR1, lambda *_: profile.enable())
+def _off(*_):
+    profile.disable()
+    profile.dump_stats(out)
+signal.signal(signal.SIGUSR2, _off)
+raise SystemExit(main(sys.argv[2:]))
+"""
+
+
+class Server:
+    def __init__(self, label: str, tree: Path, process: asyncio.subprocess.Process, url: str) -> None:
+        self.label = label
+        self.tree = tree
+        self.process = process
+        host, _, port = url.rpartition("//")[2].rpartition(":")
+        self.target = Target(host, int(port))
+
+    @classmethod
+    async def start(cls, label: str, tree: Path, profile_to: Path | None) -> Server:
+        args = ["--port", "0", "--log-level", "warning"]
+        if profile_to is None:
+            argv = ["-m", "aiobootstrap", *args]
+        else:
+            argv = ["-c", _PROFILED, str(profile_to / f"{label}.pstats"), *args]
+        LOG_DIR.mkdir(parents=True, exist_ok=True)
+        log = open(LOG_DIR / f"wake_ab-{label}.log", "ab")  # noqa: SIM115, ASYNC230 - once, before the child starts
+        # The working directory comes first on sys.path: the server imports that tree's aiobootstrap.
+        process = await asyncio.create_subprocess_exec(
+            sys.executable, *argv, cwd=tree, stdout=asyncio.subprocess.PIPE, stderr=log
+        )
+        log.close()
+        assert process.stdout is not None
+        async with asyncio.timeout(20):
+            while True:
+                line = (await process.stdout.readline()).decode()
+                if not line:
+                    raise RuntimeError(f"{label} exited before listening")
+                if line.startswith(BANNER):
+                    return cls(label, tree, process, line[len(BANNER) :].strip())
+
+    def cpu_ns(self) -> int:
+        total = 0
+        for task in os.listdir(f"/proc/{self.process.pid}/task"):
+            with open(f"/proc/{self.process.pid}/task/{task}/schedstat") as stat:
+                total += int(stat.read().split()[0])
+        return total
+
+    def signal(self, signum: int) -> None:
+        self.process.send_signal(signum)
+
+    async def stop(self) -> None:
+        self.process.send_signal(signal.SIGTERM)
+        await self.process.wait()
+
+
+async def trial(server: Server, rank: int, waiters: int, profiling: bool) -> dict[str, float]:
+    connections = await _connect_many(server.target, waiters, keep_body=False)
+    replies = [c.send(get_request(get_path(rank, LONG_WAIT))) for c in connections]
+    await asyncio.sleep(0.05 + waiters * 0.0003 + random.uniform(0.0, 0.05))
+    put = put_request(REGISTER, registration(rank, weights(4)))
+    registrar = await connect(server.target)
+    if profiling:
+        server.signal(signal.SIGUSR1)
+        await asyncio.sleep(0.05)
+    cpu_before = server.cpu_ns()
+    answer = await registrar.request(put)
+    done = await asyncio.gather(*replies)
+    cpu = server.cpu_ns() - cpu_before
+    if profiling:
+        server.signal(signal.SIGUSR2)
+        await asyncio.sleep(0.2)
+    registrar.close()
+    for connection in connections:
+        connection.close()
+    if answer.status != 200 or any(reply.status != 200 for reply in done):
+        raise RuntimeError(f"{server.label}: a request on rank {rank} was not answered 200")
+    delays = [reply.first_byte_at - answer.first_byte_at for reply in done]
+    # From the PUT leaving the client too: the figure above is negative when a
+    # server answers the waiters before the registration (as a73ffe7 does).
+    since_sent = [reply.first_byte_at - answer.sent_at for reply in done]
+    return {
+        "cpu_us_per_waiter": cpu / 1e3 / waiters,
+        "p50_ms": statistics.median(delays) * 1e3,
+        "p99_ms": percentile(delays, 0.99) * 1e3,
+        "sent_p50_ms": statistics.median(since_sent) * 1e3,
+        "sent_p99_ms": percentile(since_sent, 0.99) * 1e3,
+    }
+
+
+async def run(args: argparse.Namespace) -> None:
+    # One "before" keeps its plain label; several are told apart by their directory names.
+    befores = (
+        {"before": args.before[0]} if len(args.before) == 1 else {tree.name: tree for tree in args.before}
+    )
+    trees = {**befores, "after": ROOT}
+    servers = [await Server.start(label, tree, args.profile) for label, tree in trees.items()]
+    results: dict[str, list[dict[str, float]]] = {server.label: [] for server in servers}
+    try:
+        rank = 0
+        for index in range(args.trials):
+            # Alternate which server goes first, so neither always follows the other.
+            order = servers if index % 2 == 0 else servers[::-1]
+            for server in order:
+                figures = await trial(server, rank, args.waiters, args.profile is not None)
+                rank += 1
+                results[server.label].append(figures)
+                print(f"{server.label:>10} trial {index + 1}: {_line(figures)}", flush=True)
+    finally:
+        for server in servers:
+            await server.stop()
+    print(f"medians of {args.trials} trials, {args.waiters} waiters:")
+    for label, trials in results.items():
+        medians = {key: statistics.median(t[key] for t in trials) for key in trials[0]}
+        print(f"{label:>10}: {_line(medians)}")
+
+
+def _line(figures: dict[str, float]) -> str:
+    return (
+        f"{figures['cpu_us_per_waiter']:5.1f} µs CPU/waiter; after the 200: "
+        f"p50 {figures['p50_ms']:6.2f} ms, p99 {figures['p99_ms']:6.2f} ms; after the PUT was sent: "
+        f"p50 {figures['sent_p50_ms']:6.2f} ms, p99 {figures['sent_p99_ms']:6.2f} ms"
+    )
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.wake_ab", description=__doc__)
+    parser.add_argument(
+        "--before",
+        type=Path,
+        nargs="*",
+        default=[],
+        help="source tree(s) (with aiobootstrap/) to compare against",
+    )
+    parser.add_argument("--waiters", type=int, default=1000)
+    parser.add_argument("--trials", type=int, default=9)
+    parser.add_argument("--profile", type=Path, help="write each server's cProfile stats here")
+    args = parser.parse_args()
+    try:
+        import uvloop
+    except ImportError:
+        asyncio.run(run(args))
+    else:
+        uvloop.run(run(args))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
