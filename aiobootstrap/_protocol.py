@@ -74,6 +74,15 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
+def _finite_float(text: str) -> float:
+    # 1e400 is JSON, but as a float it is infinity, which a reply can only
+    # carry as null (orjson) or the invalid Infinity (stdlib): refuse it.
+    value = float(text)
+    if math.isinf(value):
+        raise ValueError(f"{text} is out of range")
+    return value
+
+
 def loads(data: bytes | str) -> Any:
     """Parse strict JSON: ``NaN`` and ``Infinity`` are refused, as RFC 8259 does."""
     # orjson is strict already, but reads integers past 64 bits as floats, and
@@ -84,7 +93,7 @@ def loads(data: bytes | str) -> Any:
             return orjson.loads(data)
         except orjson.JSONDecodeError:
             pass
-    return json.loads(data, parse_constant=_reject_constant)
+    return json.loads(data, parse_constant=_reject_constant, parse_float=_finite_float)
 
 
 def dumps(obj: Any) -> bytes:
