@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
 
+from aiobootstrap import BootstrapServer
 from aiobootstrap import _protocol as protocol
 
-from .conftest import registration
+from .conftest import GUARD, registration
 
 
 @pytest.fixture(params=["orjson", "stdlib"])
@@ -26,7 +28,9 @@ async def test_a_number_too_large_for_a_float_is_refused_and_stores_nothing(
     client: Any, codec: str, number: bytes
 ) -> None:
     """A number that overflows to infinity is a 400, never stored as null or Infinity."""
-    body = b'{"rank": 1, "transfer_engine_info": {"session_id": "s", "weights_info_dict": {"x": %s}}}' % number
+    body = (
+        b'{"rank": 1, "transfer_engine_info": {"session_id": "s", "weights_info_dict": {"x": %s}}}' % number
+    )
     response = await client.put("/register_transfer_engine_info", data=body)
     assert response.status == 400
     assert "JSON" in (await response.json())["detail"]
@@ -40,3 +44,25 @@ async def test_finite_floats_still_register(client: Any, codec: str) -> None:
     assert response.status == 200
     reply = await (await client.get("/get_transfer_engine_info?rank=1")).json()
     assert reply["remote_instance_transfer_engine_info"][1] == weights
+
+
+async def test_a_stuck_reader_delays_stopping_by_shutdown_timeout_at_most() -> None:
+    """Stopping with a client that never reads takes shutdown_timeout in all, not twice it (SIGTERM exits in 2 s)."""
+    timeout = 1.0
+    server = BootstrapServer(port=0, shutdown_timeout=timeout)
+    await server.start()
+    await server.registry.register(7, "big", {"blob": "x" * (4 << 20)})
+    reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+    writer.write(b"GET /get_transfer_engine_info?rank=7 HTTP/1.1\r\nHost: x\r\n\r\n" * 8)
+    await writer.drain()
+    # The server is writing the replies; from here on the client reads nothing.
+    await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), GUARD)
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    try:
+        await asyncio.wait_for(server.close(), GUARD)
+    finally:
+        writer.close()
+    # aiohttp spends its timeout twice on a stuck connection (graceful, then
+    # cancelled): at least 2 * timeout before the fix, whatever the machine's load.
+    assert loop.time() - started < 2 * timeout
