@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 from typing import Any
 
 import pytest
 
-from aiobootstrap import BootstrapServer
+from aiobootstrap import BootstrapClient, BootstrapError, BootstrapServer
 from aiobootstrap import _protocol as protocol
 
 from .conftest import GUARD, registration
@@ -66,3 +68,26 @@ async def test_a_stuck_reader_delays_stopping_by_shutdown_timeout_at_most() -> N
     # aiohttp spends its timeout twice on a stuck connection (graceful, then
     # cancelled): at least 2 * timeout before the fix, whatever the machine's load.
     assert loop.time() - started < 2 * timeout
+
+
+@pytest.mark.parametrize("url", ["ftp://127.0.0.1:1", "htp://127.0.0.1:1"])
+async def test_a_url_that_is_not_http_is_refused_at_once_not_retried(url: str) -> None:
+    """A client for a non-HTTP URL raises BootstrapError at once instead of retrying it for ever."""
+    async with BootstrapClient(url) as client:
+        with pytest.raises(BootstrapError, match="Invalid server URL"):
+            await asyncio.wait_for(client.get(0), GUARD)
+
+
+@pytest.mark.parametrize("url", ["ftp://127.0.0.1:1", "not a url", "127.0.0.1:6789"])
+def test_tools_refuse_a_bad_url_as_a_bad_argument(url: str) -> None:
+    """A tool given a --url that is not http(s):// exits 2 with one line, as for any bad argument."""
+    done = subprocess.run(
+        [sys.executable, "-m", "aiobootstrap", "get", "--url", url, "--rank", "0"],
+        capture_output=True,
+        text=True,
+        timeout=GUARD,
+    )
+    assert done.returncode == 2
+    assert done.stderr.count("\n") == 1
+    assert "--url" in done.stderr
+    assert "Traceback" not in done.stderr
