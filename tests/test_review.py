@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import socket
 import subprocess
 import sys
 from typing import Any
@@ -91,3 +92,24 @@ def test_tools_refuse_a_bad_url_as_a_bad_argument(url: str) -> None:
     assert done.stderr.count("\n") == 1
     assert "--url" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_a_taken_ipv6_port_is_named_with_brackets() -> None:
+    """The port-in-use line writes an IPv6 address as [::1]:PORT, as URLs and the health probe do."""
+    holder = socket.socket(socket.AF_INET6)
+    try:
+        holder.bind(("::1", 0))
+    except OSError:
+        holder.close()
+        pytest.skip("no IPv6 loopback here")
+    with holder:
+        holder.listen()
+        port = holder.getsockname()[1]
+        done = subprocess.run(
+            [sys.executable, "-m", "aiobootstrap", "--host", "::1", "--port", str(port)],
+            capture_output=True,
+            text=True,
+            timeout=GUARD,
+        )
+    assert done.returncode == 2
+    assert done.stderr.startswith(f"Cannot listen on [::1]:{port}: another process already holds port {port}")
