@@ -224,14 +224,16 @@ def parse_rank_param(value: str | None) -> int:
     return rank
 
 
+# What float() takes, less its leniency (1_0, spaces, other scripts' digits, a
+# sign): the same plain ASCII the integer parameters ask for.
+_DECIMAL = re.compile(r"(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+
+
 def parse_wait(value: str | None) -> float:
-    """Seconds to wait: a finite, non-negative float; absent means 0."""
+    """Seconds to wait: a finite, non-negative decimal number; absent means 0."""
     if value is None:
         return 0.0
-    try:
-        seconds = float(value)
-    except ValueError:
-        seconds = math.nan
+    seconds = float(value) if _DECIMAL.fullmatch(value) else math.nan
     if not math.isfinite(seconds) or seconds < 0:
         raise BadRequest("Invalid wait parameter: give a non-negative number of seconds.")
     return seconds

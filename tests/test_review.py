@@ -113,3 +113,20 @@ def test_a_taken_ipv6_port_is_named_with_brackets() -> None:
         )
     assert done.returncode == 2
     assert done.stderr.startswith(f"Cannot listen on [::1]:{port}: another process already holds port {port}")
+
+
+@pytest.mark.parametrize("wait", ["1_0", " 1", "1 ", "\u0663", "\uff11", "+1", "0x1"])
+async def test_wait_is_plain_ascii_decimal_like_the_integers(client: Any, wait: str) -> None:
+    """wait= refuses what float() alone would take (1_0, other scripts' digits, spaces) with a 400."""
+    await client.put("/register_transfer_engine_info", json=registration(1))
+    response = await client.get("/get_transfer_engine_info", params={"rank": "1", "wait": wait})
+    assert response.status == 400
+    assert "wait" in (await response.json())["detail"]
+
+
+@pytest.mark.parametrize("wait", ["0", "1", "0.5", ".5", "5.", "1e0", "2E-1", "300"])
+async def test_wait_takes_every_ordinary_decimal(client: Any, wait: str) -> None:
+    """Ordinary decimal and exponent forms of wait= are accepted."""
+    await client.put("/register_transfer_engine_info", json=registration(1))
+    response = await client.get("/get_transfer_engine_info", params={"rank": "1", "wait": wait})
+    assert response.status == 200
