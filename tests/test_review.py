@@ -130,3 +130,28 @@ async def test_wait_takes_every_ordinary_decimal(client: Any, wait: str) -> None
     await client.put("/register_transfer_engine_info", json=registration(1))
     response = await client.get("/get_transfer_engine_info", params={"rank": "1", "wait": wait})
     assert response.status == 200
+
+
+_SIGNAL_DURING_START = """
+import os, signal, sys
+from aiobootstrap import _cli, _server
+init = _server.BootstrapServer.__init__
+def signal_then_init(self, *args, **kwargs):
+    os.kill(os.getpid(), signal.SIG{name})
+    init(self, *args, **kwargs)
+_server.BootstrapServer.__init__ = signal_then_init
+sys.exit(_cli.main(["--port", "0"]))
+"""
+
+
+@pytest.mark.parametrize("name", ["INT", "TERM"])
+def test_a_signal_while_the_server_starts_is_an_orderly_stop(name: str) -> None:
+    """SIGINT/SIGTERM arriving while the server starts: it stops as from a running server, exit 0."""
+    done = subprocess.run(
+        [sys.executable, "-c", _SIGNAL_DURING_START.format(name=name)],
+        capture_output=True,
+        text=True,
+        timeout=GUARD,
+    )
+    assert (done.returncode, done.stderr.count("Traceback")) == (0, 0), done.stderr
+    assert "stopping: answering parked waits and closing" in done.stderr
