@@ -12,7 +12,7 @@ from __future__ import annotations
 import errno
 import socket
 
-from ._portinfo import describe_holder
+from ._portinfo import describe_holder, host_port
 from .exceptions import BootstrapError
 
 __all__ = ["BACKLOG", "AddressInUse", "bind_socket", "explain_address_in_use"]
@@ -30,7 +30,7 @@ class AddressInUse(BootstrapError, OSError):
 
     def __init__(self, host: str, port: int, holder: str = "") -> None:
         held = f"another process already holds port {port}" + (f" ({holder})" if holder else "")
-        super().__init__(f"Cannot listen on {host}:{port}: {held}; pick another with --port.")
+        super().__init__(f"Cannot listen on {host_port(host, port)}: {held}; pick another with --port.")
         self.errno = errno.EADDRINUSE
         self.host = host
         self.port = port
@@ -44,7 +44,7 @@ def bind_socket(host: str, port: int) -> socket.socket:
             host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
         )[0]
     except socket.gaierror as exc:
-        raise BootstrapError(f"Cannot listen on {host}:{port}: {exc.strerror}.") from None
+        raise BootstrapError(f"Cannot listen on {host_port(host, port)}: {exc.strerror}.") from None
     sock = socket.socket(family, kind, proto)
     try:
         # Lets a restarted server take its port back from connections in
@@ -56,7 +56,7 @@ def bind_socket(host: str, port: int) -> socket.socket:
         sock.close()
         if exc.errno == errno.EADDRINUSE:
             raise AddressInUse(host, port) from None
-        raise BootstrapError(f"Cannot listen on {host}:{port}: {exc.strerror}.") from None
+        raise BootstrapError(f"Cannot listen on {host_port(host, port)}: {exc.strerror}.") from None
     sock.setblocking(False)
     return sock
 

@@ -249,6 +249,12 @@ def raise_open_file_limit() -> None:
 
 async def serve(config: ServerConfig, sock: socket.socket) -> int:
     """Serve on the bound ``sock`` until SIGTERM or SIGINT; the exit status."""
+    # First: a signal that comes while the server is imported or starts is then
+    # an orderly stop (exit 0), not asyncio's KeyboardInterrupt or SIGTERM's kill.
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
     from ._server import BootstrapServer
 
     server = BootstrapServer(config)
@@ -257,10 +263,6 @@ async def serve(config: ServerConfig, sock: socket.socket) -> int:
     except BootstrapError as exc:
         print(exc.detail, file=sys.stderr)
         return 1
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, stop.set)
     print(f"aiobootstrap listening on {server.url}", flush=True)
     try:
         await stop.wait()

@@ -36,6 +36,14 @@ _READ_GRACE = 10.0
 """How much longer than its wait a long-poll may take before we call the server hung."""
 
 
+# aiohttp 3.10+ refuses a URL that is not http(s) with its own error, not an
+# InvalidURL: without it here, such a URL would be retried as unreachable.
+_BAD_URL: tuple[type[Exception], ...] = (
+    aiohttp.InvalidURL,
+    getattr(aiohttp, "NonHttpUrlClientError", aiohttp.InvalidURL),
+)
+
+
 class _Unreachable(Exception):
     """The server did not answer: not up yet, restarting, or the network failed."""
 
@@ -320,7 +328,7 @@ class BootstrapClient:
             ) as response:
                 self._restarts.saw(response.headers.get(protocol.BOOT_HEADER))
                 return response.status, await response.read()
-        except aiohttp.InvalidURL as exc:
+        except _BAD_URL as exc:
             raise BootstrapError(f"Invalid server URL {self.url!r}.") from exc
         except aiohttp.ClientSSLError as exc:
             raise BootstrapError(f"TLS with {self.url} failed: {exc}") from exc

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from ._protocol import HEALTH_HEADER
 
-__all__ = ["Holder", "describe_holder", "find_holders", "listening_inodes"]
+__all__ = ["Holder", "describe_holder", "find_holders", "host_port", "listening_inodes"]
 
 _PROBE_TIMEOUT = 0.2
 """Seconds the ``/health`` probe may take: a live local server answers in about a millisecond."""
@@ -129,9 +129,14 @@ def _command(proc: Path, pid: int) -> str:
     return command if len(command) <= _MAX_COMMAND else command[: _MAX_COMMAND - 3] + "..."
 
 
+def host_port(host: str, port: int) -> str:
+    """``host:port``, with an IPv6 host in brackets as in a URL."""
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
 def _health_verdict(host: str, port: int) -> str:
     connection = http.client.HTTPConnection(host, port, timeout=_PROBE_TIMEOUT)
-    where = f"GET /health on {f'[{host}]' if ':' in host else host}:{port}"
+    where = f"GET /health on {host_port(host, port)}"
     try:
         connection.request("GET", "/health")
         response = connection.getresponse()

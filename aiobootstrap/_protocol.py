@@ -74,6 +74,15 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
+def _finite_float(text: str) -> float:
+    # 1e400 is JSON, but as a float it is infinity, which a reply can only
+    # carry as null (orjson) or the invalid Infinity (stdlib): refuse it.
+    value = float(text)
+    if math.isinf(value):
+        raise ValueError(f"{text} is out of range")
+    return value
+
+
 def loads(data: bytes | str) -> Any:
     """Parse strict JSON: ``NaN`` and ``Infinity`` are refused, as RFC 8259 does."""
     # orjson is strict already, but reads integers past 64 bits as floats, and
@@ -84,7 +93,7 @@ def loads(data: bytes | str) -> Any:
             return orjson.loads(data)
         except orjson.JSONDecodeError:
             pass
-    return json.loads(data, parse_constant=_reject_constant)
+    return json.loads(data, parse_constant=_reject_constant, parse_float=_finite_float)
 
 
 def dumps(obj: Any) -> bytes:
@@ -215,14 +224,16 @@ def parse_rank_param(value: str | None) -> int:
     return rank
 
 
+# What float() takes, less its leniency (1_0, spaces, other scripts' digits, a
+# sign): the same plain ASCII the integer parameters ask for.
+_DECIMAL = re.compile(r"(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+
+
 def parse_wait(value: str | None) -> float:
-    """Seconds to wait: a finite, non-negative float; absent means 0."""
+    """Seconds to wait: a finite, non-negative decimal number; absent means 0."""
     if value is None:
         return 0.0
-    try:
-        seconds = float(value)
-    except ValueError:
-        seconds = math.nan
+    seconds = float(value) if _DECIMAL.fullmatch(value) else math.nan
     if not math.isfinite(seconds) or seconds < 0:
         raise BadRequest("Invalid wait parameter: give a non-negative number of seconds.")
     return seconds

@@ -20,6 +20,7 @@ from ._app import REGISTRY, create_app
 from ._bind import BACKLOG, AddressInUse, bind_socket, explain_address_in_use
 from ._config import ServerConfig
 from ._hardening import runner_options, ssl_context
+from ._portinfo import host_port
 from ._registry import Registry
 
 __all__ = ["AddressInUse", "BootstrapServer"]
@@ -69,7 +70,9 @@ class BootstrapServer:
             handler_cancellation=True,
             access_log=access_logger if self.config.access_log else None,
             access_log_format=_ACCESS_LOG_FORMAT,
-            shutdown_timeout=self.config.shutdown_timeout,
+            # aiohttp waits this long twice for a stuck connection (to finish,
+            # then once cancelled): half each keeps a stop within shutdown_timeout.
+            shutdown_timeout=self.config.shutdown_timeout / 2,
             **runner_options(self.config),
         )
         try:
@@ -114,8 +117,7 @@ class BootstrapServer:
 
     @property
     def url(self) -> str:
-        host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"{self.config.scheme}://{host}:{self.port}"
+        return f"{self.config.scheme}://{host_port(self.host, self.port)}"
 
     @property
     def registry(self) -> Registry:

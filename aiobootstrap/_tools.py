@@ -14,6 +14,7 @@ import json
 import math
 import ssl
 import sys
+import urllib.parse
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -63,6 +64,13 @@ def _count(text: str) -> int:
     return int(text)
 
 
+def _url(text: str) -> str:
+    parts = urllib.parse.urlsplit(text)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an http:// or https:// URL")
+    return text
+
+
 def _seconds(text: str) -> float:
     try:
         seconds = float(text)
@@ -78,6 +86,7 @@ def add_tool_parsers(parser: argparse.ArgumentParser) -> None:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument(
         "--url",
+        type=_url,
         default=f"http://{DEFAULT_HOST}:{DEFAULT_PORT}",
         help="the server (default: %(default)s)",
     )
