@@ -20,6 +20,7 @@ from ._config import ServerConfig
 from ._hardening import (
     BOOT_ID,
     ExpectHandler,
+    RequestTimeout,
     UnreadableBody,
     auth_middleware,
     boot_header,
@@ -173,7 +174,8 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
         return _json_error(exc.status, exc.detail, {"Retry-After": f"{exc.retry_after:g}"})
     except BootstrapError as exc:
         response = _json_error(exc.status, exc.detail)
-        if isinstance(exc, UnreadableBody):
+        if isinstance(exc, UnreadableBody | RequestTimeout):
+            # The rest of the body may still be on its way: the connection cannot carry another request.
             response.force_close()
         return response
     except web.HTTPRequestEntityTooLarge:

@@ -102,9 +102,13 @@ def _refusal(request: web.Request, token: str | None, public: Collection[Handler
     """The 401 for a request without the right token, or ``None`` to let it through."""
     if token is None or request.match_info.handler in public:
         return None
-    header = request.headers.get("Authorization")
-    if header is None:
+    headers = request.headers.getall("Authorization", [])
+    if not headers:
         return _unauthorized("This server requires an Authorization: Bearer token.")
+    if len(headers) > 1:
+        # Which one a proxy or a framework would pick differs: refuse rather than guess.
+        return _unauthorized("Send exactly one Authorization header.")
+    header = headers[0]
     if not bearer_matches(header, token.encode("ascii")):
         return _unauthorized("The bearer token is not valid for this server.")
     return None
@@ -166,7 +170,8 @@ async def read_body(request: web.Request, config: ServerConfig) -> bytes:
             return await request.read()
     except TimeoutError:
         raise RequestTimeout(
-            f"The request body did not arrive within {config.body_timeout:g} seconds."
+            f"The request body did not arrive within {config.body_timeout:g} "
+            f"second{'' if config.body_timeout == 1 else 's'}."
         ) from None
     except web.HTTPRequestEntityTooLarge:
         raise PayloadTooLarge(too_large_detail(config.max_body_size)) from None

@@ -37,7 +37,7 @@ class Figure:
 
     @property
     def ratio(self) -> str:
-        if self.value is None or self.baseline is None or not self.value or not self.baseline:
+        if self.value is None or self.baseline is None or self.value <= 0 or self.baseline <= 0:
             return ""
         ratio = self.baseline / self.value if self.lower_is_better else self.value / self.baseline
         return f"{ratio:,.1f}×" if ratio < 100 else f"{ratio:,.0f}×"
@@ -240,6 +240,10 @@ def figures(results: dict[str, Any]) -> list[Figure]:
 
 
 def _met(figure: Figure) -> str:
+    if figure.value is not None and figure.value < 0 and figure.unit in ("ms", "s"):
+        # A negative time means the clock started late (a waiter answered before
+        # the registration's 200): the figure measures nothing, so it meets nothing.
+        return "NO (negative time)"
     return {True: "yes", False: "NO", None: ""}[figure.met]
 
 

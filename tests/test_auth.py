@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import trustme
+from multidict import CIMultiDict
 
 from aiobootstrap import (
     BootstrapClient,
@@ -80,6 +81,16 @@ async def test_the_right_token_is_accepted_on_every_route(client):
     get = await client.get("/get_transfer_engine_info?rank=0", headers={"authorization": f"bearer {TOKEN}"})
     assert get.status == 200
     assert (await get.json())["remote_instance_transfer_engine_info"][0] == "10.0.0.1:1"
+
+
+async def test_a_repeated_authorization_header_is_refused(client):
+    """Two Authorization headers are refused even when one carries the token: the server does not guess."""
+    headers = CIMultiDict([("Authorization", f"Bearer {TOKEN}"), ("Authorization", "Bearer wrong")])
+    put = await client.put("/register_transfer_engine_info", json=BODY, headers=headers)
+    assert put.status == 401
+    assert "exactly one" in (await put.json())["detail"]
+    listing = await client.get("/ranks", headers=_bearer(TOKEN))
+    assert (await listing.json())["count"] == 0
 
 
 async def test_a_refused_register_changes_nothing(client):

@@ -90,6 +90,8 @@ async def test_a_body_that_stops_arriving_is_408(small):
     head = await _head(reader)
     assert head.startswith(b"HTTP/1.1 408")
     assert b"application/json" in head
+    # The rest of that body may still come: it must never be read as a new request.
+    assert b"Connection: close" in head
     writer.close()
     assert len(small.app[REGISTRY]) == 0
 
