@@ -375,7 +375,10 @@ async def hundred_k(settings: Settings) -> dict[str, Any]:
     """Scenario 6: many small registrations over a few hundred connections, then one gather."""
     info = weights(2)
     bodies = [registration(rank, info) for rank in range(settings.many_ranks)]
-    async with await RunningServer.start(SERVERS["aiobootstrap"]) as server:
+    # As a deployment would run it: its world size declared, which also lifts the
+    # cap on distinct ranks a server without one keeps (--max-ranks, 65,536).
+    world = ("--world-size", str(settings.many_ranks))
+    async with await RunningServer.start(SERVERS["aiobootstrap"], *world) as server:
         rss_start = server.rss()
         started = time.perf_counter()
         await _register_all(server.target, bodies, settings.many_connections)

@@ -98,7 +98,8 @@ class RunningServer:
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
     @classmethod
-    async def start(cls, kind: ServerKind) -> RunningServer:
+    async def start(cls, kind: ServerKind, *options: str) -> RunningServer:
+        """Start ``kind`` with extra command-line ``options`` and wait for its listening line."""
         env = dict(os.environ, PYTHONUNBUFFERED="1")
         LOG_DIR.mkdir(parents=True, exist_ok=True)
         # A file, not a pipe nobody reads: a chatty server must never block on stderr.
@@ -106,6 +107,7 @@ class RunningServer:
         process = await asyncio.create_subprocess_exec(
             sys.executable,
             *kind.argv,
+            *options,
             stdout=asyncio.subprocess.PIPE,
             stderr=log,
             env=env,
