@@ -40,7 +40,7 @@ def port_clash_seconds() -> tuple[float, int]:
 
 async def shutdown_seconds(waiters: int) -> tuple[float, float, set[str], int]:
     """SIGTERM with ``waiters`` parked gets: until all are answered, until exit; their statuses."""
-    process = subprocess.Popen(
+    process = subprocess.Popen(  # noqa: ASYNC220 - started once, before anything is timed
         [sys.executable, "-m", "aiobootstrap", "--port", "0", "--log-level", "warning"],
         stdout=subprocess.PIPE,
         text=True,
@@ -51,7 +51,9 @@ async def shutdown_seconds(waiters: int) -> tuple[float, float, set[str], int]:
     connections = []
     for index in range(waiters):
         reader, writer = await asyncio.open_connection(host, int(port))
-        writer.write(f"GET /get_transfer_engine_info?rank={index % 7}&wait=60 HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+        writer.write(
+            f"GET /get_transfer_engine_info?rank={index % 7}&wait=60 HTTP/1.1\r\nHost: x\r\n\r\n".encode()
+        )
         connections.append((reader, writer))
     async with asyncio.timeout(30):
         while True:
