@@ -35,6 +35,24 @@ log = logging.getLogger("aiobootstrap")
 T = TypeVar("T")
 
 
+class _Call:
+    """One call on the loop, which its caller can abandon before or after it starts.
+
+    Touched only in the loop's thread, so it needs no lock.
+    """
+
+    __slots__ = ("abandoned", "task")
+
+    def __init__(self) -> None:
+        self.task: asyncio.Task[Any] | None = None
+        self.abandoned = False
+
+    def abandon(self) -> None:
+        self.abandoned = True
+        if self.task is not None:
+            self.task.cancel()
+
+
 class LoopThread:
     """An event loop running in a daemon thread of its own."""
 
@@ -59,23 +77,24 @@ class LoopThread:
         if self.in_loop_thread():
             coro.close()
             raise RuntimeError(f"{self.name}: a blocking call from its own event loop would deadlock")
-        future: concurrent.futures.Future[T] | None = None
+        call = _Call()
         try:
             with self._lock:
                 if self._closed:
                     coro.close()
                     raise RuntimeError(f"{self.name} is closed")
-                future = asyncio.run_coroutine_threadsafe(self._tracked(coro), self._loop)
+                future = asyncio.run_coroutine_threadsafe(self._tracked(coro, call), self._loop)
             return future.result()
         except concurrent.futures.CancelledError:
             # Only close() cancels a call whose caller is still waiting for it.
             raise RuntimeError(f"{self.name} was closed while the call was running") from None
         except BaseException:
-            if future is not None and not future.done():
-                # The caller gave up (KeyboardInterrupt, an exception raised
-                # into its thread): stop the coroutine too, so the loop is not
-                # left running work nobody waits for.
-                future.cancel()
+            # The caller gave up (KeyboardInterrupt, an exception raised into
+            # its thread): stop the coroutine too, so the loop is not left
+            # running work nobody waits for. Through ``call``, not the future:
+            # a KeyboardInterrupt can land inside run_coroutine_threadsafe after
+            # it has scheduled the coroutine but before it returns the future.
+            self._loop.call_soon_threadsafe(call.abandon)
             raise
 
     def close(self, cleanup: Callable[[], Awaitable[None]] | None = None) -> None:
@@ -99,9 +118,13 @@ class LoopThread:
             self._loop.call_soon_threadsafe(self._loop.stop)
             self._thread.join()
 
-    async def _tracked(self, coro: Coroutine[Any, Any, T]) -> T:
+    async def _tracked(self, coro: Coroutine[Any, Any, T], call: _Call) -> T:
         task = asyncio.current_task()
         assert task is not None
+        if call.abandoned:  # its caller gave up before it started
+            coro.close()
+            raise asyncio.CancelledError
+        call.task = task
         self._calls.add(task)
         try:
             return await coro
