@@ -42,33 +42,3 @@ def test_interrupt_inside_submission_still_cancels_the_call(monkeypatch: pytest.
     finally:
         monkeypatch.undo()
         loop_thread.close()
-
-
-def test_a_call_abandoned_before_its_first_step_never_runs(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Abandoned while its first step is still queued, the coroutine never runs, and the loop serves on."""
-    ran = threading.Event()
-
-    async def work() -> None:
-        ran.set()
-
-    real_submit = asyncio.run_coroutine_threadsafe
-
-    def submit_then_interrupt(coro: Any, loop: asyncio.AbstractEventLoop) -> Any:
-        # The abandonment is queued behind the submission, ahead of the task's first step.
-        real_submit(coro, loop)
-        raise KeyboardInterrupt
-
-    loop_thread = LoopThread("test loop")
-    try:
-        monkeypatch.setattr(asyncio, "run_coroutine_threadsafe", submit_then_interrupt)
-        with pytest.raises(KeyboardInterrupt):
-            loop_thread.run(work())
-        monkeypatch.undo()
-
-        async def still_usable() -> str:
-            return "still usable"
-
-        assert loop_thread.run(still_usable()) == "still usable"
-        assert not ran.is_set()
-    finally:
-        loop_thread.close()
