@@ -105,7 +105,7 @@ def _parser() -> argparse.ArgumentParser:
         type=int,
         default=65_536,
         metavar="N",
-        help="most distinct ranks per namespace without --world-size; more get 409 (default: %(default)d)",
+        help="most distinct ranks per namespace without --world-size; more get 409; 0 for no cap (default: %(default)d)",
     )
     parser.add_argument(
         "--max-request-line",
@@ -161,7 +161,8 @@ def _config(args: argparse.Namespace, environ: Mapping[str, str]) -> ServerConfi
         max_wait=args.max_wait,
         max_body_size=args.max_body_size,
         max_waiters=_max_waiters(args.max_waiters),
-        max_ranks=args.max_ranks,
+        # 0 switches the cap off; a world size lifts it anyway.
+        max_ranks=args.max_ranks or None,
         max_request_line=args.max_request_line,
         max_header_size=args.max_header_size,
         idle_timeout=args.idle_timeout,

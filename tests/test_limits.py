@@ -288,7 +288,7 @@ async def test_a_long_poll_outlives_the_idle_timeout(server):
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--max-ranks", "0"], "max ranks must be at least 1"),
+        (["--max-ranks", "-1"], "max ranks must be at least 1"),
         (["--max-request-line", "100"], "max request line must be at least"),
         (["--max-header-size", "10"], "max header size must be at least"),
         (["--idle-timeout", "0"], "idle timeout must be a positive number"),
@@ -318,3 +318,11 @@ async def test_registry_refuses_a_new_rank_past_max_ranks():
     assert registry.version == 1
     await registry.register(0, "again", {})
     assert registry.version == 2
+
+
+def test_max_ranks_zero_switches_the_cap_off():
+    """--max-ranks 0 means no cap on distinct ranks, for a large deployment run without --world-size."""
+    from aiobootstrap._cli import _config, _parser
+
+    assert _config(_parser().parse_args(["--max-ranks", "0"]), {}).max_ranks is None
+    assert _config(_parser().parse_args([]), {}).max_ranks == 65_536
