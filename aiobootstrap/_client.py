@@ -62,9 +62,6 @@ class Backoff:
         # Jitter keeps a whole deployment's clients from retrying in lockstep.
         return float(delay * random.uniform(0.5, 1.0))
 
-    def reset(self) -> None:
-        self.attempt = 0
-
 
 class _Deadline:
     def __init__(self, timeout: float | None) -> None:
@@ -190,24 +187,11 @@ class BootstrapClient:
         for a registration newer than version ``V``. Raises
         :class:`RankNotRegistered` when the time runs out.
         """
-        deadline = _Deadline(timeout)
-        while True:
-            wait = min(deadline.remaining(), _POLL_CHUNK)
-            params = {"rank": str(rank), "wait": f"{wait:.3f}", "after": str(after)}
-            try:
-                status, payload = await self._call(
-                    "GET", protocol.GET_PATH, deadline, params=params, read_timeout=wait + _READ_GRACE
-                )
-            except ServerUnavailable as exc:
-                raise RankNotRegistered(
-                    [rank], f"No transfer engine info for rank {rank}: {exc.detail}"
-                ) from exc
-            if status == 200:
-                return protocol.decode_info(protocol.loads(payload))
-            if status != 404 or _names_missing(payload) is None:
-                raise self._error(status, payload)
-            if deadline.expired():
-                raise RankNotRegistered([rank])
+        params = {"rank": str(rank), "after": str(after)}
+        payload, _ = await self._long_poll(protocol.GET_PATH, params, _Deadline(timeout), [rank])
+        if payload is None:
+            raise RankNotRegistered([rank])
+        return protocol.decode_info(protocol.loads(payload))
 
     async def get_many(
         self, ranks: Iterable[int], *, timeout: float | None = None, after: int = 0
@@ -244,25 +228,39 @@ class BootstrapClient:
     async def _get_batch(
         self, spec: str, deadline: _Deadline, after: int
     ) -> tuple[dict[int, TransferEngineInfo], list[int]]:
+        asked = protocol.parse_ranks(spec)
+        params = {"ranks": spec, "after": str(after)}
+        payload, missing = await self._long_poll(protocol.BATCH_PATH, params, deadline, asked)
+        if payload is None:
+            return {}, missing
+        return protocol.decode_batch(protocol.loads(payload)), []
+
+    async def _long_poll(
+        self, path: str, params: Mapping[str, str], deadline: _Deadline, asked: list[int]
+    ) -> tuple[bytes | None, list[int]]:
+        """Wait for ``asked``, asking again past the server's cap: a 200's body, or
+        ``None`` and the ranks still missing when the deadline passed."""
         while True:
             wait = min(deadline.remaining(), _POLL_CHUNK)
-            params = {"ranks": spec, "wait": f"{wait:.3f}", "after": str(after)}
             try:
                 status, payload = await self._call(
-                    "GET", protocol.BATCH_PATH, deadline, params=params, read_timeout=wait + _READ_GRACE
+                    "GET",
+                    path,
+                    deadline,
+                    params={**params, "wait": f"{wait:.3f}"},
+                    read_timeout=wait + _READ_GRACE,
                 )
             except ServerUnavailable as exc:
-                raise RankNotRegistered(
-                    protocol.parse_ranks(spec), f"No transfer engine info for ranks {spec}: {exc.detail}"
-                ) from exc
+                detail = f"{protocol.missing_ranks_detail(asked)}: {exc.detail}"
+                raise RankNotRegistered(asked, detail) from exc
             if status == 200:
-                return protocol.decode_batch(protocol.loads(payload)), []
+                return payload, []
             missing = _names_missing(payload)
-            if status == 404 and missing is not None:
-                if deadline.expired():
-                    return {}, missing
-                continue
-            raise self._error(status, payload)
+            if status != 404 or missing is None:
+                raise self._error(status, payload)
+            if deadline.expired():
+                # A single get's 404 names its rank in the detail only.
+                return None, missing or asked
 
     async def _call(
         self,

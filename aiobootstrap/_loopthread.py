@@ -24,6 +24,7 @@ import asyncio
 import concurrent.futures
 import logging
 import threading
+from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Coroutine
 from types import TracebackType
 from typing import Any, Self, TypeVar
@@ -154,18 +155,20 @@ class LoopThread:
                 loop.close()
 
 
-class LoopThreadOwner:
+class LoopThreadOwner(ABC):
     """Something that runs on a :class:`LoopThread`: ``with`` closes it, ``repr`` says if it is closed."""
 
     _loop_thread: LoopThread
     _open_state = "open"
 
     @property
+    @abstractmethod
     def url(self) -> str:
-        raise NotImplementedError
+        """The server's URL, shown by ``repr``."""
 
+    @abstractmethod
     def close(self) -> None:
-        raise NotImplementedError
+        """Stop the loop thread and release what runs on it."""
 
     def __enter__(self) -> Self:
         return self

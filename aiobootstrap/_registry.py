@@ -35,8 +35,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import time
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator
-from contextlib import asynccontextmanager
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, Protocol
@@ -311,9 +310,9 @@ class Registry:
         record = self.fresh(rank, after)
         if record is not None or timeout <= 0:
             return record
-        # _park/_unpark rather than the _parking context manager: a woken
+        # _park/_unpark in try/finally rather than a context manager: a woken
         # waiter leaves through here, a thousand in a row after one
-        # registration, and the generator-based manager costs a few calls more.
+        # registration, and a generator-based manager costs a few calls more.
         self._park()
         try:
             async with asyncio.timeout(timeout):
@@ -334,17 +333,19 @@ class Registry:
         wanted = list(dict.fromkeys(ranks))
         missing = [rank for rank in wanted if self.fresh(rank, after) is None]
         if missing and timeout > 0:
-            async with self._parking():
-                try:
-                    async with asyncio.timeout(timeout):
-                        # A rank unregistered while we waited for a later one
-                        # is missing again: go round until none is.
-                        while missing:
-                            for rank in missing:
-                                await self._arrival(rank, after)
-                            missing = [r for r in wanted if self.fresh(r, after) is None]
-                except TimeoutError:
-                    pass
+            self._park()
+            try:
+                async with asyncio.timeout(timeout):
+                    # A rank unregistered while we waited for a later one
+                    # is missing again: go round until none is.
+                    while missing:
+                        for rank in missing:
+                            await self._arrival(rank, after)
+                        missing = [r for r in wanted if self.fresh(r, after) is None]
+            except TimeoutError:
+                pass
+            finally:
+                self._unpark()
         found: list[Record] = []
         missing = []
         for rank in wanted:
@@ -354,14 +355,6 @@ class Registry:
             else:
                 found.append(record)
         return found, missing
-
-    @asynccontextmanager
-    async def _parking(self) -> AsyncIterator[None]:
-        self._park()
-        try:
-            yield
-        finally:
-            self._unpark()
 
     def _park(self) -> None:
         """Count a parked wait, or refuse it (closed, or the lot is full)."""
