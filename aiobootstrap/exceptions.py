@@ -18,6 +18,8 @@ __all__ = [
     "RankNotRegistered",
     "ServerUnavailable",
     "ShuttingDown",
+    "StoreUnavailable",
+    "TooManyNamespaces",
     "TooManyRanks",
     "TooManyWaiters",
     "Unauthorized",
@@ -85,6 +87,22 @@ class TooManyWaiters(ServerUnavailable):
     def __init__(self, detail: str, retry_after: float = 1.0) -> None:
         super().__init__(detail)
         self.retry_after = retry_after
+
+
+class StoreUnavailable(ServerUnavailable):
+    """The store behind the server did not answer (HTTP 503 with ``Retry-After``).
+
+    The server cannot prove absence or acknowledge a write without its store:
+    a get answers this, not a ``404``.
+    """
+
+    def __init__(self, detail: str, retry_after: float = 1.0) -> None:
+        super().__init__(detail)
+        self.retry_after = retry_after
+
+
+class TooManyNamespaces(ServerUnavailable):
+    """The store already holds records in as many namespaces as it allows (HTTP 503)."""
 
 
 class RankNotRegistered(NotRegistered, TimeoutError):
