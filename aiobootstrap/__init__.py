@@ -22,6 +22,8 @@ from .exceptions import (
     RankNotRegistered,
     ServerUnavailable,
     ShuttingDown,
+    StoreUnavailable,
+    TooManyNamespaces,
     TooManyRanks,
     TooManyWaiters,
     Unauthorized,
@@ -32,10 +34,11 @@ if TYPE_CHECKING:
     from ._client import Backoff, BootstrapClient
     from ._config import ServerConfig
     from ._protocol import RankListing, RankSummary, TransferEngineInfo
-    from ._registry import MemoryStore, Record, RecordStore, Registry
+    from ._registry import Registry
     from ._server import BootstrapServer
     from ._sync import SyncBootstrapClient
     from ._threaded import ThreadedBootstrapServer
+    from .store import Key, MemoryStore, Record, Store
 
 _LAZY = {
     "create_app": "._app",
@@ -45,9 +48,10 @@ _LAZY = {
     "RankListing": "._protocol",
     "RankSummary": "._protocol",
     "TransferEngineInfo": "._protocol",
-    "MemoryStore": "._registry",
-    "Record": "._registry",
-    "RecordStore": "._registry",
+    "Key": ".store",
+    "MemoryStore": ".store",
+    "Record": ".store",
+    "Store": ".store",
     "Registry": "._registry",
     "BootstrapServer": "._server",
     "SyncBootstrapClient": "._sync",
@@ -75,6 +79,7 @@ __all__ = [
     "BootstrapClient",
     "BootstrapError",
     "BootstrapServer",
+    "Key",
     "MemoryStore",
     "NotRegistered",
     "PayloadTooLarge",
@@ -82,13 +87,15 @@ __all__ = [
     "RankNotRegistered",
     "RankSummary",
     "Record",
-    "RecordStore",
     "Registry",
     "ServerConfig",
     "ServerUnavailable",
     "ShuttingDown",
+    "Store",
+    "StoreUnavailable",
     "SyncBootstrapClient",
     "ThreadedBootstrapServer",
+    "TooManyNamespaces",
     "TooManyRanks",
     "TooManyWaiters",
     "TransferEngineInfo",

@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Iterable
-from functools import partial
+from collections.abc import AsyncIterator, Iterable
 
 from aiohttp import web
 from aiohttp.typedefs import Handler, Middleware
@@ -18,32 +17,36 @@ from . import __version__
 from . import _protocol as protocol
 from ._config import ServerConfig
 from ._hardening import (
-    BOOT_ID,
     ExpectHandler,
     RequestTimeout,
     UnreadableBody,
     auth_middleware,
-    boot_header,
     expect_handler,
-    new_boot_id,
     read_body,
     too_large_detail,
 )
-from ._journal import Journal
-from ._metrics import METRICS, Metrics, counts_gets, metrics, metrics_middleware
-from ._namespaces import Namespace, Namespaces
+from ._metrics import (
+    METRICS,
+    NAMESPACE_FIGURES,
+    Metrics,
+    NamespaceFigures,
+    counts_gets,
+    metrics,
+    metrics_middleware,
+)
 from ._openapi import openapi
-from ._registry import MemoryStore, ParkingLot, Record, RecordStore, Registry
-from .exceptions import BadRequest, BootstrapError, NotRegistered, TooManyWaiters
+from ._registry import Registry
+from .exceptions import BadRequest, BootstrapError, NotRegistered, StoreUnavailable, TooManyWaiters
+from .store import DEFAULT_ROLE, TRANSFER_ENGINE_INFO, Key, Record, StoreLimits
+from .store._url import open_store
 
-__all__ = ["CONFIG", "NAMESPACES", "REGISTRY", "create_app"]
+__all__ = ["CONFIG", "REGISTRY", "create_app"]
 
 log = logging.getLogger("aiobootstrap")
 
 CONFIG = web.AppKey("config", ServerConfig)
 REGISTRY = web.AppKey("registry", Registry)
-"""The default namespace's registry."""
-NAMESPACES = web.AppKey("namespaces", Namespaces)
+"""The registry of every namespace, and through it the store."""
 
 
 def create_app(config: ServerConfig | None = None) -> web.Application:
@@ -56,8 +59,9 @@ def create_app(config: ServerConfig | None = None) -> web.Application:
         middlewares.append(auth_middleware(config.auth_token, public=_PUBLIC))
     app = web.Application(middlewares=middlewares, client_max_size=config.max_body_size)
     app[CONFIG] = config
-    app[BOOT_ID] = new_boot_id()
-    app.on_response_prepare.append(boot_header)
+    app[METRICS] = Metrics()
+    app[NAMESPACE_FIGURES] = lambda: _namespace_figures(app)
+    app.on_response_prepare.append(_boot_header)
     app.cleanup_ctx.append(_registry_context)
     app.on_shutdown.append(_release_waiters)
     # aiohttp answers Expect before any middleware: this one checks the token and size first.
@@ -66,6 +70,7 @@ def create_app(config: ServerConfig | None = None) -> web.Application:
     app.router.add_routes(routes)
     app.router.add_routes(_namespaced(routes))
     # Server-wide routes: one server, one set of metrics, one API description.
+    app.router.add_get(protocol.READY_PATH, ready, expect_handler=expect)
     app.router.add_get(protocol.METRICS_PATH, metrics, expect_handler=expect)
     app.router.add_get(protocol.OPENAPI_PATH, openapi, expect_handler=expect)
     return app
@@ -92,59 +97,48 @@ def _namespaced(routes: Iterable[web.RouteDef]) -> list[web.RouteDef]:
 
 async def _registry_context(app: web.Application) -> AsyncIterator[None]:
     config = app[CONFIG]
-    journal = None if config.state_file is None else await _open_journal(config.state_file)
-    # One lot for every namespace: --max-waiters protects the server, not one deployment.
-    lot = ParkingLot(config.max_waiters)
-    # A world size already bounds the ranks; the cap guards servers without one.
-    max_ranks = config.max_ranks if config.world_size is None else None
-    new_registry = partial(
-        _namespace_registry,
-        lot,
-        max_ranks,
-        _memory_store if journal is None else journal.store,
+    limits = StoreLimits(
+        # A world size already bounds the ranks; the cap guards servers without one.
+        max_ranks=config.max_ranks if config.world_size is None else None,
+        max_namespaces=config.max_namespaces,
     )
-    registry = new_registry(protocol.DEFAULT_NAMESPACE, 0)
+    store = open_store(config.store_url, prefix=config.store_prefix, limits=limits)
+    registry = Registry(store, encode_reply=protocol.encode_info, max_waiters=config.max_waiters)
+    await store.open(registry)
     app[REGISTRY] = registry
-    namespaces = Namespaces(registry, new_registry, limit=config.max_namespaces)
-    app[NAMESPACES] = namespaces
-    app[METRICS] = Metrics(namespaces)
-    yield
-    namespaces.close()
-    if journal is not None:
-        await journal.close()
-
-
-async def _open_journal(path: str) -> Journal:
-    journal = await Journal.open(path, encode_reply=protocol.encode_info)
-    log.info(
-        "state file %s: loaded %d registration(s), version %d",
-        journal.path,
-        len(journal),
-        journal.last_version,
-    )
-    return journal
-
-
-def _memory_store(name: str, last_version: int) -> MemoryStore:
-    return MemoryStore(last_version=last_version)
-
-
-def _namespace_registry(
-    lot: ParkingLot,
-    max_ranks: int | None,
-    new_store: Callable[[str, int], RecordStore],
-    name: str,
-    last_version: int,
-) -> Registry:
-    """A namespace's registry, its store made by ``new_store``, versions going on from ``last_version``."""
-    return Registry(
-        new_store(name, last_version), encode_reply=protocol.encode_info, lot=lot, max_ranks=max_ranks
-    )
+    log.info("store: %s", store.description)
+    try:
+        yield
+    finally:
+        registry.close()
+        await store.close()
 
 
 async def _release_waiters(app: web.Application) -> None:
     # Parked long-polls answer 503 now, instead of holding shutdown until they expire.
-    app[NAMESPACES].close()
+    app[REGISTRY].close()
+
+
+async def _boot_header(request: web.Request, response: web.StreamResponse) -> None:
+    """``on_response_prepare``: every reply, errors included, names the store's incarnation."""
+    registry = request.app.get(REGISTRY)
+    if registry is not None:
+        response.headers[protocol.BOOT_HEADER] = registry.store.incarnation
+
+
+async def _namespace_figures(app: web.Application) -> list[NamespaceFigures]:
+    registry = app[REGISTRY]
+    store = registry.store
+    names = sorted(set(await store.namespaces()) | set(registry.parked_namespaces()))
+    return [
+        NamespaceFigures(
+            name,
+            len(await store.records(name, TRANSFER_ENGINE_INFO, DEFAULT_ROLE)),
+            registry.parked_in(name),
+            await store.version(name),
+        )
+        for name in names
+    ]
 
 
 # -- errors -------------------------------------------------------------
@@ -170,7 +164,7 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
     """Turn every error into a JSON ``{"detail": ...}`` reply; never a traceback."""
     try:
         return await handler(request)
-    except TooManyWaiters as exc:
+    except (TooManyWaiters, StoreUnavailable) as exc:
         return _json_error(exc.status, exc.detail, {"Retry-After": f"{exc.retry_after:g}"})
     except BootstrapError as exc:
         response = _json_error(exc.status, exc.detail)
@@ -198,19 +192,25 @@ async def health(request: web.Request) -> web.Response:
     return web.Response(text="OK", headers={protocol.HEALTH_HEADER: __version__})
 
 
+async def ready(request: web.Request) -> web.Response:
+    """``GET /ready``: ``OK`` while the store answers, ``503`` (JSON) while it does not."""
+    await request.app[REGISTRY].store.ping()
+    return web.Response(text="OK")
+
+
 _PUBLIC = frozenset({health})
 """Handlers that answer without the bearer token."""
 
 
-def namespace_of(request: web.Request) -> Namespace:
+def namespace_of(request: web.Request) -> str:
     """The namespace a request addresses: its ``/ns/{namespace}`` prefix, or the default."""
     name = request.match_info.get("namespace", protocol.DEFAULT_NAMESPACE)
-    return request.app[NAMESPACES].get(name)
+    return protocol.check_namespace(name)
 
 
-def registry_of(request: web.Request) -> Registry:
-    """The registry a request addresses."""
-    return namespace_of(request).registry
+def info_key(request: web.Request, rank: int) -> Key:
+    """The key of ``rank``'s transfer-engine info in the namespace a request addresses."""
+    return Key(namespace_of(request), TRANSFER_ENGINE_INFO, DEFAULT_ROLE, rank)
 
 
 _SEPARATE_BODY_OVER = 256 * 1024
@@ -246,12 +246,11 @@ async def register(request: web.Request) -> web.Response:
     body = await read_body(request, request.app[CONFIG])
     registration = protocol.parse_registration(body)
     protocol.check_world_size(registration.rank, request.app[CONFIG].world_size)
-    namespace = namespace_of(request)
-    record = await namespace.registry.register(
-        registration.rank, registration.session_id, registration.weights_info_dict
-    )
-    namespace.registrations += 1
-    _log_change("registered", record, namespace.name)
+    key = info_key(request, registration.rank)
+    value = {"session_id": registration.session_id, "weights_info_dict": registration.weights_info_dict}
+    record = await request.app[REGISTRY].register(key, value)
+    request.app[METRICS].registrations[key.namespace] += 1
+    _log_change("registered", record)
     return web.Response(text="OK")
 
 
@@ -261,8 +260,9 @@ def _printable(session_id: str) -> str:
     return session_id if session_id.isprintable() else ascii(session_id)
 
 
-def _log_change(action: str, record: Record, namespace: str) -> None:
+def _log_change(action: str, record: Record) -> None:
     """One line per registration or deletion, with structured fields for JSON logs."""
+    namespace = record.key.namespace
     where = "" if namespace == protocol.DEFAULT_NAMESPACE else f" in namespace {namespace}"
     log.info(
         "%s rank %d session %s version %d%s",
@@ -283,11 +283,10 @@ def _log_change(action: str, record: Record, namespace: str) -> None:
 async def unregister(request: web.Request) -> web.Response:
     rank = protocol.parse_rank_param(_param(request, "rank"))
     protocol.check_world_size(rank, request.app[CONFIG].world_size)
-    namespace = namespace_of(request)
-    record = await namespace.registry.unregister(rank)
+    record = await request.app[REGISTRY].unregister(info_key(request, rank))
     if record is None:
         raise NotRegistered(protocol.not_registered_detail(rank))
-    _log_change("unregistered", record, namespace.name)
+    _log_change("unregistered", record)
     return web.Response(text="OK")
 
 
@@ -297,13 +296,14 @@ async def get_info(request: web.Request) -> web.StreamResponse:
     wait = _wait_seconds(request)
     after = protocol.parse_after(_param(request, "after"))
     protocol.check_world_size(rank, request.app[CONFIG].world_size)
-    registry = registry_of(request)
-    since = registry.version
-    record = await registry.wait(rank, wait, after)
+    key = info_key(request, rank)
+    registry = request.app[REGISTRY]
+    since = time.time()
+    record = await registry.wait(key, wait, after)
     request.app[METRICS].count_get(since, [] if record is None else [record], expired=record is None)
     if record is None:
         raise NotRegistered(protocol.not_registered_detail(rank))
-    return await json_reply(request, record.reply)
+    return await json_reply(request, registry.reply(record))
 
 
 @counts_gets
@@ -313,29 +313,36 @@ async def get_batch(request: web.Request) -> web.StreamResponse:
     after = protocol.parse_after(_param(request, "after"))
     world_size = request.app[CONFIG].world_size
     protocol.check_world_size(max(ranks), world_size)
-    registry = registry_of(request)
-    since = registry.version
-    found, missing = await registry.wait_all(ranks, wait, after)
-    request.app[METRICS].count_get(since, found, expired=bool(missing))
-    if missing:
+    namespace = namespace_of(request)
+    registry = request.app[REGISTRY]
+    since = time.time()
+    found, missing_keys = await registry.wait_all(
+        [Key(namespace, TRANSFER_ENGINE_INFO, DEFAULT_ROLE, rank) for rank in ranks], wait, after
+    )
+    request.app[METRICS].count_get(since, found, expired=bool(missing_keys))
+    if missing_keys:
+        missing = [key.rank for key in missing_keys]
         return web.Response(
             status=404,
             body=protocol.error_body(protocol.missing_ranks_detail(missing), missing=missing),
             content_type=protocol.JSON_TYPE,
         )
-    return await json_reply(request, protocol.encode_batch(found, registry.version))
+    version = await registry.store.version(namespace)
+    return await json_reply(request, protocol.encode_batch([registry.reply(r) for r in found], version))
 
 
 async def list_ranks(request: web.Request) -> web.Response:
-    registry = registry_of(request)
+    namespace = namespace_of(request)
+    registry = request.app[REGISTRY]
     world_size = request.app[CONFIG].world_size
     now = time.time()
-    records = registry.records()
+    records = await registry.store.records(namespace, TRANSFER_ENGINE_INFO, DEFAULT_ROLE)
+    present = {record.rank for record in records}
     listing = {
-        "version": registry.version,
+        "version": await registry.store.version(namespace),
         "world_size": world_size,
         "count": len(records),
-        "waiters": registry.parked,
+        "waiters": registry.parked_in(namespace),
         "ranks": [
             {
                 "rank": record.rank,
@@ -347,7 +354,7 @@ async def list_ranks(request: web.Request) -> web.Response:
             for record in records
         ],
         "missing": (
-            None if world_size is None else [rank for rank in range(world_size) if rank not in registry]
+            None if world_size is None else [rank for rank in range(world_size) if rank not in present]
         ),
     }
     return web.Response(body=protocol.dumps(listing), content_type=protocol.JSON_TYPE)

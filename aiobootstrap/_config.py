@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 
 from ._protocol import BATCH_QUERY_CHARS
 
-__all__ = ["DEFAULT_HOST", "DEFAULT_MAX_WAITERS", "DEFAULT_PORT", "ServerConfig"]
+__all__ = ["DEFAULT_HOST", "DEFAULT_MAX_WAITERS", "DEFAULT_PORT", "DEFAULT_STORE", "ServerConfig"]
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 6789
 """The port engines use for ``--engine-info-bootstrap-port``."""
 DEFAULT_MAX_WAITERS = 65_536
 """Each parked wait holds a socket; the CLI lowers this to fit the open file limit."""
+DEFAULT_STORE = "memory:"
+_PREFIX = re.compile(r"[A-Za-z0-9._-]{1,64}")
 _MIN_REQUEST_LINE = BATCH_QUERY_CHARS + 512
 """Room for the client's longest batch query plus the path and the other parameters."""
 
@@ -55,7 +58,11 @@ class ServerConfig:
     access_log: bool = False
     """Log one line per request (logger ``aiohttp.access``); off, a deployment's gets would flood the log."""
     state_file: str | None = None
-    """The journal that makes registrations survive a restart; ``None`` keeps them in memory only."""
+    """The journal that makes registrations survive a restart: the same as ``store="file:PATH"``."""
+    store: str = DEFAULT_STORE
+    """Where records live: ``memory:``, ``file:PATH``, ``redis://...``, ``rediss://...``, ``unix://...``."""
+    store_prefix: str = "aiobootstrap"
+    """The prefix of every key in a Redis store: several registries can share one Redis."""
 
     def __post_init__(self) -> None:
         if not 0 <= self.port <= 65535:
@@ -70,6 +77,14 @@ class ServerConfig:
             raise ValueError(f"max namespaces must be at least 1, not {self.max_namespaces}")
         if self.state_file is not None and not self.state_file.strip():
             raise ValueError("state file must be a path, not an empty string")
+        if self.state_file is not None and self.store != DEFAULT_STORE:
+            raise ValueError(
+                "give either a state file or a store, not both (a state file is the store file:PATH)"
+            )
+        if not _PREFIX.fullmatch(self.store_prefix):
+            raise ValueError(
+                f"store prefix must be 1 to 64 letters, digits, dots, dashes or underscores, not {self.store_prefix!r}"
+            )
         if self.max_waiters is not None and self.max_waiters < 0:
             raise ValueError(f"max waiters must be non-negative, not {self.max_waiters}")
         if self.max_ranks is not None and self.max_ranks < 1:
@@ -91,6 +106,11 @@ class ServerConfig:
             raise ValueError("the auth token must be non-empty printable ASCII without spaces")
         if (self.tls_cert is None) != (self.tls_key is None):
             raise ValueError("TLS needs both a certificate and a key (--tls-cert and --tls-key)")
+
+    @property
+    def store_url(self) -> str:
+        """The store to open: ``store``, or ``file:PATH`` for a state file."""
+        return self.store if self.state_file is None else f"file:{self.state_file}"
 
     @property
     def scheme(self) -> str:

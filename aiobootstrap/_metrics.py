@@ -13,10 +13,12 @@ template, not the path, and the namespace label covers live namespaces only.
 
 from __future__ import annotations
 
+import collections
 import functools
 import time
 from bisect import bisect_left
-from collections.abc import Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from dataclasses import dataclass
 
 from aiohttp import web
 from aiohttp.typedefs import Handler
@@ -25,11 +27,18 @@ from prometheus_client import metrics as prometheus_metrics
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.utils import floatToGoString
 
-from ._namespaces import Namespaces
-from ._registry import Record
 from .exceptions import BootstrapError, NotRegistered
+from .store import Record
 
-__all__ = ["METRICS", "Metrics", "counts_gets", "metrics", "metrics_middleware"]
+__all__ = [
+    "METRICS",
+    "NAMESPACE_FIGURES",
+    "Metrics",
+    "NamespaceFigures",
+    "counts_gets",
+    "metrics",
+    "metrics_middleware",
+]
 
 GET_OUTCOMES = ("hit", "woken", "expired", "rejected")
 
@@ -39,16 +48,26 @@ _DURATION_BUCKETS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 6
 _METHODS = frozenset({"GET", "HEAD", "PUT", "POST", "DELETE", "PATCH", "OPTIONS"})
 
 
-class _NamespaceCollector:
-    """Reads the live namespaces when scraped."""
+@dataclass(frozen=True, slots=True)
+class NamespaceFigures:
+    """What a scrape shows of one namespace, read from the store and the registry just before."""
 
-    def __init__(self, namespaces: Namespaces) -> None:
-        self._namespaces = namespaces
+    name: str
+    ranks: int
+    parked: int
+    version: int
+
+
+class _NamespaceCollector:
+    """Shows the namespace figures the scrape read last (see :func:`metrics`)."""
+
+    def __init__(self, metrics: Metrics) -> None:
+        self._metrics = metrics
 
     def collect(self) -> Iterator[Metric]:
         registrations = CounterMetricFamily(
             "aiobootstrap_registrations",
-            "Registrations answered, by namespace (since the namespace was made).",
+            "Registrations answered by this server, by namespace.",
             labels=["namespace"],
         )
         ranks = GaugeMetricFamily(
@@ -62,19 +81,18 @@ class _NamespaceCollector:
         version = GaugeMetricFamily(
             "aiobootstrap_version", "The latest version in each namespace.", labels=["namespace"]
         )
-        namespaces = list(self._namespaces)
-        for namespace in namespaces:
-            registry = namespace.registry
-            registrations.add_metric([namespace.name], namespace.registrations)
-            ranks.add_metric([namespace.name], len(registry))
-            parked.add_metric([namespace.name], registry.parked)
-            version.add_metric([namespace.name], registry.version)
+        figures = self._metrics.namespaces
+        for namespace in figures:
+            registrations.add_metric([namespace.name], self._metrics.registrations[namespace.name])
+            ranks.add_metric([namespace.name], namespace.ranks)
+            parked.add_metric([namespace.name], namespace.parked)
+            version.add_metric([namespace.name], namespace.version)
         yield registrations
         yield ranks
         yield parked
         yield version
         yield GaugeMetricFamily(
-            "aiobootstrap_namespaces", "Namespaces held right now.", value=len(namespaces)
+            "aiobootstrap_namespaces", "Namespaces holding records or waits right now.", value=len(figures)
         )
 
 
@@ -127,8 +145,12 @@ class Metrics:
     text a scrape returns is the same as theirs.
     """
 
-    def __init__(self, namespaces: Namespaces) -> None:
+    def __init__(self) -> None:
         self.registry = CollectorRegistry()
+        self.registrations: collections.Counter[str] = collections.Counter()
+        """Registrations answered, by namespace."""
+        self.namespaces: list[NamespaceFigures] = []
+        """The namespaces as the latest scrape read them."""
         created = time.time()
         self.gets = dict.fromkeys(GET_OUTCOMES, 0)
         self._gets_created = dict.fromkeys(GET_OUTCOMES, created)
@@ -137,10 +159,10 @@ class Metrics:
         """By label values: route template, method, status."""
         self._series: dict[tuple[web.AbstractResource | None, str, int], _Histogram] = {}
         self.registry.register(self)
-        self.registry.register(_NamespaceCollector(namespaces))
+        self.registry.register(_NamespaceCollector(self))
 
-    def count_get(self, since: int, found: Sequence[Record], expired: bool) -> None:
-        """Count an answered get; ``since`` is the registry's version when it began."""
+    def count_get(self, since: float, found: Sequence[Record], expired: bool) -> None:
+        """Count an answered get; ``since`` is the wall-clock time it began."""
         if expired:
             self.gets["expired"] += 1
             return
@@ -149,15 +171,15 @@ class Metrics:
         woken = False
         registered = 0.0
         for record in found:
-            if record.version > since:
+            if record.registered_at > since:
                 woken = True
-                registered = max(registered, record.registered_monotonic)
+                registered = max(registered, record.registered_at)
         if not woken:
             self.gets["hit"] += 1
             return
         self.gets["woken"] += 1
         if registered > 0:
-            latency = max(0.0, time.monotonic() - registered)
+            latency = max(0.0, time.time() - registered)
             series = self.wake_latency
             series.counts[bisect_left(_LATENCY_BUCKETS, latency)] += 1
             series.sum += latency
@@ -258,4 +280,12 @@ def _observe(request: web.Request, status: int, started: float) -> None:
 
 async def metrics(request: web.Request) -> web.Response:
     """``GET /metrics``: every metric, in the Prometheus text format."""
-    return web.Response(body=request.app[METRICS].render(), headers={"Content-Type": CONTENT_TYPE_LATEST})
+    figures = request.app[METRICS]
+    figures.namespaces = await request.app[NAMESPACE_FIGURES]()
+    return web.Response(body=figures.render(), headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+
+NAMESPACE_FIGURES: web.AppKey[Callable[[], Awaitable[list[NamespaceFigures]]]] = web.AppKey(
+    "namespace_figures"
+)
+"""How a scrape reads the namespaces: the app reads them from its store and registry."""

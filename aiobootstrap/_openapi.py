@@ -68,6 +68,17 @@ _PATHS: dict[str, dict[str, Any]] = {
             "responses": {"200": _text("The server is up.")},
         }
     },
+    protocol.READY_PATH: {
+        "get": {
+            "operationId": "ready",
+            "summary": "Whether the server's store answers (readiness, for a load balancer).",
+            "responses": {
+                "200": _text("The store answers."),
+                "401": _UNAUTHORIZED,
+                "503": _json("The store does not answer; Retry-After says when to ask again."),
+            },
+        }
+    },
     protocol.REGISTER_PATH: {
         "put": {
             "operationId": "register",
@@ -166,7 +177,7 @@ _PATHS: dict[str, dict[str, Any]] = {
     },
 }
 
-_SERVER_WIDE = frozenset({protocol.METRICS_PATH, protocol.OPENAPI_PATH})
+_SERVER_WIDE = frozenset({protocol.READY_PATH, protocol.METRICS_PATH, protocol.OPENAPI_PATH})
 """Paths served once for the whole server, not under each namespace."""
 
 _NAMESPACE = {

@@ -23,7 +23,7 @@ except ImportError:
     orjson = None  # type: ignore[assignment]
 
 if TYPE_CHECKING:
-    from ._registry import Record
+    from .store import Record
 
 __all__ = [
     "BATCH_PATH",
@@ -39,6 +39,7 @@ __all__ = [
 ]
 
 HEALTH_PATH = "/health"
+READY_PATH = "/ready"
 REGISTER_PATH = "/register_transfer_engine_info"
 GET_PATH = "/get_transfer_engine_info"
 BATCH_PATH = "/get_transfer_engine_info_batch"
@@ -309,9 +310,9 @@ def encode_info(record: Record) -> bytes:
     )
 
 
-def encode_batch(records: Sequence[Record], version: int) -> bytes:
+def encode_batch(replies: Sequence[bytes], version: int) -> bytes:
     """The reply to a batch get: the ranks' single replies, spliced, not re-encoded."""
-    infos = b",".join(record.reply or encode_info(record) for record in records)
+    infos = b",".join(replies)
     return b'{"infos":[' + infos + b'],"version":' + str(version).encode() + b"}"
 
 

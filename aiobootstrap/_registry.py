@@ -1,31 +1,39 @@
-"""The registry: every rank's transfer-engine info, and the waiting for it.
+"""The registry: waiting for records, woken by the store's change feed.
 
 Theory of operation
 -------------------
-A registration stores a :class:`Record` under its rank and stamps it with a
-server-wide ``version`` that grows by one with every change, like an etcd
-revision. The record's wire reply is encoded once, here, so that a thousand
-waiters woken by one registration share one ``bytes`` object.
+The store owns the records, their versions and the limits (see
+``store/_base.py``); the registry owns the waiting. Every change the store
+applies, made through this process or any other sharing the store, reaches
+:meth:`Registry.changed`, and only that wakes waiters: a local registration
+wakes nobody directly, so the path is the same on one process and on many.
 
 A getter that finds nothing (or only a record older than its ``after``) joins
-the rank's *waitlist*: an ``asyncio.Event`` plus a count of its waiters. A
-registration sets that event, which wakes every waiter of the rank in one
-step, and puts a fresh event in its place for later waiters; an event that
-others share is never ``clear()``-ed, so no waiter can miss a wake-up. A
-woken waiter checks the store again and either returns or waits on the new
-event. The waitlist exists only while someone waits: the last waiter to leave
-(answered, timed out or cancelled) removes it, so probing ranks that never
-register leaves nothing behind.
+the key's *waitlist*: an ``asyncio.Event``, a count of its waiters, and the
+newest record the feed delivered for the key. A change for the key stores
+its record there (the store hands it over when it has it; otherwise the
+registry reads it once, for all the key's waiters), sets the event, and puts
+a fresh event in its place for later waiters; an event that others share is
+never ``clear()``-ed. A woken waiter takes the delivered record if it is new
+enough, or waits on the next event.
 
-A wait for a set of ranks walks the ranks still missing one at a time: since
-all of them must arrive, waiting for each in turn ends when the last arrives,
-and costs one waitlist at a time instead of one per rank.
+Parking is ordered so that no change can slip past: a waiter joins the
+waitlist and takes the current event *before* it reads the store. A change
+landing during the read sets that event, so the wait that follows returns at
+once. A read that fails (the store is unreachable) is not an answer: the
+waiter parks anyway, and the store's :meth:`resync` after it reconnects
+re-reads every parked key. At the deadline the waiter reads the store once
+more: ``None`` only when the store proves the record absent; when it cannot,
+:class:`~aiobootstrap.exceptions.StoreUnavailable` reaches the caller.
 
-Running out of time is a normal answer (``None`` or the missing ranks), not an
-exception. ``close()`` wakes every waiter with :class:`ShuttingDown`.
+The waitlist exists only while someone waits: the last waiter to leave
+(answered, timed out or cancelled) removes it, so probing keys that never
+register leaves nothing behind. Running out of time is a normal answer
+(``None``, or the keys still missing), not an exception. ``close()`` wakes
+every waiter with :class:`~aiobootstrap.exceptions.ShuttingDown`.
 
-Where records live is behind :class:`RecordStore`, the one seam a durable
-journal or an external store replaces without touching the waiting.
+Replies are encoded once per record version and kept per key, so a thousand
+waiters woken by one registration share one ``bytes`` object.
 
 This module is pure asyncio: it knows nothing of HTTP.
 """
@@ -33,256 +41,117 @@ This module is pure asyncio: it knows nothing of HTTP.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
-import time
-from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
-from functools import partial
-from typing import Any, Protocol
+import collections
+import logging
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
-from .exceptions import ShuttingDown, TooManyRanks, TooManyWaiters
+from .exceptions import ShuttingDown, StoreUnavailable, TooManyWaiters
+from .store import Change, Key, Record, Store
 
-__all__ = ["MemoryStore", "ParkingLot", "Record", "RecordStore", "Registry"]
+__all__ = ["Registry"]
 
+log = logging.getLogger("aiobootstrap")
 
-@dataclass(frozen=True, slots=True)
-class Record:
-    """One rank's registered transfer-engine info."""
-
-    rank: int
-    session_id: str
-    weights_info_dict: dict[str, Any]
-    version: int
-    registered_at: float
-    """Wall-clock time of the registration (``time.time()``)."""
-    reply: bytes = b""
-    """The encoded reply to a get of this rank, built once at registration."""
-    registered_monotonic: float = dataclasses.field(default=0.0, compare=False)
-    """``time.monotonic()`` at the registration, for measuring how fast waiters wake."""
-
-
-class RecordStore(Protocol):
-    """Where the registry keeps its records."""
-
-    @property
-    def last_version(self) -> int:
-        """The highest version ever written, so versions go on growing."""
-        ...
-
-    def get(self, rank: int) -> Record | None: ...
-
-    def __iter__(self) -> Iterator[Record]: ...
-
-    def __len__(self) -> int: ...
-
-    async def put(self, record: Record) -> None:
-        """Store ``record``; when this returns, the record is as safe as the store makes it."""
-        ...
-
-    async def delete(self, rank: int, version: int) -> Record | None:
-        """Forget ``rank`` as of ``version``; return what was stored."""
-        ...
-
-    async def close(self) -> None: ...
-
-
-class MemoryStore:
-    """Records in a dict: fast, and gone when the process ends."""
-
-    def __init__(self, records: Iterable[Record] = (), last_version: int = 0) -> None:
-        self._records: dict[int, Record] = {}
-        self._last_version = last_version
-        for record in records:
-            self._keep(record)
-
-    @property
-    def last_version(self) -> int:
-        return self._last_version
-
-    def get(self, rank: int) -> Record | None:
-        return self._records.get(rank)
-
-    def __iter__(self) -> Iterator[Record]:
-        return iter(list(self._records.values()))
-
-    def __len__(self) -> int:
-        return len(self._records)
-
-    async def put(self, record: Record) -> None:
-        self._keep(record)
-
-    async def delete(self, rank: int, version: int) -> Record | None:
-        self._last_version = max(self._last_version, version)
-        return self._records.pop(rank, None)
-
-    async def close(self) -> None:
-        pass
-
-    def _keep(self, record: Record) -> None:
-        self._last_version = max(self._last_version, record.version)
-        current = self._records.get(record.rank)
-        # Puts of one rank may finish out of order in a slower store; the
-        # higher version is the later registration and must win.
-        if current is None or current.version < record.version:
-            self._records[record.rank] = record
+SHUTTING_DOWN = "The server is shutting down."
 
 
 class _Waitlist:
-    __slots__ = ("event", "waiters")
+    __slots__ = ("event", "record", "waiters")
 
     def __init__(self) -> None:
         self.event = asyncio.Event()
         self.waiters = 0
-
-
-class ParkingLot:
-    """A count of parked waits and its limit, shared by registries that share a server."""
-
-    __slots__ = ("limit", "parked")
-
-    def __init__(self, limit: int | None = None) -> None:
-        self.limit = limit
-        self.parked = 0
+        self.record: Record | None = None
+        """The newest record the feed delivered for the key while someone waited."""
 
 
 def _no_reply(record: Record) -> bytes:
     return b""
 
 
+def _fresh(record: Record | None, after: int) -> Record | None:
+    return record if record is not None and record.version > after else None
+
+
 class Registry:
-    """Ranks' records and the requests waiting for them."""
+    """The records of a store, and the requests waiting for them.
+
+    Hand it to :meth:`Store.open` as the listener: its feed is what wakes waiters.
+    """
 
     def __init__(
         self,
-        store: RecordStore | None = None,
+        store: Store,
         *,
         encode_reply: Callable[[Record], bytes] = _no_reply,
         max_waiters: int | None = None,
-        lot: ParkingLot | None = None,
-        max_ranks: int | None = None,
     ) -> None:
-        """``max_waiters`` limits this registry's parked waits, unless a shared ``lot`` is given;
-        ``max_ranks`` limits how many distinct ranks it stores (:class:`TooManyRanks` past it)."""
-        self._store: RecordStore = store if store is not None else MemoryStore()
+        """``max_waiters`` limits the parked waits (:class:`TooManyWaiters` past it)."""
+        self.store = store
         self._encode_reply = encode_reply
-        self._version = self._store.last_version
-        self._waitlists: dict[int, _Waitlist] = {}
+        self._max_waiters = max_waiters
+        self._waitlists: dict[Key, _Waitlist] = {}
+        self._replies: dict[Key, tuple[int, bytes]] = {}
         self._parked = 0
-        self._writing = 0
-        self._lot = lot if lot is not None else ParkingLot(max_waiters)
-        self._max_ranks = max_ranks
+        self._parked_by_namespace: collections.Counter[str] = collections.Counter()
+        self._to_read: set[Key] = set()
+        self._reader: asyncio.Task[None] | None = None
         self._closed = False
 
     # -- reading -------------------------------------------------------
-
-    @property
-    def version(self) -> int:
-        """The version of the latest change readers can see (0 before the first).
-
-        A change still being made durable is not counted: a reply quoting its
-        version could outlive a crash that loses it, and the version be reused.
-        """
-        return self._store.last_version
 
     @property
     def parked(self) -> int:
         """How many waits are parked right now."""
         return self._parked
 
-    @property
-    def writing(self) -> int:
-        """How many registrations are on their way into the store (a durable one syncs first)."""
-        return self._writing
+    def parked_in(self, namespace: str) -> int:
+        """How many waits are parked right now in ``namespace``."""
+        return self._parked_by_namespace[namespace]
+
+    def parked_namespaces(self) -> list[str]:
+        """The namespaces with parked waits."""
+        return list(self._parked_by_namespace)
 
     @property
-    def waiting_ranks(self) -> int:
-        """How many ranks have a waitlist right now."""
+    def waiting_keys(self) -> int:
+        """How many keys have a waitlist right now."""
         return len(self._waitlists)
 
     @property
     def closed(self) -> bool:
         return self._closed
 
-    def get(self, rank: int) -> Record | None:
-        return self._store.get(rank)
+    async def get(self, key: Key) -> Record | None:
+        return await self.store.get(key)
 
-    def records(self) -> list[Record]:
-        """Every stored record, by rank."""
-        return sorted(self._store, key=lambda record: record.rank)
-
-    def __len__(self) -> int:
-        return len(self._store)
-
-    def __contains__(self, rank: object) -> bool:
-        return isinstance(rank, int) and self._store.get(rank) is not None
+    def reply(self, record: Record) -> bytes:
+        """The encoded reply to a get of ``record``, built once per version."""
+        cached = self._replies.get(record.key)
+        if cached is not None and cached[0] == record.version:
+            return cached[1]
+        reply = self._encode_reply(record)
+        self._replies[record.key] = (record.version, reply)
+        return reply
 
     # -- changing ------------------------------------------------------
 
-    async def register(self, rank: int, session_id: str, weights_info_dict: dict[str, Any]) -> Record:
-        """Store a rank's info under a new version and wake its waiters."""
+    async def register(self, key: Key, value: dict[str, Any]) -> Record:
+        """Store ``value`` under ``key`` with a new version; the feed wakes its waiters."""
         if self._closed:
-            raise ShuttingDown("The server is shutting down.")
-        self._check_room(rank)
-        self._version += 1
-        record = Record(
-            rank,
-            session_id,
-            weights_info_dict,
-            self._version,
-            time.time(),
-            registered_monotonic=time.monotonic(),
-        )
-        record = dataclasses.replace(record, reply=self._encode_reply(record))
-        # A durable store's put takes a while, and a client that hangs up then
-        # cancels us; the record still lands, so its waiters must still wake.
-        self._writing += 1
-        stored = asyncio.ensure_future(self._put(record))
-        try:
-            await asyncio.shield(stored)
-        except asyncio.CancelledError:
-            stored.add_done_callback(partial(self._wake_if_stored, record.rank))
-            raise
-        # Woken here, not in the shielded task: waking schedules every waiter,
-        # and they run when this task next yields, which is after the caller
-        # has sent its answer. Waking inside the task would queue the waiters
-        # ahead of this task's resumption, so a registration's reply would wait
-        # for every one of its waiters to be answered first (30-40 ms for 1,000).
-        self._wake(record.rank)
-        return record
+            raise ShuttingDown(SHUTTING_DOWN)
+        # Not shielded: a client that hangs up may cancel this, and each store
+        # makes a write all or nothing, announced on the feed either way. A
+        # shield would also run the write in a task of its own, and the
+        # waiters it wakes would then be answered before this registration.
+        return await self.store.put(key, value)
 
-    async def _put(self, record: Record) -> None:
-        try:
-            await self._store.put(record)
-        finally:
-            self._writing -= 1
-
-    def _wake_if_stored(self, rank: int, stored: asyncio.Future[None]) -> None:
-        if not stored.cancelled() and stored.exception() is None:
-            self._wake(rank)
-
-    def _wake(self, rank: int) -> None:
-        waitlist = self._waitlists.get(rank)
-        if waitlist is not None:
-            waitlist.event.set()
-            waitlist.event = asyncio.Event()
-
-    def _check_room(self, rank: int) -> None:
-        # Replacing a stored rank never needs room; only a new rank does.
-        if self._max_ranks is None or len(self._store) < self._max_ranks or rank in self:
-            return
-        raise TooManyRanks(
-            f"The server already stores {len(self._store)} distinct ranks, its limit; "
-            "unregister one, or give the server a world size or a higher rank limit."
-        )
-
-    async def unregister(self, rank: int) -> Record | None:
-        """Forget a rank's info; its waiters go on waiting for a new one."""
+    async def unregister(self, key: Key) -> Record | None:
+        """Forget ``key``; its waiters go on waiting for a new record."""
         if self._closed:
-            raise ShuttingDown("The server is shutting down.")
-        if self._store.get(rank) is None:
-            return None
-        self._version += 1
-        return await self._store.delete(rank, self._version)
+            raise ShuttingDown(SHUTTING_DOWN)
+        return await self.store.delete(key)
 
     def close(self) -> None:
         """Answer every parked wait with :class:`ShuttingDown`; refuse new changes.
@@ -292,101 +161,172 @@ class Registry:
         self._closed = True
         for waitlist in self._waitlists.values():
             waitlist.event.set()
+        if self._reader is not None:
+            self._reader.cancel()
+
+    # -- the change feed -----------------------------------------------
+
+    def changed(self, changes: Sequence[Change]) -> None:
+        """The store applied ``changes``: wake the waiters of their keys."""
+        for change in changes:
+            if change.deleted:
+                self._replies.pop(change.key, None)
+                continue
+            waitlist = self._waitlists.get(change.key)
+            if waitlist is None:
+                continue
+            if change.record is not None:
+                self._deliver(waitlist, change.record)
+            else:
+                self._read_later(change.key)
+
+    def resync(self) -> None:
+        """The feed may have missed changes: read every parked key again."""
+        for key in self._waitlists:
+            self._read_later(key)
+
+    def _deliver(self, waitlist: _Waitlist, record: Record) -> None:
+        if waitlist.record is None or waitlist.record.version < record.version:
+            waitlist.record = record
+        waitlist.event.set()
+        waitlist.event = asyncio.Event()
+
+    def _read_later(self, key: Key) -> None:
+        # Changes from another process carry only their key: one read per key
+        # serves all its waiters, and one task reads every key asked for meanwhile.
+        self._to_read.add(key)
+        if self._reader is None and not self._closed:
+            self._reader = asyncio.get_running_loop().create_task(self._read_keys())
+
+    async def _read_keys(self) -> None:
+        try:
+            while self._to_read:
+                keys = [key for key in self._to_read if key in self._waitlists]
+                self._to_read.clear()
+                if not keys:
+                    continue
+                try:
+                    records = await self.store.get_many(keys)
+                except StoreUnavailable:
+                    # The store calls resync() when it is back: these keys are read then.
+                    return
+                for key, record in zip(keys, records, strict=True):
+                    waitlist = self._waitlists.get(key)
+                    if waitlist is not None and record is not None:
+                        self._deliver(waitlist, record)
+        finally:
+            self._reader = None
 
     # -- waiting -------------------------------------------------------
 
-    def fresh(self, rank: int, after: int = 0) -> Record | None:
-        """The rank's record if its version is greater than ``after``."""
-        record = self._store.get(rank)
-        if record is not None and record.version > after:
-            return record
-        return None
+    async def wait(self, key: Key, timeout: float, after: int = 0) -> Record | None:
+        """``key``'s record newer than ``after``, waiting up to ``timeout`` seconds.
 
-    async def wait(self, rank: int, timeout: float, after: int = 0) -> Record | None:
-        """The rank's record newer than ``after``, waiting up to ``timeout`` seconds.
-
-        Returns ``None`` when the time runs out first.
+        Returns ``None`` when the time runs out first and the store shows no such record.
         """
-        record = self.fresh(rank, after)
-        if record is not None or timeout <= 0:
+        if timeout <= 0:
+            return _fresh(await self.store.get(key), after)
+        record = _fresh(await self._read_or_none(key), after)
+        if record is not None:
             return record
-        # _park/_unpark in try/finally rather than a context manager: a woken
-        # waiter leaves through here, a thousand in a row after one
-        # registration, and a generator-based manager costs a few calls more.
-        self._park()
+        self._park(key.namespace)
         try:
             async with asyncio.timeout(timeout):
-                return await self._arrival(rank, after)
+                return await self._arrival(key, after)
         except TimeoutError:
-            return None
+            pass
         finally:
-            self._unpark()
+            self._unpark(key.namespace)
+        # The deadline: an answer only what the store can prove.
+        return _fresh(await self.store.get(key), after)
 
     async def wait_all(
-        self, ranks: Iterable[int], timeout: float, after: int = 0
-    ) -> tuple[list[Record], list[int]]:
-        """Every rank's record newer than ``after``, waiting up to ``timeout`` seconds.
+        self, keys: Iterable[Key], timeout: float, after: int = 0
+    ) -> tuple[list[Record], list[Key]]:
+        """Every key's record newer than ``after``, waiting up to ``timeout`` seconds.
 
-        Returns the records found (in the order asked) and the ranks still
+        Returns the records found (in the order asked) and the keys still
         missing when the time ran out (empty when all arrived).
         """
-        wanted = list(dict.fromkeys(ranks))
-        missing = [rank for rank in wanted if self.fresh(rank, after) is None]
+        wanted = list(dict.fromkeys(keys))
+        found = await self._read_all(wanted, after, tolerate_outage=timeout > 0)
+        missing = [key for key in wanted if key not in found]
         if missing and timeout > 0:
-            self._park()
+            namespace = missing[0].namespace
+            self._park(namespace)
             try:
                 async with asyncio.timeout(timeout):
-                    # A rank unregistered while we waited for a later one
-                    # is missing again: go round until none is.
+                    # Waiting for each missing key in turn ends when the last
+                    # arrives, and holds one waitlist at a time, not one per key.
+                    # A key unregistered meanwhile is missing again: go round.
                     while missing:
-                        for rank in missing:
-                            await self._arrival(rank, after)
-                        missing = [r for r in wanted if self.fresh(r, after) is None]
+                        for key in missing:
+                            found[key] = await self._arrival(key, after)
+                        found = await self._read_all(wanted, after, tolerate_outage=True)
+                        missing = [key for key in wanted if key not in found]
             except TimeoutError:
-                pass
+                found = await self._read_all(wanted, after, tolerate_outage=False)
             finally:
-                self._unpark()
-        found: list[Record] = []
-        missing = []
-        for rank in wanted:
-            record = self.fresh(rank, after)
-            if record is None:
-                missing.append(rank)
-            else:
-                found.append(record)
-        return found, missing
+                self._unpark(namespace)
+        records = [found[key] for key in wanted if key in found]
+        return records, [key for key in wanted if key not in found]
 
-    def _park(self) -> None:
-        """Count a parked wait, or refuse it (closed, or the lot is full)."""
+    async def _read_all(self, keys: list[Key], after: int, *, tolerate_outage: bool) -> dict[Key, Record]:
+        try:
+            records = await self.store.get_many(keys)
+        except StoreUnavailable:
+            if tolerate_outage:
+                return {}
+            raise
+        found: dict[Key, Record] = {}
+        for key, record in zip(keys, records, strict=True):
+            if record is not None and record.version > after:
+                found[key] = record
+        return found
+
+    async def _read_or_none(self, key: Key) -> Record | None:
+        """A read before parking: an unreachable store only delays the answer of a wait."""
+        try:
+            return await self.store.get(key)
+        except StoreUnavailable:
+            return None
+
+    def _park(self, namespace: str) -> None:
+        """Count a parked wait, or refuse it (closed, or the limit is reached)."""
         if self._closed:
-            raise ShuttingDown("The server is shutting down.")
-        lot = self._lot
-        if lot.limit is not None and lot.parked >= lot.limit:
+            raise ShuttingDown(SHUTTING_DOWN)
+        if self._max_waiters is not None and self._parked >= self._max_waiters:
             raise TooManyWaiters(
-                f"The server already holds {lot.parked} waiting requests, its limit; retry later."
+                f"The server already holds {self._parked} waiting requests, its limit; retry later."
             )
         self._parked += 1
-        lot.parked += 1
+        self._parked_by_namespace[namespace] += 1
 
-    def _unpark(self) -> None:
+    def _unpark(self, namespace: str) -> None:
         self._parked -= 1
-        self._lot.parked -= 1
+        by_namespace = self._parked_by_namespace
+        by_namespace[namespace] -= 1
+        if not by_namespace[namespace]:
+            del by_namespace[namespace]
 
-    async def _arrival(self, rank: int, after: int) -> Record:
-        """Wait, with no time limit, until the rank has a record newer than ``after``."""
-        waitlist = self._waitlists.get(rank)
+    async def _arrival(self, key: Key, after: int) -> Record:
+        """Wait, with no time limit, until ``key`` has a record newer than ``after``."""
+        waitlist = self._waitlists.get(key)
         if waitlist is None:
-            waitlist = self._waitlists[rank] = _Waitlist()
+            waitlist = self._waitlists[key] = _Waitlist()
         waitlist.waiters += 1
         try:
-            while True:
-                record = self.fresh(rank, after)
-                if record is not None:
-                    return record
+            # Take the event before reading: a change landing during the read sets it.
+            event = waitlist.event
+            record = _fresh(await self._read_or_none(key), after)
+            while record is None:
                 if self._closed:
-                    raise ShuttingDown("The server is shutting down.")
-                await waitlist.event.wait()
+                    raise ShuttingDown(SHUTTING_DOWN)
+                await event.wait()
+                event = waitlist.event
+                record = _fresh(waitlist.record, after)
+            return record
         finally:
             waitlist.waiters -= 1
-            if waitlist.waiters == 0 and self._waitlists.get(rank) is waitlist:
-                del self._waitlists[rank]
+            if waitlist.waiters == 0 and self._waitlists.get(key) is waitlist:
+                del self._waitlists[key]

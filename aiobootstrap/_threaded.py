@@ -6,13 +6,16 @@ read it in-process; :class:`ThreadedBootstrapServer` is the drop-in for that.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
-from typing import Any
+from collections.abc import Callable, Coroutine, Iterator, Mapping
+from typing import Any, TypeVar
 
 from . import _protocol as protocol
 from ._config import DEFAULT_HOST, DEFAULT_PORT
 from ._loopthread import LoopThread, LoopThreadOwner
 from ._server import BootstrapServer
+from .store import DEFAULT_ROLE, TRANSFER_ENGINE_INFO, Key, LocalStore, Record, Store
+
+_T = TypeVar("_T")
 
 __all__ = ["ThreadedBootstrapServer"]
 
@@ -81,14 +84,35 @@ class ThreadedBootstrapServer(LoopThreadOwner):
         :meth:`close`; the dict is the caller's own copy, the same a remote
         getter receives.
         """
-        # Read across threads without the loop: a lookup in the store's dict
-        # is atomic, and a record is immutable (a registration replaces it,
-        # never changes it), so this sees the old record or the new one, whole.
-        record = self._registry.get(rank)
+        key = _info_key(rank)
+        record = self._read(lambda store: store.peek(key), lambda store: store.get(key))
         if record is None:
             return None
-        info = protocol.decode_info(protocol.loads(record.reply))
+        info = protocol.decode_info(protocol.loads(protocol.encode_info(record)))
         return info.session_id, info.weights_info_dict
+
+    def _records(self) -> list[Record]:
+        key = _info_key(0)
+        return self._read(
+            lambda store: store.peek_records(key.namespace, key.kind, key.role),
+            lambda store: store.records(key.namespace, key.kind, key.role),
+        )
+
+    def _read(
+        self,
+        local: Callable[[LocalStore], _T],
+        shared: Callable[[Store], Coroutine[Any, Any, _T]],
+    ) -> _T:
+        # A store in this process is read across threads without the loop (see
+        # LocalStore), also after close; a shared one through the server's loop.
+        store = self._registry.store
+        if isinstance(store, LocalStore):
+            return local(store)
+        return self._loop_thread.run(shared(store))
+
+
+def _info_key(rank: int) -> Key:
+    return Key(protocol.DEFAULT_NAMESPACE, TRANSFER_ENGINE_INFO, DEFAULT_ROLE, rank)
 
 
 class _InfoView(Mapping[int, tuple[str, dict[str, Any]]]):
@@ -102,7 +126,7 @@ class _InfoView(Mapping[int, tuple[str, dict[str, Any]]]):
         return info
 
     def __iter__(self) -> Iterator[int]:
-        return iter([record.rank for record in self._server._registry.records()])
+        return iter([record.rank for record in self._server._records()])
 
     def __len__(self) -> int:
-        return len(self._server._registry)
+        return len(self._server._records())

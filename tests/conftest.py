@@ -13,6 +13,8 @@ from aiohttp.test_utils import TestClient
 
 from aiobootstrap import Registry, ServerConfig, create_app
 from aiobootstrap._app import REGISTRY
+from aiobootstrap._protocol import DEFAULT_NAMESPACE
+from aiobootstrap.store import DEFAULT_ROLE, TRANSFER_ENGINE_INFO, Key, LocalStore, MemoryStore, Record, Store
 
 GUARD = 10.0
 """Seconds any awaited event may take before a test fails: generous, never a measurement."""
@@ -58,3 +60,41 @@ async def client(aiohttp_client: Any, config: ServerConfig) -> TestClient[web.Re
 @pytest.fixture
 def registry(client: TestClient[web.Request, web.Application]) -> Registry:
     return client.app[REGISTRY]
+
+
+def info_key(rank: int, namespace: str = DEFAULT_NAMESPACE) -> Key:
+    """The key of ``rank``'s transfer-engine info."""
+    return Key(namespace, TRANSFER_ENGINE_INFO, DEFAULT_ROLE, rank)
+
+
+async def register_in(
+    registry: Registry, rank: int, session_id: str = "s", weights: dict[str, Any] | None = None
+) -> Record:
+    """Register ``rank`` in the default namespace straight through the registry, without HTTP."""
+    value = {"session_id": session_id, "weights_info_dict": {} if weights is None else weights}
+    return await registry.register(info_key(rank), value)
+
+
+async def stored(registry: Registry, rank: int, namespace: str = DEFAULT_NAMESPACE) -> Record | None:
+    """What the store holds for ``rank``'s transfer-engine info."""
+    return await registry.get(info_key(rank, namespace))
+
+
+async def stored_count(registry: Registry, namespace: str = DEFAULT_NAMESPACE) -> int:
+    """How many ranks' transfer-engine info the store holds in ``namespace``."""
+    return len(await registry.store.records(namespace, TRANSFER_ENGINE_INFO, DEFAULT_ROLE))
+
+
+async def open_registry(store: Store | None = None, **options: Any) -> Registry:
+    """A registry over ``store`` (a new memory store when omitted), listening to its feed."""
+    store = store if store is not None else MemoryStore()
+    registry = Registry(store, **options)
+    await store.open(registry)
+    return registry
+
+
+def peek(registry: Registry, rank: int, namespace: str = DEFAULT_NAMESPACE) -> Record | None:
+    """What an in-process store holds for ``rank``, read without awaiting (for ``until``)."""
+    store = registry.store
+    assert isinstance(store, LocalStore)
+    return store.peek(info_key(rank, namespace))

@@ -12,7 +12,7 @@ from aiohttp.test_utils import TestClient
 
 from aiobootstrap import Registry, ServerConfig
 
-from .conftest import GUARD, registration, until
+from .conftest import GUARD, registration, stored_count, until
 
 Client = TestClient[web.Request, web.Application]
 
@@ -210,7 +210,7 @@ async def test_waiting_get_returns_when_the_rank_registers(client: Client, regis
 async def test_wait_that_runs_out_is_the_usual_404(client: Client, registry: Registry) -> None:
     """When S passes first, the reply is the same 404 an old retry loop expects."""
     assert await get(client, rank=4, wait=0.05) == (404, {"detail": "No transfer engine info for rank 4"})
-    assert (registry.parked, registry.waiting_ranks) == (0, 0)
+    assert (registry.parked, registry.waiting_keys) == (0, 0)
 
 
 async def test_wait_zero_answers_at_once(client: Client, registry: Registry) -> None:
@@ -272,7 +272,7 @@ async def test_client_hanging_up_removes_its_waiter(client: Client, registry: Re
     waiter = asyncio.create_task(get(client, rank=8, wait=GUARD))
     await until(lambda: registry.parked == 1)
     waiter.cancel()
-    await until(lambda: registry.parked == 0 and registry.waiting_ranks == 0)
+    await until(lambda: registry.parked == 0 and registry.waiting_keys == 0)
 
 
 # -- the batch route ----------------------------------------------------
@@ -340,7 +340,7 @@ async def test_world_size_refuses_ranks_outside_it(client: Client, registry: Reg
     assert "Rank 9" in reply["detail"]
     assert "world size 8" in reply["detail"]
     assert (await get(client, BATCH, ranks="0-8"))[0] == 400
-    assert len(registry) == 0
+    assert await stored_count(registry) == 0
     assert (await put(client, registration(7)))[0] == 200
 
 

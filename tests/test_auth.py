@@ -23,6 +23,8 @@ from aiobootstrap import (
 )
 from aiobootstrap._hardening import bearer_matches
 
+from .conftest import stored
+
 TOKEN = "s3cret-token_value"
 GUARD = 10.0
 BODY = {"rank": 0, "transfer_engine_info": {"session_id": "10.0.0.1:1", "weights_info_dict": {}}}
@@ -160,7 +162,7 @@ async def test_client_sends_its_token_end_to_end():
         async with BootstrapClient(server.url, token="wrong") as wrong:
             with pytest.raises(Unauthorized, match="not valid"):
                 await wrong.register(3, session_id="s", weights_info_dict={}, timeout=GUARD)
-        assert 3 not in server.registry
+        assert await stored(server.registry, 3) is None
 
 
 # -- TLS ----------------------------------------------------------------

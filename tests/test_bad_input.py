@@ -321,7 +321,7 @@ async def _abandon_wave(client, registry: Registry, first: int) -> None:
     await until(lambda: registry.parked == WAVE)
     for writer in writers:
         writer.close()
-    await until(lambda: registry.parked == 0 and registry.waiting_ranks == 0)
+    await until(lambda: registry.parked == 0 and registry.waiting_keys == 0)
     for writer in writers:
         await writer.wait_closed()
     # The server drops its side of each connection a few turns of the loop later.
@@ -346,7 +346,7 @@ async def test_abandoned_waits_leave_nothing_behind(aiohttp_client):
     finally:
         tracemalloc.stop()
     assert registry.parked == 0
-    assert registry.waiting_ranks == 0
+    assert registry.waiting_keys == 0
     # A leak of even 100 bytes per abandoned wait would show as about 1 MB.
     assert grown < 512 * 1024, f"memory grew by {grown} bytes over {ABANDONED} abandoned waits"
     assert (await client.get("/health")).status == 200

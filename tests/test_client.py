@@ -24,7 +24,7 @@ from aiobootstrap import (
 )
 from aiobootstrap._app import REGISTRY
 
-from .conftest import GUARD, until
+from .conftest import GUARD, register_in, stored, until
 
 ServerFactory = Callable[..., Awaitable[TestServer]]
 
@@ -118,7 +118,7 @@ async def test_get_many_splits_a_scattered_rank_set(aiohttp_server: ServerFactor
     ranks = list(range(0, 6000, 2))  # 3,000 separate ranks: ~17 KB as a list
     registry = server.app[REGISTRY]
     for rank in ranks:
-        await registry.register(rank, f"s{rank}", {})
+        await register_in(registry, rank, f"s{rank}", {})
     async with BootstrapClient(url_of(server)) as client:
         infos = await client.get_many(ranks, timeout=0)
     assert sorted(infos) == ranks
@@ -134,7 +134,7 @@ async def test_wait_beyond_the_server_cap_is_asked_again(aiohttp_server: ServerF
         waiter = asyncio.create_task(client.get(3, timeout=GUARD))
         await until(lambda: len(seen.requests) >= 3)
         assert not waiter.done()
-        await server.app[REGISTRY].register(3, "s", {})
+        await register_in(server.app[REGISTRY], 3, "s", {})
         assert (await asyncio.wait_for(waiter, GUARD)).session_id == "s"
 
 
@@ -169,7 +169,7 @@ async def test_get_survives_a_server_that_starts_late() -> None:
         )  # the getter must meet a refused connection first: that is the case under test
         assert not waiter.done()
         async with BootstrapServer(port=port) as server:
-            await server.registry.register(0, "up", {})
+            await register_in(server.registry, 0, "up", {})
             info = await asyncio.wait_for(waiter, GUARD)
     assert info.session_id == "up"
 
@@ -184,7 +184,7 @@ async def test_register_survives_a_server_that_starts_late() -> None:
         await asyncio.sleep(0.2)  # let it meet a refused connection first
         async with BootstrapServer(port=port) as server:
             await asyncio.wait_for(registering, GUARD)
-            assert server.registry.get(1) is not None
+            assert await stored(server.registry, 1) is not None
 
 
 async def test_unreachable_server_runs_out_as_rank_not_registered() -> None:
@@ -229,7 +229,7 @@ async def test_server_busy_503_is_retried_until_the_rank_arrives(aiohttp_server:
     async with BootstrapClient(url_of(server)) as client:
         waiter = asyncio.create_task(client.get(1, timeout=GUARD))
         await until(lambda: len(seen.requests) >= 2)
-        await server.app[REGISTRY].register(1, "s", {})
+        await register_in(server.app[REGISTRY], 1, "s", {})
         assert (await asyncio.wait_for(waiter, GUARD)).session_id == "s"
         with pytest.raises(RankNotRegistered, match="limit"):
             await client.get(2, timeout=0.1)

@@ -9,8 +9,10 @@ from typing import Any
 import pytest
 
 from aiobootstrap import _protocol as protocol
-from aiobootstrap._registry import Record
 from aiobootstrap.exceptions import BadRequest
+from aiobootstrap.store import Record
+
+from .conftest import info_key
 
 orjson = pytest.importorskip("orjson", reason="the fast extra is not installed")
 
@@ -100,13 +102,13 @@ def test_registration_body_keeps_nan_invalid(codec):
 def test_get_and_batch_replies_are_equal_with_both_codecs(monkeypatch):
     """A record's reply and a batch reply parse to the same JSON whichever codec built them."""
     weights = {f"layers.{i}.weight": [1 << 40, i, 2] for i in range(50)} | {"名": "値"}
-    record = Record(3, "10.0.0.7:18000", weights, 7, 0.0)
+    record = Record(info_key(3), {"session_id": "10.0.0.7:18000", "weights_info_dict": weights}, 7, 0.0)
     fast = protocol.encode_info(record)
     monkeypatch.setattr(protocol, "orjson", None)
     slow = protocol.encode_info(record)
     assert json.loads(fast) == json.loads(slow)
     assert json.loads(fast)["remote_instance_transfer_engine_info"] == ["10.0.0.7:18000", weights]
-    batch = protocol.encode_batch([Record(3, "s", weights, 7, 0.0, fast)], 9)
+    batch = protocol.encode_batch([fast], 9)
     assert json.loads(batch) == {"infos": [json.loads(slow)], "version": 9}
 
 

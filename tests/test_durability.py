@@ -13,7 +13,7 @@ import pytest
 from aiobootstrap import BootstrapClient, ServerConfig, create_app
 from aiobootstrap._app import REGISTRY
 
-from .conftest import GUARD, registration
+from .conftest import GUARD, info_key, registration
 from .test_cli import Served, launch, serve
 
 
@@ -74,7 +74,7 @@ async def test_unregistered_rank_stays_gone_after_restart(aiohttp_client: Any, t
     first = await start_app(aiohttp_client, path)
     await first.put("/register_transfer_engine_info", json=registration(0, "gone"))
     await first.put("/register_transfer_engine_info", json=registration(1, "kept"))
-    await first.app[REGISTRY].unregister(0)
+    await first.app[REGISTRY].unregister(info_key(0))
     await first.close()
 
     second = await start_app(aiohttp_client, path)

@@ -20,9 +20,9 @@ from aiobootstrap import _cli as cli
 from aiobootstrap._app import REGISTRY
 from aiobootstrap._config import DEFAULT_MAX_WAITERS
 from aiobootstrap._protocol import BATCH_QUERY_CHARS
-from aiobootstrap._registry import Registry
+from aiobootstrap.store import MemoryStore, StoreLimits
 
-from .conftest import GUARD, until
+from .conftest import GUARD, open_registry, register_in, stored, stored_count, until
 
 PATH = "/register_transfer_engine_info"
 
@@ -55,7 +55,7 @@ async def test_body_over_the_limit_with_content_length_is_413(small):
     response = await small.put(PATH, json=_body(0, {"pad": "x" * 2000}))
     assert response.status == 413
     assert "limit of 1024 bytes" in (await response.json())["detail"]
-    assert len(small.app[REGISTRY]) == 0
+    assert await stored_count(small.app[REGISTRY]) == 0
 
 
 async def test_chunked_body_over_the_limit_is_413(small):
@@ -93,7 +93,7 @@ async def test_a_body_that_stops_arriving_is_408(small):
     # The rest of that body may still come: it must never be read as a new request.
     assert b"Connection: close" in head
     writer.close()
-    assert len(small.app[REGISTRY]) == 0
+    assert await stored_count(small.app[REGISTRY]) == 0
 
 
 # -- waiters ------------------------------------------------------------
@@ -151,8 +151,8 @@ async def test_distinct_ranks_over_the_limit_are_409(aiohttp_client):
     refused = await client.put(PATH, json=_body(2))
     assert refused.status == 409
     assert "limit" in (await refused.json())["detail"]
-    assert 2 not in client.app[REGISTRY]
-    assert client.app[REGISTRY].version == 2
+    assert await stored(client.app[REGISTRY], 2) is None
+    assert await client.app[REGISTRY].store.version("default") == 2
     assert (await client.put(PATH, json=_body(1))).status == 200
     assert (await client.delete(f"{PATH}?rank=1")).status == 200
     assert (await client.put(PATH, json=_body(2))).status == 200
@@ -181,7 +181,7 @@ async def test_the_longest_batch_query_fits_the_smallest_request_line():
     async with BootstrapServer(config) as server:
         ranks = range(0, 6000, 2)  # "0,2,4,...": about 13,000 characters, several batches
         for rank in ranks:
-            await server.registry.register(rank, "s", {})
+            await register_in(server.registry, rank, "s", {})
         async with BootstrapClient(server.url) as client:
             infos = await client.get_many(ranks, timeout=GUARD)
         assert sorted(infos) == list(ranks)
@@ -256,7 +256,7 @@ async def test_a_silent_connection_blocks_no_one_and_is_closed_after_the_idle_ti
 
 async def test_a_client_that_never_reads_its_replies_blocks_no_one(server):
     """Pipelined gets of a large info that are never read stall only their own connection."""
-    await server.registry.register(7, "big", {"blob": "x" * (4 << 20)})
+    await register_in(server.registry, 7, "big", {"blob": "x" * (4 << 20)})
     request = b"GET /get_transfer_engine_info?rank=7 HTTP/1.1\r\nHost: x\r\n\r\n"
     stuck = [await _raw(server.port, request * 8) for _ in range(4)]
     await _served(server, 1)
@@ -268,7 +268,7 @@ async def test_a_server_with_a_stuck_reader_still_stops():
     """Closing the server does not wait for ever on a client that never reads."""
     server = BootstrapServer(port=0, shutdown_timeout=0.2)
     await server.start()
-    await server.registry.register(7, "big", {"blob": "x" * (4 << 20)})
+    await register_in(server.registry, 7, "big", {"blob": "x" * (4 << 20)})
     _, writer = await _raw(
         server.port, b"GET /get_transfer_engine_info?rank=7 HTTP/1.1\r\nHost: x\r\n\r\n" * 8
     )
@@ -311,13 +311,13 @@ async def test_cli_refuses_unworkable_limits_in_one_line(args, message):
 
 async def test_registry_refuses_a_new_rank_past_max_ranks():
     """The registry itself (no HTTP) enforces max_ranks, and a refusal uses up no version."""
-    registry = Registry(max_ranks=1)
-    await registry.register(0, "s", {})
+    registry = await open_registry(MemoryStore(StoreLimits(max_ranks=1)))
+    await register_in(registry, 0, "s", {})
     with pytest.raises(TooManyRanks):
-        await registry.register(1, "s", {})
-    assert registry.version == 1
-    await registry.register(0, "again", {})
-    assert registry.version == 2
+        await register_in(registry, 1, "s", {})
+    assert await registry.store.version("default") == 1
+    await register_in(registry, 0, "again", {})
+    assert await registry.store.version("default") == 2
 
 
 def test_max_ranks_zero_switches_the_cap_off():

@@ -11,7 +11,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from pytest_aiohttp import AiohttpClient
 
 from aiobootstrap import create_app
-from aiobootstrap._app import NAMESPACES
+from aiobootstrap._app import REGISTRY
 
 GUARD = 10.0
 
@@ -105,14 +105,14 @@ async def test_a_woken_wait_counts_as_woken_and_observes_the_wake_latency(
 ) -> None:
     """A get (single or batch) answered by a registration during its wait is woken, with one latency each."""
     client = await aiohttp_client(create_app(), server_kwargs={"handler_cancellation": True})
-    namespaces = client.app[NAMESPACES]
+    registry = client.app[REGISTRY]
     single = asyncio.create_task(
         client.get("/ns/a/get_transfer_engine_info", params={"rank": "1", "wait": str(GUARD)})
     )
     batch = asyncio.create_task(
         client.get("/ns/a/get_transfer_engine_info_batch", params={"ranks": "0-1", "wait": str(GUARD)})
     )
-    await until(lambda: "a" in namespaces and namespaces.get("a").registry.parked == 2)
+    await until(lambda: registry.parked_in("a") == 2)
     samples = await scrape(client)
     assert value(samples, "aiobootstrap_parked_waiters", namespace="a") == 2
     assert value(samples, "aiobootstrap_parked_waiters", namespace="default") == 0

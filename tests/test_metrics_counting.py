@@ -10,8 +10,9 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, generate_la
 from prometheus_client.parser import text_string_to_metric_families
 
 from aiobootstrap._metrics import _DURATION_BUCKETS, _LATENCY_BUCKETS, GET_OUTCOMES, Metrics
-from aiobootstrap._namespaces import Namespaces
-from aiobootstrap._registry import Record, Registry
+from aiobootstrap.store import Record
+
+from .conftest import info_key
 
 # On a bound, just either side of it, below the first, past the last, zero.
 _LATENCIES = [0.0, 0.00005, 0.0001, 0.00010001, 0.0009999, 0.001, 0.003, 0.05, 0.5, 1.0, 1.5, 7.0]
@@ -32,11 +33,11 @@ def _samples(text: str) -> Samples:
 
 
 def _ours(monkeypatch: pytest.MonkeyPatch) -> Samples:
-    metrics = Metrics(Namespaces(Registry(), lambda name, version: Registry()))
+    metrics = Metrics()
     # A still clock: the latency count_get sees is exactly what _prometheus_clients observes.
-    monkeypatch.setattr(time, "monotonic", lambda: _NOW)
+    monkeypatch.setattr(time, "time", lambda: _NOW)
     for value in _LATENCIES:
-        record = Record(0, "s", {}, 1, 0.0, registered_monotonic=_NOW - value)
+        record = Record(info_key(0), {}, 1, _NOW - value)
         metrics.count_get(0, [record], expired=False)
     resources: dict[str, web.AbstractResource | None] = {
         route: None if route == "unmatched" else web.PlainResource(route) for route, _, _ in _ROUTES

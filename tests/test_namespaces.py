@@ -3,70 +3,33 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
 
 import pytest
 from pytest_aiohttp import AiohttpClient, AiohttpServer
 
 from aiobootstrap import (
     BootstrapClient,
-    MemoryStore,
     RankNotRegistered,
     ServerConfig,
     create_app,
 )
-from aiobootstrap._app import NAMESPACES, _namespaced, _routes
-from aiobootstrap._namespaces import Namespaces
+from aiobootstrap._app import REGISTRY, _namespaced, _routes
 from aiobootstrap._protocol import check_namespace, path
-from aiobootstrap._registry import ParkingLot, Registry
-from aiobootstrap.exceptions import BadRequest, ServerUnavailable, ShuttingDown, TooManyWaiters
+from aiobootstrap.exceptions import BadRequest, ShuttingDown
 
-GUARD = 10.0
-"""Seconds a test waits for something that should happen at once."""
+from .conftest import GUARD, info_key, open_registry, stored, until
 
 BAD_NAMES = ["", "-lead", ".lead", "a/b", "a b", "x" * 64, "caf\u00e9", "line\n", "a%2Fb", "{namespace}"]
 
 
-async def until(predicate: Callable[[], bool]) -> None:
-    async with asyncio.timeout(GUARD):
-        # The registry's counters offer no event to await: yield until they say so.
-        while not predicate():  # noqa: ASYNC110
-            await asyncio.sleep(0)
-
-
-def make_namespaces(limit: int | None = None) -> Namespaces:
-    return Namespaces(Registry(), lambda name, last: Registry(MemoryStore(last_version=last)), limit=limit)
-
-
-# -- the container, without HTTP ----------------------------------------
-
-
-def test_default_namespace_is_the_given_registry() -> None:
-    """`default` names the registry the container was given, so REGISTRY stays the default namespace."""
-    default = Registry()
-    namespaces = Namespaces(default, lambda name, last: Registry())
-    assert namespaces.get("default").registry is default
-    assert namespaces.default.registry is default
-
-
-async def test_namespaces_are_made_on_demand_and_isolated() -> None:
-    """A new name gets its own registry, the same one on every later get, holding only its own ranks."""
-    namespaces = make_namespaces()
-    prefill = namespaces.get("prefill-0")
-    assert namespaces.get("prefill-0") is prefill
-    await prefill.registry.register(3, "p", {})
-    assert 3 in prefill.registry
-    assert 3 not in namespaces.default.registry
-    assert 3 not in namespaces.get("decode-0").registry
+# -- names and waiting, without HTTP ---------------------------------------
 
 
 @pytest.mark.parametrize("name", BAD_NAMES)
-def test_bad_names_are_refused_and_not_kept(name: str) -> None:
-    """A name that is not path- and label-safe is a BadRequest naming it, and makes nothing."""
-    namespaces = make_namespaces()
+def test_bad_names_are_refused(name: str) -> None:
+    """A name that is not path- and label-safe is a BadRequest naming it."""
     with pytest.raises(BadRequest, match="Invalid namespace"):
-        namespaces.get(name)
-    assert len(namespaces) == 1
+        check_namespace(name)
 
 
 @pytest.mark.parametrize("name", ["a", "A9", "prefill-0", "team.model_v2", "x" * 63, "0"])
@@ -75,85 +38,40 @@ def test_good_names_are_accepted(name: str) -> None:
     assert check_namespace(name) == name
 
 
-def test_probing_random_names_does_not_grow_the_server() -> None:
-    """Ten thousand distinct names that never hold anything leave only a handful of namespaces behind."""
-    namespaces = make_namespaces()
-    for index in range(10_000):
-        namespaces.get(f"probe-{index}")
-    assert len(namespaces) <= 17
+async def test_the_same_rank_in_two_namespaces_is_two_records() -> None:
+    """A rank registered in one namespace is not there in another, and wakes only its own waiters."""
+    registry = await open_registry()
+    other = asyncio.create_task(registry.wait(info_key(3, "decode-0"), timeout=GUARD))
+    await until(lambda: registry.parked == 1)
+    await registry.register(info_key(3, "prefill-0"), {"session_id": "p", "weights_info_dict": {}})
+    assert await stored(registry, 3, "prefill-0") is not None
+    assert await stored(registry, 3) is None
+    assert not other.done()
+    other.cancel()
+    await asyncio.wait({other})
 
 
-async def test_a_namespace_with_a_parked_wait_or_a_record_survives_sweeps() -> None:
-    """Sweeps forget idle namespaces only: a parked waiter is still woken, a record still there."""
-    namespaces = make_namespaces()
-    waiting = namespaces.get("waiting").registry
-    holding = namespaces.get("holding").registry
-    await holding.register(0, "h", {})
-    waiter = asyncio.create_task(waiting.wait(1, timeout=GUARD))
-    await until(lambda: waiting.parked == 1)
-    for index in range(1000):
-        namespaces.get(f"probe-{index}")
-    assert namespaces.get("waiting").registry is waiting
-    assert namespaces.get("holding").registry is holding
-    await waiting.register(1, "w", {})
-    record = await asyncio.wait_for(waiter, GUARD)
-    assert record is not None
-    assert record.session_id == "w"
-
-
-async def test_the_limit_refuses_new_namespaces_but_frees_idle_ones() -> None:
-    """At the limit an idle namespace makes room; when none is idle a new name is refused with a detail."""
-    namespaces = make_namespaces(limit=3)
-    await namespaces.get("a").registry.register(0, "a", {})
-    namespaces.get("idle")
-    await namespaces.get("b").registry.register(0, "b", {})  # sweeps "idle" to make room
-    assert "idle" not in namespaces
-    with pytest.raises(ServerUnavailable, match="--max-namespaces"):
-        namespaces.get("c")
-    assert "c" not in namespaces
-    assert namespaces.get("a").registry.get(0) is not None
-
-
-async def test_versions_go_on_growing_after_a_namespace_is_forgotten() -> None:
-    """A namespace emptied, forgotten and made again numbers its registrations above the old ones."""
-    namespaces = make_namespaces()
-    registry = namespaces.get("restarting").registry
-    for _ in range(3):
-        await registry.register(0, "old", {})
-    await registry.unregister(0)
-    old_version = registry.version
-    for index in range(100):
-        namespaces.get(f"probe-{index}")
-    assert "restarting" not in namespaces
-    record = await namespaces.get("restarting").registry.register(0, "new", {})
-    assert record.version > old_version
+async def test_probing_random_namespaces_leaves_nothing_behind() -> None:
+    """Waits that run out in ten thousand distinct namespaces leave no namespace and no waitlist."""
+    registry = await open_registry()
+    await asyncio.gather(*(registry.wait(info_key(0, f"probe-{i}"), timeout=0.001) for i in range(10_000)))
+    assert registry.parked_namespaces() == []
+    assert registry.waiting_keys == 0
+    assert await registry.store.namespaces() == []
 
 
 async def test_close_answers_waits_in_every_namespace_and_refuses_new_ones() -> None:
-    """Shutdown wakes parked waits of all namespaces with ShuttingDown, and makes no namespace after."""
-    namespaces = make_namespaces()
-    registries = [namespaces.get(name).registry for name in ("default", "a", "b")]
-    waiters = [asyncio.create_task(registry.wait(0, timeout=GUARD)) for registry in registries]
-    await until(lambda: namespaces.parked == 3)
-    namespaces.close()
+    """Shutdown wakes parked waits of all namespaces with ShuttingDown, and refuses new waits."""
+    registry = await open_registry()
+    waiters = [
+        asyncio.create_task(registry.wait(info_key(0, name), timeout=GUARD)) for name in ("default", "a", "b")
+    ]
+    await until(lambda: registry.parked == 3)
+    registry.close()
     results = await asyncio.wait_for(asyncio.gather(*waiters, return_exceptions=True), GUARD)
     assert all(isinstance(result, ShuttingDown) for result in results)
     with pytest.raises(ShuttingDown):
-        namespaces.get("late")
-
-
-async def test_registries_sharing_a_lot_share_the_waiter_limit() -> None:
-    """With one lot, a wait parked in one namespace's registry counts against another's."""
-    lot = ParkingLot(limit=1)
-    first, second = Registry(lot=lot), Registry(lot=lot)
-    waiter = asyncio.create_task(first.wait(0, timeout=GUARD))
-    await until(lambda: lot.parked == 1)
-    with pytest.raises(TooManyWaiters):
-        await second.wait(0, timeout=GUARD)
-    assert second.parked == 0
-    await first.register(0, "a", {})
-    await asyncio.wait_for(waiter, GUARD)
-    assert lot.parked == 0
+        await registry.wait(info_key(0, "late"), timeout=GUARD)
 
 
 # -- over HTTP ----------------------------------------------------------
@@ -197,7 +115,7 @@ async def test_ns_default_is_the_unprefixed_namespace(aiohttp_client: AiohttpCli
     reply = await client.get("/ns/default/get_transfer_engine_info", params={"rank": "5"})
     assert reply.status == 200
     assert (await client.get("/ns/default/ranks")).status == 200
-    assert len(client.app[NAMESPACES]) == 1
+    assert await client.app[REGISTRY].store.namespaces() == ["default"]
 
 
 async def test_a_bad_namespace_is_a_400_that_stores_nothing(aiohttp_client: AiohttpClient) -> None:
@@ -209,8 +127,7 @@ async def test_a_bad_namespace_is_a_400_that_stores_nothing(aiohttp_client: Aioh
     assert "Invalid namespace" in (await reply.json())["detail"]
     reply = await client.get("/ns/" + "x" * 64 + "/get_transfer_engine_info", params={"rank": "0"})
     assert reply.status == 400
-    assert len(client.app[NAMESPACES]) == 1
-    assert len(client.app[NAMESPACES].default.registry) == 0
+    assert await client.app[REGISTRY].store.namespaces() == []
 
 
 async def test_a_waiter_is_woken_only_by_its_own_namespace(aiohttp_client: AiohttpClient) -> None:
@@ -219,12 +136,12 @@ async def test_a_waiter_is_woken_only_by_its_own_namespace(aiohttp_client: Aioht
     waiter = asyncio.create_task(
         client.get("/ns/a/get_transfer_engine_info", params={"rank": "2", "wait": str(GUARD)})
     )
-    namespaces = client.app[NAMESPACES]
-    await until(lambda: "a" in namespaces and namespaces.get("a").registry.parked == 1)
+    registry = client.app[REGISTRY]
+    await until(lambda: registry.parked_in("a") == 1)
     elsewhere = {"rank": 2, "transfer_engine_info": {"session_id": "elsewhere", "weights_info_dict": {}}}
     await client.put("/ns/b/register_transfer_engine_info", json=elsewhere)
     await client.put("/register_transfer_engine_info", json=elsewhere)
-    assert namespaces.get("a").registry.parked == 1
+    assert registry.parked_in("a") == 1
     mine = {"rank": 2, "transfer_engine_info": {"session_id": "mine", "weights_info_dict": {}}}
     await client.put("/ns/a/register_transfer_engine_info", json=mine)
     reply = await asyncio.wait_for(waiter, GUARD)
@@ -244,7 +161,7 @@ async def test_world_size_applies_in_each_namespace(aiohttp_client: AiohttpClien
 
 async def test_the_namespace_limit_is_a_503_with_a_detail(aiohttp_client: AiohttpClient) -> None:
     """With --max-namespaces reached by namespaces holding ranks, a new name gets 503 naming the limit."""
-    client = await aiohttp_client(create_app(ServerConfig(max_namespaces=2)))
+    client = await aiohttp_client(create_app(ServerConfig(max_namespaces=1)))
     body = {"rank": 0, "transfer_engine_info": {"session_id": "s", "weights_info_dict": {}}}
     assert (await client.put("/ns/a/register_transfer_engine_info", json=body)).status == 200
     reply = await client.put("/ns/b/register_transfer_engine_info", json=body)
@@ -257,11 +174,11 @@ async def test_max_waiters_counts_waits_in_every_namespace(aiohttp_client: Aioht
     client = await aiohttp_client(
         create_app(ServerConfig(max_waiters=1)), server_kwargs={"handler_cancellation": True}
     )
-    namespaces = client.app[NAMESPACES]
+    registry = client.app[REGISTRY]
     waiter = asyncio.create_task(
         client.get("/ns/a/get_transfer_engine_info", params={"rank": "0", "wait": str(GUARD)})
     )
-    await until(lambda: namespaces.parked == 1)
+    await until(lambda: registry.parked == 1)
     reply = await client.get("/ns/b/get_transfer_engine_info", params={"rank": "0", "wait": "5"})
     assert reply.status == 503
     assert "Retry-After" in reply.headers
@@ -288,7 +205,7 @@ async def test_client_namespace_addresses_its_deployment(aiohttp_server: Aiohttp
         assert [rank.rank for rank in (await prefill.list_ranks()).ranks] == [0, 1]
         with pytest.raises(RankNotRegistered):
             await default.get(0, timeout=0)
-        assert server.app[NAMESPACES].default.registry.get(0) is None
+        assert await stored(server.app[REGISTRY], 0) is None
 
 
 def test_client_refuses_a_bad_namespace() -> None:
@@ -300,11 +217,11 @@ def test_client_refuses_a_bad_namespace() -> None:
 async def test_shutdown_answers_parked_waits_in_namespaces_with_503(aiohttp_client: AiohttpClient) -> None:
     """Stopping the server answers a get parked in a namespace with 503, at once."""
     client = await aiohttp_client(create_app(), server_kwargs={"handler_cancellation": True})
-    namespaces = client.app[NAMESPACES]
+    registry = client.app[REGISTRY]
     waiter = asyncio.create_task(
         client.get("/ns/a/get_transfer_engine_info", params={"rank": "0", "wait": str(GUARD)})
     )
-    await until(lambda: namespaces.parked == 1)
+    await until(lambda: registry.parked == 1)
     await client.server.close()
     reply = await asyncio.wait_for(waiter, GUARD)
     assert reply.status == 503

@@ -13,7 +13,7 @@ import pytest
 from aiobootstrap import BootstrapClient, BootstrapError, BootstrapServer
 from aiobootstrap import _protocol as protocol
 
-from .conftest import GUARD, registration
+from .conftest import GUARD, register_in, registration
 
 
 @pytest.fixture(params=["orjson", "stdlib"])
@@ -54,7 +54,7 @@ async def test_a_stuck_reader_delays_stopping_by_shutdown_timeout_at_most() -> N
     timeout = 1.0
     server = BootstrapServer(port=0, shutdown_timeout=timeout)
     await server.start()
-    await server.registry.register(7, "big", {"blob": "x" * (4 << 20)})
+    await register_in(server.registry, 7, "big", {"blob": "x" * (4 << 20)})
     reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
     writer.write(b"GET /get_transfer_engine_info?rank=7 HTTP/1.1\r\nHost: x\r\n\r\n" * 8)
     await writer.drain()

@@ -9,7 +9,7 @@ import pytest
 from aiobootstrap import BootstrapClient, BootstrapServer, ServerConfig, create_app
 from aiobootstrap._app import REGISTRY
 
-from .conftest import GUARD, until
+from .conftest import GUARD, stored, until
 
 PATH = "/register_transfer_engine_info"
 
@@ -63,7 +63,7 @@ async def test_delete_checks_its_rank(client, query, detail):
     response = await client.delete(PATH + query)
     assert response.status == 400
     assert detail in (await response.json())["detail"]
-    assert 1 in client.app[REGISTRY]
+    assert await stored(client.app[REGISTRY], 1) is not None
 
 
 async def test_waiters_keep_waiting_after_a_delete(client):
@@ -95,7 +95,7 @@ async def test_client_unregister():
         await client.register(0, session_id="s", weights_info_dict={})
         assert await client.unregister(0) is True
         assert await client.unregister(0) is False
-        assert 0 not in server.registry
+        assert await stored(server.registry, 0) is None
 
 
 async def test_delete_in_a_namespace_removes_only_there(client):

@@ -14,7 +14,7 @@ from ._base import (
     Store,
     StoreLimits,
 )
-from ._memory import MemoryStore
+from ._memory import LocalStore, MemoryStore
 
 __all__ = [
     "DEFAULT_ROLE",
@@ -22,6 +22,7 @@ __all__ = [
     "Change",
     "ChangeListener",
     "Key",
+    "LocalStore",
     "MemoryStore",
     "Record",
     "Store",

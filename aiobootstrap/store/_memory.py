@@ -11,19 +11,21 @@ from __future__ import annotations
 
 import secrets
 import time
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
 from ..exceptions import TooManyNamespaces, TooManyRanks
 from ._base import Change, ChangeListener, Key, Record, Store, StoreLimits
 
-__all__ = ["MemoryStore", "Tables"]
+__all__ = ["LocalStore", "MemoryStore", "Tables", "ignore_changes"]
 
 _Group = tuple[str, str]
 """A (kind, role) pair: one table of ranks within a namespace."""
 
 
-def _ignore_changes() -> ChangeListener:
+def ignore_changes() -> ChangeListener:
+    """A listener for a store nobody listens to (not opened yet, or closed)."""
+
     class _Nobody:
         def changed(self, changes: Sequence[Change]) -> None:
             pass
@@ -85,25 +87,35 @@ class Tables:
 
     # -- changing ------------------------------------------------------
 
-    def check_room(self, key: Key) -> None:
-        """Raise when writing ``key`` would pass a limit; a replacement always has room."""
+    def check_room(
+        self, key: Key, *, staged_ranks: Collection[int] = (), staged_namespaces: Collection[str] = ()
+    ) -> None:
+        """Raise when writing ``key`` would pass a limit; a replacement always has room.
+
+        ``staged_ranks`` (of ``key``'s kind and role) and ``staged_namespaces``
+        are held by writes on their way in, which count as if they had landed.
+        """
         groups = self._namespaces.get(key.namespace)
-        if groups is None:
+        if groups is None and key.namespace not in staged_namespaces:
             limit = self.limits.max_namespaces
-            if limit is not None and len(self._namespaces) >= limit:
+            held = len(self._namespaces) + sum(1 for ns in staged_namespaces if ns not in self._namespaces)
+            if limit is not None and held >= limit:
                 raise TooManyNamespaces(
-                    f"The server already holds records in {len(self._namespaces)} namespaces, its limit "
+                    f"The server already holds records in {held} namespaces, its limit "
                     "(--max-namespaces); a namespace is freed when its last record is deleted."
                 )
-            return
-        table = groups.get((key.kind, key.role))
         limit = self.limits.max_ranks
-        if limit is None or table is None or key.rank in table or len(table) < limit:
+        if limit is None or key.rank in staged_ranks:
             return
-        raise TooManyRanks(
-            f"The server already stores {len(table)} distinct ranks, its limit; "
-            "unregister one, or give the server a world size or a higher rank limit."
-        )
+        table = {} if groups is None else groups.get((key.kind, key.role), {})
+        if key.rank in table:
+            return
+        held = len(table) + sum(1 for rank in staged_ranks if rank not in table)
+        if held >= limit:
+            raise TooManyRanks(
+                f"The server already stores {held} distinct ranks, its limit; "
+                "unregister one, or give the server a world size or a higher rank limit."
+            )
 
     def next_version(self, namespace: str) -> int:
         return self.version(namespace) + 1
@@ -147,12 +159,46 @@ class Tables:
             self._floor = max(self._floor, version)
 
 
-class MemoryStore(Store):
+class LocalStore(Store):
+    """A store whose records sit in this process's :class:`Tables`: reads need no I/O.
+
+    ``peek`` and ``peek_records`` read them from any thread: a lookup in a dict
+    is atomic and a record is immutable (a write replaces it), so a reader
+    sees the old record or the new one, whole.
+    """
+
+    def __init__(self, limits: StoreLimits | None) -> None:
+        self._tables = Tables(limits if limits is not None else StoreLimits())
+
+    def peek(self, key: Key) -> Record | None:
+        return self._tables.get(key)
+
+    def peek_records(self, namespace: str, kind: str, role: str) -> list[Record]:
+        return self._tables.records(namespace, kind, role)
+
+    async def get(self, key: Key) -> Record | None:
+        return self._tables.get(key)
+
+    async def get_many(self, keys: Sequence[Key]) -> list[Record | None]:
+        get = self._tables.get
+        return [get(key) for key in keys]
+
+    async def records(self, namespace: str, kind: str, role: str) -> list[Record]:
+        return self._tables.records(namespace, kind, role)
+
+    async def version(self, namespace: str) -> int:
+        return self._tables.version(namespace)
+
+    async def namespaces(self) -> list[str]:
+        return self._tables.namespaces()
+
+
+class MemoryStore(LocalStore):
     """Records in memory: fast, and gone when the process ends."""
 
     def __init__(self, limits: StoreLimits | None = None) -> None:
-        self._tables = Tables(limits if limits is not None else StoreLimits())
-        self._listener = _ignore_changes()
+        super().__init__(limits)
+        self._listener = ignore_changes()
         self._incarnation = secrets.token_hex(8)
 
     @property
@@ -167,7 +213,7 @@ class MemoryStore(Store):
         self._listener = listener
 
     async def close(self) -> None:
-        self._listener = _ignore_changes()
+        self._listener = ignore_changes()
 
     async def put(self, key: Key, value: dict[str, Any]) -> Record:
         tables = self._tables
@@ -185,22 +231,6 @@ class MemoryStore(Store):
         removed = tables.apply_delete(key, version)
         self._listener.changed((Change(key, version, deleted=True),))
         return removed
-
-    async def get(self, key: Key) -> Record | None:
-        return self._tables.get(key)
-
-    async def get_many(self, keys: Sequence[Key]) -> list[Record | None]:
-        get = self._tables.get
-        return [get(key) for key in keys]
-
-    async def records(self, namespace: str, kind: str, role: str) -> list[Record]:
-        return self._tables.records(namespace, kind, role)
-
-    async def version(self, namespace: str) -> int:
-        return self._tables.version(namespace)
-
-    async def namespaces(self) -> list[str]:
-        return self._tables.namespaces()
 
     async def ping(self) -> None:
         pass

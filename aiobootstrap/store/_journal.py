@@ -1,19 +1,26 @@
 """The journal file: its format, and the blocking I/O on it.
 
 The file is one magic line, then one line per change, each the CRC-32 of its
-JSON in hex and the JSON (``ns`` names the namespace, absent for the default)::
+JSON in hex and the JSON. ``ns`` names the namespace, ``kind`` and ``role``
+the record's kind and role; each is absent for the default (the ``default``
+namespace, transfer-engine info, the ``target`` role)::
 
     aiobootstrap-journal 1
-    17002112 {"op":"base","version":41}
-    d1d56fe8 {"op":"put","rank":3,"version":42,"at":1764460800.5,"session_id":"...","weights_info_dict":{...}}
+    17002112 {"op":"base","version":41,"inc":"5f0c..."}
+    d1d56fe8 {"op":"put","rank":3,"version":42,"at":1764460800.5,"value":{"session_id":"...","weights_info_dict":{...}}}
     0b9f21e4 {"op":"del","rank":3,"version":43}
-    5c0f77d2 {"op":"put","ns":"blue","rank":0,"version":44,"at":1764460801.5,"session_id":"...","weights_info_dict":{...}}
+    5c0f77d2 {"op":"put","ns":"blue","role":"draft","rank":0,"version":44,"at":1764460801.5,"value":{...}}
+
+The ``base`` line, first after a compaction, holds the highest version ever
+taken (versions go on above it) and the store's incarnation id. Journals
+written before record kinds existed carry ``session_id`` and
+``weights_info_dict`` beside ``rank`` instead of ``value``; they load as is.
 
 The checksum lets a reader tell a line torn by a crash, a flipped bit or
 appended garbage from a good line, and skip only the bad one. The JSON is
 ASCII (``protocol.dumps``), so no line holds a raw newline.
 
-Nothing here is asynchronous: :class:`~aiobootstrap._journal.JournalStore`
+Nothing here is asynchronous: :class:`~aiobootstrap.store._file.FileStore`
 calls every method from its one worker thread.
 """
 
@@ -27,8 +34,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from . import _protocol as protocol
-from .exceptions import ServerUnavailable
+from .. import _protocol as protocol
+from ..exceptions import ServerUnavailable
 
 try:
     import fcntl
@@ -70,14 +77,25 @@ def parse_line(line: bytes) -> dict[str, Any]:
     op = entry.get("op")
     if op not in ("base", "put", "del"):
         raise ValueError(f"its op {op!r} is unknown")
-    if not isinstance(entry.get("ns", ""), str):
-        raise ValueError("its namespace is not a string")
+    for name in ("ns", "kind", "role", "inc"):
+        if not isinstance(entry.get(name, ""), str):
+            raise ValueError(f"its {name} is not a string")
     for name in ("version",) if op == "base" else ("rank", "version"):
         if not protocol.is_rank(entry.get(name)):
             raise ValueError(f"its {name} is not a non-negative integer")
     if op == "put":
-        if not isinstance(entry.get("session_id"), str) or not isinstance(
-            entry.get("weights_info_dict"), dict
+        if "value" not in entry and isinstance(entry.get("session_id"), str):
+            # Written before record kinds: the transfer-engine info's two fields stood beside the rank.
+            entry["value"] = {
+                "session_id": entry.pop("session_id"),
+                "weights_info_dict": entry.pop("weights_info_dict", None),
+            }
+        value = entry.get("value")
+        if not isinstance(value, dict) or (
+            "kind" not in entry
+            and not (
+                isinstance(value.get("session_id"), str) and isinstance(value.get("weights_info_dict"), dict)
+            )
         ):
             raise ValueError("it is not a registration")
         at = entry.get("at")

@@ -1,0 +1,372 @@
+"""The file store: records in memory, every change journaled and synced before it is acknowledged.
+
+Theory of operation
+-------------------
+The records live in :class:`~._memory.Tables`, the memory store's own rules;
+the journal (``_journal``) is their durable history. A ``put`` or ``delete``
+is stamped and checked against the limits at once, on the event loop, then
+queued; it is acknowledged, applied to the tables and announced on the feed
+only after its line is on disk, so nothing a reader or a waiter ever saw can
+be lost by a crash. Reloading replays the lines with the rules a live change
+follows: a put replaces an older version of its key, a delete removes an
+older one, and every namespace's versions go on above the highest in the file.
+
+Changes queued but not yet on disk are *staged*: they hold their versions and
+the room they take (a new rank, a new namespace), so two writes in flight can
+never both take the last place under a limit, nor the same version. A write
+that fails gives its room back; its version is never reused by a write that
+succeeds before it (counters only grow), so nothing can be acknowledged twice
+under one version.
+
+Group commit: changes queue up while the worker thread writes and syncs the
+previous batch, and the next batch takes everything queued, in one write and
+one sync. A storm of registrations pays one sync per batch, not one per
+registration. All file I/O happens on the journal's one worker thread, so the
+event loop never blocks on the disk and the writes keep their order; lines are
+encoded on the loop, because on the worker thread the encoding would hold the
+GIL against the loop while the write and the sync release it.
+
+Compaction: on open, and whenever the file has grown to several times what the
+live records need, the journal is rewritten to a ``base`` line and the live
+records, atomically (side file, sync, rename, sync the directory).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import logging
+import secrets
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from .._protocol import DEFAULT_NAMESPACE
+from ._base import DEFAULT_ROLE, TRANSFER_ENGINE_INFO, Change, ChangeListener, Key, Record, StoreLimits
+from ._journal import JournalFile, StateFileError, encode_line, reason
+from ._memory import LocalStore, ignore_changes
+
+__all__ = ["FileStore", "StateFileError"]
+
+log = logging.getLogger("aiobootstrap")
+
+COMPACT_MIN_BYTES = 1 << 20
+"""A journal smaller than this is never compacted while running."""
+
+COMPACT_RATIO = 4
+"""Compact once the journal is this many times larger than its live records."""
+
+_WARN_LINES = 3
+"""How many unreadable lines a load names one by one before it only counts them."""
+
+
+def _entry(op: str, key: Key, version: int) -> dict[str, Any]:
+    entry: dict[str, Any] = {"op": op}
+    if key.namespace != DEFAULT_NAMESPACE:
+        entry["ns"] = key.namespace
+    if key.kind != TRANSFER_ENGINE_INFO:
+        entry["kind"] = key.kind
+    if key.role != DEFAULT_ROLE:
+        entry["role"] = key.role
+    entry["rank"] = key.rank
+    entry["version"] = version
+    return entry
+
+
+def _put_entry(record: Record) -> dict[str, Any]:
+    entry = _entry("put", record.key, record.version)
+    entry["at"] = record.registered_at
+    entry["value"] = record.value
+    return entry
+
+
+def _key_of(entry: dict[str, Any]) -> Key:
+    return Key(
+        entry.get("ns", DEFAULT_NAMESPACE),
+        entry.get("kind", TRANSFER_ENGINE_INFO),
+        entry.get("role", DEFAULT_ROLE),
+        entry["rank"],
+    )
+
+
+@dataclass(slots=True)
+class _Change:
+    key: Key
+    version: int
+    line: bytes
+    record: Record | None
+    """The record a put writes; ``None`` for a delete."""
+    done: asyncio.Future[Record | None]
+
+
+_Group = tuple[str, str, str]
+"""A namespace, kind and role: one table of ranks."""
+
+
+@dataclass(slots=True)
+class _Staged:
+    """What the puts queued but not yet on disk hold: versions, and room under the limits."""
+
+    versions: dict[str, int] = field(default_factory=dict)
+    ranks: dict[_Group, collections.Counter[int]] = field(default_factory=dict)
+    namespaces: collections.Counter[str] = field(default_factory=collections.Counter)
+
+    def hold(self, key: Key) -> None:
+        group = (key.namespace, key.kind, key.role)
+        self.ranks.setdefault(group, collections.Counter())[key.rank] += 1
+        self.namespaces[key.namespace] += 1
+
+    def release(self, key: Key) -> None:
+        group = (key.namespace, key.kind, key.role)
+        ranks = self.ranks[group]
+        ranks[key.rank] -= 1
+        if not ranks[key.rank]:
+            del ranks[key.rank]
+            if not ranks:
+                del self.ranks[group]
+        self.namespaces[key.namespace] -= 1
+        if not self.namespaces[key.namespace]:
+            del self.namespaces[key.namespace]
+
+
+class FileStore(LocalStore):
+    """Records in memory, made durable in a journal file (``--state-file``, ``file:PATH``)."""
+
+    def __init__(self, path: str, limits: StoreLimits | None = None) -> None:
+        super().__init__(limits)
+        self._file = JournalFile(path)
+        self._incarnation = ""
+        self._listener = ignore_changes()
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="aiobootstrap-journal")
+        self._staged = _Staged()
+        self._pending: list[_Change] = []
+        self._flusher: asyncio.Task[None] | None = None
+        self._live_bytes: dict[Key, int] = {}
+        """Each live record's line length: what a compacted journal holds for it."""
+        self.skipped = 0
+        """How many unreadable lines the load skipped."""
+        self._closed = False
+
+    @property
+    def incarnation(self) -> str:
+        return self._incarnation
+
+    @property
+    def description(self) -> str:
+        return f"file {self._file.path}"
+
+    @property
+    def path(self) -> str:
+        return str(self._file.path)
+
+    def __len__(self) -> int:
+        """How many records the file holds."""
+        return len(self._tables)
+
+    # -- opening and closing -------------------------------------------
+
+    async def open(self, listener: ChangeListener) -> None:
+        """Load the file (created when missing), compact it, and hold it open for appends.
+
+        Raises :class:`StateFileError` with a one-line detail when the file
+        cannot be used; a torn or corrupt line never does.
+        """
+        loop = asyncio.get_running_loop()
+        try:
+            await loop.run_in_executor(self._executor, self._load)
+        except BaseException:
+            await loop.run_in_executor(self._executor, self._file.close)
+            self._executor.shutdown(wait=False)
+            raise
+        self._listener = listener
+        log.info(
+            "state file %s: loaded %d registration(s), version %d",
+            self.path,
+            len(self._tables),
+            self._tables.high,
+        )
+
+    def _load(self) -> None:
+        # On the worker thread, before anyone else can see the store.
+        entries, problems = self._file.read()
+        tables = self._tables
+        for entry, size in entries:
+            op = entry["op"]
+            if op == "base":
+                tables.raise_floor(entry["version"])
+                self._incarnation = entry.get("inc", self._incarnation)
+            elif op == "put":
+                key = _key_of(entry)
+                record = Record(key, entry["value"], entry["version"], float(entry["at"]))
+                tables.apply_put(record)
+                if tables.get(key) is record:
+                    self._live_bytes[key] = size
+            else:
+                key = _key_of(entry)
+                if tables.apply_delete(key, entry["version"]) is not None:
+                    self._live_bytes.pop(key, None)
+        # A journal from before incarnations, or a new one: its data starts a life here.
+        self._incarnation = self._incarnation or secrets.token_hex(8)
+        self.skipped = len(problems)
+        if problems:
+            shown = "; ".join(problems[:_WARN_LINES])
+            more = f" and {len(problems) - _WARN_LINES} more" if len(problems) > _WARN_LINES else ""
+            log.warning(
+                "state file %s: skipped %d unreadable line(s): %s%s; loaded the rest",
+                self.path,
+                len(problems),
+                shown,
+                more,
+            )
+        try:
+            self._rewrite(self._snapshot())
+        except OSError as exc:
+            raise StateFileError(f"Cannot use the state file {self.path}: {reason(exc)}.") from None
+
+    async def close(self) -> None:
+        """Finish the changes already asked for, then close the file."""
+        if self._closed:
+            return
+        self._closed = True
+        self._listener = ignore_changes()
+        if self._flusher is not None:
+            await self._flusher
+        await asyncio.get_running_loop().run_in_executor(self._executor, self._file.close)
+        self._executor.shutdown(wait=False)
+
+    # -- reading -------------------------------------------------------
+
+    async def ping(self) -> None:
+        if self._closed:
+            raise StateFileError("The state file is closed: the server is shutting down.")
+
+    # -- changing ------------------------------------------------------
+
+    async def put(self, key: Key, value: dict[str, Any]) -> Record:
+        staged = self._staged
+        self._tables.check_room(
+            key,
+            staged_ranks=staged.ranks.get((key.namespace, key.kind, key.role), ()),
+            staged_namespaces=staged.namespaces,
+        )
+        record = Record(key, value, self._stamp(key.namespace), time.time())
+        line = encode_line(_put_entry(record))
+        change = _Change(key, record.version, line, record, self._future())
+        # The room is held until the change has landed or failed, even when
+        # the caller stops waiting for it.
+        staged.hold(key)
+        change.done.add_done_callback(lambda _: self._release(key, put=True))
+        await self._commit(change)
+        return record
+
+    async def delete(self, key: Key) -> Record | None:
+        if self._tables.get(key) is None:
+            return None
+        version = self._stamp(key.namespace)
+        return await self._commit(
+            _Change(key, version, encode_line(_entry("del", key, version)), None, self._future())
+        )
+
+    def _stamp(self, namespace: str) -> int:
+        version = max(self._tables.version(namespace), self._staged.versions.get(namespace, 0)) + 1
+        self._staged.versions[namespace] = version
+        return version
+
+    def _release(self, key: Key, *, put: bool) -> None:
+        if put:
+            self._staged.release(key)
+        versions = self._staged.versions
+        if versions.get(key.namespace, 0) <= self._tables.version(key.namespace):
+            versions.pop(key.namespace, None)
+
+    @staticmethod
+    def _future() -> asyncio.Future[Record | None]:
+        return asyncio.get_running_loop().create_future()
+
+    async def _commit(self, change: _Change) -> Record | None:
+        if self._closed:
+            raise StateFileError("The state file is closed: the server is shutting down.")
+        self._pending.append(change)
+        if self._flusher is None:
+            self._flusher = asyncio.get_running_loop().create_task(self._flush())
+        # Cancelling this wait does not cancel the change: the flusher writes,
+        # applies and announces it anyway, so memory always matches the file.
+        return await asyncio.shield(change.done)
+
+    async def _flush(self) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            while self._pending:
+                batch, self._pending = self._pending, []
+                data = b"".join(change.line for change in batch)
+                try:
+                    await loop.run_in_executor(self._executor, self._file.append, data)
+                except Exception as exc:
+                    self._fail(batch, exc)
+                    continue
+                changes = [self._apply(change) for change in batch]
+                self._listener.changed([c for c in changes if c is not None])
+                if self._file.size > max(COMPACT_MIN_BYTES, COMPACT_RATIO * sum(self._live_bytes.values())):
+                    await self._compact(loop)
+        finally:
+            self._flusher = None
+
+    def _apply(self, change: _Change) -> Change | None:
+        tables = self._tables
+        key = change.key
+        if change.record is not None:
+            tables.apply_put(change.record)
+            self._live_bytes[key] = len(change.line)
+            change.done.set_result(change.record)
+            return Change(key, change.version, change.record)
+        removed = tables.apply_delete(key, change.version)
+        if removed is not None:
+            self._live_bytes.pop(key, None)
+        change.done.set_result(removed)
+        return Change(key, change.version, deleted=True) if removed is not None else None
+
+    def _fail(self, batch: list[_Change], exc: Exception) -> None:
+        # Anything but a disk error would be a bug; the callers must hear either way.
+        log.error(
+            "state file %s: cannot write %d change(s): %s",
+            self.path,
+            len(batch),
+            exc,
+            exc_info=not isinstance(exc, OSError),
+        )
+        why = reason(exc) if isinstance(exc, OSError) else type(exc).__name__
+        for change in batch:
+            change.done.set_exception(
+                StateFileError(
+                    f"The server could not save this change to its state file ({why}); nothing was changed."
+                )
+            )
+
+    # -- compaction ----------------------------------------------------
+
+    async def _compact(self, loop: asyncio.AbstractEventLoop) -> None:
+        before = self._file.size
+        try:
+            await loop.run_in_executor(self._executor, self._rewrite, self._snapshot())
+        except OSError as exc:
+            # The journal itself is intact: appends go on, and a later batch tries again.
+            log.warning("state file %s: compaction failed, journal kept as is: %s", self.path, exc)
+            return
+        log.info("state file %s: compacted from %d to %d bytes", self.path, before, self._file.size)
+
+    def _snapshot(self) -> list[bytes]:
+        # Taken on the loop while the flusher waits (or before anyone sees the
+        # store): no change lands until the rewrite is done.
+        tables = self._tables
+        lines = [encode_line({"op": "base", "version": tables.high, "inc": self._incarnation})]
+        self._live_bytes = {}
+        for record in tables.all_records():
+            line = encode_line(_put_entry(record))
+            self._live_bytes[record.key] = len(line)
+            lines.append(line)
+        return lines
+
+    def _rewrite(self, lines: list[bytes]) -> None:
+        """On the worker thread: the file becomes ``lines``."""
+        self._file.rewrite(lines)
