@@ -19,7 +19,7 @@ from typing import NoReturn
 
 from . import __version__
 from ._bind import AddressInUse, bind_socket, explain_address_in_use
-from ._config import DEFAULT_HOST, DEFAULT_MAX_WAITERS, DEFAULT_PORT, ServerConfig
+from ._config import DEFAULT_HOST, DEFAULT_MAX_WAITERS, DEFAULT_PORT, DEFAULT_STORE, ServerConfig
 from ._logging import LOG_FORMATS, setup_logging
 from ._tools import TOOLS, add_tool_parsers, run_tool
 from .exceptions import BootstrapError
@@ -31,6 +31,7 @@ log = logging.getLogger("aiobootstrap")
 _LOG_LEVELS = ("debug", "info", "warning", "error")
 
 TOKEN_ENV = "AIOBOOTSTRAP_AUTH_TOKEN"
+STORE_ENV = "AIOBOOTSTRAP_STORE"
 _FD_RESERVE = 1024
 """Open files kept free of parked waits: registrations, health checks, the state file, logs."""
 
@@ -98,7 +99,22 @@ def _parser() -> argparse.ArgumentParser:
         "--state-file",
         default=None,
         metavar="PATH",
-        help="journal registrations to PATH and reload them on start (default: memory only)",
+        help="journal registrations to PATH and reload them on start; the same as --store file:PATH",
+    )
+    parser.add_argument(
+        "--store",
+        default=None,
+        metavar="URL",
+        help=(
+            "where records live: memory:, file:PATH, redis://[user:password@]host[:port][/db], "
+            f"rediss://..., unix:///path/redis.sock[?db=N] (or set {STORE_ENV}; default: memory:)"
+        ),
+    )
+    parser.add_argument(
+        "--store-prefix",
+        default="aiobootstrap",
+        metavar="NAME",
+        help="prefix of every key in a Redis store, to keep registries apart (default: %(default)s)",
     )
     parser.add_argument(
         "--max-ranks",
@@ -173,7 +189,21 @@ def _config(args: argparse.Namespace, environ: Mapping[str, str]) -> ServerConfi
         max_namespaces=args.max_namespaces,
         access_log=args.access_log,
         state_file=args.state_file,
+        store=_store_url(args.store, args.state_file, environ),
+        store_prefix=args.store_prefix,
     )
+
+
+def _store_url(given: str | None, state_file: str | None, environ: Mapping[str, str]) -> str:
+    """``--store``, else the environment, else the embedded memory store.
+
+    ``--state-file`` names the store itself, so the environment gives way to it.
+    """
+    if given is not None:
+        return given
+    if state_file is not None:
+        return DEFAULT_STORE
+    return environ.get(STORE_ENV) or DEFAULT_STORE
 
 
 def _auth_token(path: str | None, environ: Mapping[str, str]) -> str | None:

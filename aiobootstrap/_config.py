@@ -7,6 +7,7 @@ import re
 from dataclasses import dataclass, field
 
 from ._protocol import BATCH_QUERY_CHARS
+from .store._url import check_store_url
 
 __all__ = ["DEFAULT_HOST", "DEFAULT_MAX_WAITERS", "DEFAULT_PORT", "DEFAULT_STORE", "ServerConfig"]
 
@@ -81,6 +82,7 @@ class ServerConfig:
             raise ValueError(
                 "give either a state file or a store, not both (a state file is the store file:PATH)"
             )
+        check_store_url(self.store)
         if not _PREFIX.fullmatch(self.store_prefix):
             raise ValueError(
                 f"store prefix must be 1 to 64 letters, digits, dots, dashes or underscores, not {self.store_prefix!r}"
