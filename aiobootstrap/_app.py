@@ -204,8 +204,8 @@ _PUBLIC = frozenset({health})
 
 def namespace_of(request: web.Request) -> str:
     """The namespace a request addresses: its ``/ns/{namespace}`` prefix, or the default."""
-    name = request.match_info.get("namespace", protocol.DEFAULT_NAMESPACE)
-    return protocol.check_namespace(name)
+    name = request.match_info.get("namespace")
+    return protocol.DEFAULT_NAMESPACE if name is None else protocol.check_namespace(name)
 
 
 def info_key(request: web.Request, rank: int) -> Key:
