@@ -6,6 +6,7 @@ and the HTTP layer see only :class:`Store`.
 
 from ._base import (
     DEFAULT_ROLE,
+    MEMBERS,
     TRANSFER_ENGINE_INFO,
     Change,
     ChangeListener,
@@ -13,11 +14,13 @@ from ._base import (
     Record,
     Store,
     StoreLimits,
+    with_member,
 )
 from ._memory import LocalStore, MemoryStore
 
 __all__ = [
     "DEFAULT_ROLE",
+    "MEMBERS",
     "TRANSFER_ENGINE_INFO",
     "Change",
     "ChangeListener",
@@ -27,4 +30,5 @@ __all__ = [
     "Record",
     "Store",
     "StoreLimits",
+    "with_member",
 ]

@@ -38,6 +38,7 @@ from typing import Any, Protocol
 
 __all__ = [
     "DEFAULT_ROLE",
+    "MEMBERS",
     "TRANSFER_ENGINE_INFO",
     "Change",
     "ChangeListener",
@@ -45,6 +46,7 @@ __all__ = [
     "Record",
     "Store",
     "StoreLimits",
+    "with_member",
 ]
 
 TRANSFER_ENGINE_INFO = "transfer_engine_info"
@@ -52,6 +54,26 @@ TRANSFER_ENGINE_INFO = "transfer_engine_info"
 
 DEFAULT_ROLE = "target"
 """The role of a record whose writer named none."""
+
+MEMBERS = "members"
+"""The field of a *set record* (see :meth:`Store.set_member`): its members, in order of first addition."""
+
+
+def with_member(value: dict[str, Any] | None, member: str, *, present: bool) -> dict[str, Any] | None:
+    """The set record's value once ``member`` is in it (``present``) or out of it; ``None`` if unchanged.
+
+    The rule every store follows for :meth:`Store.set_member`: an added member
+    goes last, a removed one leaves the others in order, and a set that loses
+    its last member stays, empty (so a waiter sees that change too).
+    """
+    members: list[str] = [] if value is None else list(value.get(MEMBERS, []))
+    if (member in members) == present:
+        return None
+    if present:
+        members.append(member)
+    else:
+        members.remove(member)
+    return {MEMBERS: members}
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,6 +185,21 @@ class Store(abc.ABC):
         """Remove ``key`` atomically, with the namespace's next version; return what was stored.
 
         ``None`` (and no version taken, nothing on the feed) when nothing was.
+        """
+
+    @abc.abstractmethod
+    async def set_member(self, key: Key, member: str, *, present: bool) -> Record | None:
+        """Add ``member`` to (``present``) or remove it from the set record under ``key``, atomically.
+
+        A *set record*'s value is ``{"members": [...]}``: distinct strings in
+        order of first addition (a member removed and added again goes last).
+        A change follows :func:`with_member`, and is a put of the new value:
+        the namespace's next version, the limits checked when the record is
+        new, durable and on the feed when this returns; removing the last
+        member leaves the record with no members. Returns the record as it
+        now is, or ``None`` when there is none. When nothing changes (adding
+        a member already in, removing one that is not), no version is taken
+        and nothing goes on the feed.
         """
 
     @abc.abstractmethod

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import _protocol as protocol
-from ..exceptions import ServerUnavailable
+from ..exceptions import BadRequest, ServerUnavailable
 
 try:
     import fcntl
@@ -91,17 +91,21 @@ def parse_line(line: bytes) -> dict[str, Any]:
                 "weights_info_dict": entry.pop("weights_info_dict", None),
             }
         value = entry.get("value")
-        if not isinstance(value, dict) or (
-            "kind" not in entry
-            and not (
-                isinstance(value.get("session_id"), str) and isinstance(value.get("weights_info_dict"), dict)
-            )
-        ):
+        if not isinstance(value, dict) or ("kind" not in entry and not _is_engine_info(value)):
             raise ValueError("it is not a registration")
         at = entry.get("at")
         if not isinstance(at, int | float) or isinstance(at, bool):
             raise ValueError("its time is not a number")
     return entry
+
+
+def _is_engine_info(value: dict[str, Any]) -> bool:
+    """Transfer-engine info as the server accepts it: classic, or tagged with another backend."""
+    try:
+        protocol.parse_engine_info(value)
+    except BadRequest:
+        return False
+    return True
 
 
 # -- the file -----------------------------------------------------------
