@@ -1,0 +1,186 @@
+"""The record kinds: one table entry per kind of record, with its wire shapes.
+
+A kind is data, not a code path. Each per-rank kind is a :class:`RecordKind`
+naming its routes, the register body's field that holds the record, how that
+field is checked, how a get, a ``form=object`` get and a batch item are
+written, what the listing shows of a record and the ``404`` sentence. One set
+of handlers (``_app``), one OpenAPI builder (``_openapi``), the registry and
+every store serve all of them: the store keys records by kind and role, and
+the registry waits on keys whatever their kind.
+
+Adding a kind is an entry in :data:`KINDS`: its paths, its field, a parser for
+the field (raising :class:`~aiobootstrap.exceptions.BadRequest` naming it) and
+an encoder for its reply. Registration, deletion, ``wait=``/``after=``, the
+batch get, roles, namespaces, the listing, the metrics, the OpenAPI paths and
+the journal follow from the entry.
+
+The encoder URL list is a kind of its own shape: a set of strings with a
+version, kept as one record (:data:`ENCODER_URLS`, rank 0) whose members the
+store changes atomically (:meth:`~aiobootstrap.store.Store.set_member`).
+Waiting for the list to change is waiting for that record's next version.
+
+Nothing here does I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from . import _protocol as protocol
+from .exceptions import BadRequest
+from .store import DEFAULT_ROLE, MEMBERS, TRANSFER_ENGINE_INFO, Key, Record
+
+__all__ = [
+    "ENCODER_URLS",
+    "KINDS",
+    "PARALLELISM_CONFIG",
+    "TRANSFER_ENGINE_INFO_KIND",
+    "RecordKind",
+    "encode_reply",
+    "encoder_list_key",
+    "kind_named",
+]
+
+PARALLELISM_CONFIG = "parallelism_config"
+"""The store kind of a rank's parallelism config."""
+
+ENCODER_URLS = "encoder_urls"
+"""The store kind of a namespace's encoder URL list (one record, rank 0, role ``target``)."""
+
+ENCODER_REGISTER_PATH = "/register_encoder_url"
+ENCODER_UNREGISTER_PATH = "/unregister_encoder_url"
+ENCODER_LIST_PATH = "/list_encoder_urls"
+
+
+@dataclass(frozen=True, slots=True)
+class RecordKind:
+    """One kind of per-rank record and its wire: everything the generic routes need."""
+
+    name: str
+    """The store's kind, the listing's ``kind=`` value."""
+    noun: str
+    """How the kind is named in sentences (``No {noun} for rank N``)."""
+    field: str
+    """The register body's field holding the record (beside ``rank``/``tp_rank`` and ``role``)."""
+    register_path: str
+    """``PUT`` registers; ``DELETE ?rank=N`` removes."""
+    get_path: str
+    batch_path: str
+    batch_field: str
+    """The batch reply's list of items."""
+    title: str
+    """CamelCase, for OpenAPI operation ids and schema names."""
+    parse: Callable[[object], dict[str, Any]]
+    """The body field to the value stored (kept whole); ``BadRequest`` naming the field."""
+    encode: Callable[[Record], bytes]
+    """A get's reply (cached by the registry, one per record version)."""
+    encode_object: Callable[[Record], bytes]
+    """A ``form=object`` get's reply: the registration whole."""
+    item: Callable[[Record, bytes], bytes]
+    """A batch item, from the record and its get reply (spliced, not re-encoded)."""
+    summary: Callable[[Record], dict[str, Any]]
+    """What the listing shows of a record besides rank, version and times."""
+
+    def absent(self, rank: int) -> str:
+        """The ``404`` detail of a get for an unregistered rank."""
+        return f"No {self.noun} for rank {rank}"
+
+    def absent_many(self, ranks: Sequence[int]) -> str:
+        """The ``404`` detail of a batch get, naming the ranks still missing."""
+        if len(ranks) == 1:
+            return self.absent(ranks[0])
+        return f"No {self.noun} for ranks {protocol.format_ranks(ranks)}"
+
+    def key(self, namespace: str, role: str, rank: int) -> Key:
+        return Key(namespace, self.name, role, rank)
+
+
+def _same_item(record: Record, reply: bytes) -> bytes:
+    return reply
+
+
+def _engine_summary(record: Record) -> dict[str, Any]:
+    summary: dict[str, Any] = {"session_id": record.session_id}
+    backend = record.value.get("backend")
+    if backend is not None:
+        summary["backend"] = backend
+    return summary
+
+
+def _config_item(record: Record, reply: bytes) -> bytes:
+    rank, version = str(record.rank).encode(), str(record.version).encode()
+    return b'{"rank":' + rank + b',"parallelism_config":' + reply + b',"version":' + version + b"}"
+
+
+def _encode_value(record: Record) -> bytes:
+    return protocol.dumps(record.value)
+
+
+TRANSFER_ENGINE_INFO_KIND = RecordKind(
+    name=TRANSFER_ENGINE_INFO,
+    noun="transfer engine info",
+    field="transfer_engine_info",
+    register_path=protocol.REGISTER_PATH,
+    get_path=protocol.GET_PATH,
+    batch_path=protocol.BATCH_PATH,
+    batch_field="infos",
+    title="TransferEngineInfo",
+    parse=protocol.parse_engine_info,
+    encode=protocol.encode_info,
+    encode_object=protocol.encode_info_object,
+    item=_same_item,
+    summary=_engine_summary,
+)
+
+PARALLELISM_CONFIG_KIND = RecordKind(
+    name=PARALLELISM_CONFIG,
+    noun="parallelism config",
+    field="parallelism_config",
+    register_path="/register_parallelism_config",
+    get_path="/get_parallelism_config",
+    batch_path="/get_parallelism_config_batch",
+    batch_field="configs",
+    title="ParallelismConfig",
+    parse=lambda value: protocol.parse_object(value, "parallelism_config"),
+    encode=_encode_value,
+    encode_object=_encode_value,
+    item=_config_item,
+    summary=lambda record: {},
+)
+
+KINDS: tuple[RecordKind, ...] = (TRANSFER_ENGINE_INFO_KIND, PARALLELISM_CONFIG_KIND)
+"""Every per-rank kind the server serves."""
+
+_BY_NAME = {kind.name: kind for kind in KINDS}
+
+
+def kind_named(name: str | None) -> RecordKind:
+    """The kind a ``kind=`` parameter names (transfer-engine info when absent)."""
+    if name is None:
+        return TRANSFER_ENGINE_INFO_KIND
+    kind = _BY_NAME.get(name)
+    if kind is None:
+        raise BadRequest(f"Invalid kind parameter: give one of {', '.join(sorted(_BY_NAME))}.")
+    return kind
+
+
+def encoder_list_key(namespace: str) -> Key:
+    """The key of ``namespace``'s encoder URL list."""
+    return Key(namespace, ENCODER_URLS, DEFAULT_ROLE, 0)
+
+
+def encoder_urls(record: Record | None) -> list[str]:
+    """The URLs of an encoder list record, in order of first registration."""
+    if record is None:
+        return []
+    members: list[str] = record.value.get(MEMBERS, [])
+    return members
+
+
+def encode_reply(record: Record) -> bytes:
+    """A get's reply for a record of any kind: what the registry caches per version."""
+    if record.key.kind == ENCODER_URLS:
+        return protocol.encode_encoder_urls(encoder_urls(record), record.version)
+    return _BY_NAME[record.key.kind].encode(record)
