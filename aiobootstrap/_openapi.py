@@ -16,6 +16,8 @@ from aiohttp import web
 
 from . import __version__
 from . import _protocol as protocol
+from ._kinds import ENCODER_LIST_PATH, ENCODER_REGISTER_PATH, ENCODER_UNREGISTER_PATH, KINDS, RecordKind
+from .store import DEFAULT_ROLE, TRANSFER_ENGINE_INFO
 
 __all__ = ["document", "openapi"]
 
@@ -60,6 +62,104 @@ _AFTER = _query(
     {"type": "integer", "minimum": 0, "default": 0},
 )
 
+_ROLE = _query(
+    "role",
+    "The role whose records are meant (a speculative draft model's are apart from its target's).",
+    {"type": "string", "minLength": 1, "default": DEFAULT_ROLE},
+)
+_FORM = _query(
+    "form",
+    "object: serve each registration whole, as the object it was; list (the default): the kind's "
+    "usual shape (for classic transfer-engine info, [session_id, weights_info_dict]).",
+    {"type": "string", "enum": list(protocol.FORMS), "default": "list"},
+)
+_RANK = _query(
+    "rank", "The rank.", {"type": "integer", "minimum": 0, "maximum": protocol.MAX_RANK}, required=True
+)
+
+
+def _kind_paths(kind: RecordKind) -> dict[str, dict[str, Any]]:
+    """The four operations of a per-rank record kind, from its table entry."""
+    title, noun = kind.title, kind.noun
+    absent = f"`{kind.absent(0).replace(' 0', ' N')}`"
+    return {
+        kind.register_path: {
+            "put": {
+                "operationId": f"register{title}",
+                "summary": f"Publish a rank's {noun}, replacing any earlier one of its role, and wake its waiters.",
+                "requestBody": {
+                    "required": True,
+                    "content": {_JSON: {"schema": _ref(f"{title}Registration")}},
+                },
+                "responses": {
+                    "200": _text("Registered."),
+                    "400": _BAD_REQUEST,
+                    "401": _UNAUTHORIZED,
+                    "408": _json("The body did not arrive within the server's --body-timeout."),
+                    "409": _json("A new rank past the server's --max-ranks (no world size set)."),
+                    "413": _json("The body is larger than the server's --max-body-size."),
+                    "415": _json("The body has a Content-Encoding; send it uncompressed."),
+                    "503": _UNAVAILABLE,
+                },
+            },
+            "delete": {
+                "operationId": f"unregister{title}",
+                "summary": f"Remove a rank's {noun}; its waiters go on waiting for a new registration.",
+                "parameters": [_RANK, _ROLE],
+                "responses": {
+                    "200": _text("Removed."),
+                    "400": _BAD_REQUEST,
+                    "401": _UNAUTHORIZED,
+                    "404": _json(f"The rank was not registered: {absent}."),
+                    "503": _UNAVAILABLE,
+                },
+            },
+        },
+        kind.get_path: {
+            "get": {
+                "operationId": f"get{title}",
+                "summary": f"A rank's {noun}, optionally waiting for it to register. The "
+                "X-Aiobootstrap-Version header carries the record's version.",
+                "parameters": [_RANK, _ROLE, _WAIT, _AFTER, _FORM],
+                "responses": {
+                    "200": _json(f"The rank's {noun}.", title),
+                    "400": _BAD_REQUEST,
+                    "401": _UNAUTHORIZED,
+                    "404": _json(f"Not registered (when the wait ran out): {absent}."),
+                    "503": _UNAVAILABLE,
+                },
+            }
+        },
+        kind.batch_path: {
+            "get": {
+                "operationId": f"get{title}Batch",
+                "summary": f"Several ranks' {noun} in one request, waiting until all of them have registered.",
+                "parameters": [
+                    _query(
+                        "ranks",
+                        "The ranks: comma-separated ranks and inclusive ranges, such as 0-7,12.",
+                        {"type": "string", "example": "0-7,12"},
+                        required=True,
+                    ),
+                    _ROLE,
+                    _WAIT,
+                    _AFTER,
+                    _FORM,
+                ],
+                "responses": {
+                    "200": _json(f"Every asked rank's {noun}.", f"{title}Batch"),
+                    "400": _BAD_REQUEST,
+                    "401": _UNAUTHORIZED,
+                    "404": _json(
+                        "Some ranks are not registered (when the wait ran out); listed in missing.", "Missing"
+                    ),
+                    "503": _UNAVAILABLE,
+                },
+            }
+        },
+    }
+
+
 _PATHS: dict[str, dict[str, Any]] = {
     protocol.HEALTH_PATH: {
         "get": {
@@ -79,83 +179,78 @@ _PATHS: dict[str, dict[str, Any]] = {
             },
         }
     },
-    protocol.REGISTER_PATH: {
-        "put": {
-            "operationId": "register",
-            "summary": "Publish a rank's info, replacing any earlier one, and wake its waiters.",
-            "requestBody": {"required": True, "content": {_JSON: {"schema": _ref("Registration")}}},
-            "responses": {
-                "200": _text("Registered."),
-                "400": _BAD_REQUEST,
-                "401": _UNAUTHORIZED,
-                "408": _json("The body did not arrive within the server's --body-timeout."),
-                "409": _json("A new rank past the server's --max-ranks (no world size set)."),
-                "413": _json("The body is larger than the server's --max-body-size."),
-                "415": _json("The body has a Content-Encoding; send it uncompressed."),
-                "503": _UNAVAILABLE,
-            },
-        },
-        "delete": {
-            "operationId": "unregister",
-            "summary": "Remove a rank's info; its waiters go on waiting for a new registration.",
-            "parameters": [_query("rank", "The rank.", {"type": "integer", "minimum": 0}, required=True)],
-            "responses": {
-                "200": _text("Removed."),
-                "400": _BAD_REQUEST,
-                "401": _UNAUTHORIZED,
-                "404": _json("The rank was not registered: `No transfer engine info for rank N`."),
-                "503": _UNAVAILABLE,
-            },
-        },
-    },
-    protocol.GET_PATH: {
-        "get": {
-            "operationId": "getInfo",
-            "summary": "A rank's transfer-engine info, optionally waiting for it to register.",
-            "parameters": [
-                _query("rank", "The rank.", {"type": "integer", "minimum": 0}, required=True),
-                _WAIT,
-                _AFTER,
-            ],
-            "responses": {
-                "200": _json("The rank's info.", "Info"),
-                "400": _BAD_REQUEST,
-                "401": _UNAUTHORIZED,
-                "404": _json("Not registered (when the wait ran out): `No transfer engine info for rank N`."),
-                "503": _UNAVAILABLE,
-            },
-        }
-    },
-    protocol.BATCH_PATH: {
-        "get": {
-            "operationId": "getInfoBatch",
-            "summary": "Several ranks' info in one request, waiting until all of them have registered.",
-            "parameters": [
-                _query(
-                    "ranks",
-                    "The ranks: comma-separated ranks and inclusive ranges, such as 0-7,12.",
-                    {"type": "string", "example": "0-7,12"},
-                    required=True,
-                ),
-                _WAIT,
-                _AFTER,
-            ],
-            "responses": {
-                "200": _json("Every asked rank's info.", "Batch"),
-                "400": _BAD_REQUEST,
-                "401": _UNAUTHORIZED,
-                "404": _json(
-                    "Some ranks are not registered (when the wait ran out); listed in missing.", "Missing"
-                ),
-                "503": _UNAVAILABLE,
-            },
-        }
-    },
     protocol.RANKS_PATH: {
         "get": {
             "operationId": "listRanks",
-            "summary": "The registered ranks (without weights) and, with a world size, the missing ones.",
-            "responses": {"200": _json("The listing.", "Listing"), "401": _UNAUTHORIZED},
+            "summary": "One kind and role's registered ranks (without their values) and, with a world "
+            "size, the missing ones.",
+            "parameters": [
+                _query(
+                    "kind",
+                    "The record kind listed.",
+                    {
+                        "type": "string",
+                        "enum": [kind.name for kind in KINDS],
+                        "default": TRANSFER_ENGINE_INFO,
+                    },
+                ),
+                _ROLE,
+            ],
+            "responses": {"200": _json("The listing.", "Listing"), "400": _BAD_REQUEST, "401": _UNAUTHORIZED},
+        }
+    },
+    ENCODER_REGISTER_PATH: {
+        "post": {
+            "operationId": "registerEncoderUrl",
+            "summary": "Add an encoder's URL to the list (listed once however often it registers); "
+            "wakes the list's waiters.",
+            "requestBody": {"required": True, "content": {_JSON: {"schema": _ref("EncoderUrl")}}},
+            "responses": {
+                "200": _text("Listed."),
+                "400": _BAD_REQUEST,
+                "401": _UNAUTHORIZED,
+                "413": _json("The body is larger than the server's --max-body-size."),
+                "503": _UNAVAILABLE,
+            },
+        }
+    },
+    ENCODER_UNREGISTER_PATH: {
+        "delete": {
+            "operationId": "unregisterEncoderUrl",
+            "summary": "Remove an encoder's URL from the list; OK also when it was not listed.",
+            "requestBody": {"required": True, "content": {_JSON: {"schema": _ref("EncoderUrl")}}},
+            "responses": {
+                "200": _text("Not listed (any more)."),
+                "400": _BAD_REQUEST,
+                "401": _UNAUTHORIZED,
+                "503": _UNAVAILABLE,
+            },
+        }
+    },
+    ENCODER_LIST_PATH: {
+        "get": {
+            "operationId": "listEncoderUrls",
+            "summary": "The encoder URLs, in order of first registration, optionally once the list "
+            "changed after a version.",
+            "parameters": [
+                _query(
+                    "wait",
+                    "Seconds to hold the request until the list changes after `after`; clamped to "
+                    "--max-wait. When it runs out, the list as it is.",
+                    {"type": "number", "minimum": 0, "default": 0},
+                ),
+                _query(
+                    "after",
+                    "A version of the list (from an earlier reply): wait for a change after it.",
+                    {"type": "integer", "minimum": 0, "default": 0},
+                ),
+            ],
+            "responses": {
+                "200": _json("The list and its version.", "EncoderUrls"),
+                "400": _BAD_REQUEST,
+                "401": _UNAUTHORIZED,
+                "503": _UNAVAILABLE,
+            },
         }
     },
     protocol.METRICS_PATH: {
@@ -177,6 +272,9 @@ _PATHS: dict[str, dict[str, Any]] = {
     },
 }
 
+for _kind in KINDS:
+    _PATHS.update(_kind_paths(_kind))
+
 _SERVER_WIDE = frozenset({protocol.READY_PATH, protocol.METRICS_PATH, protocol.OPENAPI_PATH})
 """Paths served once for the whole server, not under each namespace."""
 
@@ -189,6 +287,8 @@ _NAMESPACE = {
 }
 
 _OBJECT = {"type": "object", "additionalProperties": True}
+_RANK_SCHEMA = {"type": "integer", "minimum": 0, "maximum": protocol.MAX_RANK}
+_ROLE_SCHEMA = {"type": "string", "minLength": 1, "default": DEFAULT_ROLE}
 
 _SCHEMAS: dict[str, Any] = {
     "Error": {
@@ -208,45 +308,115 @@ _SCHEMAS: dict[str, Any] = {
             },
         },
     },
-    "Registration": {
+    "TransferEngineInfoRegistration": {
         "type": "object",
         "required": ["transfer_engine_info"],
         "description": "Give rank (or, from older clients, tp_rank; rank wins when both are present).",
         "properties": {
-            "rank": {"type": "integer", "minimum": 0},
-            "tp_rank": {"type": "integer", "minimum": 0},
+            "rank": _RANK_SCHEMA,
+            "tp_rank": _RANK_SCHEMA,
+            "role": _ROLE_SCHEMA,
             "transfer_engine_info": {
                 "type": "object",
-                "required": ["session_id", "weights_info_dict"],
-                "properties": {"session_id": {"type": "string"}, "weights_info_dict": _OBJECT},
+                "description": "Kept whole, every field as sent. Without backend, or with mooncake: "
+                "session_id and weights_info_dict are required. Another backend (nixl: agent_name, "
+                "base64 agent_metadata, weights_info_dict) needs no session_id.",
+                "properties": {
+                    "backend": {"type": "string", "minLength": 1},
+                    "session_id": {"type": "string"},
+                    "weights_info_dict": _OBJECT,
+                },
+                "additionalProperties": True,
             },
         },
     },
-    "Info": {
+    "TransferEngineInfo": {
         "type": "object",
         "required": ["rank", "remote_instance_transfer_engine_info", "version"],
         "properties": {
             "rank": {"type": "integer"},
             "remote_instance_transfer_engine_info": {
-                "type": "array",
-                "description": "[session_id, weights_info_dict]",
-                "prefixItems": [{"type": "string"}, _OBJECT],
-                "minItems": 2,
-                "maxItems": 2,
+                "description": "[session_id, weights_info_dict] for classic (Mooncake) info; the object "
+                "as registered for another backend, or with form=object.",
+                "oneOf": [
+                    {
+                        "type": "array",
+                        "prefixItems": [{"type": "string"}, _OBJECT],
+                        "minItems": 2,
+                        "maxItems": 2,
+                    },
+                    _OBJECT,
+                ],
             },
             "version": {"type": "integer", "description": "Grows with every change in the namespace."},
         },
     },
-    "Batch": {
+    "TransferEngineInfoBatch": {
         "type": "object",
         "required": ["infos", "version"],
-        "properties": {"infos": {"type": "array", "items": _ref("Info")}, "version": {"type": "integer"}},
+        "properties": {
+            "infos": {"type": "array", "items": _ref("TransferEngineInfo")},
+            "version": {"type": "integer"},
+        },
+    },
+    "ParallelismConfigRegistration": {
+        "type": "object",
+        "required": ["parallelism_config"],
+        "description": "Give rank (or, from older clients, tp_rank; rank wins when both are present).",
+        "properties": {
+            "rank": _RANK_SCHEMA,
+            "tp_rank": _RANK_SCHEMA,
+            "role": _ROLE_SCHEMA,
+            "parallelism_config": {**_OBJECT, "description": "Kept and served exactly as registered."},
+        },
+    },
+    "ParallelismConfig": {**_OBJECT, "description": "The config object exactly as registered."},
+    "ParallelismConfigBatch": {
+        "type": "object",
+        "required": ["configs", "version"],
+        "properties": {
+            "configs": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "required": ["rank", "parallelism_config", "version"],
+                    "properties": {
+                        "rank": {"type": "integer"},
+                        "parallelism_config": _OBJECT,
+                        "version": {"type": "integer"},
+                    },
+                },
+            },
+            "version": {"type": "integer"},
+        },
+    },
+    "EncoderUrl": {
+        "type": "object",
+        "required": ["url"],
+        "properties": {"url": {"type": "string", "minLength": 1, "example": "http://10.0.0.9:8000"}},
+    },
+    "EncoderUrls": {
+        "type": "object",
+        "required": ["encoder_urls", "version"],
+        "properties": {
+            "encoder_urls": {
+                "type": "array",
+                "items": {"type": "string"},
+                "description": "In order of first registration.",
+            },
+            "version": {
+                "type": "integer",
+                "description": "The list's version: pass it as after= to wait for a change.",
+            },
+        },
     },
     "Listing": {
         "type": "object",
-        "required": ["version", "world_size", "count", "ranks", "missing"],
+        "required": ["version", "kind", "role", "world_size", "count", "ranks", "missing"],
         "properties": {
             "version": {"type": "integer"},
+            "kind": {"type": "string", "description": "The record kind listed."},
+            "role": {"type": "string", "description": "The role listed."},
             "world_size": {"type": ["integer", "null"]},
             "count": {"type": "integer"},
             "ranks": {
@@ -255,7 +425,8 @@ _SCHEMAS: dict[str, Any] = {
                     "type": "object",
                     "properties": {
                         "rank": {"type": "integer"},
-                        "session_id": {"type": "string"},
+                        "session_id": {"type": "string", "description": "Transfer-engine info only."},
+                        "backend": {"type": "string", "description": "Tagged transfer-engine info only."},
                         "version": {"type": "integer"},
                         "registered_at": {"type": "number", "description": "Unix time of the registration."},
                         "age": {"type": "number", "description": "Seconds since the registration."},
