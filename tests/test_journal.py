@@ -12,12 +12,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from aiobootstrap._journal import Journal, JournalStore, StateFileError
+from aiobootstrap._namespaces import Namespaces
 
 from aiobootstrap import Record, Registry, ServerUnavailable
 from aiobootstrap import _journal as journal
 from aiobootstrap import _journal_file as journal_file
-from aiobootstrap._journal import Journal, JournalStore, StateFileError
-from aiobootstrap._namespaces import Namespaces
 from aiobootstrap._protocol import encode_info
 
 from .conftest import GUARD, until
