@@ -30,7 +30,7 @@ from typing import Any
 
 from . import _protocol as protocol
 from .exceptions import BadRequest
-from .store import DEFAULT_ROLE, MEMBERS, TRANSFER_ENGINE_INFO, Key, Record
+from .store import DEFAULT_ROLE, TRANSFER_ENGINE_INFO, Key, Record, members_of
 
 __all__ = [
     "ENCODER_URLS",
@@ -173,10 +173,7 @@ def encoder_list_key(namespace: str) -> Key:
 
 def encoder_urls(record: Record | None) -> list[str]:
     """The URLs of an encoder list record, in order of first registration."""
-    if record is None:
-        return []
-    members: list[str] = record.value.get(MEMBERS, [])
-    return members
+    return members_of(None if record is None else record.value)
 
 
 def encode_reply(record: Record) -> bytes:

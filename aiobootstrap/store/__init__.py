@@ -14,6 +14,7 @@ from ._base import (
     Record,
     Store,
     StoreLimits,
+    members_of,
     with_member,
 )
 from ._memory import LocalStore, MemoryStore
@@ -30,5 +31,6 @@ __all__ = [
     "Record",
     "Store",
     "StoreLimits",
+    "members_of",
     "with_member",
 ]

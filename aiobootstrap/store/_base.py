@@ -11,6 +11,11 @@ namespace empties and its counter is forgotten: a new counter starts above a
 floor kept for that purpose). Several processes may share one store (Redis):
 the numbering is then atomic in the store, so versions grow across replicas.
 
+Most records are replaced whole (``put``). A *set record* (the encoder URL
+list) is changed one member at a time by :meth:`Store.set_member`, whose
+read-modify-write the store makes atomic like any put: adding a member in one
+replica never loses another replica's addition.
+
 The limits that need counts are the store's too, checked atomically with the
 write that would pass them: ``max_ranks`` distinct ranks per (namespace, kind,
 role), ``max_namespaces`` namespaces holding records. A check-then-write in the
@@ -46,6 +51,7 @@ __all__ = [
     "Record",
     "Store",
     "StoreLimits",
+    "members_of",
     "with_member",
 ]
 
@@ -59,6 +65,16 @@ MEMBERS = "members"
 """The field of a *set record* (see :meth:`Store.set_member`): its members, in order of first addition."""
 
 
+def members_of(value: dict[str, Any] | None) -> list[str]:
+    """A set record's members (a new list); none when there is no record.
+
+    An empty ``members`` written as ``{}`` (Lua's cjson cannot tell an empty
+    array from an empty object) counts as no members.
+    """
+    members = None if value is None else value.get(MEMBERS)
+    return list(members) if isinstance(members, list) else []
+
+
 def with_member(value: dict[str, Any] | None, member: str, *, present: bool) -> dict[str, Any] | None:
     """The set record's value once ``member`` is in it (``present``) or out of it; ``None`` if unchanged.
 
@@ -66,7 +82,7 @@ def with_member(value: dict[str, Any] | None, member: str, *, present: bool) -> 
     goes last, a removed one leaves the others in order, and a set that loses
     its last member stays, empty (so a waiter sees that change too).
     """
-    members: list[str] = [] if value is None else list(value.get(MEMBERS, []))
+    members = members_of(value)
     if (member in members) == present:
         return None
     if present:
