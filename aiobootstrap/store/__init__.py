@@ -6,6 +6,7 @@ and the HTTP layer see only :class:`Store`.
 
 from ._base import (
     DEFAULT_ROLE,
+    MAX_MEMBERS,
     MEMBERS,
     TRANSFER_ENGINE_INFO,
     Change,
@@ -21,6 +22,7 @@ from ._memory import LocalStore, MemoryStore
 
 __all__ = [
     "DEFAULT_ROLE",
+    "MAX_MEMBERS",
     "MEMBERS",
     "TRANSFER_ENGINE_INFO",
     "Change",

@@ -41,8 +41,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from ..exceptions import TooManyRanks
+
 __all__ = [
     "DEFAULT_ROLE",
+    "MAX_MEMBERS",
     "MEMBERS",
     "TRANSFER_ENGINE_INFO",
     "Change",
@@ -65,6 +68,10 @@ MEMBERS = "members"
 """The field of a *set record* (see :meth:`Store.set_member`): its members, in order of first addition."""
 
 
+MAX_MEMBERS = 4096
+"""The most members a set record holds: adding one more is refused (:class:`TooManyRanks`, a ``409``)."""
+
+
 def members_of(value: dict[str, Any] | None) -> list[str]:
     """A set record's members (a new list); none when there is no record.
 
@@ -80,12 +87,17 @@ def with_member(value: dict[str, Any] | None, member: str, *, present: bool) -> 
 
     The rule every store follows for :meth:`Store.set_member`: an added member
     goes last, a removed one leaves the others in order, and a set that loses
-    its last member stays, empty (so a waiter sees that change too).
+    its last member stays, empty (so a waiter sees that change too). Adding a
+    new member to a set of :data:`MAX_MEMBERS` raises :class:`TooManyRanks`.
     """
     members = members_of(value)
     if (member in members) == present:
         return None
     if present:
+        if len(members) >= MAX_MEMBERS:
+            raise TooManyRanks(
+                f"The list already holds {len(members)} entries, its limit; remove one before adding another."
+            )
         members.append(member)
     else:
         members.remove(member)
@@ -209,7 +221,9 @@ class Store(abc.ABC):
 
         A *set record*'s value is ``{"members": [...]}``: distinct strings in
         order of first addition (a member removed and added again goes last).
-        A change follows :func:`with_member`, and is a put of the new value:
+        A change follows :func:`with_member` (at most :data:`MAX_MEMBERS`
+        members: one more raises :class:`~aiobootstrap.exceptions.TooManyRanks`,
+        nothing changed), and is a put of the new value:
         the namespace's next version, the limits checked when the record is
         new, durable and on the feed when this returns; removing the last
         member leaves the record with no members. Returns the record as it
