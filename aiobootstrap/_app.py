@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator, Iterable
 from aiohttp import web
 from aiohttp.typedefs import Handler, Middleware
 
-from . import __version__
+from . import __version__, _kinds
 from . import _protocol as protocol
 from ._config import ServerConfig
 from ._hardening import (
@@ -30,7 +30,6 @@ from ._kinds import (
     ENCODER_REGISTER_PATH,
     ENCODER_UNREGISTER_PATH,
     ENCODER_URLS,
-    KINDS,
     TRANSFER_ENGINE_INFO_KIND,
     RecordKind,
     encode_reply,
@@ -93,7 +92,7 @@ def _routes(expect: ExpectHandler | None = None) -> list[web.RouteDef]:
     """The bootstrap routes: each is also served under ``/ns/{namespace}``."""
     return [
         web.get(protocol.HEALTH_PATH, health, expect_handler=expect),
-        *[route for kind in KINDS for route in _kind_routes(kind, expect)],
+        *[route for kind in _kinds.KINDS for route in _kind_routes(kind, expect)],
         web.get(protocol.RANKS_PATH, list_ranks, expect_handler=expect),
         web.post(ENCODER_REGISTER_PATH, register_encoder_url, expect_handler=expect),
         web.delete(ENCODER_UNREGISTER_PATH, unregister_encoder_url, expect_handler=expect),

@@ -9,10 +9,11 @@ every store serve all of them: the store keys records by kind and role, and
 the registry waits on keys whatever their kind.
 
 Adding a kind is an entry in :data:`KINDS`: its paths, its field, a parser for
-the field (raising :class:`~aiobootstrap.exceptions.BadRequest` naming it) and
-an encoder for its reply. Registration, deletion, ``wait=``/``after=``, the
-batch get, roles, namespaces, the listing, the metrics, the OpenAPI paths and
-the journal follow from the entry.
+the field (raising :class:`~aiobootstrap.exceptions.BadRequest` naming it),
+encoders for its replies and their JSON schemas. Registration, deletion,
+``wait=``/``after=``, the batch get, roles, namespaces, the listing, the
+metrics, the OpenAPI description, the journal and every store follow from
+the entry (``tests/test_kinds.py`` adds a kind that way).
 
 The encoder URL list is a kind of its own shape: a set of strings with a
 version, kept as one record (:data:`ENCODER_URLS`, rank 0) whose members the
@@ -24,7 +25,7 @@ Nothing here does I/O.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -82,6 +83,12 @@ class RecordKind:
     """A batch item, from the record and its get reply (spliced, not re-encoded)."""
     summary: Callable[[Record], dict[str, Any]]
     """What the listing shows of a record besides rank, version and times."""
+    value_schema: Mapping[str, Any]
+    """JSON schema of the body field (OpenAPI)."""
+    reply_schema: Mapping[str, Any]
+    """JSON schema of a get's reply (OpenAPI)."""
+    item_schema: Mapping[str, Any] | None = None
+    """JSON schema of a batch item; ``None`` when an item is the get's reply."""
 
     def absent(self, rank: int) -> str:
         """The ``404`` detail of a get for an unregistered rank."""
@@ -118,6 +125,9 @@ def _encode_value(record: Record) -> bytes:
     return protocol.dumps(record.value)
 
 
+_OBJECT: Mapping[str, Any] = {"type": "object", "additionalProperties": True}
+_VERSION: Mapping[str, Any] = {"type": "integer", "description": "Grows with every change in the namespace."}
+
 TRANSFER_ENGINE_INFO_KIND = RecordKind(
     name=TRANSFER_ENGINE_INFO,
     noun="transfer engine info",
@@ -132,6 +142,39 @@ TRANSFER_ENGINE_INFO_KIND = RecordKind(
     encode_object=protocol.encode_info_object,
     item=_same_item,
     summary=_engine_summary,
+    value_schema={
+        "type": "object",
+        "description": "Kept whole, every field as sent. Without backend, or with mooncake: "
+        "session_id and weights_info_dict are required. Another backend (nixl: agent_name, "
+        "base64 agent_metadata, weights_info_dict) needs no session_id.",
+        "properties": {
+            "backend": {"type": "string", "minLength": 1},
+            "session_id": {"type": "string"},
+            "weights_info_dict": _OBJECT,
+        },
+        "additionalProperties": True,
+    },
+    reply_schema={
+        "type": "object",
+        "required": ["rank", "remote_instance_transfer_engine_info", "version"],
+        "properties": {
+            "rank": {"type": "integer"},
+            "remote_instance_transfer_engine_info": {
+                "description": "[session_id, weights_info_dict] for classic (Mooncake) info; the object "
+                "as registered for another backend, or with form=object.",
+                "oneOf": [
+                    {
+                        "type": "array",
+                        "prefixItems": [{"type": "string"}, _OBJECT],
+                        "minItems": 2,
+                        "maxItems": 2,
+                    },
+                    _OBJECT,
+                ],
+            },
+            "version": _VERSION,
+        },
+    },
 )
 
 PARALLELISM_CONFIG_KIND = RecordKind(
@@ -148,21 +191,35 @@ PARALLELISM_CONFIG_KIND = RecordKind(
     encode_object=_encode_value,
     item=_config_item,
     summary=lambda record: {},
+    value_schema={**_OBJECT, "description": "Kept and served exactly as registered."},
+    reply_schema={**_OBJECT, "description": "The config object exactly as registered."},
+    item_schema={
+        "type": "object",
+        "required": ["rank", "parallelism_config", "version"],
+        "properties": {"rank": {"type": "integer"}, "parallelism_config": _OBJECT, "version": _VERSION},
+    },
 )
 
 KINDS: tuple[RecordKind, ...] = (TRANSFER_ENGINE_INFO_KIND, PARALLELISM_CONFIG_KIND)
-"""Every per-rank kind the server serves."""
+"""Every per-rank kind the server serves. Read when an app is made and when a kind is looked up."""
 
-_BY_NAME = {kind.name: kind for kind in KINDS}
+
+def _find(name: str) -> RecordKind | None:
+    # A handful of kinds: a scan is as quick as a dict, and sees the table as it is now.
+    for kind in KINDS:
+        if kind.name == name:
+            return kind
+    return None
 
 
 def kind_named(name: str | None) -> RecordKind:
     """The kind a ``kind=`` parameter names (transfer-engine info when absent)."""
     if name is None:
         return TRANSFER_ENGINE_INFO_KIND
-    kind = _BY_NAME.get(name)
+    kind = _find(name)
     if kind is None:
-        raise BadRequest(f"Invalid kind parameter: give one of {', '.join(sorted(_BY_NAME))}.")
+        names = ", ".join(sorted(kind.name for kind in KINDS))
+        raise BadRequest(f"Invalid kind parameter: give one of {names}.")
     return kind
 
 
@@ -180,4 +237,7 @@ def encode_reply(record: Record) -> bytes:
     """A get's reply for a record of any kind: what the registry caches per version."""
     if record.key.kind == ENCODER_URLS:
         return protocol.encode_encoder_urls(encoder_urls(record), record.version)
-    return _BY_NAME[record.key.kind].encode(record)
+    kind = _find(record.key.kind)
+    if kind is None:
+        raise ValueError(f"No kind {record.key.kind!r} in the kind table")
+    return kind.encode(record)

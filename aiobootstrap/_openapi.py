@@ -4,7 +4,8 @@ Written by hand, so it says what the routes mean, and kept true by
 ``tests/test_openapi.py``, which fails for any route the app serves that is
 not described here. To describe a new route, add its path to ``_PATHS``; its
 ``/ns/{namespace}`` twin is described from it unless the path is in
-``_SERVER_WIDE``.
+``_SERVER_WIDE``. A record kind's routes and schemas are described from its
+entry in the kind table (``_kinds.KINDS``).
 """
 
 from __future__ import annotations
@@ -14,9 +15,9 @@ from typing import Any
 
 from aiohttp import web
 
-from . import __version__
+from . import __version__, _kinds
 from . import _protocol as protocol
-from ._kinds import ENCODER_LIST_PATH, ENCODER_REGISTER_PATH, ENCODER_UNREGISTER_PATH, KINDS, RecordKind
+from ._kinds import ENCODER_LIST_PATH, ENCODER_REGISTER_PATH, ENCODER_UNREGISTER_PATH, RecordKind
 from .store import DEFAULT_ROLE, TRANSFER_ENGINE_INFO
 
 __all__ = ["document", "openapi"]
@@ -188,11 +189,7 @@ _PATHS: dict[str, dict[str, Any]] = {
                 _query(
                     "kind",
                     "The record kind listed.",
-                    {
-                        "type": "string",
-                        "enum": [kind.name for kind in KINDS],
-                        "default": TRANSFER_ENGINE_INFO,
-                    },
+                    {"type": "string", "default": TRANSFER_ENGINE_INFO},
                 ),
                 _ROLE,
             ],
@@ -272,9 +269,6 @@ _PATHS: dict[str, dict[str, Any]] = {
     },
 }
 
-for _kind in KINDS:
-    _PATHS.update(_kind_paths(_kind))
-
 _SERVER_WIDE = frozenset({protocol.READY_PATH, protocol.METRICS_PATH, protocol.OPENAPI_PATH})
 """Paths served once for the whole server, not under each namespace."""
 
@@ -286,9 +280,36 @@ _NAMESPACE = {
     "schema": {"type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$"},
 }
 
-_OBJECT = {"type": "object", "additionalProperties": True}
 _RANK_SCHEMA = {"type": "integer", "minimum": 0, "maximum": protocol.MAX_RANK}
 _ROLE_SCHEMA = {"type": "string", "minLength": 1, "default": DEFAULT_ROLE}
+
+
+def _kind_schemas(kind: RecordKind) -> dict[str, Any]:
+    """A kind's register body, get reply and batch reply, from its table entry."""
+    item = _ref(kind.title) if kind.item_schema is None else dict(kind.item_schema)
+    return {
+        f"{kind.title}Registration": {
+            "type": "object",
+            "required": [kind.field],
+            "description": "Give rank (or, from older clients, tp_rank; rank wins when both are present).",
+            "properties": {
+                "rank": _RANK_SCHEMA,
+                "tp_rank": _RANK_SCHEMA,
+                "role": _ROLE_SCHEMA,
+                kind.field: dict(kind.value_schema),
+            },
+        },
+        kind.title: dict(kind.reply_schema),
+        f"{kind.title}Batch": {
+            "type": "object",
+            "required": [kind.batch_field, "version"],
+            "properties": {
+                kind.batch_field: {"type": "array", "items": item},
+                "version": {"type": "integer", "description": "The namespace's latest version."},
+            },
+        },
+    }
+
 
 _SCHEMAS: dict[str, Any] = {
     "Error": {
@@ -306,88 +327,6 @@ _SCHEMAS: dict[str, Any] = {
                 "items": {"type": "integer"},
                 "description": "The ranks still missing.",
             },
-        },
-    },
-    "TransferEngineInfoRegistration": {
-        "type": "object",
-        "required": ["transfer_engine_info"],
-        "description": "Give rank (or, from older clients, tp_rank; rank wins when both are present).",
-        "properties": {
-            "rank": _RANK_SCHEMA,
-            "tp_rank": _RANK_SCHEMA,
-            "role": _ROLE_SCHEMA,
-            "transfer_engine_info": {
-                "type": "object",
-                "description": "Kept whole, every field as sent. Without backend, or with mooncake: "
-                "session_id and weights_info_dict are required. Another backend (nixl: agent_name, "
-                "base64 agent_metadata, weights_info_dict) needs no session_id.",
-                "properties": {
-                    "backend": {"type": "string", "minLength": 1},
-                    "session_id": {"type": "string"},
-                    "weights_info_dict": _OBJECT,
-                },
-                "additionalProperties": True,
-            },
-        },
-    },
-    "TransferEngineInfo": {
-        "type": "object",
-        "required": ["rank", "remote_instance_transfer_engine_info", "version"],
-        "properties": {
-            "rank": {"type": "integer"},
-            "remote_instance_transfer_engine_info": {
-                "description": "[session_id, weights_info_dict] for classic (Mooncake) info; the object "
-                "as registered for another backend, or with form=object.",
-                "oneOf": [
-                    {
-                        "type": "array",
-                        "prefixItems": [{"type": "string"}, _OBJECT],
-                        "minItems": 2,
-                        "maxItems": 2,
-                    },
-                    _OBJECT,
-                ],
-            },
-            "version": {"type": "integer", "description": "Grows with every change in the namespace."},
-        },
-    },
-    "TransferEngineInfoBatch": {
-        "type": "object",
-        "required": ["infos", "version"],
-        "properties": {
-            "infos": {"type": "array", "items": _ref("TransferEngineInfo")},
-            "version": {"type": "integer"},
-        },
-    },
-    "ParallelismConfigRegistration": {
-        "type": "object",
-        "required": ["parallelism_config"],
-        "description": "Give rank (or, from older clients, tp_rank; rank wins when both are present).",
-        "properties": {
-            "rank": _RANK_SCHEMA,
-            "tp_rank": _RANK_SCHEMA,
-            "role": _ROLE_SCHEMA,
-            "parallelism_config": {**_OBJECT, "description": "Kept and served exactly as registered."},
-        },
-    },
-    "ParallelismConfig": {**_OBJECT, "description": "The config object exactly as registered."},
-    "ParallelismConfigBatch": {
-        "type": "object",
-        "required": ["configs", "version"],
-        "properties": {
-            "configs": {
-                "type": "array",
-                "items": {
-                    "type": "object",
-                    "required": ["rank", "parallelism_config", "version"],
-                    "properties": {
-                        "rank": {"type": "integer"},
-                        "parallelism_config": _OBJECT,
-                        "version": {"type": "integer"},
-                    },
-                },
-            },
-            "version": {"type": "integer"},
         },
     },
     "EncoderUrl": {
@@ -450,9 +389,16 @@ def _in_namespace(item: dict[str, Any]) -> dict[str, Any]:
 
 
 def document() -> dict[str, Any]:
-    """The OpenAPI document of every route."""
+    """The OpenAPI document of every route (the kinds' routes as the kind table has them now)."""
+    described = copy.deepcopy(_PATHS)
+    kind_names = [kind.name for kind in _kinds.KINDS]
+    described[protocol.RANKS_PATH]["get"]["parameters"][0]["schema"]["enum"] = kind_names
+    schemas = dict(_SCHEMAS)
+    for kind in _kinds.KINDS:
+        described.update(_kind_paths(kind))
+        schemas.update(_kind_schemas(kind))
     paths: dict[str, Any] = {}
-    for route, item in _PATHS.items():
+    for route, item in described.items():
         paths[route] = item
         if route not in _SERVER_WIDE:
             paths[protocol.path(route, "{namespace}")] = _in_namespace(item)
@@ -465,7 +411,7 @@ def document() -> dict[str, Any]:
             'Every error reply is JSON {"detail": ...}.',
         },
         "paths": paths,
-        "components": {"schemas": _SCHEMAS},
+        "components": {"schemas": schemas},
     }
 
 

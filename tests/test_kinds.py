@@ -12,8 +12,11 @@ from typing import Any
 
 import pytest
 
-from aiobootstrap import ServerConfig, create_app
+from aiobootstrap import ServerConfig, _kinds, create_app
+from aiobootstrap import _protocol as protocol
 from aiobootstrap._app import REGISTRY
+from aiobootstrap._kinds import RecordKind
+from aiobootstrap.store import Record
 
 from .conftest import GUARD, registration, until
 
@@ -369,3 +372,57 @@ async def test_metrics_count_registrations_by_kind_and_encoder_urls(client):
     await client.get(f"{GET_PC}?rank=0")
     text = await (await client.get("/metrics")).text()
     assert 'route="/get_parallelism_config"' in text
+
+
+# -- a fourth kind is a table entry -------------------------------------
+
+
+def _layout_reply(record: Record) -> bytes:
+    return protocol.dumps({"rank": record.rank, "layout": record.value, "version": record.version})
+
+
+LAYOUT = RecordKind(
+    name="kv_layout",
+    noun="KV cache layout",
+    field="kv_layout",
+    register_path="/register_kv_layout",
+    get_path="/get_kv_layout",
+    batch_path="/get_kv_layout_batch",
+    batch_field="layouts",
+    title="KvLayout",
+    parse=lambda value: protocol.parse_object(value, "kv_layout"),
+    encode=_layout_reply,
+    encode_object=_layout_reply,
+    item=lambda record, reply: reply,
+    summary=lambda record: {"blocks": record.value.get("blocks")},
+    value_schema={"type": "object"},
+    reply_schema={"type": "object"},
+)
+
+
+async def test_a_fourth_kind_is_one_table_entry(aiohttp_client, monkeypatch, tmp_path: Path):
+    """A kind added to the table alone gets every route, wait, batch, roles, listing, journal and OpenAPI."""
+    monkeypatch.setattr(_kinds, "KINDS", (*_kinds.KINDS, LAYOUT))
+    path = tmp_path / "state"
+    client = await aiohttp_client(create_app(ServerConfig(state_file=str(path))))
+    registry = client.app[REGISTRY]
+    task = asyncio.create_task(client.get(f"/ns/blue/get_kv_layout_batch?ranks=0-1&role=draft&wait={GUARD}"))
+    await until(lambda: registry.parked == 1)
+    for rank in (0, 1):
+        body = {"tp_rank": rank, "role": "draft", "kv_layout": {"blocks": 16 + rank}}
+        assert await (await client.put("/ns/blue/register_kv_layout", json=body)).text() == "OK"
+    batch = await (await asyncio.wait_for(task, GUARD)).json()
+    assert [item["layout"] for item in batch["layouts"]] == [{"blocks": 16}, {"blocks": 17}]
+    reply = await client.get("/ns/blue/get_kv_layout?rank=5&role=draft")
+    assert await reply.json() == {"detail": "No KV cache layout for rank 5"}
+    listing = await (await client.get("/ns/blue/ranks?kind=kv_layout&role=draft")).json()
+    assert [item["blocks"] for item in listing["ranks"]] == [16, 17]
+    assert (await client.put("/register_kv_layout", json={"rank": 0, "kv_layout": 3})).status == 400
+    doc = await (await client.get("/openapi.json")).json()
+    assert "put" in doc["paths"]["/ns/{namespace}/register_kv_layout"]
+    assert "KvLayoutBatch" in doc["components"]["schemas"]
+    await client.close()
+
+    again = await aiohttp_client(create_app(ServerConfig(state_file=str(path))))
+    reply = await again.get("/ns/blue/get_kv_layout?rank=1&role=draft")
+    assert (await reply.json())["layout"] == {"blocks": 17}
