@@ -159,7 +159,7 @@ class Registration:
     rank: int
     session_id: str
     weights_info_dict: dict[str, Any]
-    role: str = "target"
+    role: str = DEFAULT_ROLE
     info: dict[str, Any] | None = None
     """The whole ``transfer_engine_info`` object as sent (every field kept)."""
 
