@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from . import _report, _scenarios
+from . import _replicas, _report, _scenarios
 from ._scenarios import Settings
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -26,6 +26,7 @@ SCENARIOS: dict[str, Callable[[Settings], Awaitable[dict[str, Any]]]] = {
     "big_payload": _scenarios.big_payload,
     "hundred_k": _scenarios.hundred_k,
     "codec": _scenarios.codec,
+    "replicas": _replicas.replicas,
 }
 
 
