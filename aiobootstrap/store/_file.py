@@ -264,9 +264,10 @@ class FileStore(LocalStore):
         if self._tables.get(key) is None:
             return None
         version = self._stamp(key.namespace)
-        return await self._commit(
-            _Change(key, version, encode_line(_entry("del", key, version)), None, self._future())
-        )
+        change = _Change(key, version, encode_line(_entry("del", key, version)), None, self._future())
+        # The staged version is let go once the change has landed or failed.
+        change.done.add_done_callback(lambda _: self._release(key, put=False))
+        return await self._commit(change)
 
     def _stamp(self, namespace: str) -> int:
         version = max(self._tables.version(namespace), self._staged.versions.get(namespace, 0)) + 1

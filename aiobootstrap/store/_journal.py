@@ -86,17 +86,12 @@ def parse_line(line: bytes) -> dict[str, Any]:
     if op == "put":
         if "value" not in entry and isinstance(entry.get("session_id"), str):
             # Written before record kinds: the transfer-engine info's two fields stood beside the rank.
-            entry["value"] = {
-                "session_id": entry.pop("session_id"),
-                "weights_info_dict": entry.pop("weights_info_dict", None),
-            }
-        value = entry.get("value")
-        if not isinstance(value, dict) or (
-            "kind" not in entry
-            and not (
-                isinstance(value.get("session_id"), str) and isinstance(value.get("weights_info_dict"), dict)
-            )
-        ):
+            weights = entry.pop("weights_info_dict", None)
+            if not isinstance(weights, dict):
+                raise ValueError("it is not a registration")
+            entry["value"] = {"session_id": entry.pop("session_id"), "weights_info_dict": weights}
+        # Any JSON object a put was given: the store acknowledged it, so it must load.
+        if not isinstance(entry.get("value"), dict):
             raise ValueError("it is not a registration")
         at = entry.get("at")
         if not isinstance(at, int | float) or isinstance(at, bool):
