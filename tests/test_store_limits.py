@@ -53,7 +53,8 @@ async def test_max_namespaces_is_exact_under_concurrent_new_namespaces(
     async def put(name: str) -> int:
         reply = await client.put(f"/ns/{name}/register_transfer_engine_info", json=registration(0))
         await reply.read()
-        return reply.status
+        status: int = reply.status
+        return status
 
     statuses = await asyncio.gather(*(put(f"n{i}") for i in range(50)))
     assert statuses.count(200) == 5
