@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
-from ._bind import AddressInUse
 from .exceptions import (
+    AddressInUse,
     BadRequest,
     BootstrapError,
     NotRegistered,
@@ -22,9 +22,11 @@ from .exceptions import (
     RankNotRegistered,
     ServerUnavailable,
     ShuttingDown,
+    StateFileError,
     TooManyRanks,
     TooManyWaiters,
     Unauthorized,
+    UnexpectedReply,
 )
 
 if TYPE_CHECKING:
@@ -87,12 +89,14 @@ __all__ = [
     "ServerConfig",
     "ServerUnavailable",
     "ShuttingDown",
+    "StateFileError",
     "SyncBootstrapClient",
     "ThreadedBootstrapServer",
     "TooManyRanks",
     "TooManyWaiters",
     "TransferEngineInfo",
     "Unauthorized",
+    "UnexpectedReply",
     "__version__",
     "create_app",
 ]
