@@ -30,11 +30,12 @@ from ._hardening import (
     too_large_detail,
 )
 from ._journal import Journal
+from ._logging import printable
 from ._metrics import METRICS, Metrics, counts_gets, metrics, metrics_middleware
 from ._namespaces import Namespace, Namespaces
 from ._openapi import openapi
 from ._registry import MemoryStore, ParkingLot, Record, RecordStore, Registry
-from .exceptions import BadRequest, BootstrapError, NotRegistered, TooManyWaiters
+from .exceptions import BadRequest, BootstrapError, TooManyWaiters
 
 __all__ = ["CONFIG", "NAMESPACES", "REGISTRY", "create_app"]
 
@@ -255,12 +256,6 @@ async def register(request: web.Request) -> web.Response:
     return web.Response(text="OK")
 
 
-def _printable(session_id: str) -> str:
-    # One line whatever the client sent: a session id that is not printable
-    # (a newline could forge a log line) is written escaped; the JSON field keeps it exact.
-    return session_id if session_id.isprintable() else ascii(session_id)
-
-
 def _log_change(action: str, record: Record, namespace: str) -> None:
     """One line per registration or deletion, with structured fields for JSON logs."""
     where = "" if namespace == protocol.DEFAULT_NAMESPACE else f" in namespace {namespace}"
@@ -268,7 +263,7 @@ def _log_change(action: str, record: Record, namespace: str) -> None:
         "%s rank %d session %s version %d%s",
         action,
         record.rank,
-        _printable(record.session_id),
+        printable(record.session_id),
         record.version,
         where,
         extra={
@@ -286,7 +281,7 @@ async def unregister(request: web.Request) -> web.Response:
     namespace = namespace_of(request)
     record = await namespace.registry.unregister(rank)
     if record is None:
-        raise NotRegistered(protocol.not_registered_detail(rank))
+        return _not_registered([rank])
     _log_change("unregistered", record, namespace.name)
     return web.Response(text="OK")
 
@@ -302,7 +297,7 @@ async def get_info(request: web.Request) -> web.StreamResponse:
     record = await registry.wait(rank, wait, after)
     request.app[METRICS].count_get(since, [] if record is None else [record], expired=record is None)
     if record is None:
-        raise NotRegistered(protocol.not_registered_detail(rank))
+        return _not_registered([rank])
     return await json_reply(request, record.reply)
 
 
@@ -318,36 +313,20 @@ async def get_batch(request: web.Request) -> web.StreamResponse:
     found, missing = await registry.wait_all(ranks, wait, after)
     request.app[METRICS].count_get(since, found, expired=bool(missing))
     if missing:
-        return web.Response(
-            status=404,
-            body=protocol.error_body(protocol.missing_ranks_detail(missing), missing=missing),
-            content_type=protocol.JSON_TYPE,
-        )
+        return _not_registered(missing)
     return await json_reply(request, protocol.encode_batch(found, registry.version))
+
+
+def _not_registered(missing: list[int]) -> web.Response:
+    # Not raised: the 404 carries "missing", which tells the client a rank's 404 from a wrong URL's.
+    return web.Response(
+        status=404, body=protocol.encode_not_registered(missing), content_type=protocol.JSON_TYPE
+    )
 
 
 async def list_ranks(request: web.Request) -> web.Response:
     registry = registry_of(request)
-    world_size = request.app[CONFIG].world_size
-    now = time.time()
-    records = registry.records()
-    listing = {
-        "version": registry.version,
-        "world_size": world_size,
-        "count": len(records),
-        "waiters": registry.parked,
-        "ranks": [
-            {
-                "rank": record.rank,
-                "session_id": record.session_id,
-                "version": record.version,
-                "registered_at": record.registered_at,
-                "age": round(max(0.0, now - record.registered_at), 3),
-            }
-            for record in records
-        ],
-        "missing": (
-            None if world_size is None else [rank for rank in range(world_size) if rank not in registry]
-        ),
-    }
-    return web.Response(body=protocol.dumps(listing), content_type=protocol.JSON_TYPE)
+    body = protocol.encode_listing(
+        registry.records(), registry.version, request.app[CONFIG].world_size, registry.parked, time.time()
+    )
+    return web.Response(body=body, content_type=protocol.JSON_TYPE)

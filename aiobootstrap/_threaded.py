@@ -87,7 +87,7 @@ class ThreadedBootstrapServer(LoopThreadOwner):
         record = self._registry.get(rank)
         if record is None:
             return None
-        info = protocol.decode_info(protocol.loads(record.reply))
+        info = protocol.decode_info(record.reply)
         return info.session_id, info.weights_info_dict
 
 
