@@ -145,3 +145,21 @@ async def test_reregistration_goes_to_the_clients_namespace():
         assert 3 not in server.registry
     finally:
         await server.close()
+
+
+async def test_a_long_poll_first_after_a_restart_refills_before_it_parks():
+    """A reregister=True client whose first request to a restarted server is a long get
+    re-registers before parking, not when the wait ends."""
+    server = await BootstrapServer(port=0).__aenter__()
+    try:
+        async with BootstrapClient(server.url, reregister=True) as worker:
+            await worker.register(0, session_id="zero", weights_info_dict={})
+            server = await _restart(server)
+            fresh = server.registry
+            waiting = asyncio.create_task(worker.get(1, timeout=6 * GUARD))
+            await until(lambda: 0 in fresh and fresh.parked == 1)
+            assert not waiting.done()
+            await fresh.register(1, "one", {})
+            assert (await asyncio.wait_for(waiting, GUARD)).session_id == "one"
+    finally:
+        await server.close()

@@ -11,6 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from aiobootstrap import (
+    Backoff,
     BadRequest,
     RankNotRegistered,
     ServerUnavailable,
@@ -18,7 +19,6 @@ from aiobootstrap import (
     ThreadedBootstrapServer,
     TransferEngineInfo,
 )
-from aiobootstrap._client import Backoff
 
 from .conftest import GUARD
 from .threads import threads_named, wait_until
