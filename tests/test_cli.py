@@ -170,3 +170,32 @@ def test_serving_binds_before_importing_the_server() -> None:
         [sys.executable, "-c", probe], capture_output=True, text=True, timeout=GUARD, check=True
     )
     assert result.stdout.strip() == "[]"
+
+
+def test_serving_without_options_is_serving_with_the_configs_defaults() -> None:
+    """Every option's default (and so --help) is ServerConfig's; only max waiters fits the open file limit."""
+    import dataclasses
+
+    from aiobootstrap import ServerConfig
+    from aiobootstrap._cli import _config, _parser
+
+    config = _config(_parser().parse_args([]), {})
+    assert config == dataclasses.replace(ServerConfig(), max_waiters=config.max_waiters)
+
+
+def test_help_shows_the_configs_defaults() -> None:
+    """--help names ServerConfig's values, so the two cannot disagree."""
+    from aiobootstrap import ServerConfig
+    from aiobootstrap._cli import _parser
+
+    text = " ".join(_parser().format_help().split())
+    defaults = ServerConfig()
+    for shown in (defaults.max_wait, defaults.idle_timeout, defaults.body_timeout):
+        assert f"(default: {shown:g})" in text
+    for count in (
+        defaults.max_namespaces,
+        defaults.max_ranks,
+        defaults.max_request_line,
+        defaults.max_body_size,
+    ):
+        assert f"(default: {count}" in text
