@@ -445,3 +445,11 @@ async def test_a_list_of_no_urls_is_refused() -> None:
     """BootstrapClient([]) is a ValueError at once, not a client that can never connect."""
     with pytest.raises(ValueError, match="at least one"):
         BootstrapClient([])
+
+
+@pytest.mark.parametrize("url", ["ftp://127.0.0.1:1", "htp://127.0.0.1:1"])
+async def test_a_url_that_is_not_http_is_refused_at_once_not_retried(url: str) -> None:
+    """A client for a non-HTTP URL raises BootstrapError at once instead of retrying it for ever."""
+    async with BootstrapClient(url) as client:
+        with pytest.raises(BootstrapError, match="Invalid server URL"):
+            await asyncio.wait_for(client.get(0), GUARD)
