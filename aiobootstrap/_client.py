@@ -340,11 +340,15 @@ class BootstrapClient:
                 raise self._error(status, path, payload)
             if deadline.expired():
                 return None, missing
-            if loop.time() - asked_at < min(wait, _HELD_ENOUGH):
+            held = loop.time() - asked_at
+            if held < min(wait, _HELD_ENOUGH):
                 # Answered before the wait we asked for: a server that does not
                 # wait (an old polling one, --max-wait 0). Asking again at once
-                # would be thousands of requests a second.
-                await asyncio.sleep(min(early.next_delay(), deadline.remaining()))
+                # would be thousands of requests a second; one request per
+                # backoff step instead, the time the server held counted in.
+                pause = early.next_delay() - held
+                if pause > 0:
+                    await asyncio.sleep(min(pause, deadline.remaining()))
             else:
                 early.reset()
 
