@@ -250,7 +250,7 @@ class BootstrapClient:
             "DELETE",
             protocol.REGISTER_PATH,
             _Deadline(timeout),
-            params={"rank": str(rank)},
+            params=protocol.rank_query(rank),
             read_timeout=60.0,
         )
         if status == 200:
@@ -268,8 +268,8 @@ class BootstrapClient:
         until the time ran out, :class:`ServerUnavailable` when it did not
         answer.
         """
-        params = {"rank": str(rank), "after": str(after)}
-        payload, missing = await self._long_poll(protocol.GET_PATH, params, _Deadline(timeout))
+        query = partial(protocol.get_query, rank, after)
+        payload, missing = await self._long_poll(protocol.GET_PATH, query, _Deadline(timeout))
         if payload is None:
             raise RankNotRegistered(missing or [rank])
         return protocol.decode_info(payload)
@@ -286,7 +286,7 @@ class BootstrapClient:
         if not wanted:
             return {}
         deadline = _Deadline(timeout)
-        specs = _split_rank_specs(wanted)
+        specs = protocol.split_rank_specs(wanted)
         results = await asyncio.gather(*(self._get_batch(spec, deadline, after) for spec in specs))
         infos: dict[int, TransferEngineInfo] = {}
         missing: list[int] = []
@@ -309,14 +309,14 @@ class BootstrapClient:
     async def _get_batch(
         self, spec: str, deadline: _Deadline, after: int
     ) -> tuple[dict[int, TransferEngineInfo], list[int]]:
-        params = {"ranks": spec, "after": str(after)}
-        payload, missing = await self._long_poll(protocol.BATCH_PATH, params, deadline)
+        query = partial(protocol.batch_query, spec, after)
+        payload, missing = await self._long_poll(protocol.BATCH_PATH, query, deadline)
         if payload is None:
             return {}, missing or protocol.parse_ranks(spec)
         return protocol.decode_batch(payload), []
 
     async def _long_poll(
-        self, path: str, params: Mapping[str, str], deadline: _Deadline
+        self, path: str, query: Callable[[float], Mapping[str, str]], deadline: _Deadline
     ) -> tuple[bytes | None, list[int]]:
         """Wait until the deadline, asking again past the server's cap: a 200's body, or
         ``None`` and the ranks the last "not registered" reply named."""
@@ -329,7 +329,7 @@ class BootstrapClient:
                 "GET",
                 path,
                 deadline,
-                params={**params, "wait": f"{wait:.3f}"},
+                params=query(wait),
                 read_timeout=wait + _READ_GRACE,
                 parks=wait > 0,
             )
@@ -535,18 +535,3 @@ class _RestartWatch:
 
     def replay_failed(self) -> None:
         self._pending = True
-
-
-def _split_rank_specs(ranks: list[int]) -> list[str]:
-    """``ranks`` as rank specs, each short enough for one request's query string."""
-    specs: list[str] = []
-    parts: list[str] = []
-    length = 0
-    for part in protocol.format_ranks(ranks).split(","):
-        if parts and length + len(part) > protocol.BATCH_QUERY_CHARS:
-            specs.append(",".join(parts))
-            parts, length = [], 0
-        parts.append(part)
-        length += len(part) + 1
-    specs.append(",".join(parts))
-    return specs

@@ -289,6 +289,36 @@ def format_ranks(ranks: Iterable[int]) -> str:
     return ",".join(parts)
 
 
+def split_rank_specs(ranks: Iterable[int]) -> list[str]:
+    """``ranks`` as rank specs, each short enough (``BATCH_QUERY_CHARS``) for one request's query."""
+    specs: list[str] = []
+    parts: list[str] = []
+    length = 0
+    for part in format_ranks(ranks).split(","):
+        if parts and length + len(part) > BATCH_QUERY_CHARS:
+            specs.append(",".join(parts))
+            parts, length = [], 0
+        parts.append(part)
+        length += len(part) + 1
+    specs.append(",".join(parts))
+    return specs
+
+
+def get_query(rank: int, after: int, wait: float) -> dict[str, str]:
+    """The query of a get: what ``parse_rank_param``, ``parse_after`` and ``parse_wait`` read."""
+    return {"rank": str(rank), "after": str(after), "wait": f"{wait:.3f}"}
+
+
+def batch_query(spec: str, after: int, wait: float) -> dict[str, str]:
+    """The query of a batch get, ``spec`` one of ``split_rank_specs``."""
+    return {"ranks": spec, "after": str(after), "wait": f"{wait:.3f}"}
+
+
+def rank_query(rank: int) -> dict[str, str]:
+    """The query of a delete."""
+    return {"rank": str(rank)}
+
+
 def _parse_int(text: str) -> int | None:
     # Only plain digits: int() would also take "+3", " 3", "3_000" and "٣".
     if not text.isascii() or not text.isdigit() or len(text) > 18:

@@ -52,3 +52,20 @@ def test_seconds_are_read_one_way(text: str, seconds: float) -> None:
 def test_seconds_refuse_what_float_alone_would_take(text: str) -> None:
     """Negative, non-finite and non-ASCII-decimal seconds are refused by the one reader."""
     assert protocol.parse_seconds(text) is None
+
+
+def test_the_queries_the_client_writes_are_the_ones_the_server_reads() -> None:
+    """get, batch and delete queries parse back to what was asked, and split specs cover every rank."""
+    query = protocol.get_query(3, 7, 1.5)
+    assert protocol.parse_rank_param(query["rank"]) == 3
+    assert protocol.parse_after(query["after"]) == 7
+    assert protocol.parse_wait(query["wait"]) == 1.5
+    assert protocol.parse_rank_param(protocol.rank_query(9)["rank"]) == 9
+    ranks = list(range(0, 6000, 2))
+    specs = protocol.split_rank_specs(ranks)
+    assert len(specs) > 1
+    assert all(len(spec) <= protocol.BATCH_QUERY_CHARS for spec in specs)
+    read = [
+        rank for spec in specs for rank in protocol.parse_ranks(protocol.batch_query(spec, 0, 0)["ranks"])
+    ]
+    assert read == ranks
