@@ -31,17 +31,18 @@ from .exceptions import (
 
 if TYPE_CHECKING:
     from ._app import create_app
-    from ._client import Backoff, BootstrapClient
+    from ._client import BootstrapClient
     from ._config import ServerConfig
     from ._protocol import RankListing, RankSummary, TransferEngineInfo
     from ._registry import MemoryStore, Record, RecordStore, Registry
+    from ._retry import Backoff
     from ._server import BootstrapServer
     from ._sync import SyncBootstrapClient
     from ._threaded import ThreadedBootstrapServer
 
 _LAZY = {
     "create_app": "._app",
-    "Backoff": "._client",
+    "Backoff": "._retry",
     "BootstrapClient": "._client",
     "ServerConfig": "._config",
     "RankListing": "._protocol",

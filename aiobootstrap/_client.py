@@ -10,7 +10,7 @@ Three layers, each with one job:
 * ``_call`` makes one exchange succeed: while no replica answers (or one
   answers ``503``), it moves to the next URL, and after a round of failures
   backs off, until the deadline; then :class:`ServerUnavailable`. Before a
-  request that parks, it learns the server's boot id (see ``_RestartWatch``).
+  request that parks, it learns the server's boot id (see ``_restarts``).
 * ``_long_poll`` makes a wait last the caller's timeout: it asks again past
   the server's ``--max-wait``, and backs off when the server answers
   "not registered" sooner than asked (an old polling server).
@@ -23,10 +23,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import math
-import random
 import ssl
-from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import partial
 from types import TracebackType
 from typing import Any
@@ -35,6 +33,8 @@ import aiohttp
 
 from . import _protocol as protocol
 from ._protocol import RankListing, TransferEngineInfo
+from ._restarts import RestartWatch
+from ._retry import Backoff, Deadline, Replicas
 from .exceptions import (
     BootstrapError,
     RankNotRegistered,
@@ -43,7 +43,7 @@ from .exceptions import (
     error_for_status,
 )
 
-__all__ = ["Backoff", "BootstrapClient"]
+__all__ = ["BootstrapClient"]
 
 log = logging.getLogger("aiobootstrap.client")
 
@@ -69,66 +69,6 @@ _BAD_URL: tuple[type[Exception], ...] = (
 
 class _Unreachable(Exception):
     """The server did not answer: not up yet, restarting, or the network failed."""
-
-
-class Backoff:
-    """Exponential backoff with jitter: 50 ms, 100 ms, ... up to ``cap`` seconds."""
-
-    def __init__(self, base: float = 0.05, cap: float = 2.0) -> None:
-        self.base = base
-        self.cap = cap
-        self.attempt = 0
-
-    def next_delay(self) -> float:
-        delay = min(self.cap, self.base * 2**self.attempt)
-        self.attempt += 1
-        # Jitter keeps a whole deployment's clients from retrying in lockstep.
-        return float(delay * random.uniform(0.5, 1.0))
-
-    def reset(self) -> None:
-        self.attempt = 0
-
-
-class _Deadline:
-    def __init__(self, timeout: float | None) -> None:
-        loop = asyncio.get_running_loop()
-        self._loop = loop
-        self._at = math.inf if timeout is None else loop.time() + max(0.0, timeout)
-
-    def remaining(self) -> float:
-        return max(0.0, self._at - self._loop.time())
-
-    def expired(self) -> bool:
-        return self.remaining() <= 0
-
-
-class _Replicas:
-    """The base URLs of one registry's replicas, and the one calls go to now.
-
-    Calls stick to the current URL; a failure there moves every later call to
-    the next one, round-robin. Concurrent calls that fail on the same URL
-    move it once, not once each.
-    """
-
-    def __init__(self, urls: str | Sequence[str]) -> None:
-        listed = [urls] if isinstance(urls, str) else list(urls)
-        if not listed:
-            raise ValueError("BootstrapClient needs at least one server URL")
-        self.urls = tuple(url.rstrip("/") for url in listed)
-        self._current = 0
-
-    @property
-    def current(self) -> str:
-        return self.urls[self._current]
-
-    def failed(self, url: str) -> None:
-        if self.current == url:
-            self._current = (self._current + 1) % len(self.urls)
-
-    def describe(self) -> str:
-        if len(self.urls) == 1:
-            return f"The server at {self.urls[0]}"
-        return f"None of the servers {', '.join(self.urls)}"
 
 
 class BootstrapClient:
@@ -163,7 +103,7 @@ class BootstrapClient:
     ) -> None:
         if session is not None and connector is not None:
             raise ValueError("pass session= or connector=, not both: a session has its own connector")
-        self._replicas = _Replicas(url)
+        self._replicas = Replicas(url)
         self.namespace = protocol.check_namespace(namespace)
         self._headers = {"Authorization": f"Bearer {token}"} if token else {}
         self._ssl = ssl
@@ -171,7 +111,7 @@ class BootstrapClient:
         self._given_session = session
         self._connector = connector
         self._session: aiohttp.ClientSession | None = None
-        self._restarts = _RestartWatch(reregister)
+        self._restarts = RestartWatch(reregister)
 
     @property
     def url(self) -> str:
@@ -206,7 +146,7 @@ class BootstrapClient:
     async def health(self) -> bool:
         """Whether the server (any replica, tried once each) answers ``/health`` right now."""
         try:
-            status, _ = await self._call("GET", protocol.HEALTH_PATH, _Deadline(0), read_timeout=10.0)
+            status, _ = await self._call("GET", protocol.HEALTH_PATH, Deadline(0), read_timeout=10.0)
         except ServerUnavailable:
             return False
         return status == 200
@@ -225,7 +165,7 @@ class BootstrapClient:
         seconds (``None``: for ever), then raises :class:`ServerUnavailable`.
         """
         body = protocol.registration_body(rank, session_id, weights_info_dict)
-        deadline = _Deadline(timeout)
+        deadline = Deadline(timeout)
         # Remembered before sending, so a replay racing this call sends the newest info.
         self._restarts.remember(rank, body)
         try:
@@ -249,7 +189,7 @@ class BootstrapClient:
         status, payload = await self._call(
             "DELETE",
             protocol.REGISTER_PATH,
-            _Deadline(timeout),
+            Deadline(timeout),
             params=protocol.rank_query(rank),
             read_timeout=60.0,
         )
@@ -269,7 +209,7 @@ class BootstrapClient:
         answer.
         """
         query = partial(protocol.get_query, rank, after)
-        payload, missing = await self._long_poll(protocol.GET_PATH, query, _Deadline(timeout))
+        payload, missing = await self._long_poll(protocol.GET_PATH, query, Deadline(timeout))
         if payload is None:
             raise RankNotRegistered(missing or [rank])
         return protocol.decode_info(payload)
@@ -285,7 +225,7 @@ class BootstrapClient:
         wanted = sorted(set(ranks))
         if not wanted:
             return {}
-        deadline = _Deadline(timeout)
+        deadline = Deadline(timeout)
         specs = protocol.split_rank_specs(wanted)
         results = await asyncio.gather(*(self._get_batch(spec, deadline, after) for spec in specs))
         infos: dict[int, TransferEngineInfo] = {}
@@ -299,7 +239,7 @@ class BootstrapClient:
 
     async def list_ranks(self) -> RankListing:
         """Who has registered (without their weights), and, with a world size, who has not."""
-        status, payload = await self._call("GET", protocol.RANKS_PATH, _Deadline(0), read_timeout=60.0)
+        status, payload = await self._call("GET", protocol.RANKS_PATH, Deadline(0), read_timeout=60.0)
         if status != 200:
             raise self._error(status, protocol.RANKS_PATH, payload)
         return protocol.decode_listing(payload)
@@ -307,7 +247,7 @@ class BootstrapClient:
     # -- plumbing ------------------------------------------------------
 
     async def _get_batch(
-        self, spec: str, deadline: _Deadline, after: int
+        self, spec: str, deadline: Deadline, after: int
     ) -> tuple[dict[int, TransferEngineInfo], list[int]]:
         query = partial(protocol.batch_query, spec, after)
         payload, missing = await self._long_poll(protocol.BATCH_PATH, query, deadline)
@@ -316,7 +256,7 @@ class BootstrapClient:
         return protocol.decode_batch(payload), []
 
     async def _long_poll(
-        self, path: str, query: Callable[[float], Mapping[str, str]], deadline: _Deadline
+        self, path: str, query: Callable[[float], Mapping[str, str]], deadline: Deadline
     ) -> tuple[bytes | None, list[int]]:
         """Wait until the deadline, asking again past the server's cap: a 200's body, or
         ``None`` and the ranks the last "not registered" reply named."""
@@ -356,7 +296,7 @@ class BootstrapClient:
         self,
         method: str,
         path: str,
-        deadline: _Deadline,
+        deadline: Deadline,
         *,
         params: Mapping[str, str] | None = None,
         body: bytes | None = None,
@@ -473,65 +413,3 @@ class BootstrapClient:
                 "is that the base URL of an aiobootstrap server?"
             )
         return error_for_status(status, detail)
-
-
-class _RestartWatch:
-    """What the client knows of the server's boots, and the registrations to replay after one.
-
-    Every reply names the server's boot id; a new id means the server
-    restarted, and an in-memory server lost what we had registered. A reply
-    to a long-poll comes only when the wait ends, so while there is anything
-    to replay, a request that parks is preceded by a ``/health`` probe: one
-    probe in flight serves every request that parks meanwhile.
-    """
-
-    def __init__(self, reregister: bool) -> None:
-        self.enabled = reregister
-        self.boot: str | None = None
-        self.suspect = False
-        """The server failed to answer: ask its boot before the next call."""
-        self.lock = asyncio.Lock()
-        self._registrations: dict[int, bytes] = {}
-        self._pending = False
-        self._probe: asyncio.Future[tuple[int, bytes]] | None = None
-
-    def remember(self, rank: int, body: bytes) -> None:
-        if self.enabled:
-            self._registrations[rank] = body
-
-    def forget(self, rank: int, body: bytes | None = None) -> None:
-        if body is None or self._registrations.get(rank) == body:
-            self._registrations.pop(rank, None)
-
-    def went_away(self) -> None:
-        self.suspect = self.enabled and bool(self._registrations)
-
-    def should_probe(self, parks: bool) -> bool:
-        return self.suspect or (parks and self.enabled and bool(self._registrations))
-
-    async def probe(self, send: Callable[[], Coroutine[Any, Any, tuple[int, bytes]]]) -> None:
-        """Send (or join) one probe; ``_exchange`` sees the boot header of its reply."""
-        if self._probe is None or self._probe.done():
-            self._probe = asyncio.ensure_future(send())
-            # Retrieved here: every caller may have been cancelled before it ends.
-            self._probe.add_done_callback(lambda done: done.cancelled() or done.exception())
-        # Shielded: one caller cancelled must not cancel the probe the others wait for.
-        await asyncio.shield(self._probe)
-        self.suspect = False
-
-    def saw(self, boot: str | None) -> None:
-        if boot is None or boot == self.boot:
-            return
-        if self.boot is not None and self.enabled:
-            self._pending = True
-        self.boot = boot
-
-    def take_replay(self) -> dict[int, bytes]:
-        """The registrations to send again, once per restart seen."""
-        if not self._pending:
-            return {}
-        self._pending = False
-        return dict(self._registrations)
-
-    def replay_failed(self) -> None:
-        self._pending = True

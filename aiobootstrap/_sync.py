@@ -20,9 +20,10 @@ import ssl
 from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
-from ._client import Backoff, BootstrapClient
+from ._client import BootstrapClient
 from ._loopthread import LoopThread, LoopThreadOwner
 from ._protocol import DEFAULT_NAMESPACE
+from ._retry import Backoff
 
 __all__ = ["SyncBootstrapClient"]
 
