@@ -25,6 +25,7 @@ from ._hardening import (
     read_body,
     too_large_detail,
 )
+from ._logging import printable
 from ._metrics import (
     METRICS,
     NAMESPACE_FIGURES,
@@ -36,7 +37,7 @@ from ._metrics import (
 )
 from ._openapi import openapi
 from ._registry import Registry
-from .exceptions import BadRequest, BootstrapError, NotRegistered, StoreUnavailable, TooManyWaiters
+from .exceptions import BadRequest, BootstrapError, StoreUnavailable, TooManyWaiters
 from .store import DEFAULT_ROLE, TRANSFER_ENGINE_INFO, Key, Record, StoreLimits
 from .store._url import open_store
 
@@ -254,12 +255,6 @@ async def register(request: web.Request) -> web.Response:
     return web.Response(text="OK")
 
 
-def _printable(session_id: str) -> str:
-    # One line whatever the client sent: a session id that is not printable
-    # (a newline could forge a log line) is written escaped; the JSON field keeps it exact.
-    return session_id if session_id.isprintable() else ascii(session_id)
-
-
 def _log_change(action: str, record: Record) -> None:
     """One line per registration or deletion, with structured fields for JSON logs."""
     namespace = record.key.namespace
@@ -268,7 +263,7 @@ def _log_change(action: str, record: Record) -> None:
         "%s rank %d session %s version %d%s",
         action,
         record.rank,
-        _printable(record.session_id),
+        printable(record.session_id),
         record.version,
         where,
         extra={
@@ -285,7 +280,7 @@ async def unregister(request: web.Request) -> web.Response:
     protocol.check_world_size(rank, request.app[CONFIG].world_size)
     record = await request.app[REGISTRY].unregister(info_key(request, rank))
     if record is None:
-        raise NotRegistered(protocol.not_registered_detail(rank))
+        return _not_registered([rank])
     _log_change("unregistered", record)
     return web.Response(text="OK")
 
@@ -302,7 +297,7 @@ async def get_info(request: web.Request) -> web.StreamResponse:
     record = await registry.wait(key, wait, after)
     request.app[METRICS].count_get(since, [] if record is None else [record], expired=record is None)
     if record is None:
-        raise NotRegistered(protocol.not_registered_detail(rank))
+        return _not_registered([rank])
     return await json_reply(request, registry.reply(record))
 
 
@@ -321,40 +316,27 @@ async def get_batch(request: web.Request) -> web.StreamResponse:
     )
     request.app[METRICS].count_get(since, found, expired=bool(missing_keys))
     if missing_keys:
-        missing = [key.rank for key in missing_keys]
-        return web.Response(
-            status=404,
-            body=protocol.error_body(protocol.missing_ranks_detail(missing), missing=missing),
-            content_type=protocol.JSON_TYPE,
-        )
+        return _not_registered([key.rank for key in missing_keys])
     version = await registry.store.version(namespace)
     return await json_reply(request, protocol.encode_batch([registry.reply(r) for r in found], version))
+
+
+def _not_registered(missing: list[int]) -> web.Response:
+    # Not raised: the 404 carries "missing", which tells the client a rank's 404 from a wrong URL's.
+    return web.Response(
+        status=404, body=protocol.encode_not_registered(missing), content_type=protocol.JSON_TYPE
+    )
 
 
 async def list_ranks(request: web.Request) -> web.Response:
     namespace = namespace_of(request)
     registry = request.app[REGISTRY]
-    world_size = request.app[CONFIG].world_size
-    now = time.time()
-    records = await registry.store.records(namespace, TRANSFER_ENGINE_INFO, DEFAULT_ROLE)
-    present = {record.rank for record in records}
-    listing = {
-        "version": await registry.store.version(namespace),
-        "world_size": world_size,
-        "count": len(records),
-        "waiters": registry.parked_in(namespace),
-        "ranks": [
-            {
-                "rank": record.rank,
-                "session_id": record.session_id,
-                "version": record.version,
-                "registered_at": record.registered_at,
-                "age": round(max(0.0, now - record.registered_at), 3),
-            }
-            for record in records
-        ],
-        "missing": (
-            None if world_size is None else [rank for rank in range(world_size) if rank not in present]
-        ),
-    }
-    return web.Response(body=protocol.dumps(listing), content_type=protocol.JSON_TYPE)
+    store = registry.store
+    body = protocol.encode_listing(
+        await store.records(namespace, TRANSFER_ENGINE_INFO, DEFAULT_ROLE),
+        await store.version(namespace),
+        request.app[CONFIG].world_size,
+        registry.parked_in(namespace),
+        time.time(),
+    )
+    return web.Response(body=body, content_type=protocol.JSON_TYPE)

@@ -103,7 +103,10 @@ _PATHS: dict[str, dict[str, Any]] = {
                 "200": _text("Removed."),
                 "400": _BAD_REQUEST,
                 "401": _UNAUTHORIZED,
-                "404": _json("The rank was not registered: `No transfer engine info for rank N`."),
+                "404": _json(
+                    "The rank was not registered: `No transfer engine info for rank N`, `missing: [N]`.",
+                    "Missing",
+                ),
                 "503": _UNAVAILABLE,
             },
         },
@@ -121,7 +124,10 @@ _PATHS: dict[str, dict[str, Any]] = {
                 "200": _json("The rank's info.", "Info"),
                 "400": _BAD_REQUEST,
                 "401": _UNAUTHORIZED,
-                "404": _json("Not registered (when the wait ran out): `No transfer engine info for rank N`."),
+                "404": _json(
+                    "Not registered (when the wait ran out): `No transfer engine info for rank N`, `missing: [N]`.",
+                    "Missing",
+                ),
                 "503": _UNAVAILABLE,
             },
         }

@@ -88,7 +88,7 @@ class ThreadedBootstrapServer(LoopThreadOwner):
         record = self._read(lambda store: store.peek(key), lambda store: store.get(key))
         if record is None:
             return None
-        info = protocol.decode_info(protocol.loads(protocol.encode_info(record)))
+        info = protocol.decode_info(protocol.encode_info(record))
         return info.session_id, info.weights_info_dict
 
     def _records(self) -> list[Record]:

@@ -61,6 +61,8 @@ COMPACT_RATIO = 4
 _WARN_LINES = 3
 """How many unreadable lines a load names one by one before it only counts them."""
 
+_CLOSED = "The state file is closed: the server is shutting down."
+
 _DISK_FULL = frozenset({errno.ENOSPC, errno.EDQUOT})
 
 _FAILURE_LOG_SECONDS = 60.0
@@ -286,7 +288,7 @@ class FileStore(LocalStore):
 
     async def ping(self) -> None:
         if self._closed:
-            raise StateFileError("The state file is closed: the server is shutting down.")
+            raise StateFileError(_CLOSED)
 
     # -- changing ------------------------------------------------------
 
@@ -334,7 +336,7 @@ class FileStore(LocalStore):
 
     async def _commit(self, change: _Change) -> Record | None:
         if self._closed:
-            raise StateFileError("The state file is closed: the server is shutting down.")
+            raise StateFileError(_CLOSED)
         self._pending.append(change)
         if self._flusher is None:
             self._flusher = asyncio.get_running_loop().create_task(self._flush())

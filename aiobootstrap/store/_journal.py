@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import _protocol as protocol
-from ..exceptions import ServerUnavailable
+from ..exceptions import StateFileError
 
 try:
     import fcntl
@@ -45,10 +45,6 @@ except ImportError:  # not on this platform: no lock against a second server
 __all__ = ["MAGIC", "JournalFile", "JournalMissing", "StateFileError", "encode_line", "parse_line"]
 
 MAGIC = b"aiobootstrap-journal 1\n"
-
-
-class StateFileError(ServerUnavailable):
-    """The state file cannot be read or written (HTTP 503 when a registration meets it)."""
 
 
 def reason(exc: OSError) -> str:
