@@ -42,6 +42,7 @@ lint: $(INSTALLED)
 # BENCH_ARGS=--quick for a CI-sized run; a full run rewrites docs/benchmarks.md and its plot.
 bench: $(BENCH_INSTALLED)
 	$(BIN)/python -m bench $(BENCH_ARGS)
+	$(BIN)/python -m bench.abandoned
 
 fmt: $(INSTALLED)
 	$(BIN)/ruff check --fix .

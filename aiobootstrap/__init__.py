@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
-from ._bind import AddressInUse
 from .exceptions import (
+    AddressInUse,
     BadRequest,
     BootstrapError,
     NotRegistered,
@@ -22,19 +22,22 @@ from .exceptions import (
     RankNotRegistered,
     ServerUnavailable,
     ShuttingDown,
+    StateFileError,
     StoreUnavailable,
     TooManyNamespaces,
     TooManyRanks,
     TooManyWaiters,
     Unauthorized,
+    UnexpectedReply,
 )
 
 if TYPE_CHECKING:
     from ._app import create_app
-    from ._client import Backoff, BootstrapClient
+    from ._client import BootstrapClient
     from ._config import ServerConfig
     from ._protocol import RankListing, RankSummary, TransferEngineInfo
     from ._registry import Registry
+    from ._retry import Backoff
     from ._server import BootstrapServer
     from ._sync import SyncBootstrapClient
     from ._threaded import ThreadedBootstrapServer
@@ -42,7 +45,7 @@ if TYPE_CHECKING:
 
 _LAZY = {
     "create_app": "._app",
-    "Backoff": "._client",
+    "Backoff": "._retry",
     "BootstrapClient": "._client",
     "ServerConfig": "._config",
     "RankListing": "._protocol",
@@ -91,6 +94,7 @@ __all__ = [
     "ServerConfig",
     "ServerUnavailable",
     "ShuttingDown",
+    "StateFileError",
     "Store",
     "StoreUnavailable",
     "SyncBootstrapClient",
@@ -100,6 +104,7 @@ __all__ = [
     "TooManyWaiters",
     "TransferEngineInfo",
     "Unauthorized",
+    "UnexpectedReply",
     "__version__",
     "create_app",
 ]

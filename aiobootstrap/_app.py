@@ -37,6 +37,7 @@ from ._kinds import (
     encoder_urls,
     kind_named,
 )
+from ._logging import printable
 from ._metrics import (
     METRICS,
     NAMESPACE_FIGURES,
@@ -48,7 +49,7 @@ from ._metrics import (
 )
 from ._openapi import openapi
 from ._registry import Registry
-from .exceptions import BadRequest, BootstrapError, NotRegistered, StoreUnavailable, TooManyWaiters
+from .exceptions import BadRequest, BootstrapError, StoreUnavailable, TooManyWaiters
 from .store import DEFAULT_ROLE, TRANSFER_ENGINE_INFO, Key, Record, StoreLimits
 from .store._url import open_store
 
@@ -301,7 +302,7 @@ def _unregister(kind: RecordKind) -> Handler:
         protocol.check_world_size(rank, request.app[CONFIG].world_size)
         record = await request.app[REGISTRY].unregister(kind.key(namespace_of(request), role, rank))
         if record is None:
-            raise NotRegistered(kind.absent(rank))
+            return _not_registered(kind, [rank])
         _log_change("unregistered", record, kind)
         return web.Response(text="OK")
 
@@ -322,7 +323,7 @@ def _get(kind: RecordKind) -> Handler:
         record = await registry.wait(kind.key(namespace_of(request), role, rank), wait, after)
         request.app[METRICS].count_get(since, [] if record is None else [record], expired=record is None)
         if record is None:
-            raise NotRegistered(kind.absent(rank))
+            return _not_registered(kind, [rank])
         body = kind.encode_object(record) if whole else registry.reply(record)
         return await json_reply(request, body, version=record.version)
 
@@ -346,12 +347,7 @@ def _get_batch(kind: RecordKind) -> Handler:
         )
         request.app[METRICS].count_get(since, found, expired=bool(missing_keys))
         if missing_keys:
-            missing = [key.rank for key in missing_keys]
-            return web.Response(
-                status=404,
-                body=protocol.error_body(kind.absent_many(missing), missing=missing),
-                content_type=protocol.JSON_TYPE,
-            )
+            return _not_registered(kind, [key.rank for key in missing_keys])
         version = await registry.store.version(namespace)
         encode = kind.encode_object if whole else registry.reply
         items = [kind.item(record, encode(record)) for record in found]
@@ -360,10 +356,11 @@ def _get_batch(kind: RecordKind) -> Handler:
     return _named(get_batch, "get_batch", kind)
 
 
-def _printable(text: str) -> str:
-    # One line whatever the client sent: a session id that is not printable
-    # (a newline could forge a log line) is written escaped; the JSON field keeps it exact.
-    return text if text.isprintable() else ascii(text)
+def _not_registered(kind: RecordKind, missing: list[int]) -> web.Response:
+    # Not raised: the 404 carries "missing", which tells the client a rank's 404 from a wrong URL's.
+    return web.Response(
+        status=404, body=protocol.encode_not_registered(missing, kind.noun), content_type=protocol.JSON_TYPE
+    )
 
 
 def _log_change(action: str, record: Record, kind: RecordKind) -> None:
@@ -371,8 +368,8 @@ def _log_change(action: str, record: Record, kind: RecordKind) -> None:
     key = record.key
     where = "" if key.namespace == protocol.DEFAULT_NAMESPACE else f" in namespace {key.namespace}"
     what = "" if kind is TRANSFER_ENGINE_INFO_KIND else f"{kind.noun} "
-    role = "" if key.role == DEFAULT_ROLE else f" role {_printable(key.role)}"
-    session = f" session {_printable(record.session_id)}" if kind is TRANSFER_ENGINE_INFO_KIND else ""
+    role = "" if key.role == DEFAULT_ROLE else f" role {printable(key.role)}"
+    session = f" session {printable(record.session_id)}" if kind is TRANSFER_ENGINE_INFO_KIND else ""
     extra: dict[str, object] = {"rank": record.rank, "version": record.version, "namespace": key.namespace}
     if kind is TRANSFER_ENGINE_INFO_KIND:
         extra["session_id"] = record.session_id
@@ -398,32 +395,18 @@ async def list_ranks(request: web.Request) -> web.Response:
     role = protocol.parse_role_param(_param(request, "role"))
     namespace = namespace_of(request)
     registry = request.app[REGISTRY]
-    world_size = request.app[CONFIG].world_size
-    now = time.time()
-    records = await registry.store.records(namespace, kind.name, role)
-    present = {record.rank for record in records}
-    listing = {
-        "version": await registry.store.version(namespace),
-        "kind": kind.name,
-        "role": role,
-        "world_size": world_size,
-        "count": len(records),
-        "waiters": registry.parked_in(namespace),
-        "ranks": [
-            {
-                "rank": record.rank,
-                **kind.summary(record),
-                "version": record.version,
-                "registered_at": record.registered_at,
-                "age": round(max(0.0, now - record.registered_at), 3),
-            }
-            for record in records
-        ],
-        "missing": (
-            None if world_size is None else [rank for rank in range(world_size) if rank not in present]
-        ),
-    }
-    return web.Response(body=protocol.dumps(listing), content_type=protocol.JSON_TYPE)
+    store = registry.store
+    body = protocol.encode_listing(
+        await store.records(namespace, kind.name, role),
+        await store.version(namespace),
+        request.app[CONFIG].world_size,
+        registry.parked_in(namespace),
+        time.time(),
+        kind=kind.name,
+        role=role,
+        summary=kind.summary,
+    )
+    return web.Response(body=body, content_type=protocol.JSON_TYPE)
 
 
 # -- the encoder URL list -----------------------------------------------
@@ -439,7 +422,7 @@ async def register_encoder_url(request: web.Request) -> web.Response:
     key = encoder_list_key(namespace_of(request))
     await request.app[REGISTRY].set_member(key, url, present=True)
     request.app[METRICS].count_registration(key.namespace, ENCODER_URLS)
-    log.info("registered encoder URL %s", _printable(url), extra={"namespace": key.namespace})
+    log.info("registered encoder URL %s", printable(url), extra={"namespace": key.namespace})
     return web.Response(text="OK")
 
 
@@ -448,7 +431,7 @@ async def unregister_encoder_url(request: web.Request) -> web.Response:
     url = await _encoder_url(request)
     key = encoder_list_key(namespace_of(request))
     await request.app[REGISTRY].set_member(key, url, present=False)
-    log.info("unregistered encoder URL %s", _printable(url), extra={"namespace": key.namespace})
+    log.info("unregistered encoder URL %s", printable(url), extra={"namespace": key.namespace})
     return web.Response(text="OK")
 
 

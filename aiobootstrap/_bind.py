@@ -13,28 +13,12 @@ import errno
 import socket
 
 from ._portinfo import describe_holder, host_port
-from .exceptions import BootstrapError
+from .exceptions import AddressInUse, BootstrapError
 
 __all__ = ["BACKLOG", "AddressInUse", "bind_socket", "explain_address_in_use"]
 
 BACKLOG = 4096
 """Room for a whole deployment's ranks connecting at once (the kernel caps it at somaxconn)."""
-
-
-class AddressInUse(BootstrapError, OSError):
-    """The port is held by another process.
-
-    ``holder`` says, where it could be found out, which process that is and
-    whether it is an aiobootstrap server.
-    """
-
-    def __init__(self, host: str, port: int, holder: str = "") -> None:
-        held = f"another process already holds port {port}" + (f" ({holder})" if holder else "")
-        super().__init__(f"Cannot listen on {host_port(host, port)}: {held}; pick another with --port.")
-        self.errno = errno.EADDRINUSE
-        self.host = host
-        self.port = port
-        self.holder = holder
 
 
 def bind_socket(host: str, port: int) -> socket.socket:

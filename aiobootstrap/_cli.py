@@ -19,12 +19,12 @@ from typing import NoReturn
 
 from . import __version__
 from ._bind import AddressInUse, bind_socket, explain_address_in_use
-from ._config import DEFAULT_HOST, DEFAULT_MAX_WAITERS, DEFAULT_PORT, DEFAULT_STORE, ServerConfig
+from ._config import DEFAULT_MAX_WAITERS, DEFAULT_STORE, ServerConfig
 from ._logging import LOG_FORMATS, setup_logging
 from ._tools import TOOLS, add_tool_parsers, run_tool
 from .exceptions import BootstrapError
 
-__all__ = ["main"]
+__all__ = ["loop_factory", "main", "raise_open_file_limit"]
 
 log = logging.getLogger("aiobootstrap")
 
@@ -34,6 +34,10 @@ TOKEN_ENV = "AIOBOOTSTRAP_AUTH_TOKEN"
 STORE_ENV = "AIOBOOTSTRAP_STORE"
 _FD_RESERVE = 1024
 """Open files kept free of parked waits: registrations, health checks, the state file, logs."""
+
+
+_DEFAULTS = ServerConfig()
+"""Every option's default is the config's: ``--help`` cannot say otherwise."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -50,33 +54,33 @@ def _parser() -> argparse.ArgumentParser:
         "See python -m aiobootstrap COMMAND --help.",
     )
     parser.add_argument("--version", action="version", version=f"aiobootstrap {__version__}")
-    parser.add_argument("--host", default=DEFAULT_HOST, help="address to listen on (default: %(default)s)")
+    parser.add_argument("--host", default=_DEFAULTS.host, help="address to listen on (default: %(default)s)")
     parser.add_argument(
         "--port",
         type=int,
-        default=DEFAULT_PORT,
+        default=_DEFAULTS.port,
         help="port to listen on; 0 picks a free one (default: %(default)s)",
     )
     parser.add_argument(
         "--world-size",
         type=int,
-        default=None,
+        default=_DEFAULTS.world_size,
         metavar="W",
         help="number of ranks; others are refused (default: any)",
     )
     parser.add_argument(
         "--max-wait",
         type=float,
-        default=300.0,
+        default=_DEFAULTS.max_wait,
         metavar="SECONDS",
         help="longest wait one request may ask for; longer asks are clamped (default: %(default)g)",
     )
     parser.add_argument(
         "--max-body-size",
         type=int,
-        default=64 * 1024 * 1024,
+        default=_DEFAULTS.max_body_size,
         metavar="BYTES",
-        help="largest request body accepted (default: %(default)d, 64 MiB)",
+        help=f"largest request body accepted (default: %(default)d, {_DEFAULTS.max_body_size / 2**20:g} MiB)",
     )
     parser.add_argument(
         "--max-waiters",
@@ -85,19 +89,19 @@ def _parser() -> argparse.ArgumentParser:
         metavar="N",
         help=(
             "most waits parked at once; more get 503 with Retry-After "
-            f"(default: {DEFAULT_MAX_WAITERS}, lowered to fit the open file limit)"
+            f"(default: {_DEFAULTS.max_waiters}, lowered to fit the open file limit)"
         ),
     )
     parser.add_argument(
         "--max-namespaces",
         type=int,
-        default=1024,
+        default=_DEFAULTS.max_namespaces,
         metavar="N",
         help="most namespaces with ranks or waits at once, default included (default: %(default)d)",
     )
     parser.add_argument(
         "--state-file",
-        default=None,
+        default=_DEFAULTS.state_file,
         metavar="PATH",
         help="journal registrations to PATH and reload them on start; the same as --store file:PATH",
     )
@@ -107,47 +111,47 @@ def _parser() -> argparse.ArgumentParser:
         metavar="URL",
         help=(
             "where records live: memory:, file:PATH, redis://[user:password@]host[:port][/db], "
-            f"rediss://..., unix:///path/redis.sock[?db=N] (or set {STORE_ENV}; default: memory:)"
+            f"rediss://..., unix:///path/redis.sock[?db=N] (or set {STORE_ENV}; default: {DEFAULT_STORE})"
         ),
     )
     parser.add_argument(
         "--store-prefix",
-        default="aiobootstrap",
+        default=_DEFAULTS.store_prefix,
         metavar="NAME",
         help="prefix of every key in a Redis store, to keep registries apart (default: %(default)s)",
     )
     parser.add_argument(
         "--max-ranks",
         type=int,
-        default=65_536,
+        default=_DEFAULTS.max_ranks,
         metavar="N",
         help="most distinct ranks per namespace without --world-size; more get 409; 0 for no cap (default: %(default)d)",
     )
     parser.add_argument(
         "--max-request-line",
         type=int,
-        default=8190,
+        default=_DEFAULTS.max_request_line,
         metavar="BYTES",
         help="longest request line (path and query) accepted (default: %(default)d)",
     )
     parser.add_argument(
         "--max-header-size",
         type=int,
-        default=8190,
+        default=_DEFAULTS.max_header_size,
         metavar="BYTES",
         help="longest single header line accepted (default: %(default)d)",
     )
     parser.add_argument(
         "--idle-timeout",
         type=float,
-        default=620.0,
+        default=_DEFAULTS.idle_timeout,
         metavar="SECONDS",
         help="close a connection that sends no complete request for this long (default: %(default)g)",
     )
     parser.add_argument(
         "--body-timeout",
         type=float,
-        default=60.0,
+        default=_DEFAULTS.body_timeout,
         metavar="SECONDS",
         help="longest a request body may take to arrive; then 408 (default: %(default)g)",
     )
@@ -165,7 +169,12 @@ def _parser() -> argparse.ArgumentParser:
         default="text",
         help="text for people, json for log pipelines: one object per line (default: %(default)s)",
     )
-    parser.add_argument("--access-log", action="store_true", help="log one line per request (default: off)")
+    parser.add_argument(
+        "--access-log",
+        action="store_true",
+        default=_DEFAULTS.access_log,
+        help="log one line per request (default: off)",
+    )
     return parser
 
 
@@ -303,7 +312,7 @@ async def serve(config: ServerConfig, sock: socket.socket) -> int:
     return 0
 
 
-def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
+def loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
     """uvloop when installed (the ``fast`` extra): faster at writing large replies, see docs/benchmarks.md."""
     try:
         import uvloop
@@ -347,7 +356,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(exc.detail, file=sys.stderr)
         return 1
     try:
-        with asyncio.Runner(loop_factory=_loop_factory()) as runner:
+        with asyncio.Runner(loop_factory=loop_factory()) as runner:
             return runner.run(serve(config, sock))
     except KeyboardInterrupt:  # interrupted before the signal handlers were in place
         return 130

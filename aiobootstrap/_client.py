@@ -1,17 +1,31 @@
 """The async client: register a rank's info, and wait for others'.
 
-Transport failures are mapped to aiobootstrap errors in one place
-(``_exchange``); everything above it speaks in statuses and bodies.
+Theory of operation
+-------------------
+Three layers, each with one job:
+
+* ``_exchange`` sends one request to one URL. It is the only code that sees
+  aiohttp's exceptions: a reply is a status and a body; no reply at all
+  (refused, reset, DNS, a read timeout) is ``_Unreachable``.
+* ``_call`` makes one exchange succeed: while no replica answers (or one
+  answers ``503``), it moves to the next URL, and after a round of failures
+  backs off, until the deadline; then :class:`ServerUnavailable`. Before a
+  request that parks, it learns the server's boot id (see ``_restarts``).
+* ``_long_poll`` makes a wait last the caller's timeout: it asks again past
+  the server's ``--max-wait``, and backs off when the server answers
+  "not registered" sooner than asked (an old polling server).
+
+The wire (paths, bodies, which ``404`` means "not registered") is read and
+written by ``_protocol`` alone.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import math
-import random
 import ssl
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from functools import partial
 from types import TracebackType
 from typing import Any
 
@@ -19,14 +33,17 @@ import aiohttp
 
 from . import _protocol as protocol
 from ._protocol import RankListing, TransferEngineInfo
+from ._restarts import RestartWatch
+from ._retry import Backoff, Deadline, Replicas
 from .exceptions import (
     BootstrapError,
     RankNotRegistered,
     ServerUnavailable,
+    UnexpectedReply,
     error_for_status,
 )
 
-__all__ = ["Backoff", "BootstrapClient"]
+__all__ = ["BootstrapClient"]
 
 log = logging.getLogger("aiobootstrap.client")
 
@@ -34,7 +51,13 @@ _POLL_CHUNK = 300.0
 """The longest one request asks the server to wait; longer waits ask again."""
 _READ_GRACE = 10.0
 """How much longer than its wait a long-poll may take before we call the server hung."""
-
+_HELD_ENOUGH = 1.0
+"""A "not registered" held this long (or the whole wait asked) may be asked again at once."""
+_POLL_BASE = 0.1
+_POLL_CAP = 1.0
+"""Back-off between asks of a server that does not wait: at most ~1 request a second once settled."""
+_RETRY_STATUSES = frozenset({502, 503, 504})
+"""Replies that mean "not now": a server shutting down or full, or a proxy whose server is away."""
 
 # aiohttp 3.10+ refuses a URL that is not http(s) with its own error, not an
 # InvalidURL: without it here, such a URL would be retried as unreachable.
@@ -48,34 +71,6 @@ class _Unreachable(Exception):
     """The server did not answer: not up yet, restarting, or the network failed."""
 
 
-class Backoff:
-    """Exponential backoff with jitter: 50 ms, 100 ms, ... up to ``cap`` seconds."""
-
-    def __init__(self, base: float = 0.05, cap: float = 2.0) -> None:
-        self.base = base
-        self.cap = cap
-        self.attempt = 0
-
-    def next_delay(self) -> float:
-        delay = min(self.cap, self.base * 2**self.attempt)
-        self.attempt += 1
-        # Jitter keeps a whole deployment's clients from retrying in lockstep.
-        return float(delay * random.uniform(0.5, 1.0))
-
-
-class _Deadline:
-    def __init__(self, timeout: float | None) -> None:
-        loop = asyncio.get_running_loop()
-        self._loop = loop
-        self._at = math.inf if timeout is None else loop.time() + max(0.0, timeout)
-
-    def remaining(self) -> float:
-        return max(0.0, self._at - self._loop.time())
-
-    def expired(self) -> bool:
-        return self.remaining() <= 0
-
-
 class BootstrapClient:
     """An async client for an aiobootstrap (or compatible) server.
 
@@ -85,28 +80,48 @@ class BootstrapClient:
             await client.register(3, session_id="10.0.0.7:18000", weights_info_dict={})
             info = await client.get(3, timeout=60.0)
 
-    One ``aiohttp.ClientSession`` serves every call; close the client (or use
-    ``async with``) to release it. ``namespace=`` addresses one deployment
-    on a server that hosts several (see ``docs/operators.md``).
+    ``url`` is a base URL, or a list of the base URLs of one registry's
+    replicas: a connection failure moves to the next (see ``docs/client.md``).
+    One ``aiohttp.ClientSession`` serves every call, with no cap on
+    connections (each parked get holds one); close the client (or use ``async
+    with``) to release it. ``session=`` uses the caller's session instead,
+    ``connector=`` the caller's connector; the client never closes either.
+    ``namespace=`` addresses one deployment on a server that hosts several.
     """
 
     def __init__(
         self,
-        url: str,
+        url: str | Sequence[str],
         *,
         token: str | None = None,
         ssl: ssl.SSLContext | bool = True,
         backoff: Backoff | None = None,
         namespace: str = protocol.DEFAULT_NAMESPACE,
         reregister: bool = False,
+        session: aiohttp.ClientSession | None = None,
+        connector: aiohttp.BaseConnector | None = None,
     ) -> None:
-        self.url = url.rstrip("/")
+        if session is not None and connector is not None:
+            raise ValueError("pass session= or connector=, not both: a session has its own connector")
+        self._replicas = Replicas(url)
         self.namespace = protocol.check_namespace(namespace)
         self._headers = {"Authorization": f"Bearer {token}"} if token else {}
         self._ssl = ssl
         self._backoff_template = backoff if backoff is not None else Backoff()
+        self._given_session = session
+        self._connector = connector
         self._session: aiohttp.ClientSession | None = None
-        self._restarts = _RestartWatch(reregister)
+        self._restarts = RestartWatch(reregister)
+
+    @property
+    def url(self) -> str:
+        """The base URL calls go to now (the first of ``urls`` until one fails)."""
+        return self._replicas.current
+
+    @property
+    def urls(self) -> tuple[str, ...]:
+        """Every base URL the client was given, in order."""
+        return self._replicas.urls
 
     async def __aenter__(self) -> BootstrapClient:
         self._open_session()
@@ -121,18 +136,18 @@ class BootstrapClient:
         await self.close()
 
     async def close(self) -> None:
+        """Close the session the client made; a session or connector it was given stays open."""
         session, self._session = self._session, None
-        if session is not None:
+        if session is not None and session is not self._given_session:
             await session.close()
 
     # -- the API -------------------------------------------------------
 
     async def health(self) -> bool:
-        """Whether the server answers ``/health`` right now."""
+        """Whether the server (any replica, tried once each) answers ``/health`` right now."""
         try:
-            status, _ = await self._exchange("GET", protocol.HEALTH_PATH, timeout=10.0)
-            await self._refill_if_restarted()
-        except _Unreachable:
+            status, _ = await self._call("GET", protocol.HEALTH_PATH, Deadline(0), read_timeout=10.0)
+        except ServerUnavailable:
             return False
         return status == 200
 
@@ -150,15 +165,19 @@ class BootstrapClient:
         seconds (``None``: for ever), then raises :class:`ServerUnavailable`.
         """
         body = protocol.registration_body(rank, session_id, weights_info_dict)
-        deadline = _Deadline(timeout)
+        deadline = Deadline(timeout)
         # Remembered before sending, so a replay racing this call sends the newest info.
         self._restarts.remember(rank, body)
-        status, payload = await self._call(
-            "PUT", protocol.REGISTER_PATH, deadline, body=body, read_timeout=60.0
-        )
+        try:
+            status, payload = await self._call(
+                "PUT", protocol.REGISTER_PATH, deadline, body=body, read_timeout=60.0
+            )
+        except ServerUnavailable:
+            self._restarts.forget(rank, body)
+            raise
         if status != 200:
             self._restarts.forget(rank, body)
-            raise self._error(status, payload)
+            raise self._error(status, protocol.REGISTER_PATH, payload)
 
     async def unregister(self, rank: int, *, timeout: float | None = 60.0) -> bool:
         """Remove ``rank``'s info; waiters for it go on waiting for a new registration.
@@ -170,28 +189,30 @@ class BootstrapClient:
         status, payload = await self._call(
             "DELETE",
             protocol.REGISTER_PATH,
-            _Deadline(timeout),
-            params={"rank": str(rank)},
+            Deadline(timeout),
+            params=protocol.rank_query(rank),
             read_timeout=60.0,
         )
         if status == 200:
             return True
-        if status == 404 and _names_missing(payload) is not None:
+        if protocol.decode_not_registered(status, payload) is not None:
             return False
-        raise self._error(status, payload)
+        raise self._error(status, protocol.REGISTER_PATH, payload)
 
     async def get(self, rank: int, *, timeout: float | None = None, after: int = 0) -> TransferEngineInfo:
         """``rank``'s info, waiting up to ``timeout`` seconds for it to register.
 
         ``timeout=None`` waits for ever; ``0`` asks once. ``after=V`` waits
         for a registration newer than version ``V``. Raises
-        :class:`RankNotRegistered` when the time runs out.
+        :class:`RankNotRegistered` when the server said "not registered"
+        until the time ran out, :class:`ServerUnavailable` when it did not
+        answer.
         """
-        params = {"rank": str(rank), "after": str(after)}
-        payload, _ = await self._long_poll(protocol.GET_PATH, params, _Deadline(timeout), [rank])
+        query = partial(protocol.get_query, rank, after)
+        payload, missing = await self._long_poll(protocol.GET_PATH, query, Deadline(timeout))
         if payload is None:
-            raise RankNotRegistered([rank])
-        return protocol.decode_info(protocol.loads(payload))
+            raise RankNotRegistered(missing or [rank])
+        return protocol.decode_info(payload)
 
     async def get_many(
         self, ranks: Iterable[int], *, timeout: float | None = None, after: int = 0
@@ -204,8 +225,8 @@ class BootstrapClient:
         wanted = sorted(set(ranks))
         if not wanted:
             return {}
-        deadline = _Deadline(timeout)
-        specs = _split_rank_specs(wanted)
+        deadline = Deadline(timeout)
+        specs = protocol.split_rank_specs(wanted)
         results = await asyncio.gather(*(self._get_batch(spec, deadline, after) for spec in specs))
         infos: dict[int, TransferEngineInfo] = {}
         missing: list[int] = []
@@ -218,91 +239,106 @@ class BootstrapClient:
 
     async def list_ranks(self) -> RankListing:
         """Who has registered (without their weights), and, with a world size, who has not."""
-        status, payload = await self._call("GET", protocol.RANKS_PATH, _Deadline(0), read_timeout=60.0)
+        status, payload = await self._call("GET", protocol.RANKS_PATH, Deadline(0), read_timeout=60.0)
         if status != 200:
-            raise self._error(status, payload)
-        return protocol.decode_listing(protocol.loads(payload))
+            raise self._error(status, protocol.RANKS_PATH, payload)
+        return protocol.decode_listing(payload)
 
     # -- plumbing ------------------------------------------------------
 
     async def _get_batch(
-        self, spec: str, deadline: _Deadline, after: int
+        self, spec: str, deadline: Deadline, after: int
     ) -> tuple[dict[int, TransferEngineInfo], list[int]]:
-        asked = protocol.parse_ranks(spec)
-        params = {"ranks": spec, "after": str(after)}
-        payload, missing = await self._long_poll(protocol.BATCH_PATH, params, deadline, asked)
+        query = partial(protocol.batch_query, spec, after)
+        payload, missing = await self._long_poll(protocol.BATCH_PATH, query, deadline)
         if payload is None:
-            return {}, missing
-        return protocol.decode_batch(protocol.loads(payload)), []
+            return {}, missing or protocol.parse_ranks(spec)
+        return protocol.decode_batch(payload), []
 
     async def _long_poll(
-        self, path: str, params: Mapping[str, str], deadline: _Deadline, asked: list[int]
+        self, path: str, query: Callable[[float], Mapping[str, str]], deadline: Deadline
     ) -> tuple[bytes | None, list[int]]:
-        """Wait for ``asked``, asking again past the server's cap: a 200's body, or
-        ``None`` and the ranks still missing when the deadline passed."""
+        """Wait until the deadline, asking again past the server's cap: a 200's body, or
+        ``None`` and the ranks the last "not registered" reply named."""
+        loop = asyncio.get_running_loop()
+        early = Backoff(_POLL_BASE, _POLL_CAP)
         while True:
             wait = min(deadline.remaining(), _POLL_CHUNK)
-            try:
-                status, payload = await self._call(
-                    "GET",
-                    path,
-                    deadline,
-                    params={**params, "wait": f"{wait:.3f}"},
-                    read_timeout=wait + _READ_GRACE,
-                )
-            except ServerUnavailable as exc:
-                detail = f"{protocol.missing_ranks_detail(asked)}: {exc.detail}"
-                raise RankNotRegistered(asked, detail) from exc
+            asked_at = loop.time()
+            status, payload = await self._call(
+                "GET",
+                path,
+                deadline,
+                params=query(wait),
+                read_timeout=wait + _READ_GRACE,
+                parks=wait > 0,
+            )
             if status == 200:
                 return payload, []
-            missing = _names_missing(payload)
-            if status != 404 or missing is None:
-                raise self._error(status, payload)
+            missing = protocol.decode_not_registered(status, payload)
+            if missing is None:
+                raise self._error(status, path, payload)
             if deadline.expired():
-                # A single get's 404 names its rank in the detail only.
-                return None, missing or asked
+                return None, missing
+            held = loop.time() - asked_at
+            if held < min(wait, _HELD_ENOUGH):
+                # Answered before the wait we asked for: a server that does not
+                # wait (an old polling one, --max-wait 0). Asking again at once
+                # would be thousands of requests a second; one request per
+                # backoff step instead, the time the server held counted in.
+                pause = early.next_delay() - held
+                if pause > 0:
+                    await asyncio.sleep(min(pause, deadline.remaining()))
+            else:
+                early.reset()
 
     async def _call(
         self,
         method: str,
         path: str,
-        deadline: _Deadline,
+        deadline: Deadline,
         *,
         params: Mapping[str, str] | None = None,
         body: bytes | None = None,
         read_timeout: float,
+        parks: bool = False,
     ) -> tuple[int, bytes]:
-        """One exchange, retried with backoff while the server is down or busy."""
+        """One exchange, moved to the next replica and retried with backoff while
+        none answers (or all answer ``503``), until the deadline."""
         backoff = Backoff(self._backoff_template.base, self._backoff_template.cap)
+        failures = 0  # in this round of the replicas
         while True:
+            url = self._replicas.current
             try:
-                if self._restarts.suspect:
-                    # It went away: learn whether it came back empty before asking it anything.
-                    await self._exchange("GET", protocol.HEALTH_PATH, timeout=10.0)
-                    self._restarts.suspect = False
-                    await self._refill_if_restarted()
+                if self._restarts.should_probe(parks):
+                    # Learn the boot before asking: a parked request would learn it only when it ends.
+                    await self._restarts.probe(partial(self._probe, url))
+                    await self._refill_if_restarted(url)
                 status, payload = await self._exchange(
-                    method, path, params=params, body=body, timeout=read_timeout
+                    url, method, path, params=params, body=body, timeout=read_timeout
                 )
-                if await self._refill_if_restarted():
+                if await self._refill_if_restarted(url):
                     continue  # ask again: the answer came from the server before it was refilled
             except _Unreachable as exc:
-                self._restarts.went_away()
-                if deadline.expired():
-                    raise ServerUnavailable(f"The server at {self.url} could not be reached: {exc}") from exc
-                await asyncio.sleep(min(backoff.next_delay(), deadline.remaining()))
-                continue
-            if status == 503:
-                self._restarts.went_away()
-                if deadline.expired():
-                    raise ServerUnavailable(_detail(status, payload))
-                # Shutting down or full: another instance (or this one, restarted) may answer soon.
-                await asyncio.sleep(min(backoff.next_delay(), deadline.remaining()))
-                continue
-            return status, payload
+                failure: str = f"{self._replicas.describe()} could not be reached: {exc}"
+            else:
+                if status not in _RETRY_STATUSES:
+                    return status, payload
+                failure = protocol.error_detail(status, payload)
+            self._restarts.went_away()
+            self._replicas.failed(url)
+            failures += 1
+            if failures < len(self._replicas.urls):
+                continue  # the next replica, at once
+            if deadline.expired():
+                raise ServerUnavailable(failure)
+            failures = 0
+            # Not up yet, shutting down or full: it (or another) may answer soon.
+            await asyncio.sleep(min(backoff.next_delay(), deadline.remaining()))
 
     async def _exchange(
         self,
+        url: str,
         method: str,
         path: str,
         *,
@@ -317,7 +353,7 @@ class BootstrapClient:
         try:
             async with session.request(
                 method,
-                self.url + protocol.path(path, self.namespace),
+                url + protocol.path(path, self.namespace),
                 params=params,
                 data=body,
                 headers=headers,
@@ -327,118 +363,53 @@ class BootstrapClient:
                 self._restarts.saw(response.headers.get(protocol.BOOT_HEADER))
                 return response.status, await response.read()
         except _BAD_URL as exc:
-            raise BootstrapError(f"Invalid server URL {self.url!r}.") from exc
+            raise BootstrapError(f"Invalid server URL {url!r}.") from exc
         except aiohttp.ClientSSLError as exc:
-            raise BootstrapError(f"TLS with {self.url} failed: {exc}") from exc
+            raise BootstrapError(f"TLS with {url} failed: {exc}") from exc
         except (TimeoutError, aiohttp.ClientError, OSError) as exc:
             raise _Unreachable(str(exc) or type(exc).__name__) from exc
 
-    async def _refill_if_restarted(self) -> bool:
+    async def _probe(self, url: str) -> tuple[int, bytes]:
+        return await self._exchange(url, "GET", protocol.HEALTH_PATH, timeout=10.0)
+
+    async def _refill_if_restarted(self, url: str) -> bool:
         """Re-register our ranks if the server restarted since we registered them; whether we did."""
         async with self._restarts.lock:
             replay = self._restarts.take_replay()
             for rank, body in replay.items():
                 try:
                     status, payload = await self._exchange(
-                        "PUT", protocol.REGISTER_PATH, body=body, timeout=60.0
+                        url, "PUT", protocol.REGISTER_PATH, body=body, timeout=60.0
                     )
                 except _Unreachable:
                     self._restarts.replay_failed()
                     raise
                 if status != 200:
-                    log.warning("re-registering rank %d failed: %s", rank, _detail(status, payload))
+                    detail = protocol.error_detail(status, payload)
+                    log.warning("re-registering rank %d failed: %s", rank, detail)
             if replay:
-                log.info("the server at %s restarted; re-registered %d ranks", self.url, len(replay))
+                log.info("the server at %s restarted; re-registered %d ranks", url, len(replay))
             return bool(replay)
 
     def _open_session(self) -> aiohttp.ClientSession:
+        if self._given_session is not None:
+            if self._given_session.closed:
+                raise BootstrapError("The session given to BootstrapClient is closed.")
+            return self._given_session
         if self._session is None or self._session.closed:
-            self._session = aiohttp.ClientSession()
+            # limit=0: no cap on connections, for every parked get holds one.
+            connector = self._connector if self._connector is not None else aiohttp.TCPConnector(limit=0)
+            self._session = aiohttp.ClientSession(
+                connector=connector, connector_owner=self._connector is None
+            )
         return self._session
 
-    def _error(self, status: int, payload: bytes) -> BootstrapError:
-        return error_for_status(status, _detail(status, payload))
-
-
-class _RestartWatch:
-    """What the client knows of the server's boots, and the registrations to replay after one.
-
-    Every reply names the server's boot id; a new id means the server
-    restarted, and an in-memory server lost what we had registered.
-    """
-
-    def __init__(self, reregister: bool) -> None:
-        self.enabled = reregister
-        self.boot: str | None = None
-        self.suspect = False
-        """The server failed to answer: ask its boot before the next call."""
-        self.lock = asyncio.Lock()
-        self._registrations: dict[int, bytes] = {}
-        self._pending = False
-
-    def remember(self, rank: int, body: bytes) -> None:
-        if self.enabled:
-            self._registrations[rank] = body
-
-    def forget(self, rank: int, body: bytes | None = None) -> None:
-        if body is None or self._registrations.get(rank) == body:
-            self._registrations.pop(rank, None)
-
-    def went_away(self) -> None:
-        self.suspect = self.enabled and bool(self._registrations)
-
-    def saw(self, boot: str | None) -> None:
-        if boot is None or boot == self.boot:
-            return
-        if self.boot is not None and self.enabled:
-            self._pending = True
-        self.boot = boot
-
-    def take_replay(self) -> dict[int, bytes]:
-        """The registrations to send again, once per restart seen."""
-        if not self._pending:
-            return {}
-        self._pending = False
-        return dict(self._registrations)
-
-    def replay_failed(self) -> None:
-        self._pending = True
-
-
-def _detail(status: int, payload: bytes) -> str:
-    try:
-        detail = protocol.loads(payload)["detail"]
-    except (ValueError, TypeError, KeyError):
-        return f"The server answered HTTP {status}."
-    return str(detail)
-
-
-def _names_missing(payload: bytes) -> list[int] | None:
-    """The ranks a 404 reply names as missing; ``None`` for a 404 of another kind."""
-    try:
-        reply = protocol.loads(payload)
-    except ValueError:
-        return None
-    if not isinstance(reply, dict):
-        return None
-    if "missing" in reply:
-        return [int(rank) for rank in reply["missing"]]
-    detail = reply.get("detail")
-    if isinstance(detail, str) and detail.startswith("No transfer engine info for rank "):
-        return []
-    return None
-
-
-def _split_rank_specs(ranks: list[int]) -> list[str]:
-    """``ranks`` as rank specs, each short enough for one request's query string."""
-    specs: list[str] = []
-    parts: list[str] = []
-    length = 0
-    for part in protocol.format_ranks(ranks).split(","):
-        if parts and length + len(part) > protocol.BATCH_QUERY_CHARS:
-            specs.append(",".join(parts))
-            parts, length = [], 0
-        parts.append(part)
-        length += len(part) + 1
-    specs.append(",".join(parts))
-    return specs
+    def _error(self, status: int, path: str, payload: bytes) -> BootstrapError:
+        detail = protocol.error_detail(status, payload)
+        if status == 404:
+            # Not "not registered" (the protocol module said so): the route itself is not there.
+            return UnexpectedReply(
+                f"{self.url}{protocol.path(path, self.namespace)} answered 404 ({detail}): "
+                "is that the base URL of an aiobootstrap server?"
+            )
+        return error_for_status(status, detail)

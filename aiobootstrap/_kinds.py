@@ -25,7 +25,7 @@ Nothing here does I/O.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -92,13 +92,7 @@ class RecordKind:
 
     def absent(self, rank: int) -> str:
         """The ``404`` detail of a get for an unregistered rank."""
-        return f"No {self.noun} for rank {rank}"
-
-    def absent_many(self, ranks: Sequence[int]) -> str:
-        """The ``404`` detail of a batch get, naming the ranks still missing."""
-        if len(ranks) == 1:
-            return self.absent(ranks[0])
-        return f"No {self.noun} for ranks {protocol.format_ranks(ranks)}"
+        return protocol.missing_ranks_detail([rank], self.noun)
 
     def key(self, namespace: str, role: str, rank: int) -> Key:
         return Key(namespace, self.name, role, rank)
@@ -106,14 +100,6 @@ class RecordKind:
 
 def _same_item(record: Record, reply: bytes) -> bytes:
     return reply
-
-
-def _engine_summary(record: Record) -> dict[str, Any]:
-    summary: dict[str, Any] = {"session_id": record.session_id}
-    backend = record.value.get("backend")
-    if backend is not None:
-        summary["backend"] = backend
-    return summary
 
 
 def _config_item(record: Record, reply: bytes) -> bytes:
@@ -130,7 +116,7 @@ _VERSION: Mapping[str, Any] = {"type": "integer", "description": "Grows with eve
 
 TRANSFER_ENGINE_INFO_KIND = RecordKind(
     name=TRANSFER_ENGINE_INFO,
-    noun="transfer engine info",
+    noun=protocol.ENGINE_INFO_NOUN,
     field="transfer_engine_info",
     register_path=protocol.REGISTER_PATH,
     get_path=protocol.GET_PATH,
@@ -141,7 +127,7 @@ TRANSFER_ENGINE_INFO_KIND = RecordKind(
     encode=protocol.encode_info,
     encode_object=protocol.encode_info_object,
     item=_same_item,
-    summary=_engine_summary,
+    summary=protocol.engine_summary,
     value_schema={
         "type": "object",
         "description": "Kept whole, every field as sent. Without backend, or with mooncake: "

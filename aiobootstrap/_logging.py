@@ -14,7 +14,7 @@ import sys
 from datetime import UTC, datetime
 from typing import Any, TextIO
 
-__all__ = ["LOG_FORMATS", "JsonFormatter", "setup_logging"]
+__all__ = ["LOG_FORMATS", "JsonFormatter", "printable", "setup_logging"]
 
 LOG_FORMATS = ("text", "json")
 
@@ -22,6 +22,16 @@ _TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 # Attributes every LogRecord has; anything else on a record came from ``extra=``.
 _STANDARD_FIELDS = frozenset(logging.makeLogRecord({}).__dict__) | {"message", "asctime", "taskName"}
+
+
+def printable(text: str) -> str:
+    """``text`` as one safe line: escaped when it is not printable.
+
+    Session ids come from clients. Written raw, a newline could forge a log
+    line and an escape sequence could move a terminal's cursor or recolour
+    it; JSON fields and replies keep the exact text.
+    """
+    return text if text.isprintable() else ascii(text)
 
 
 class JsonFormatter(logging.Formatter):

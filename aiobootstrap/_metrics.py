@@ -23,7 +23,6 @@ from dataclasses import dataclass
 from aiohttp import web
 from aiohttp.typedefs import Handler
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
-from prometheus_client import metrics as prometheus_metrics
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.utils import floatToGoString
 
@@ -113,12 +112,6 @@ class _NamespaceCollector:
         )
 
 
-def _created_series() -> bool:
-    # prometheus_client's own switch (PROMETHEUS_DISABLE_CREATED_SERIES, or
-    # disable_created_metrics()), so the series look as its Counter and Histogram made them.
-    return bool(getattr(prometheus_metrics, "_use_created", True))
-
-
 class _Histogram:
     """One histogram series: a count per bucket, kept as plain numbers.
 
@@ -148,8 +141,7 @@ class _Histogram:
             yield f"{name}_bucket", {**labels, "le": le}, float(total)
         yield f"{name}_count", labels, float(total)
         yield f"{name}_sum", labels, self.sum
-        if _created_series():
-            yield f"{name}_created", labels, self.created
+        yield f"{name}_created", labels, self.created
 
 
 class Metrics:
@@ -159,7 +151,10 @@ class Metrics:
     on the event loop and turned into Prometheus families when scraped
     (``collect``): a woken waiter costs a few list and dict operations instead
     of prometheus_client's locked ``labels().inc()`` and ``observe()``. The
-    text a scrape returns is the same as theirs.
+    text a scrape returns is the same as theirs with its default settings,
+    ``_created`` series included. That part is ours to decide, always on: its
+    switch (``disable_created_metrics()``) has no public reader, and a
+    series that comes and goes with another library's global would surprise.
     """
 
     def __init__(self) -> None:
@@ -236,10 +231,7 @@ class Metrics:
         )
         for outcome, count in self.gets.items():
             gets.add_sample("aiobootstrap_gets_total", {"outcome": outcome}, float(count))
-            if _created_series():
-                gets.add_sample(
-                    "aiobootstrap_gets_created", {"outcome": outcome}, self._gets_created[outcome]
-                )
+            gets.add_sample("aiobootstrap_gets_created", {"outcome": outcome}, self._gets_created[outcome])
         yield gets
         name = "aiobootstrap_wake_latency_seconds"
         wake = Metric(name, "From a registration to a get waiting for it being answered.", "histogram")

@@ -111,7 +111,7 @@ def _kind_paths(kind: RecordKind) -> dict[str, dict[str, Any]]:
                     "200": _text("Removed."),
                     "400": _BAD_REQUEST,
                     "401": _UNAUTHORIZED,
-                    "404": _json(f"The rank was not registered: {absent}."),
+                    "404": _json(f"The rank was not registered: {absent}, `missing: [N]`.", "Missing"),
                     "503": _UNAVAILABLE,
                 },
             },
@@ -126,7 +126,9 @@ def _kind_paths(kind: RecordKind) -> dict[str, dict[str, Any]]:
                     "200": _json(f"The rank's {noun}.", title),
                     "400": _BAD_REQUEST,
                     "401": _UNAUTHORIZED,
-                    "404": _json(f"Not registered (when the wait ran out): {absent}."),
+                    "404": _json(
+                        f"Not registered (when the wait ran out): {absent}, `missing: [N]`.", "Missing"
+                    ),
                     "503": _UNAVAILABLE,
                 },
             }

@@ -2,8 +2,10 @@
 
 Everything both ends must agree on lives here and nowhere else: the routes,
 the parameter grammar, the JSON shapes and the error texts. Nothing here does
-I/O; a malformed value raises :class:`~aiobootstrap.exceptions.BadRequest`
-with a detail that names the field.
+I/O. On the server's side a malformed value raises
+:class:`~aiobootstrap.exceptions.BadRequest` with a detail that names the
+field; on the client's side a reply that is not what the protocol allows
+raises :class:`~aiobootstrap.exceptions.UnexpectedReply`.
 """
 
 from __future__ import annotations
@@ -11,11 +13,11 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .exceptions import BadRequest
+from .exceptions import BadRequest, UnexpectedReply
 from .store._base import DEFAULT_ROLE
 
 try:  # optional (the `fast` extra): the same JSON, several times faster; see docs/benchmarks.md
@@ -326,12 +328,21 @@ def parse_rank_param(value: str | None) -> int:
 _DECIMAL = re.compile(r"(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 
 
+def parse_seconds(text: str) -> float | None:
+    """``text`` as a finite, non-negative decimal number of seconds; ``None`` if it is not one.
+
+    The one reader of seconds: the ``wait=`` parameter and the tools' options.
+    """
+    seconds = float(text) if _DECIMAL.fullmatch(text) else math.nan
+    return seconds if math.isfinite(seconds) else None
+
+
 def parse_wait(value: str | None) -> float:
     """Seconds to wait: a finite, non-negative decimal number; absent means 0."""
     if value is None:
         return 0.0
-    seconds = float(value) if _DECIMAL.fullmatch(value) else math.nan
-    if not math.isfinite(seconds) or seconds < 0:
+    seconds = parse_seconds(value)
+    if seconds is None:
         raise BadRequest("Invalid wait parameter: give a non-negative number of seconds.")
     return seconds
 
@@ -375,6 +386,36 @@ def format_ranks(ranks: Iterable[int]) -> str:
     return ",".join(parts)
 
 
+def split_rank_specs(ranks: Iterable[int]) -> list[str]:
+    """``ranks`` as rank specs, each short enough (``BATCH_QUERY_CHARS``) for one request's query."""
+    specs: list[str] = []
+    parts: list[str] = []
+    length = 0
+    for part in format_ranks(ranks).split(","):
+        if parts and length + len(part) > BATCH_QUERY_CHARS:
+            specs.append(",".join(parts))
+            parts, length = [], 0
+        parts.append(part)
+        length += len(part) + 1
+    specs.append(",".join(parts))
+    return specs
+
+
+def get_query(rank: int, after: int, wait: float) -> dict[str, str]:
+    """The query of a get: what ``parse_rank_param``, ``parse_after`` and ``parse_wait`` read."""
+    return {"rank": str(rank), "after": str(after), "wait": f"{wait:.3f}"}
+
+
+def batch_query(spec: str, after: int, wait: float) -> dict[str, str]:
+    """The query of a batch get, ``spec`` one of ``split_rank_specs``."""
+    return {"ranks": spec, "after": str(after), "wait": f"{wait:.3f}"}
+
+
+def rank_query(rank: int) -> dict[str, str]:
+    """The query of a delete."""
+    return {"rank": str(rank)}
+
+
 def _parse_int(text: str) -> int | None:
     # Only plain digits: int() would also take "+3", " 3", "3_000" and "٣".
     if not text.isascii() or not text.isdigit() or len(text) > 18:
@@ -385,14 +426,70 @@ def _parse_int(text: str) -> int | None:
 # -- replies ------------------------------------------------------------
 
 
+ENGINE_INFO_NOUN = "transfer engine info"
+"""How transfer-engine info is named in the sentences of its 404s."""
+_NOT_REGISTERED = "No transfer engine info for rank {}"
+"""SPEC section 1's sentence: all an old polling server's 404 says."""
+_NOT_REGISTERED_OLD = re.compile(r"No transfer engine info for rank ([0-9]{1,18})")
+_DETAIL_RANGES = 20
+"""How many ranges a "not registered" sentence names before it says "and N more"."""
+
+
 def not_registered_detail(rank: int) -> str:
-    return f"No transfer engine info for rank {rank}"
+    return _NOT_REGISTERED.format(rank)
 
 
-def missing_ranks_detail(missing: Sequence[int]) -> str:
+def missing_ranks_detail(missing: Sequence[int], noun: str = ENGINE_INFO_NOUN) -> str:
+    """The sentence for ranks not registered; the full list travels in ``missing``.
+
+    ``noun`` names the record kind: ``No parallelism config for rank 3``.
+    """
     if len(missing) == 1:
-        return not_registered_detail(missing[0])
-    return f"No transfer engine info for ranks {format_ranks(missing)}"
+        return f"No {noun} for rank {missing[0]}"
+    parts = format_ranks(missing).split(",")
+    shown = ",".join(parts[:_DETAIL_RANGES])
+    more = f" and {len(parts) - _DETAIL_RANGES} more ranges" if len(parts) > _DETAIL_RANGES else ""
+    return f"No {noun} for ranks {shown}{more}"
+
+
+def encode_not_registered(missing: Sequence[int], noun: str = ENGINE_INFO_NOUN) -> bytes:
+    """The 404 of a get, a batch get or a delete: the sentence, and the ranks in ``missing``."""
+    return error_body(missing_ranks_detail(missing, noun), missing=list(missing))
+
+
+def decode_not_registered(status: int, payload: bytes) -> list[int] | None:
+    """The ranks a reply says are not registered; ``None`` when it is not such a reply.
+
+    The one place the client tells "not registered" from any other 404 (a
+    wrong base URL, a proxy's page): by ``missing``, or, from an old polling
+    server, by SPEC section 1's exact sentence.
+    """
+    if status != 404:
+        return None
+    try:
+        reply = loads(payload)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(reply, dict):
+        return None
+    missing = reply.get("missing")
+    if isinstance(missing, list) and missing and all(is_rank(rank) for rank in missing):
+        return missing
+    detail = reply.get("detail")
+    match = _NOT_REGISTERED_OLD.fullmatch(detail) if isinstance(detail, str) else None
+    return None if match is None else [int(match.group(1))]
+
+
+def error_detail(status: int, payload: bytes) -> str:
+    """The ``detail`` of an error reply, or a sentence naming its status when it has none."""
+    try:
+        reply = loads(payload)
+    except (ValueError, RecursionError):
+        reply = None
+    detail = reply.get("detail") if isinstance(reply, dict) else None
+    if isinstance(detail, str) and detail:
+        return detail
+    return f"The server answered HTTP {status} without a detail."
 
 
 def encode_info(record: Record) -> bytes:
@@ -449,25 +546,37 @@ class TransferEngineInfo:
     version: int
 
 
-def decode_info(payload: Any) -> TransferEngineInfo:
-    """Read a get reply (already parsed from JSON)."""
+def _reply(payload: bytes, what: str) -> Any:
     try:
-        session_id, weights = payload["remote_instance_transfer_engine_info"]
-        return TransferEngineInfo(
-            rank=int(payload["rank"]),
-            session_id=str(session_id),
-            weights_info_dict=dict(weights),
-            version=int(payload.get("version", 0)),
-        )
-    except (KeyError, TypeError, ValueError) as exc:
-        raise ValueError(f"Not a transfer engine info reply: {exc}") from exc
+        return loads(payload)
+    except (ValueError, RecursionError):
+        raise UnexpectedReply(f"The server's reply is not JSON, so not {what}.") from None
 
 
-def decode_batch(payload: Any) -> dict[int, TransferEngineInfo]:
+def _info(item: Any) -> TransferEngineInfo:
+    session_id, weights = item["remote_instance_transfer_engine_info"]
+    return TransferEngineInfo(
+        rank=int(item["rank"]),
+        session_id=str(session_id),
+        weights_info_dict=dict(weights),
+        version=int(item.get("version", 0)),
+    )
+
+
+def decode_info(payload: bytes) -> TransferEngineInfo:
+    """Read a get reply; :class:`UnexpectedReply` if it is not one."""
     try:
-        infos = [decode_info(item) for item in payload["infos"]]
-    except (KeyError, TypeError) as exc:
-        raise ValueError(f"Not a batch reply: {exc}") from exc
+        return _info(_reply(payload, "a transfer engine info reply"))
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise UnexpectedReply(f"The server's reply is not a transfer engine info reply: {exc!r}.") from None
+
+
+def decode_batch(payload: bytes) -> dict[int, TransferEngineInfo]:
+    """Read a batch get reply; :class:`UnexpectedReply` if it is not one."""
+    try:
+        infos = [_info(item) for item in _reply(payload, "a batch reply")["infos"]]
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise UnexpectedReply(f"The server's reply is not a batch reply: {exc!r}.") from None
     return {info.rank: info for info in infos}
 
 
@@ -494,11 +603,60 @@ class RankListing:
     """How many waits are parked on the server right now."""
 
 
-def decode_listing(payload: Any) -> RankListing:
+def engine_summary(record: Record) -> dict[str, Any]:
+    summary: dict[str, Any] = {"session_id": record.session_id}
+    backend = record.value.get("backend")
+    if backend is not None:
+        summary["backend"] = backend
+    return summary
+
+
+def encode_listing(
+    records: Sequence[Record],
+    version: int,
+    world_size: int | None,
+    waiters: int,
+    now: float,
+    *,
+    kind: str = "transfer_engine_info",
+    role: str = DEFAULT_ROLE,
+    summary: Callable[[Record], dict[str, Any]] = engine_summary,
+) -> bytes:
+    """The reply to ``GET /ranks``: one kind and role's registered ranks (without values), and who is missing.
+
+    ``summary`` is what an item shows of its record besides rank, version and
+    times (for transfer-engine info: ``session_id``, and ``backend`` when tagged).
+    """
+    registered = {record.rank for record in records}
+    listing = {
+        "version": version,
+        "kind": kind,
+        "role": role,
+        "world_size": world_size,
+        "count": len(records),
+        "waiters": waiters,
+        "ranks": [
+            {
+                "rank": record.rank,
+                **summary(record),
+                "version": record.version,
+                "registered_at": record.registered_at,
+                "age": round(max(0.0, now - record.registered_at), 3),
+            }
+            for record in records
+        ],
+        "missing": None if world_size is None else [r for r in range(world_size) if r not in registered],
+    }
+    return dumps(listing)
+
+
+def decode_listing(payload: bytes) -> RankListing:
+    """Read a ``/ranks`` reply; :class:`UnexpectedReply` if it is not one."""
+    reply = _reply(payload, "a rank listing")
     try:
         return RankListing(
-            version=int(payload["version"]),
-            world_size=payload.get("world_size"),
+            version=int(reply["version"]),
+            world_size=reply.get("world_size"),
             ranks=[
                 RankSummary(
                     rank=int(item["rank"]),
@@ -507,10 +665,10 @@ def decode_listing(payload: Any) -> RankListing:
                     registered_at=float(item["registered_at"]),
                     age=float(item["age"]),
                 )
-                for item in payload["ranks"]
+                for item in reply["ranks"]
             ],
-            missing=payload.get("missing"),
-            waiters=int(payload.get("waiters", 0)),
+            missing=reply.get("missing"),
+            waiters=int(reply.get("waiters", 0)),
         )
-    except (KeyError, TypeError, ValueError) as exc:
-        raise ValueError(f"Not a rank listing reply: {exc}") from exc
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise UnexpectedReply(f"The server's reply is not a rank listing: {exc!r}.") from None

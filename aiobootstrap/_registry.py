@@ -53,8 +53,6 @@ __all__ = ["Registry"]
 
 log = logging.getLogger("aiobootstrap")
 
-SHUTTING_DOWN = "The server is shutting down."
-
 
 class _Waitlist:
     __slots__ = ("event", "record", "waiters")
@@ -140,7 +138,7 @@ class Registry:
     async def register(self, key: Key, value: dict[str, Any]) -> Record:
         """Store ``value`` under ``key`` with a new version; the feed wakes its waiters."""
         if self._closed:
-            raise ShuttingDown(SHUTTING_DOWN)
+            raise ShuttingDown()
         # Not shielded: a client that hangs up may cancel this, and each store
         # makes a write all or nothing, announced on the feed either way. A
         # shield would also run the write in a task of its own, and the
@@ -150,13 +148,13 @@ class Registry:
     async def set_member(self, key: Key, member: str, *, present: bool) -> Record | None:
         """Add ``member`` to, or remove it from, the set record under ``key``; a change wakes its waiters."""
         if self._closed:
-            raise ShuttingDown(SHUTTING_DOWN)
+            raise ShuttingDown()
         return await self.store.set_member(key, member, present=present)
 
     async def unregister(self, key: Key) -> Record | None:
         """Forget ``key``; its waiters go on waiting for a new record."""
         if self._closed:
-            raise ShuttingDown(SHUTTING_DOWN)
+            raise ShuttingDown()
         return await self.store.delete(key)
 
     def close(self) -> None:
@@ -300,7 +298,7 @@ class Registry:
     def _park(self, namespace: str) -> None:
         """Count a parked wait, or refuse it (closed, or the limit is reached)."""
         if self._closed:
-            raise ShuttingDown(SHUTTING_DOWN)
+            raise ShuttingDown()
         if self._max_waiters is not None and self._parked >= self._max_waiters:
             raise TooManyWaiters(
                 f"The server already holds {self._parked} waiting requests, its limit; retry later."
@@ -327,7 +325,7 @@ class Registry:
             record = _fresh(await self._read_or_none(key), after)
             while record is None:
                 if self._closed:
-                    raise ShuttingDown(SHUTTING_DOWN)
+                    raise ShuttingDown()
                 await event.wait()
                 event = waitlist.event
                 record = _fresh(waitlist.record, after)

@@ -4,22 +4,44 @@ It is :class:`BootstrapClient` on a private event loop in a daemon thread (see
 ``_loopthread``): the same wire code, the same retries, the same errors; each
 method submits the async call and blocks until it answers. Threads may share
 one client: their calls run side by side on its loop, over one session.
+
+The methods are not written twice: each is made from :class:`BootstrapClient`'s
+by :func:`_blocking`, which keeps its signature (for type checkers, through
+``ParamSpec``; for ``help()`` and ``inspect``, through ``functools.wraps``) and
+its docstring. A method added to the async client and not listed here fails
+a test, as does a constructor argument that differs.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import ssl
-from collections.abc import Coroutine, Iterable, Mapping
-from typing import Any, TypeVar
+from collections.abc import Callable, Coroutine, Sequence
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
-from ._client import Backoff, BootstrapClient
+from ._client import BootstrapClient
 from ._loopthread import LoopThread, LoopThreadOwner
-from ._protocol import DEFAULT_NAMESPACE, RankListing, TransferEngineInfo
+from ._protocol import DEFAULT_NAMESPACE
+from ._retry import Backoff
 
 __all__ = ["SyncBootstrapClient"]
 
+P = ParamSpec("P")
 T = TypeVar("T")
+
+
+def _blocking(
+    method: Callable[Concatenate[BootstrapClient, P], Coroutine[Any, Any, T]],
+) -> Callable[Concatenate[SyncBootstrapClient, P], T]:
+    """``method`` of the async client as a blocking method of the sync one."""
+
+    @functools.wraps(method)
+    def blocking(self: SyncBootstrapClient, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        # The coroutine is made here but runs on the loop thread, while this thread waits.
+        return self._run(method(self._client, *args, **kwargs))
+
+    return blocking
 
 
 class SyncBootstrapClient(LoopThreadOwner):
@@ -31,17 +53,22 @@ class SyncBootstrapClient(LoopThreadOwner):
             client.register(3, session_id="10.0.0.7:18000", weights_info_dict={})
             info = client.get(3, timeout=60.0)
 
-    Methods, arguments and errors are :class:`BootstrapClient`'s. Calling a
-    method from a thread that runs an event loop raises ``RuntimeError``: it
-    would stall that loop for as long as the call waits; use
+    Arguments, methods and errors are :class:`BootstrapClient`'s (but for
+    ``session=`` and ``connector=``, which belong to an event loop, and this
+    client's loop is its own, in its thread). Calling
+    a method from a thread that runs an event loop raises ``RuntimeError``:
+    it would stall that loop for as long as the call waits; use
     :class:`BootstrapClient` there. Close the client (or use ``with``) to stop
     its thread and release its connections; calls still waiting in other
     threads then raise ``RuntimeError``.
     """
 
+    # Written out, unlike the methods: type checkers ignore an __init__ made by
+    # a function, and a constructor they cannot check is worse than one
+    # signature to keep in step (a test compares it with BootstrapClient's).
     def __init__(
         self,
-        url: str,
+        url: str | Sequence[str],
         *,
         token: str | None = None,
         ssl: ssl.SSLContext | bool = True,
@@ -56,7 +83,13 @@ class SyncBootstrapClient(LoopThreadOwner):
 
     @property
     def url(self) -> str:
+        """The base URL calls go to now."""
         return self._client.url
+
+    @property
+    def urls(self) -> tuple[str, ...]:
+        """Every base URL the client was given, in order."""
+        return self._client.urls
 
     @property
     def namespace(self) -> str:
@@ -66,46 +99,14 @@ class SyncBootstrapClient(LoopThreadOwner):
         """Stop waiting calls, close the connections, stop the thread; idempotent."""
         self._loop_thread.close(self._client.close)
 
-    # -- the API, as BootstrapClient's -----------------------------------
+    # -- the API: BootstrapClient's, blocking -----------------------------
 
-    def health(self) -> bool:
-        """Whether the server answers ``/health`` right now."""
-        return self._run(self._client.health())
-
-    def register(
-        self,
-        rank: int,
-        *,
-        session_id: str,
-        weights_info_dict: Mapping[str, Any],
-        timeout: float | None = 60.0,
-    ) -> None:
-        """Publish ``rank``'s info; see :meth:`BootstrapClient.register`."""
-        self._run(
-            self._client.register(
-                rank, session_id=session_id, weights_info_dict=weights_info_dict, timeout=timeout
-            )
-        )
-
-    def unregister(self, rank: int, *, timeout: float | None = 60.0) -> bool:
-        """Remove ``rank``'s info; see :meth:`BootstrapClient.unregister`."""
-        return self._run(self._client.unregister(rank, timeout=timeout))
-
-    def get(self, rank: int, *, timeout: float | None = None, after: int = 0) -> TransferEngineInfo:
-        """``rank``'s info, waiting up to ``timeout`` seconds; see :meth:`BootstrapClient.get`."""
-        return self._run(self._client.get(rank, timeout=timeout, after=after))
-
-    def get_many(
-        self, ranks: Iterable[int], *, timeout: float | None = None, after: int = 0
-    ) -> dict[int, TransferEngineInfo]:
-        """Every rank's info in one wait; see :meth:`BootstrapClient.get_many`."""
-        # Read the iterable here: a generator belongs to the caller's thread.
-        wanted = list(ranks)
-        return self._run(self._client.get_many(wanted, timeout=timeout, after=after))
-
-    def list_ranks(self) -> RankListing:
-        """Who has registered; see :meth:`BootstrapClient.list_ranks`."""
-        return self._run(self._client.list_ranks())
+    health = _blocking(BootstrapClient.health)
+    register = _blocking(BootstrapClient.register)
+    unregister = _blocking(BootstrapClient.unregister)
+    get = _blocking(BootstrapClient.get)
+    get_many = _blocking(BootstrapClient.get_many)
+    list_ranks = _blocking(BootstrapClient.list_ranks)
 
     def _run(self, coro: Coroutine[Any, Any, T]) -> T:
         try:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import math
 import ssl
 import sys
 import urllib.parse
@@ -20,7 +19,8 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from . import _protocol as protocol
 from ._config import DEFAULT_HOST, DEFAULT_PORT
-from .exceptions import BadRequest, BootstrapError, RankNotRegistered, ServerUnavailable, Unauthorized
+from ._logging import printable
+from .exceptions import BadRequest, BootstrapError, RankNotRegistered, Unauthorized
 
 if TYPE_CHECKING:
     # Imported when a tool runs: serving never pays for the client's imports.
@@ -72,11 +72,9 @@ def _url(text: str) -> str:
 
 
 def _seconds(text: str) -> float:
-    try:
-        seconds = float(text)
-    except ValueError:
-        seconds = math.nan
-    if not math.isfinite(seconds) or seconds < 0:
+    # The protocol's reader: what a tool takes is what wait= takes on the wire.
+    seconds = protocol.parse_seconds(text)
+    if seconds is None:
         raise argparse.ArgumentTypeError(f"{text!r} is not a non-negative number of seconds")
     return seconds
 
@@ -198,9 +196,7 @@ async def run_tool(args: argparse.Namespace, *, token: str | None, out: TextIO, 
     except ToolError as exc:
         message, status = str(exc), exc.status
     except RankNotRegistered as exc:
-        # The client reports an unreachable server during a wait as ranks not registered.
-        unreachable = isinstance(exc.__cause__, ServerUnavailable)
-        message, status = exc.detail, EXIT_SERVER if unreachable else EXIT_ABSENT
+        message, status = exc.detail, EXIT_ABSENT
     except (BadRequest, Unauthorized) as exc:
         message, status = exc.detail, EXIT_USAGE
     except BootstrapError as exc:
@@ -258,7 +254,7 @@ async def _status(client: BootstrapClient, args: argparse.Namespace, out: TextIO
     heading += f", version {listing.version}"
     rows = [("RANK", "SESSION ID", "VERSION", "AGE")]
     rows += [
-        (str(rank.rank), _printable(rank.session_id), str(rank.version), format_age(rank.age))
+        (str(rank.rank), printable(rank.session_id), str(rank.version), format_age(rank.age))
         for rank in listing.ranks
     ]
     widths = [max(len(row[column]) for row in rows) for column in range(3)]
@@ -273,11 +269,6 @@ async def _status(client: BootstrapClient, args: argparse.Namespace, out: TextIO
         missing = [rank for rank in range(world_size) if rank not in registered]
         print(f"missing: {protocol.format_ranks(missing) or 'none'}", file=out)
     return 0
-
-
-def _printable(text: str) -> str:
-    # Session ids come from clients: never let one move the cursor or recolour a terminal.
-    return text if text.isprintable() else ascii(text)
 
 
 def format_age(seconds: float) -> str:
@@ -300,8 +291,6 @@ async def _wait(client: BootstrapClient, args: argparse.Namespace, out: TextIO, 
     try:
         await client.get_many(range(world_size), timeout=args.timeout)
     except RankNotRegistered as exc:
-        if isinstance(exc.__cause__, ServerUnavailable):
-            raise
         missing = protocol.format_ranks(exc.ranks)
         raise ToolError(
             f"{len(exc.ranks)} of {world_size} ranks still missing after {args.timeout:g}s: {missing}",

@@ -1,16 +1,35 @@
-"""The public error tree, shared by the server and the client.
+"""The public error tree, shared by the server, the client and the tools.
 
-Every error a caller can see derives from :class:`BootstrapError`. Each class
-that maps to an HTTP reply carries its status in ``status``: the server turns
-a raised error into ``{"detail": ...}`` with that status, and the client turns
-a reply with that status back into the same class (see ``error_for_status``).
+Every error a caller can see derives from :class:`BootstrapError`::
+
+    BootstrapError
+    ├── BadRequest                (400)
+    ├── Unauthorized              (401)
+    ├── NotRegistered             (404)
+    │   └── RankNotRegistered     (also a TimeoutError)
+    ├── TooManyRanks              (409)
+    ├── PayloadTooLarge           (413)
+    ├── ServerUnavailable         (503, or no answer at all)
+    │   ├── ShuttingDown
+    │   ├── TooManyWaiters
+    │   └── StateFileError
+    ├── UnexpectedReply           (a reply the protocol does not allow: a wrong URL, a proxy's page)
+    └── AddressInUse              (also an OSError)
+
+Each class that maps to an HTTP reply carries its status in ``status``: the
+server turns a raised error into ``{"detail": ...}`` with that status, and the
+client turns a reply with that status back into the same class (see
+``error_for_status``). Nothing here imports the rest of the package at import
+time: the CLI reports a taken port before aiohttp is even imported.
 """
 
 from __future__ import annotations
 
+import errno
 from collections.abc import Iterable, Sequence
 
 __all__ = [
+    "AddressInUse",
     "BadRequest",
     "BootstrapError",
     "NotRegistered",
@@ -18,13 +37,17 @@ __all__ = [
     "RankNotRegistered",
     "ServerUnavailable",
     "ShuttingDown",
+    "StateFileError",
     "StoreUnavailable",
     "TooManyNamespaces",
     "TooManyRanks",
     "TooManyWaiters",
     "Unauthorized",
+    "UnexpectedReply",
     "error_for_status",
 ]
+
+SHUTTING_DOWN_DETAIL = "The server is shutting down."
 
 
 class BootstrapError(Exception):
@@ -72,13 +95,17 @@ class PayloadTooLarge(BootstrapError):
 
 
 class ServerUnavailable(BootstrapError):
-    """The server could not be reached or asked us to come back later."""
+    """No answer: the server could not be reached (refused, reset, DNS) or said
+    to come back later (503) until the caller's timeout ran out."""
 
     status = 503
 
 
 class ShuttingDown(ServerUnavailable):
     """The server is stopping; parked waits are answered with this (HTTP 503)."""
+
+    def __init__(self, detail: str = SHUTTING_DOWN_DETAIL) -> None:
+        super().__init__(detail)
 
 
 class TooManyWaiters(ServerUnavailable):
@@ -105,29 +132,57 @@ class TooManyNamespaces(ServerUnavailable):
     """The store already holds records in as many namespaces as it allows (HTTP 503)."""
 
 
+class StateFileError(ServerUnavailable):
+    """The state file cannot be read or written (HTTP 503 when a registration meets it)."""
+
+
+class UnexpectedReply(BootstrapError):
+    """The reply is not one an aiobootstrap (or compatible) server gives.
+
+    A ``404`` that is not "not registered" (a wrong base URL, a proxy's own
+    page), a ``200`` whose body is not the expected JSON, a ``5xx`` other than
+    ``503``. ``status`` is the reply's HTTP status. Never retried: asking
+    again would get the same answer.
+    """
+
+
+class AddressInUse(BootstrapError, OSError):
+    """The port is held by another process.
+
+    ``holder`` says, where it could be found out, which process that is and
+    whether it is an aiobootstrap server.
+    """
+
+    def __init__(self, host: str, port: int, holder: str = "") -> None:
+        from ._portinfo import host_port  # a leaf module: no cycle, nothing heavy
+
+        held = f"another process already holds port {port}" + (f" ({holder})" if holder else "")
+        super().__init__(f"Cannot listen on {host_port(host, port)}: {held}; pick another with --port.")
+        self.errno = errno.EADDRINUSE
+        self.host = host
+        self.port = port
+        self.holder = holder
+
+
 class RankNotRegistered(NotRegistered, TimeoutError):
-    """The caller's timeout ran out before the rank(s) registered.
+    """The server answered "not registered" until the caller's timeout ran out.
 
     ``ranks`` lists every rank still missing; ``rank`` is the first of them.
     """
 
     def __init__(self, ranks: Iterable[int], detail: str | None = None) -> None:
+        # The sentence is the wire's (SPEC section 1): written once, in the protocol module.
+        from ._protocol import missing_ranks_detail
+
         self.ranks: Sequence[int] = tuple(ranks)
         self.rank = self.ranks[0] if self.ranks else -1
-        if detail is None:
-            if len(self.ranks) == 1:
-                detail = f"No transfer engine info for rank {self.rank}"
-            else:
-                shown = ", ".join(str(rank) for rank in self.ranks[:20])
-                more = f" and {len(self.ranks) - 20} more" if len(self.ranks) > 20 else ""
-                detail = f"No transfer engine info for ranks {shown}{more}"
-        super().__init__(detail)
+        super().__init__(missing_ranks_detail(self.ranks) if detail is None else detail)
 
 
 _BY_STATUS: dict[int, type[BootstrapError]] = {
     400: BadRequest,
     401: Unauthorized,
-    404: NotRegistered,
+    404: UnexpectedReply,  # a rank's 404 is told apart by the protocol module first
     409: TooManyRanks,
     413: PayloadTooLarge,
     503: ServerUnavailable,
@@ -138,7 +193,7 @@ def error_for_status(status: int, detail: str) -> BootstrapError:
     """The error a client raises for an error reply with this status."""
     cls = _BY_STATUS.get(status)
     if cls is None:
-        cls = BadRequest if 400 <= status < 500 else BootstrapError
+        cls = BadRequest if 400 <= status < 500 else UnexpectedReply
     error = cls(detail)
     error.status = status
     return error

@@ -6,14 +6,15 @@ import argparse
 import asyncio
 import json
 import platform
-import resource
 import sys
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from . import _report, _scenarios
+from aiobootstrap._cli import loop_factory, raise_open_file_limit
+
+from . import _replicas, _report, _scenarios
 from ._scenarios import Settings
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -26,14 +27,8 @@ SCENARIOS: dict[str, Callable[[Settings], Awaitable[dict[str, Any]]]] = {
     "big_payload": _scenarios.big_payload,
     "hundred_k": _scenarios.hundred_k,
     "codec": _scenarios.codec,
+    "replicas": _replicas.replicas,
 }
-
-
-def _raise_open_file_limit() -> None:
-    # The lean waiters hold one socket each: 4,096 parked waiters need as many descriptors.
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if hard == resource.RLIM_INFINITY or soft < hard:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (hard if hard != resource.RLIM_INFINITY else 65536, hard))
 
 
 async def run(settings: Settings, only: list[str]) -> dict[str, Any]:
@@ -44,14 +39,6 @@ async def run(settings: Settings, only: list[str]) -> dict[str, Any]:
         results[name] = await SCENARIOS[name](settings)
         print(f"   {name} took {time.perf_counter() - started:.1f} s", file=sys.stderr, flush=True)
     return results
-
-
-def _event_loop() -> Callable[[], asyncio.AbstractEventLoop] | None:
-    try:
-        import uvloop
-    except ImportError:
-        return None
-    return uvloop.new_event_loop
 
 
 def main() -> int:
@@ -72,10 +59,11 @@ def main() -> int:
     if unknown:
         parser.error(f"unknown scenarios: {', '.join(sorted(unknown))}")
     settings = Settings.quick_run() if args.quick else Settings.full()
-    _raise_open_file_limit()
+    # The lean waiters hold one socket each: 4,096 parked waiters need as many descriptors.
+    raise_open_file_limit()
     started = time.perf_counter()
     # The load generator runs on uvloop too: it must outrun the servers it measures.
-    with asyncio.Runner(loop_factory=_event_loop()) as runner:
+    with asyncio.Runner(loop_factory=loop_factory()) as runner:
         results = runner.run(run(settings, only))
     meta = {
         "command": "make bench" + (" BENCH_ARGS=--quick" if args.quick else ""),

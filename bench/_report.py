@@ -238,6 +238,71 @@ def figures(results: dict[str, Any]) -> list[Figure]:
             )
         )
         rows.append(Figure(f"{many['ranks']:,} ranks: server peak RSS", many["peak_rss_kib"] / 1024, "MB"))
+    rows += _replica_figures(results.get("replicas"))
+    return rows
+
+
+def _replica_figures(replicas: dict[str, Any] | None) -> list[Figure]:
+    """Scenario 7: replicas over Redis (AOF always), each beside one in-memory process."""
+    if replicas is None:
+        return []
+    latency = replicas["register_latency"]
+    one, crowd = replicas["cross_wake_one"], replicas["cross_wake_1000"]
+    rows = [
+        Figure(
+            "replicas: registration latency, Redis AOF always (p50)",
+            latency["redis"]["p50_ms"],
+            "ms",
+            latency["memory"]["p50_ms"],
+            "one process, memory",
+        ),
+        Figure(
+            f"replicas: 1 waiter on B woken through A, after A's 200 (median of {one['n']})",
+            one["p50_ms"],
+            "ms",
+            target="≤ 1 ms",
+            met=one["p50_ms"] <= 1.0,
+        ),
+        Figure(
+            "replicas: 1,000 waiters on A and B woken through C: p99",
+            crowd["p99_ms"],
+            "ms",
+            target="≤ 60 ms",
+            met=crowd["p99_ms"] <= 60.0,
+        ),
+    ]
+    throughput = replicas["throughput"]
+    for load, label in (("get_small", "GET"), ("put_small", "PUT")):
+        ours, theirs = throughput["redis"][load], throughput["memory"][load]
+        rows.append(
+            Figure(
+                f"replicas: {label} small info through one replica, c=64",
+                ours["rps"],
+                "req/s",
+                theirs["rps"],
+                "one process, memory",
+                "≥ 0.75× memory",
+                ours["rps"] >= 0.75 * theirs["rps"],
+                lower_is_better=False,
+            )
+        )
+        rows.append(
+            Figure(
+                f"  CPU per {label}: replica µs (Redis µs: {ours['redis_us_per_request']:.0f})",
+                ours["server_us_per_request"],
+                "",
+                theirs["server_us_per_request"],
+                "memory process µs",
+            )
+        )
+    gather = replicas["gather"]
+    rows.append(
+        Figure(
+            f"replicas: gather of {gather['ranks']:,} ranks on B registered through A, after the last 200",
+            max(0.0, gather["after_last_registration_s"]),
+            "s",
+        )
+    )
     return rows
 
 

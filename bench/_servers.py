@@ -11,7 +11,7 @@ from pathlib import Path
 
 from ._wire import Target
 
-__all__ = ["SERVERS", "RunningServer", "ServerKind", "rss_kib"]
+__all__ = ["SERVERS", "RunningServer", "ServerKind", "cpu_seconds", "rss_kib"]
 
 _START_TIMEOUT = 20.0
 LOG_DIR = Path(__file__).parent / "results"
@@ -71,6 +71,13 @@ def rss_kib(pid: int) -> dict[str, int]:
     return found
 
 
+def cpu_seconds(pid: int) -> float:
+    """User plus system CPU time process ``pid`` has used, all threads (10 ms ticks)."""
+    with open(f"/proc/{pid}/stat") as stat:
+        fields = stat.read().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 @dataclass
 class RunningServer:
     kind: ServerKind
@@ -93,9 +100,7 @@ class RunningServer:
 
     def cpu_seconds(self) -> float:
         """User plus system CPU time the server has used, all threads (10 ms ticks)."""
-        with open(f"/proc/{self.pid}/stat") as stat:
-            fields = stat.read().rpartition(")")[2].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        return cpu_seconds(self.pid)
 
     @classmethod
     async def start(cls, kind: ServerKind, *options: str) -> RunningServer:

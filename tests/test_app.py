@@ -80,8 +80,11 @@ async def test_rank_wins_over_tp_rank_even_when_zero(client: Client) -> None:
 
 
 async def test_unregistered_rank_is_404_with_the_usual_detail(client: Client) -> None:
-    """A rank nobody registered is 404 {"detail": "No transfer engine info for rank N"}."""
-    assert await get(client, rank=9) == (404, {"detail": "No transfer engine info for rank 9"})
+    """A rank nobody registered is 404 {"detail": "No transfer engine info for rank N", "missing": [N]}."""
+    assert await get(client, rank=9) == (
+        404,
+        {"detail": "No transfer engine info for rank 9", "missing": [9]},
+    )
 
 
 async def test_versions_strictly_increase_with_every_registration(client: Client) -> None:
@@ -209,7 +212,8 @@ async def test_waiting_get_returns_when_the_rank_registers(client: Client, regis
 
 async def test_wait_that_runs_out_is_the_usual_404(client: Client, registry: Registry) -> None:
     """When S passes first, the reply is the same 404 an old retry loop expects."""
-    assert await get(client, rank=4, wait=0.05) == (404, {"detail": "No transfer engine info for rank 4"})
+    expected = {"detail": "No transfer engine info for rank 4", "missing": [4]}
+    assert await get(client, rank=4, wait=0.05) == (404, expected)
     assert (registry.parked, registry.waiting_keys) == (0, 0)
 
 

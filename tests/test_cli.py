@@ -170,3 +170,68 @@ def test_serving_binds_before_importing_the_server() -> None:
         [sys.executable, "-c", probe], capture_output=True, text=True, timeout=GUARD, check=True
     )
     assert result.stdout.strip() == "[]"
+
+
+def test_serving_without_options_is_serving_with_the_configs_defaults() -> None:
+    """Every option's default (and so --help) is ServerConfig's; only max waiters fits the open file limit."""
+    import dataclasses
+
+    from aiobootstrap import ServerConfig
+    from aiobootstrap._cli import _config, _parser
+
+    config = _config(_parser().parse_args([]), {})
+    assert config == dataclasses.replace(ServerConfig(), max_waiters=config.max_waiters)
+
+
+def test_help_shows_the_configs_defaults() -> None:
+    """--help names ServerConfig's values, so the two cannot disagree."""
+    from aiobootstrap import ServerConfig
+    from aiobootstrap._cli import _parser
+
+    text = " ".join(_parser().format_help().split())
+    defaults = ServerConfig()
+    for shown in (defaults.max_wait, defaults.idle_timeout, defaults.body_timeout):
+        assert f"(default: {shown:g})" in text
+    for count in (
+        defaults.max_namespaces,
+        defaults.max_ranks,
+        defaults.max_request_line,
+        defaults.max_body_size,
+    ):
+        assert f"(default: {count}" in text
+
+
+@pytest.mark.parametrize("url", ["ftp://127.0.0.1:1", "not a url", "127.0.0.1:6789"])
+def test_tools_refuse_a_bad_url_as_a_bad_argument(url: str) -> None:
+    """A tool given a --url that is not http(s):// exits 2 with one line, as for any bad argument."""
+    done = subprocess.run(
+        [sys.executable, "-m", "aiobootstrap", "get", "--url", url, "--rank", "0"],
+        capture_output=True,
+        text=True,
+        timeout=GUARD,
+    )
+    assert done.returncode == 2
+    assert done.stderr.count("\n") == 1
+    assert "--url" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_a_taken_ipv6_port_is_named_with_brackets() -> None:
+    """The port-in-use line writes an IPv6 address as [::1]:PORT, as URLs and the health probe do."""
+    holder = socket.socket(socket.AF_INET6)
+    try:
+        holder.bind(("::1", 0))
+    except OSError:
+        holder.close()
+        pytest.skip("no IPv6 loopback here")
+    with holder:
+        holder.listen()
+        port = holder.getsockname()[1]
+        done = subprocess.run(
+            [sys.executable, "-m", "aiobootstrap", "--host", "::1", "--port", str(port)],
+            capture_output=True,
+            text=True,
+            timeout=GUARD,
+        )
+    assert done.returncode == 2
+    assert done.stderr.startswith(f"Cannot listen on [::1]:{port}: another process already holds port {port}")

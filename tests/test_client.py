@@ -7,19 +7,22 @@ import socket
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import aiohttp
 import pytest
 from aiohttp import web
+from aiohttp.abc import AbstractResolver, ResolveResult
 from aiohttp.test_utils import TestServer
 
 from aiobootstrap import (
+    Backoff,
     BadRequest,
     BootstrapClient,
     BootstrapError,
-    BootstrapServer,
     RankNotRegistered,
     ServerConfig,
     ServerUnavailable,
     TransferEngineInfo,
+    UnexpectedReply,
     create_app,
 )
 from aiobootstrap._app import REGISTRY
@@ -30,16 +33,20 @@ ServerFactory = Callable[..., Awaitable[TestServer]]
 
 
 class Seen:
-    """Every request a test server received: (method, path, query, authorization)."""
+    """Every request a test server received: (method, path, query, authorization),
+    and who sent it: (its X-Caller header, its connection's peer address)."""
 
     def __init__(self) -> None:
         self.requests: list[tuple[str, str, dict[str, str], str | None]] = []
+        self.peers: list[tuple[str | None, Any]] = []
 
     @web.middleware
     async def middleware(self, request: web.Request, handler: Any) -> web.StreamResponse:
         self.requests.append(
             (request.method, request.path, dict(request.query), request.headers.get("Authorization"))
         )
+        assert request.transport is not None
+        self.peers.append((request.headers.get("X-Caller"), request.transport.get_extra_info("peername")))
         response: web.StreamResponse = await handler(request)
         return response
 
@@ -54,6 +61,39 @@ async def start(aiohttp_server: ServerFactory, config: ServerConfig | None = Non
 
 def url_of(server: TestServer) -> str:
     return str(server.make_url("")).rstrip("/")
+
+
+class ScriptedResolver(AbstractResolver):
+    """Name lookups that fail ``failures`` times (a server not reachable yet), then
+    give the loopback address: a connection failure scripted, not slept for."""
+
+    def __init__(self, failures: int = 0) -> None:
+        self.failures = failures
+        self.lookups = 0
+
+    async def resolve(
+        self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
+    ) -> list[ResolveResult]:
+        self.lookups += 1
+        if self.lookups <= self.failures:
+            raise OSError(f"lookup {self.lookups} of {host} fails, as scripted")
+        return [
+            ResolveResult(
+                hostname=host,
+                host="127.0.0.1",
+                port=port,
+                family=socket.AF_INET,
+                proto=0,
+                flags=socket.AI_NUMERICHOST,
+            )
+        ]
+
+    async def close(self) -> None:
+        pass
+
+
+FAST = Backoff(0.001, 0.01)
+"""Retries a test does not wait for: the scripted failures are the point, not the delays."""
 
 
 def free_port() -> int:
@@ -159,42 +199,47 @@ async def test_token_is_sent_as_a_bearer_header(aiohttp_server: ServerFactory) -
     assert {auth for *_, auth in seen.requests} == {"Bearer s3cret"}
 
 
-async def test_get_survives_a_server_that_starts_late() -> None:
-    """A getter started before the server retries the refused connection until it is up."""
-    port = free_port()
-    async with BootstrapClient(f"http://127.0.0.1:{port}") as client:
-        waiter = asyncio.create_task(client.get(0, timeout=GUARD))
-        await asyncio.sleep(
-            0.2
-        )  # the getter must meet a refused connection first: that is the case under test
-        assert not waiter.done()
-        async with BootstrapServer(port=port) as server:
-            await register_in(server.registry, 0, "up", {})
-            info = await asyncio.wait_for(waiter, GUARD)
+async def test_get_survives_a_server_that_is_not_reachable_yet(aiohttp_server: ServerFactory) -> None:
+    """A getter retries failed connections (scripted: the first lookups fail) until the server answers."""
+    server, _ = await start(aiohttp_server)
+    await register_in(server.app[REGISTRY], 0, "up", {})
+    resolver = ScriptedResolver(failures=3)
+    async with (
+        aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(resolver=resolver, use_dns_cache=False)
+        ) as session,
+        BootstrapClient(f"http://registry:{server.port}", session=session, backoff=FAST) as client,
+    ):
+        info = await asyncio.wait_for(client.get(0, timeout=GUARD), GUARD)
     assert info.session_id == "up"
+    assert resolver.lookups > 3
 
 
-async def test_register_survives_a_server_that_starts_late() -> None:
-    """register retries while the server is not up yet."""
-    port = free_port()
-    async with BootstrapClient(f"http://127.0.0.1:{port}") as client:
-        registering = asyncio.create_task(
-            client.register(1, session_id="s", weights_info_dict={}, timeout=GUARD)
-        )
-        await asyncio.sleep(0.2)  # let it meet a refused connection first
-        async with BootstrapServer(port=port) as server:
-            await asyncio.wait_for(registering, GUARD)
-            assert await stored(server.registry, 1) is not None
+async def test_register_survives_a_server_that_is_not_reachable_yet(aiohttp_server: ServerFactory) -> None:
+    """register retries failed connections until the server answers, then registers once."""
+    server, seen = await start(aiohttp_server)
+    resolver = ScriptedResolver(failures=3)
+    async with (
+        aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(resolver=resolver, use_dns_cache=False)
+        ) as session,
+        BootstrapClient(f"http://registry:{server.port}", session=session, backoff=FAST) as client,
+    ):
+        await asyncio.wait_for(client.register(1, session_id="s", weights_info_dict={}, timeout=GUARD), GUARD)
+    assert await stored(server.app[REGISTRY], 1) is not None
+    assert [method for method, *_ in seen.requests] == ["PUT"]
 
 
-async def test_unreachable_server_runs_out_as_rank_not_registered() -> None:
-    """With no server at all, get ends at its timeout with RankNotRegistered saying why."""
-    async with BootstrapClient(f"http://127.0.0.1:{free_port()}") as client:
-        with pytest.raises(RankNotRegistered) as caught:
-            await client.get(2, timeout=0.2)
-        assert "could not be reached" in str(caught.value)
+async def test_an_unreachable_server_raises_server_unavailable_not_rank_not_registered() -> None:
+    """With no server at all, every call ends at its timeout with ServerUnavailable saying why."""
+    async with BootstrapClient(f"http://127.0.0.1:{free_port()}", backoff=FAST) as client:
+        with pytest.raises(ServerUnavailable, match="could not be reached") as caught:
+            await client.get(2, timeout=0.05)
+        assert not isinstance(caught.value, RankNotRegistered)
+        with pytest.raises(ServerUnavailable, match="could not be reached"):
+            await client.get_many([1, 2], timeout=0.05)
         with pytest.raises(ServerUnavailable):
-            await client.register(2, session_id="s", weights_info_dict={}, timeout=0.2)
+            await client.register(2, session_id="s", weights_info_dict={}, timeout=0.05)
         assert not await client.health()
 
 
@@ -210,17 +255,58 @@ async def test_list_ranks_and_health(aiohttp_server: ServerFactory) -> None:
     assert listing.world_size == 3
 
 
-async def test_client_reuses_one_session_and_closes_it(aiohttp_server: ServerFactory) -> None:
-    """All calls share one ClientSession, closed with the client."""
-    server, _ = await start(aiohttp_server)
-    client = BootstrapClient(url_of(server))
-    async with client:
+async def test_client_reuses_one_connection_and_closes_it(aiohttp_server: ServerFactory) -> None:
+    """Calls in turn share one keep-alive connection; closing the client closes it."""
+    server, seen = await start(aiohttp_server)
+    async with BootstrapClient(url_of(server)) as client:
         await client.health()
-        session = client._session
-        await client.list_ranks()
-        assert client._session is session
-    assert session is not None
-    assert session.closed
+        await client.register(0, session_id="s", weights_info_dict={})
+        await client.get_many([0], timeout=0)
+    assert len({peer for *_, peer in seen.peers}) == 1
+    await until(lambda: not server.runner.server.connections)  # type: ignore[union-attr]
+
+
+async def test_an_injected_session_is_used_and_left_open(aiohttp_server: ServerFactory) -> None:
+    """session= carries every request (its default headers arrive) and stays open after the client closes."""
+    server, seen = await start(aiohttp_server)
+    async with aiohttp.ClientSession(headers={"X-Caller": "mine"}) as session:
+        async with BootstrapClient(url_of(server), session=session) as client:
+            await client.register(0, session_id="s", weights_info_dict={})
+            await client.get(0, timeout=0)
+        assert not session.closed
+        assert {caller for caller, _ in seen.peers} == {"mine"}
+        async with session.get(url_of(server) + "/health") as response:
+            assert response.status == 200
+
+
+async def test_an_injected_connector_is_used_and_left_open(aiohttp_server: ServerFactory) -> None:
+    """connector= serves the client's session; closing the client leaves the caller's connector open."""
+    server, _ = await start(aiohttp_server)
+    connector = aiohttp.TCPConnector()
+    try:
+        async with BootstrapClient(url_of(server), connector=connector) as client:
+            assert await client.health()
+        assert not connector.closed
+    finally:
+        await connector.close()
+
+
+async def test_200_parked_gets_leave_room_for_one_more(aiohttp_server: ServerFactory) -> None:
+    """One client holds 200 parked gets and a 201st still reaches the server and is answered."""
+    server, _ = await start(aiohttp_server)
+    registry = server.app[REGISTRY]
+    async with BootstrapClient(url_of(server)) as client:
+        parked = [asyncio.create_task(client.get(1000 + rank, timeout=GUARD * 6)) for rank in range(200)]
+        try:
+            await until(lambda: registry.parked == 200)
+            one_more = asyncio.create_task(client.get(5, timeout=GUARD))
+            await until(lambda: registry.parked == 201)
+            await register_in(registry, 5, "s5", {})
+            assert (await asyncio.wait_for(one_more, GUARD)).session_id == "s5"
+        finally:
+            for task in parked:
+                task.cancel()
+            await asyncio.wait(parked)
 
 
 async def test_server_busy_503_is_retried_until_the_rank_arrives(aiohttp_server: ServerFactory) -> None:
@@ -231,5 +317,143 @@ async def test_server_busy_503_is_retried_until_the_rank_arrives(aiohttp_server:
         await until(lambda: len(seen.requests) >= 2)
         await register_in(server.app[REGISTRY], 1, "s", {})
         assert (await asyncio.wait_for(waiter, GUARD)).session_id == "s"
-        with pytest.raises(RankNotRegistered, match="limit"):
+        with pytest.raises(ServerUnavailable, match="limit") as caught:
             await client.get(2, timeout=0.1)
+        assert not isinstance(caught.value, RankNotRegistered)
+
+
+def classic_server(answer_after: int | None = None) -> tuple[web.Application, list[float]]:
+    """A polling server as engines run today: a 404 at once, whatever the wait asked;
+    after ``answer_after`` requests, rank 1's info. Records when each request came."""
+    asked: list[float] = []
+
+    async def get_info(request: web.Request) -> web.Response:
+        asked.append(asyncio.get_running_loop().time())
+        rank = request.query["rank"]
+        if answer_after is not None and len(asked) > answer_after:
+            return web.json_response({"rank": 1, "remote_instance_transfer_engine_info": ["s1", {}]})
+        return web.json_response({"detail": f"No transfer engine info for rank {rank}"}, status=404)
+
+    app = web.Application()
+    app.router.add_get("/get_transfer_engine_info", get_info)
+    return app, asked
+
+
+async def test_a_server_that_does_not_wait_is_asked_a_few_times_a_second(
+    aiohttp_server: ServerFactory,
+) -> None:
+    """Against a server answering 404 at once, get backs off (no hot loop) and ends at its timeout."""
+    app, asked = classic_server()
+    server = await aiohttp_server(app)
+    async with BootstrapClient(url_of(server)) as client:
+        with pytest.raises(RankNotRegistered) as caught:
+            await client.get(3, timeout=0.5)
+    assert caught.value.ranks == (3,)
+    # Back-off from 50-100 ms doubling: at most 5 requests in half a second; a hot loop sends thousands.
+    assert 2 <= len(asked) <= 8
+
+
+async def test_a_server_that_does_not_wait_still_answers_a_get(aiohttp_server: ServerFactory) -> None:
+    """Backing off from a polling server, get still returns the info once the server has it."""
+    app, asked = classic_server(answer_after=3)
+    server = await aiohttp_server(app)
+    async with BootstrapClient(url_of(server)) as client:
+        info = await asyncio.wait_for(client.get(1, timeout=GUARD), GUARD)
+    assert info.session_id == "s1"
+    assert len(asked) == 4
+
+
+async def test_an_old_servers_404_sentence_is_not_registered(aiohttp_server: ServerFactory) -> None:
+    """An old server's 404 (only SPEC's sentence, no "missing") counts as "not registered"."""
+    app, _ = classic_server()
+    server = await aiohttp_server(app)
+    async with BootstrapClient(url_of(server)) as client:
+        with pytest.raises(RankNotRegistered):
+            await client.get(3, timeout=0)
+
+
+@pytest.mark.parametrize(
+    "page",
+    [
+        web.json_response({"detail": "Not Found"}, status=404),
+        web.Response(text="<html><body>404 Not Found</body></html>", status=404, content_type="text/html"),
+        web.json_response({"detail": "No transfer engine info for rank 3 (cached)"}, status=404),
+    ],
+    ids=["framework-json", "proxy-html", "near-sentence"],
+)
+async def test_another_404_is_an_unexpected_reply_raised_at_once(
+    aiohttp_server: ServerFactory, page: web.Response
+) -> None:
+    """A 404 that does not say "rank not registered" (a proxy's page, an unknown route) raises at once."""
+
+    async def anything(request: web.Request) -> web.Response:
+        return page
+
+    app = web.Application()
+    app.router.add_route("*", "/{tail:.*}", anything)
+    server = await aiohttp_server(app)
+    async with BootstrapClient(url_of(server)) as client:
+        with pytest.raises(UnexpectedReply) as caught:
+            await asyncio.wait_for(client.get(3, timeout=GUARD * 6), GUARD)
+    assert not isinstance(caught.value, RankNotRegistered)
+
+
+async def test_a_wrong_base_url_is_not_rank_not_registered(aiohttp_server: ServerFactory) -> None:
+    """A base URL with a wrong path gets the server's "no such route" 404: UnexpectedReply naming the URL."""
+    server, _ = await start(aiohttp_server)
+    async with BootstrapClient(url_of(server) + "/api/v1") as client:
+        with pytest.raises(UnexpectedReply, match="/api/v1/get_transfer_engine_info") as caught:
+            await asyncio.wait_for(client.get(3, timeout=GUARD * 6), GUARD)
+        assert not isinstance(caught.value, RankNotRegistered)
+        with pytest.raises(UnexpectedReply):
+            await client.get_many([0, 1], timeout=0)
+        with pytest.raises(UnexpectedReply):
+            await client.unregister(0)
+
+
+async def test_a_rank_404_says_which_ranks_are_missing(aiohttp_server: ServerFactory) -> None:
+    """A get's 404 names its rank in "missing", as a batch's does, beside SPEC's sentence."""
+    server, _ = await start(aiohttp_server)
+    async with aiohttp.ClientSession() as session:
+        async with session.get(url_of(server) + "/get_transfer_engine_info?rank=3") as response:
+            assert response.status == 404
+            assert await response.json() == {"detail": "No transfer engine info for rank 3", "missing": [3]}
+        async with session.delete(url_of(server) + "/register_transfer_engine_info?rank=4") as response:
+            assert (response.status, (await response.json())["missing"]) == (404, [4])
+
+
+async def test_failover_from_a_dead_url_to_a_live_one(aiohttp_server: ServerFactory) -> None:
+    """Given a dead replica and a live one, calls move to the live one and stay there."""
+    server, seen = await start(aiohttp_server)
+    dead = f"http://127.0.0.1:{free_port()}"
+    async with BootstrapClient([dead, url_of(server)]) as client:
+        assert client.urls == (dead, url_of(server))
+        await client.register(0, session_id="s", weights_info_dict={}, timeout=GUARD)
+        assert client.url == url_of(server)
+        assert (await client.get(0, timeout=GUARD)).session_id == "s"
+        assert await client.health()
+    assert len(seen.requests) == 3
+
+
+async def test_failover_gives_up_as_server_unavailable_when_every_url_is_dead() -> None:
+    """With every replica dead, a call tries each, backs off, and ends as ServerUnavailable naming them all."""
+    dead = [f"http://127.0.0.1:{free_port()}" for _ in range(2)]
+    async with BootstrapClient(dead, backoff=FAST) as client:
+        with pytest.raises(ServerUnavailable, match="None of the servers") as caught:
+            await client.get(0, timeout=0.05)
+        assert not await client.health()
+    assert all(url in caught.value.detail for url in dead)
+
+
+async def test_a_list_of_no_urls_is_refused() -> None:
+    """BootstrapClient([]) is a ValueError at once, not a client that can never connect."""
+    with pytest.raises(ValueError, match="at least one"):
+        BootstrapClient([])
+
+
+@pytest.mark.parametrize("url", ["ftp://127.0.0.1:1", "htp://127.0.0.1:1"])
+async def test_a_url_that_is_not_http_is_refused_at_once_not_retried(url: str) -> None:
+    """A client for a non-HTTP URL raises BootstrapError at once instead of retrying it for ever."""
+    async with BootstrapClient(url) as client:
+        with pytest.raises(BootstrapError, match="Invalid server URL"):
+            await asyncio.wait_for(client.get(0), GUARD)

@@ -24,7 +24,7 @@ _WITHOUT_EXTRAS = (
 def test_loop_factory_is_none_without_uvloop(monkeypatch):
     """Without uvloop importable, the CLI runs on asyncio's own loop."""
     monkeypatch.setitem(sys.modules, "uvloop", None)
-    assert _cli._loop_factory() is None
+    assert _cli.loop_factory() is None
 
 
 def test_server_without_orjson_and_uvloop_registers_and_answers():

@@ -52,10 +52,10 @@ async def test_parallelism_config_wire(client):
 
 
 async def test_parallelism_config_404_and_rank_errors_are_byte_exact(client):
-    """Not registered: the SPEC's sentence; a bad rank: Invalid rank parameter."""
+    """Not registered: the SPEC's sentence (with missing, as every rank 404); a bad rank: Invalid rank parameter."""
     reply = await client.get(f"{GET_PC}?rank=5")
     assert reply.status == 404
-    assert await reply.read() == b'{"detail":"No parallelism config for rank 5"}'
+    assert await reply.read() == b'{"detail":"No parallelism config for rank 5","missing":[5]}'
     reply = await client.get(f"{GET_PC}?rank=-1")
     assert reply.status == 400
     assert await reply.read() == b'{"detail":"Invalid rank parameter"}'
@@ -111,7 +111,7 @@ async def test_parallelism_config_delete(client):
     assert await (await client.delete(f"{PC}?rank=4")).text() == "OK"
     reply = await client.delete(f"{PC}?rank=4")
     assert reply.status == 404
-    assert await reply.json() == {"detail": "No parallelism config for rank 4"}
+    assert await reply.json() == {"detail": "No parallelism config for rank 4", "missing": [4]}
     assert (await client.get(f"{GET_PC}?rank=4&role=draft")).status == 200
 
 
@@ -414,7 +414,7 @@ async def test_a_fourth_kind_is_one_table_entry(aiohttp_client, monkeypatch, tmp
     batch = await (await asyncio.wait_for(task, GUARD)).json()
     assert [item["layout"] for item in batch["layouts"]] == [{"blocks": 16}, {"blocks": 17}]
     reply = await client.get("/ns/blue/get_kv_layout?rank=5&role=draft")
-    assert await reply.json() == {"detail": "No KV cache layout for rank 5"}
+    assert (await reply.json())["detail"] == "No KV cache layout for rank 5"
     listing = await (await client.get("/ns/blue/ranks?kind=kv_layout&role=draft")).json()
     assert [item["blocks"] for item in listing["ranks"]] == [16, 17]
     assert (await client.put("/register_kv_layout", json={"rank": 0, "kv_layout": 3})).status == 400

@@ -23,16 +23,16 @@ _ROUTES = [("/health", "GET", 200), ("/get_transfer_engine_info", "GET", 404), (
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 
 
-def _samples(text: str) -> Samples:
+def _samples(text: str, created: bool = False) -> Samples:
     return {
         (sample.name, tuple(sorted(sample.labels.items()))): sample.value
         for family in text_string_to_metric_families(text)
         for sample in family.samples
-        if not sample.name.endswith("_created")
+        if created or not sample.name.endswith("_created")
     }
 
 
-def _ours(monkeypatch: pytest.MonkeyPatch) -> Samples:
+def _ours(monkeypatch: pytest.MonkeyPatch, created: bool = False) -> Samples:
     metrics = Metrics()
     # A still clock: the latency count_get sees is exactly what _prometheus_clients observes.
     monkeypatch.setattr(time, "time", lambda: _NOW)
@@ -51,7 +51,7 @@ def _ours(monkeypatch: pytest.MonkeyPatch) -> Samples:
         metrics.gets[outcome] += count
     return {
         key: value
-        for key, value in _samples(metrics.render().decode()).items()
+        for key, value in _samples(metrics.render().decode(), created).items()
         if not key[0].startswith(
             ("aiobootstrap_registrations", "aiobootstrap_registered", "aiobootstrap_parked")
         )
@@ -59,7 +59,7 @@ def _ours(monkeypatch: pytest.MonkeyPatch) -> Samples:
     }
 
 
-def _prometheus_clients() -> Samples:
+def _prometheus_clients(created: bool = False) -> Samples:
     registry = CollectorRegistry()
     gets = Counter("aiobootstrap_gets", "gets", ["outcome"], registry=registry)
     wake = Histogram("aiobootstrap_wake_latency_seconds", "wake", buckets=_LATENCY_BUCKETS, registry=registry)
@@ -79,7 +79,7 @@ def _prometheus_clients() -> Samples:
     duration.labels("/health", "GET", "200").observe(0.5)
     for count, outcome in enumerate(GET_OUTCOMES):
         gets.labels(outcome).inc(count)
-    return _samples(generate_latest(registry).decode())
+    return _samples(generate_latest(registry).decode(), created)
 
 
 def test_counts_and_buckets_match_prometheus_client(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -91,3 +91,8 @@ def test_counts_and_buckets_match_prometheus_client(monkeypatch: pytest.MonkeyPa
         (("le", "0.001"), ("method", "GET"), ("route", "/health"), ("status", "200")),
     )
     assert ours[on_bound] == 2
+
+
+def test_the_series_are_prometheus_clients_created_ones_included(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A scrape has the series prometheus_client's Counter and Histogram give by default, _created too."""
+    assert set(_ours(monkeypatch, created=True)) == set(_prometheus_clients(created=True))

@@ -9,7 +9,7 @@ import pytest
 from aiobootstrap import BootstrapClient, BootstrapServer, ServerConfig, create_app
 from aiobootstrap._protocol import BOOT_HEADER
 
-from .conftest import GUARD, peek, stored, stored_count, until
+from .conftest import GUARD, peek, register_in, stored, stored_count, until
 
 
 @pytest.mark.parametrize(
@@ -143,5 +143,23 @@ async def test_reregistration_goes_to_the_clients_namespace():
         async with BootstrapClient(server.url, namespace="team-a") as getter:
             assert (await getter.get(3, timeout=GUARD)).session_id == "three"
         assert await stored(server.registry, 3) is None
+    finally:
+        await server.close()
+
+
+async def test_a_long_poll_first_after_a_restart_refills_before_it_parks():
+    """A reregister=True client whose first request to a restarted server is a long get
+    re-registers before parking, not when the wait ends."""
+    server = await BootstrapServer(port=0).__aenter__()
+    try:
+        async with BootstrapClient(server.url, reregister=True) as worker:
+            await worker.register(0, session_id="zero", weights_info_dict={})
+            server = await _restart(server)
+            fresh = server.registry
+            waiting = asyncio.create_task(worker.get(1, timeout=6 * GUARD))
+            await until(lambda: peek(fresh, 0) is not None and fresh.parked == 1)
+            assert not waiting.done()
+            await register_in(fresh, 1, "one", {})
+            assert (await asyncio.wait_for(waiting, GUARD)).session_id == "one"
     finally:
         await server.close()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import signal
 import socket
 import threading
@@ -11,14 +12,15 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from aiobootstrap import (
+    Backoff,
     BadRequest,
+    BootstrapClient,
     RankNotRegistered,
     ServerUnavailable,
     SyncBootstrapClient,
     ThreadedBootstrapServer,
     TransferEngineInfo,
 )
-from aiobootstrap._client import Backoff
 
 from .conftest import GUARD
 from .threads import threads_named, wait_until
@@ -172,3 +174,59 @@ def test_namespace_isolates_like_the_async_client(
     with pytest.raises(RankNotRegistered):
         client.get(1, timeout=0)
     assert server.get_transfer_engine_info(1) is None
+
+
+def test_unregister_says_whether_there_was_info() -> None:
+    """unregister removes a rank (True), then finds nothing to remove (False), as the async client does."""
+    with ThreadedBootstrapServer(port=0) as server, SyncBootstrapClient(server.url) as client:
+        client.register(3, session_id="s3", weights_info_dict={})
+        assert client.unregister(3) is True
+        assert server.get_transfer_engine_info(3) is None
+        assert client.unregister(3) is False
+
+
+def test_reregister_refills_a_restarted_server() -> None:
+    """With reregister=True, a server restarted empty on the same port gets the client's ranks back."""
+    first = ThreadedBootstrapServer(port=0)
+    port = first.port
+    with SyncBootstrapClient(first.url, reregister=True) as client:
+        client.register(3, session_id="s3", weights_info_dict={"w": 1})
+        assert client.health() is True
+        first.close()
+        with ThreadedBootstrapServer(port=port) as second:
+            assert client.get(3, timeout=GUARD).session_id == "s3"
+            assert second.get_transfer_engine_info(3) == ("s3", {"w": 1})
+
+
+def test_every_async_method_blocks_with_the_same_signature() -> None:
+    """Each public coroutine method of BootstrapClient is on SyncBootstrapClient, with its signature and doc."""
+    public = {
+        name
+        for name, member in inspect.getmembers(BootstrapClient, inspect.iscoroutinefunction)
+        if not name.startswith("_") and name != "close"
+    }
+    assert public == {"health", "register", "unregister", "get", "get_many", "list_ranks"}
+    for name in public:
+        method = getattr(SyncBootstrapClient, name)
+        original = getattr(BootstrapClient, name)
+        assert inspect.signature(method) == inspect.signature(original), name
+        assert method.__doc__ == original.__doc__
+
+
+def test_the_constructor_takes_the_async_clients_arguments() -> None:
+    """SyncBootstrapClient(...) takes BootstrapClient's arguments, but for the loop-bound session and connector."""
+    sync = inspect.signature(SyncBootstrapClient).parameters
+    async_ = inspect.signature(BootstrapClient).parameters
+    assert list(sync.values()) == [p for name, p in async_.items() if name not in ("session", "connector")]
+
+
+def test_a_list_of_urls_fails_over_like_the_async_client(server: ThreadedBootstrapServer) -> None:
+    """Given a dead URL and a live one, the blocking client moves to the live one."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{probe.getsockname()[1]}"
+    with SyncBootstrapClient([dead, server.url]) as client:
+        client.register(1, session_id="s1", weights_info_dict={})
+        assert client.url == server.url
+        assert client.urls == (dead, server.url)
+        assert client.get(1, timeout=GUARD).session_id == "s1"

@@ -246,7 +246,11 @@ class Store(abc.ABC):
 
     @abc.abstractmethod
     async def version(self, namespace: str) -> int:
-        """The namespace's latest version (0 before its first change)."""
+        """The namespace's latest version.
+
+        A namespace that holds nothing answers the floor its first change will
+        number above (0 on a store that never forgot a namespace).
+        """
 
     @abc.abstractmethod
     async def namespaces(self) -> list[str]:

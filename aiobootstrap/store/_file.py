@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import errno
 import logging
 import secrets
 import time
@@ -53,7 +54,7 @@ from ._base import (
     StoreLimits,
     with_member,
 )
-from ._journal import JournalFile, StateFileError, encode_line, reason
+from ._journal import JournalFile, JournalMissing, StateFileError, encode_line, reason
 from ._memory import LocalStore, ignore_changes
 
 __all__ = ["FileStore", "StateFileError"]
@@ -68,6 +69,44 @@ COMPACT_RATIO = 4
 
 _WARN_LINES = 3
 """How many unreadable lines a load names one by one before it only counts them."""
+
+_CLOSED = "The state file is closed: the server is shutting down."
+
+_DISK_FULL = frozenset({errno.ENOSPC, errno.EDQUOT})
+
+_FAILURE_LOG_SECONDS = 60.0
+"""While writes keep failing, one error line per this many seconds, with a count of the rest."""
+
+
+class _FailureLog:
+    """Logs failed writes without flooding: the first at once, then one line a minute, then the recovery."""
+
+    def __init__(self) -> None:
+        self._failing = False
+        self._last = 0.0
+        self._unlogged = 0
+
+    def failed(self, path: str, changes: int, exc: Exception) -> None:
+        now = time.monotonic()
+        if self._failing and now - self._last < _FAILURE_LOG_SECONDS:
+            self._unlogged += changes
+            return
+        more = f" ({self._unlogged} more change(s) failed since the last line)" if self._unlogged else ""
+        log.error(
+            "state file %s: cannot write %d change(s): %s%s",
+            path,
+            changes,
+            exc,
+            more,
+            exc_info=not isinstance(exc, OSError),
+        )
+        self._failing, self._last, self._unlogged = True, now, 0
+
+    def recovered(self, path: str) -> None:
+        if self._failing:
+            more = f" ({self._unlogged} more change(s) failed meanwhile)" if self._unlogged else ""
+            log.warning("state file %s: writes succeed again%s", path, more)
+            self._failing, self._unlogged = False, 0
 
 
 def _entry(op: str, key: Key, version: int) -> dict[str, Any]:
@@ -157,6 +196,7 @@ class FileStore(LocalStore):
         """Each live record's line length: what a compacted journal holds for it."""
         self.skipped = 0
         """How many unreadable lines the load skipped."""
+        self._failures = _FailureLog()
         self._closed = False
 
     @property
@@ -233,7 +273,16 @@ class FileStore(LocalStore):
         try:
             self._rewrite(self._snapshot())
         except OSError as exc:
-            raise StateFileError(f"Cannot use the state file {self.path}: {reason(exc)}.") from None
+            if exc.errno not in _DISK_FULL:
+                raise StateFileError(f"Cannot use the state file {self.path}: {reason(exc)}.") from None
+            # The journal as it is loads fine: a full disk must not keep the
+            # server from starting on it. A torn tail is cut at the first append.
+            log.warning(
+                "state file %s: cannot compact it at start (%s); serving from it as it is",
+                self.path,
+                reason(exc),
+            )
+        self._file.keep_reserve()
 
     async def close(self) -> None:
         """Finish the changes already asked for, then close the file."""
@@ -250,7 +299,7 @@ class FileStore(LocalStore):
 
     async def ping(self) -> None:
         if self._closed:
-            raise StateFileError("The state file is closed: the server is shutting down.")
+            raise StateFileError(_CLOSED)
 
     # -- changing ------------------------------------------------------
 
@@ -289,9 +338,10 @@ class FileStore(LocalStore):
         if (self._tables.get(key) if pending is None else pending.record) is None:
             return None
         version = self._stamp(key.namespace)
-        return await self._commit(
-            _Change(key, version, encode_line(_entry("del", key, version)), None, self._future())
-        )
+        change = _Change(key, version, encode_line(_entry("del", key, version)), None, self._future())
+        # The staged version is let go once the change has landed or failed.
+        change.done.add_done_callback(lambda _: self._release(key, put=False))
+        return await self._commit(change)
 
     def _stamp(self, namespace: str) -> int:
         version = max(self._tables.version(namespace), self._staged.versions.get(namespace, 0)) + 1
@@ -311,7 +361,7 @@ class FileStore(LocalStore):
 
     async def _commit(self, change: _Change) -> Record | None:
         if self._closed:
-            raise StateFileError("The state file is closed: the server is shutting down.")
+            raise StateFileError(_CLOSED)
         self._pending.append(change)
         self._latest[change.key] = change
         if self._flusher is None:
@@ -329,18 +379,48 @@ class FileStore(LocalStore):
         try:
             while self._pending:
                 batch, self._pending = self._pending, []
-                data = b"".join(change.line for change in batch)
                 try:
-                    await loop.run_in_executor(self._executor, self._file.append, data)
+                    batch = await self._write(loop, batch)
                 except Exception as exc:
                     self._fail(batch, exc)
                     continue
+                self._failures.recovered(self.path)
                 changes = [self._apply(change) for change in batch]
                 self._listener.changed([c for c in changes if c is not None])
                 if self._file.size > max(COMPACT_MIN_BYTES, COMPACT_RATIO * sum(self._live_bytes.values())):
                     await self._compact(loop)
         finally:
             self._flusher = None
+
+    async def _write(self, loop: asyncio.AbstractEventLoop, batch: list[_Change]) -> list[_Change]:
+        """Append ``batch``; what was written, which may be less (its deletions alone, on a full disk)."""
+        data = b"".join(change.line for change in batch)
+        try:
+            await loop.run_in_executor(self._executor, self._file.append, data)
+            return batch
+        except JournalMissing:
+            # Deleted underneath: the whole state, written afresh at the path,
+            # is what a restart must find; then the batch goes on top of it.
+            await loop.run_in_executor(self._executor, self._rewrite, self._snapshot())
+            log.warning(
+                "state file %s: it was deleted while the server ran; wrote the whole state afresh", self.path
+            )
+            await loop.run_in_executor(self._executor, self._file.append, data)
+            return batch
+        except OSError as exc:
+            deletions = [change for change in batch if change.record is None]
+            if exc.errno not in _DISK_FULL or not deletions:
+                raise
+            # A full disk: the reserve kept beside the journal makes room for
+            # deletions, which is how an operator frees space through the API.
+            freed = await loop.run_in_executor(self._executor, self._file.release_reserve)
+            if not freed:
+                raise
+            self._fail([change for change in batch if change.record is not None], exc)
+            data = b"".join(change.line for change in deletions)
+            await loop.run_in_executor(self._executor, self._file.append, data)
+            log.warning("state file %s: the disk is full; used the reserve to write deletions", self.path)
+            return deletions
 
     def _apply(self, change: _Change) -> Change | None:
         self._landed(change)
@@ -358,15 +438,14 @@ class FileStore(LocalStore):
         return Change(key, change.version, deleted=True) if removed is not None else None
 
     def _fail(self, batch: list[_Change], exc: Exception) -> None:
+        if not batch:
+            return
         # Anything but a disk error would be a bug; the callers must hear either way.
-        log.error(
-            "state file %s: cannot write %d change(s): %s",
-            self.path,
-            len(batch),
-            exc,
-            exc_info=not isinstance(exc, OSError),
-        )
-        why = reason(exc) if isinstance(exc, OSError) else type(exc).__name__
+        self._failures.failed(self.path, len(batch), exc)
+        if isinstance(exc, StateFileError):
+            why = exc.detail.removesuffix(".")
+        else:
+            why = reason(exc) if isinstance(exc, OSError) else type(exc).__name__
         for change in batch:
             self._landed(change)
             change.done.set_exception(
@@ -386,6 +465,7 @@ class FileStore(LocalStore):
             log.warning("state file %s: compaction failed, journal kept as is: %s", self.path, exc)
             return
         log.info("state file %s: compacted from %d to %d bytes", self.path, before, self._file.size)
+        await loop.run_in_executor(self._executor, self._file.keep_reserve)
 
     def _snapshot(self) -> list[bytes]:
         # Taken on the loop while the flusher waits (or before anyone sees the

@@ -41,20 +41,16 @@ from pathlib import Path
 from typing import Any
 
 from .. import _protocol as protocol
-from ..exceptions import BadRequest, ServerUnavailable
+from ..exceptions import StateFileError
 
 try:
     import fcntl
 except ImportError:  # not on this platform: no lock against a second server
     fcntl = None  # type: ignore[assignment]
 
-__all__ = ["MAGIC", "JournalFile", "StateFileError", "encode_line", "parse_line"]
+__all__ = ["MAGIC", "JournalFile", "JournalMissing", "StateFileError", "encode_line", "parse_line"]
 
 MAGIC = b"aiobootstrap-journal 1\n"
-
-
-class StateFileError(ServerUnavailable):
-    """The state file cannot be read or written (HTTP 503 when a registration meets it)."""
 
 
 def reason(exc: OSError) -> str:
@@ -92,26 +88,17 @@ def parse_line(line: bytes) -> dict[str, Any]:
     if op == "put":
         if "value" not in entry and isinstance(entry.get("session_id"), str):
             # Written before record kinds: the transfer-engine info's two fields stood beside the rank.
-            entry["value"] = {
-                "session_id": entry.pop("session_id"),
-                "weights_info_dict": entry.pop("weights_info_dict", None),
-            }
-        value = entry.get("value")
-        if not isinstance(value, dict) or ("kind" not in entry and not _is_engine_info(value)):
+            weights = entry.pop("weights_info_dict", None)
+            if not isinstance(weights, dict):
+                raise ValueError("it is not a registration")
+            entry["value"] = {"session_id": entry.pop("session_id"), "weights_info_dict": weights}
+        # Any JSON object a put was given: the store acknowledged it, so it must load.
+        if not isinstance(entry.get("value"), dict):
             raise ValueError("it is not a registration")
         at = entry.get("at")
         if not isinstance(at, int | float) or isinstance(at, bool):
             raise ValueError("its time is not a number")
     return entry
-
-
-def _is_engine_info(value: dict[str, Any]) -> bool:
-    """Transfer-engine info as the server accepts it: classic, or tagged with another backend."""
-    try:
-        protocol.parse_engine_info(value)
-    except BadRequest:
-        return False
-    return True
 
 
 # -- the file -----------------------------------------------------------
@@ -143,17 +130,47 @@ def _sync_directory(directory: Path) -> None:
         os.close(fd)
 
 
+def _identity(status: os.stat_result) -> tuple[int, int]:
+    return status.st_dev, status.st_ino
+
+
+class JournalMissing(OSError):
+    """The journal's path names no file any more (deleted underneath): the state must be written afresh."""
+
+
+RESERVE_BYTES = 256 * 1024
+"""The room a journal keeps beside it for deletions when the disk fills up (see ``release_reserve``)."""
+
+
 class JournalFile:
-    """One journal on disk, held open for appends and locked against a second server."""
+    """One journal on disk, held open for appends and locked against a second server.
+
+    The lock is taken on the journal itself (``flock`` on its open file, so
+    on its inode): a second server reaching the same file by another path, a
+    hard link or a symlink, is refused. A compaction locks the new file before
+    it renames it into place, so the lock moves with the journal.
+
+    Before each append the journal checks that its path still names the file
+    it holds open: a journal deleted underneath would swallow acknowledged
+    writes that no restart finds (:class:`JournalMissing`, which the store
+    answers by writing its state afresh), and one replaced by another file is
+    refused (:class:`StateFileError`).
+    """
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
         self.size = 0
         """Bytes in the file that are known to be whole and synced."""
         self._fd = -1
-        self._lock_fd = -1
+        self._identity: tuple[int, int] | None = None
         self._dirty = False
         """A failed append may have left a partial batch after ``size`` bytes."""
+        self._directory_unsynced = False
+        """A compaction renamed a new file into place but could not sync the directory yet."""
+
+    @property
+    def reserve_path(self) -> Path:
+        return self.path.with_name(self.path.name + ".reserve")
 
     def read(self) -> tuple[list[tuple[dict[str, Any], int]], list[str]]:
         """Lock the file and read it: each good line's entry and length, and why each bad line is bad.
@@ -166,15 +183,16 @@ class JournalFile:
         try:
             if not self.path.parent.is_dir():
                 raise self._error(f"its directory {self.path.parent} does not exist")
-            # Refuse someone else's file before leaving anything beside it.
-            self._check_magic(self._read(len(MAGIC)))
-            self._lock()
-            data = self._read()
+            self._open_locked()
+            data = self._read_all()
         except OSError as exc:
             raise self._error(reason(exc)) from None
         self._check_magic(data)
         lines = data[len(MAGIC) :].split(b"\n") if data else []
         torn = lines.pop() if lines else b""  # empty when the file ends with a newline, as whole writes do
+        # What follows the last whole line (or a magic line cut short) is cut before the first append.
+        self.size = len(data) - len(torn) if len(data) >= len(MAGIC) else 0
+        self._dirty = self.size < len(data)
         entries: list[tuple[dict[str, Any], int]] = []
         problems: list[str] = []
         for number, line in enumerate(lines, start=2):
@@ -187,7 +205,15 @@ class JournalFile:
         return entries, problems
 
     def append(self, data: bytes) -> None:
-        """Write whole lines and sync them; on failure, cut the file back to its synced size."""
+        """Write whole lines and sync them; on failure, cut the file back to its synced size.
+
+        Raises :class:`JournalMissing` when the path names no file any more,
+        and :class:`StateFileError` when it names another one; nothing is
+        written then.
+        """
+        self._check_path()
+        if self.size == 0:
+            data = MAGIC + data
         if self._dirty:
             # A partial batch glued to this one would corrupt its first line.
             os.ftruncate(self._fd, self.size)
@@ -204,62 +230,133 @@ class JournalFile:
         self.size += len(data)
 
     def rewrite(self, lines: Iterable[bytes]) -> None:
-        """Replace the file by ``lines``: side file, sync, rename over, sync the directory."""
+        """Replace the file by ``lines``: side file, sync, lock, rename over, sync the directory.
+
+        The journal goes on in the new file from the moment of the rename,
+        whatever fails after it: appending to the old file, which no path
+        names any more, would lose every later write at the next start.
+        """
         side = self.path.with_name(self.path.name + ".compact")
-        fd = os.open(side, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+        fd = os.open(side, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+        data = MAGIC + b"".join(lines)
         try:
             with contextlib.suppress(FileNotFoundError):
                 # An operator's chmod of the journal outlives its compaction.
                 os.fchmod(fd, self.path.stat().st_mode & 0o777)
-            data = MAGIC + b"".join(lines)
             _write_all(fd, data)
             _sync(fd)
+            if fcntl is not None:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            os.replace(side, self.path)
         except BaseException:
             os.close(fd)
             with contextlib.suppress(OSError):
                 side.unlink()
             raise
-        os.close(fd)
-        os.replace(side, self.path)
-        _sync_directory(self.path.parent)
-        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC)
-        if self._fd >= 0:
-            os.close(self._fd)
-        self._fd = fd
+        old, self._fd = self._fd, fd
+        self._identity = _identity(os.fstat(fd))
         self.size = len(data)
         self._dirty = False
+        if old >= 0:
+            os.close(old)
+        self._directory_unsynced = True
+        self._sync_directory()
+
+    def keep_reserve(self) -> None:
+        """Make sure the reserve beside the journal exists; quietly do without on a full disk."""
+        reserve = self.reserve_path
+        if reserve.exists():
+            return
+        try:
+            fd = os.open(reserve, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+        except OSError:
+            return
+        try:
+            _write_all(fd, bytes(RESERVE_BYTES))
+            _sync(fd)
+        except OSError:
+            with contextlib.suppress(OSError):
+                reserve.unlink()
+        finally:
+            os.close(fd)
+
+    def release_reserve(self) -> bool:
+        """Free the reserve, so deletions can be written on a full disk; whether there was one."""
+        try:
+            self.reserve_path.unlink()
+        except OSError:
+            return False
+        return True
 
     def close(self) -> None:
-        for fd in (self._fd, self._lock_fd):
-            if fd >= 0:
-                os.close(fd)
-        self._fd = self._lock_fd = -1
+        if self._fd >= 0:
+            os.close(self._fd)
+        self._fd = -1
 
-    def _read(self, size: int = -1) -> bytes:
-        try:
-            with open(self.path, "rb") as file:
-                if not stat.S_ISREG(os.fstat(file.fileno()).st_mode):
+    def _open_locked(self) -> None:
+        for _ in range(10):
+            try:
+                # O_NONBLOCK: a FIFO at the path must be refused, not waited on for a writer.
+                fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_NONBLOCK | os.O_CLOEXEC)
+            except FileNotFoundError:
+                fd = os.open(
+                    self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK | os.O_CLOEXEC, 0o644
+                )
+            try:
+                status = os.fstat(fd)
+                if not stat.S_ISREG(status.st_mode):
                     raise self._error("it is not a regular file")
-                return file.read(size)
+                # Refuse someone else's file before locking or changing anything.
+                self._check_magic(os.pread(fd, len(MAGIC), 0))
+                if fcntl is not None:
+                    try:
+                        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    except BlockingIOError:
+                        raise self._error("another aiobootstrap server holds it") from None
+                # The server that held it may have compacted it between our open
+                # and our lock: then the lock is on a file no path names.
+                if _identity(os.stat(self.path)) != _identity(status):
+                    os.close(fd)
+                    continue
+            except BaseException:
+                os.close(fd)
+                raise
+            self._fd = fd
+            self._identity = _identity(status)
+            return
+        raise self._error("another process keeps replacing it")
+
+    def _read_all(self) -> bytes:
+        chunks = []
+        offset = 0
+        while chunk := os.pread(self._fd, 1 << 20, offset):
+            chunks.append(chunk)
+            offset += len(chunk)
+        return b"".join(chunks)
+
+    def _check_path(self) -> None:
+        try:
+            status = os.stat(self.path)
         except FileNotFoundError:
-            return b""
+            raise JournalMissing(f"the state file {self.path} was deleted") from None
+        if _identity(status) != self._identity:
+            raise self._error(
+                "another file took its place while the server ran; move it away and restart the server"
+            )
+        if self._directory_unsynced:
+            self._sync_directory()
+
+    def _sync_directory(self) -> None:
+        _sync_directory(self.path.parent)
+        self._directory_unsynced = False
 
     def _check_magic(self, data: bytes) -> None:
-        if data and not data.startswith(MAGIC):
+        if data and not MAGIC.startswith(data[: len(MAGIC)]):
             # A file that never was a journal: overwriting it would destroy someone's data.
             raise self._error(
                 f"it is not an aiobootstrap journal (it does not start with "
                 f"{MAGIC.strip().decode()!r}); refusing to overwrite it"
             )
-
-    def _lock(self) -> None:
-        self._lock_fd = os.open(f"{self.path}.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-        if fcntl is None:
-            return
-        try:
-            fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise self._error("another aiobootstrap server holds it") from None
 
     def _error(self, why: str) -> StateFileError:
         return StateFileError(f"Cannot use the state file {self.path}: {why}.")

@@ -1,0 +1,76 @@
+"""Where and when the client tries again: its replicas, its backoff, its deadline.
+
+Pure asyncio, no aiohttp: ``_client`` decides what counts as a failure, this
+module only how long to wait and which URL is next.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import random
+from collections.abc import Sequence
+
+__all__ = ["Backoff", "Deadline", "Replicas"]
+
+
+class Backoff:
+    """Exponential backoff with jitter: 50 ms, 100 ms, ... up to ``cap`` seconds."""
+
+    def __init__(self, base: float = 0.05, cap: float = 2.0) -> None:
+        self.base = base
+        self.cap = cap
+        self.attempt = 0
+
+    def next_delay(self) -> float:
+        delay = min(self.cap, self.base * 2**self.attempt)
+        self.attempt += 1
+        # Jitter keeps a whole deployment's clients from retrying in lockstep.
+        return float(delay * random.uniform(0.5, 1.0))
+
+    def reset(self) -> None:
+        self.attempt = 0
+
+
+class Deadline:
+    """The moment a call gives up; ``None`` never comes."""
+
+    def __init__(self, timeout: float | None) -> None:
+        loop = asyncio.get_running_loop()
+        self._loop = loop
+        self._at = math.inf if timeout is None else loop.time() + max(0.0, timeout)
+
+    def remaining(self) -> float:
+        return max(0.0, self._at - self._loop.time())
+
+    def expired(self) -> bool:
+        return self.remaining() <= 0
+
+
+class Replicas:
+    """The base URLs of one registry's replicas, and the one calls go to now.
+
+    Calls stick to the current URL; a failure there moves every later call to
+    the next one, round-robin. Concurrent calls that fail on the same URL
+    move it once, not once each.
+    """
+
+    def __init__(self, urls: str | Sequence[str]) -> None:
+        listed = [urls] if isinstance(urls, str) else list(urls)
+        if not listed:
+            raise ValueError("BootstrapClient needs at least one server URL")
+        self.urls = tuple(url.rstrip("/") for url in listed)
+        self._current = 0
+
+    @property
+    def current(self) -> str:
+        return self.urls[self._current]
+
+    def failed(self, url: str) -> None:
+        if self.current == url:
+            self._current = (self._current + 1) % len(self.urls)
+
+    def describe(self) -> str:
+        if len(self.urls) == 1:
+            return f"The server at {self.urls[0]}"
+        return f"None of the servers {', '.join(self.urls)}"

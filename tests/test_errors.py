@@ -1,0 +1,38 @@
+"""The public error tree: one module, every class exported, every class a BootstrapError."""
+
+from __future__ import annotations
+
+import inspect
+
+import aiobootstrap
+from aiobootstrap import exceptions
+
+
+def test_every_public_exception_lives_in_exceptions_and_is_exported() -> None:
+    """Each exception aiobootstrap exports is defined in aiobootstrap.exceptions, and each defined there is exported."""
+    exported = {
+        name: getattr(aiobootstrap, name)
+        for name in aiobootstrap.__all__
+        if inspect.isclass(getattr(aiobootstrap, name)) and issubclass(getattr(aiobootstrap, name), Exception)
+    }
+    assert {cls.__module__ for cls in exported.values()} == {"aiobootstrap.exceptions"}
+    defined = {
+        name
+        for name in exceptions.__all__
+        if inspect.isclass(getattr(exceptions, name)) and issubclass(getattr(exceptions, name), Exception)
+    }
+    assert defined == set(exported)
+    assert all(issubclass(cls, aiobootstrap.BootstrapError) for cls in exported.values())
+
+
+def test_waiting_ends_in_one_of_two_distinct_errors() -> None:
+    """ "Not registered until the timeout" and "no answer until the timeout" are different classes."""
+    assert issubclass(aiobootstrap.RankNotRegistered, TimeoutError)
+    assert not issubclass(aiobootstrap.RankNotRegistered, aiobootstrap.ServerUnavailable)
+    assert not issubclass(aiobootstrap.ServerUnavailable, aiobootstrap.NotRegistered)
+    assert not issubclass(aiobootstrap.UnexpectedReply, aiobootstrap.NotRegistered)
+
+
+def test_the_shutdown_sentence_is_written_once() -> None:
+    """ShuttingDown() says the server is shutting down without each raiser restating it."""
+    assert aiobootstrap.ShuttingDown().detail == "The server is shutting down."

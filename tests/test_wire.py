@@ -1,0 +1,71 @@
+"""The protocol module reads what it writes, and tells a rank's 404 from any other."""
+
+from __future__ import annotations
+
+import pytest
+
+from aiobootstrap import UnexpectedReply
+from aiobootstrap import _protocol as protocol
+
+
+@pytest.mark.parametrize(
+    ("status", "body", "missing"),
+    [
+        (404, b'{"detail": "No transfer engine info for rank 3", "missing": [3]}', [3]),
+        (404, b'{"detail": "No transfer engine info for ranks 1-2", "missing": [1, 2]}', [1, 2]),
+        (404, b'{"detail": "No transfer engine info for rank 7"}', [7]),
+        (404, b'{"detail": "No transfer engine info for rank 7 (stale)"}', None),
+        (404, b'{"detail": "Not Found"}', None),
+        (404, b"<html>404 Not Found</html>", None),
+        (404, b'{"missing": [true]}', None),
+        (404, b"[3]", None),
+        (400, b'{"detail": "No transfer engine info for rank 7", "missing": [7]}', None),
+    ],
+)
+def test_only_a_rank_404_reads_as_not_registered(status: int, body: bytes, missing: list[int] | None) -> None:
+    """A 404 means "not registered" by its "missing" field or SPEC's exact sentence; nothing else does."""
+    assert protocol.decode_not_registered(status, body) == missing
+
+
+def test_a_not_registered_reply_reads_back_as_its_ranks() -> None:
+    """What the server writes for missing ranks, the client reads back as those ranks."""
+    body = protocol.encode_not_registered([0, 1, 2, 9])
+    assert protocol.decode_not_registered(404, body) == [0, 1, 2, 9]
+    assert protocol.loads(body)["detail"] == "No transfer engine info for ranks 0-2,9"
+
+
+@pytest.mark.parametrize("body", [b"<html>", b"{}", b'{"infos": 3}', b'{"rank": "x"}'])
+def test_a_reply_that_is_not_the_protocols_is_an_unexpected_reply(body: bytes) -> None:
+    """A 200 whose body is not a get, batch or listing reply raises UnexpectedReply, not ValueError."""
+    for decode in (protocol.decode_info, protocol.decode_batch, protocol.decode_listing):
+        with pytest.raises(UnexpectedReply):
+            decode(body)
+
+
+@pytest.mark.parametrize(("text", "seconds"), [("0", 0.0), ("2.5", 2.5), (".5", 0.5), ("1e1", 10.0)])
+def test_seconds_are_read_one_way(text: str, seconds: float) -> None:
+    """Plain decimal seconds are read alike by wait= and the tools' options."""
+    assert protocol.parse_seconds(text) == seconds
+
+
+@pytest.mark.parametrize("text", ["-1", "nan", "inf", "1e400", "1_0", " 1", "+1", "\u0663", ""])
+def test_seconds_refuse_what_float_alone_would_take(text: str) -> None:
+    """Negative, non-finite and non-ASCII-decimal seconds are refused by the one reader."""
+    assert protocol.parse_seconds(text) is None
+
+
+def test_the_queries_the_client_writes_are_the_ones_the_server_reads() -> None:
+    """get, batch and delete queries parse back to what was asked, and split specs cover every rank."""
+    query = protocol.get_query(3, 7, 1.5)
+    assert protocol.parse_rank_param(query["rank"]) == 3
+    assert protocol.parse_after(query["after"]) == 7
+    assert protocol.parse_wait(query["wait"]) == 1.5
+    assert protocol.parse_rank_param(protocol.rank_query(9)["rank"]) == 9
+    ranks = list(range(0, 6000, 2))
+    specs = protocol.split_rank_specs(ranks)
+    assert len(specs) > 1
+    assert all(len(spec) <= protocol.BATCH_QUERY_CHARS for spec in specs)
+    read = [
+        rank for spec in specs for rank in protocol.parse_ranks(protocol.batch_query(spec, 0, 0)["ranks"])
+    ]
+    assert read == ranks
