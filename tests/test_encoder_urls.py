@@ -9,8 +9,6 @@ from typing import Any
 import pytest
 
 from aiobootstrap._kinds import encoder_list_key
-from aiobootstrap.exceptions import TooManyNamespaces
-from aiobootstrap.store import MemoryStore, StoreLimits
 from aiobootstrap.store._file import FileStore
 
 from .conftest import GUARD, open_registry, until
@@ -142,21 +140,7 @@ async def test_methods_are_those_of_the_spec(client):
     assert "detail" in await reply.json()
 
 
-# -- the store operation ------------------------------------------------
-
-
-async def test_memory_store_set_member_changes_only_when_needed():
-    """set_member takes a version only for a change; an unchanged set returns the record as it is."""
-    store = MemoryStore()
-    key = encoder_list_key("default")
-    assert await store.set_member(key, "a", present=False) is None
-    first = await store.set_member(key, "a", present=True)
-    assert first is not None
-    assert (first.value, first.version) == ({"members": ["a"]}, 1)
-    assert await store.set_member(key, "a", present=True) is first
-    second = await store.set_member(key, "b", present=True)
-    assert second is not None
-    assert (second.value, second.version) == ({"members": ["a", "b"]}, 2)
+# -- the store operation (the contract itself: tests/test_stores.py) --
 
 
 async def test_file_store_keeps_concurrent_member_changes_and_reloads_them(tmp_path: Path):
@@ -195,35 +179,3 @@ async def test_a_full_list_refuses_one_more_url(client, registry, monkeypatch):
     assert "limit" in (await reply.json())["detail"]
     assert (await client.post(REGISTER, json={"url": "http://a"})).status == 200
     assert await listed(client) == {"encoder_urls": ["http://a", "http://b"], "version": 2}
-
-
-@pytest.fixture(params=["memory", "file"])
-async def any_store(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
-    """A memory store and a file store, opened, each with room for one namespace."""
-    limits = StoreLimits(max_namespaces=1)
-    store = MemoryStore(limits) if request.param == "memory" else FileStore(str(tmp_path / "state"), limits)
-    await open_registry(store)
-    yield store
-    await store.close()
-
-
-async def test_set_member_follows_one_rule_in_every_store(any_store: Any) -> None:
-    """Order of first addition, removal keeps order, an emptied set stays, no-ops take no version."""
-    key = encoder_list_key("default")
-    for member in ("b", "a", "c"):
-        await any_store.set_member(key, member, present=True)
-    record = await any_store.set_member(key, "a", present=False)
-    assert (record.value, record.version) == ({"members": ["b", "c"]}, 4)
-    assert (await any_store.set_member(key, "zz", present=False)).version == 4
-    await any_store.set_member(key, "b", present=False)
-    record = await any_store.set_member(key, "c", present=False)
-    assert (record.value, record.version) == ({"members": []}, 6)
-    assert await any_store.version("default") == 6
-
-
-async def test_a_new_set_record_counts_against_the_namespace_limit(any_store: Any) -> None:
-    """The first member in a new namespace past --max-namespaces is refused; nothing is stored."""
-    await any_store.set_member(encoder_list_key("default"), "a", present=True)
-    with pytest.raises(TooManyNamespaces):
-        await any_store.set_member(encoder_list_key("blue"), "a", present=True)
-    assert await any_store.namespaces() == ["default"]
