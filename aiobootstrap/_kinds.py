@@ -50,9 +50,9 @@ PARALLELISM_CONFIG = "parallelism_config"
 ENCODER_URLS = "encoder_urls"
 """The store kind of a namespace's encoder URL list (one record, rank 0, role ``target``)."""
 
-ENCODER_REGISTER_PATH = "/register_encoder_url"
-ENCODER_UNREGISTER_PATH = "/unregister_encoder_url"
-ENCODER_LIST_PATH = "/list_encoder_urls"
+ENCODER_REGISTER_PATH = protocol.ENCODER_REGISTER_PATH
+ENCODER_UNREGISTER_PATH = protocol.ENCODER_UNREGISTER_PATH
+ENCODER_LIST_PATH = protocol.ENCODER_LIST_PATH
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,9 +167,9 @@ PARALLELISM_CONFIG_KIND = RecordKind(
     name=PARALLELISM_CONFIG,
     noun="parallelism config",
     field="parallelism_config",
-    register_path="/register_parallelism_config",
-    get_path="/get_parallelism_config",
-    batch_path="/get_parallelism_config_batch",
+    register_path=protocol.CONFIG_REGISTER_PATH,
+    get_path=protocol.CONFIG_GET_PATH,
+    batch_path=protocol.CONFIG_BATCH_PATH,
     batch_field="configs",
     title="ParallelismConfig",
     parse=lambda value: protocol.parse_object(value, "parallelism_config"),
