@@ -369,7 +369,11 @@ def _log_change(action: str, record: Record, kind: RecordKind) -> None:
     where = "" if key.namespace == protocol.DEFAULT_NAMESPACE else f" in namespace {key.namespace}"
     what = "" if kind is TRANSFER_ENGINE_INFO_KIND else f"{kind.noun} "
     role = "" if key.role == DEFAULT_ROLE else f" role {printable(key.role)}"
-    session = f" session {printable(record.session_id)}" if kind is TRANSFER_ENGINE_INFO_KIND else ""
+    session = ""
+    if kind is TRANSFER_ENGINE_INFO_KIND:
+        tagged = not protocol.is_classic(record.value)
+        session = f" backend {printable(str(record.value['backend']))}" if tagged else ""
+        session += f" session {printable(record.session_id)}" if "session_id" in record.value else ""
     extra: dict[str, object] = {"rank": record.rank, "version": record.version, "namespace": key.namespace}
     if kind is TRANSFER_ENGINE_INFO_KIND:
         extra["session_id"] = record.session_id

@@ -426,3 +426,15 @@ async def test_a_fourth_kind_is_one_table_entry(aiohttp_client, monkeypatch, tmp
     again = await aiohttp_client(create_app(ServerConfig(state_file=str(path))))
     reply = await again.get("/ns/blue/get_kv_layout?rank=1&role=draft")
     assert (await reply.json())["layout"] == {"blocks": 17}
+
+
+async def test_log_lines_name_kind_role_and_backend(client, caplog):
+    """A registration's line names its kind, role and backend when they are not the defaults."""
+    caplog.set_level("INFO", logger="aiobootstrap")
+    await client.put(TEI, json={"rank": 3, "transfer_engine_info": NIXL, "role": "draft"})
+    await client.put(PC, json=config_body(1))
+    lines = [record.getMessage() for record in caplog.records if "registered" in record.getMessage()]
+    assert lines == [
+        "registered rank 3 role draft backend nixl version 1",
+        "registered parallelism config rank 1 version 2",
+    ]
