@@ -83,7 +83,8 @@ class ThreadedBootstrapServer(LoopThreadOwner):
     def get_transfer_engine_info(self, rank: int) -> tuple[str, dict[str, Any]] | None:
         """``rank``'s ``(session_id, weights_info_dict)`` in the default namespace, or ``None``.
 
-        Read in-process, without HTTP, from any thread, also after
+        A tagged backend's info without a session id reads ``("", weights_info_dict)``;
+        :meth:`get_transfer_engine_info_object` reads it whole. Read in-process, without HTTP, from any thread, also after
         :meth:`close`; the dict is the caller's own copy, the same a remote
         getter receives.
         """
