@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator, Iterable
 from aiohttp import web
 from aiohttp.typedefs import Handler, Middleware
 
-from . import __version__
+from . import __version__, _kinds
 from . import _protocol as protocol
 from ._config import ServerConfig
 from ._hardening import (
@@ -24,6 +24,18 @@ from ._hardening import (
     expect_handler,
     read_body,
     too_large_detail,
+)
+from ._kinds import (
+    ENCODER_LIST_PATH,
+    ENCODER_REGISTER_PATH,
+    ENCODER_UNREGISTER_PATH,
+    ENCODER_URLS,
+    TRANSFER_ENGINE_INFO_KIND,
+    RecordKind,
+    encode_reply,
+    encoder_list_key,
+    encoder_urls,
+    kind_named,
 )
 from ._logging import printable
 from ._metrics import (
@@ -81,11 +93,11 @@ def _routes(expect: ExpectHandler | None = None) -> list[web.RouteDef]:
     """The bootstrap routes: each is also served under ``/ns/{namespace}``."""
     return [
         web.get(protocol.HEALTH_PATH, health, expect_handler=expect),
-        web.put(protocol.REGISTER_PATH, register, expect_handler=expect),
-        web.delete(protocol.REGISTER_PATH, unregister, expect_handler=expect),
-        web.get(protocol.GET_PATH, get_info, expect_handler=expect),
-        web.get(protocol.BATCH_PATH, get_batch, expect_handler=expect),
+        *[route for kind in _kinds.KINDS for route in _kind_routes(kind, expect)],
         web.get(protocol.RANKS_PATH, list_ranks, expect_handler=expect),
+        web.post(ENCODER_REGISTER_PATH, register_encoder_url, expect_handler=expect),
+        web.delete(ENCODER_UNREGISTER_PATH, unregister_encoder_url, expect_handler=expect),
+        web.get(ENCODER_LIST_PATH, list_encoder_urls, expect_handler=expect),
     ]
 
 
@@ -104,7 +116,7 @@ async def _registry_context(app: web.Application) -> AsyncIterator[None]:
         max_namespaces=config.max_namespaces,
     )
     store = open_store(config.store_url, prefix=config.store_prefix, limits=limits)
-    registry = Registry(store, encode_reply=protocol.encode_info, max_waiters=config.max_waiters)
+    registry = Registry(store, encode_reply=encode_reply, max_waiters=config.max_waiters)
     await store.open(registry)
     app[REGISTRY] = registry
     log.info("store: %s", store.description)
@@ -137,6 +149,7 @@ async def _namespace_figures(app: web.Application) -> list[NamespaceFigures]:
             len(await store.records(name, TRANSFER_ENGINE_INFO, DEFAULT_ROLE)),
             registry.parked_in(name),
             await store.version(name),
+            len(encoder_urls(await store.get(encoder_list_key(name)))),
         )
         for name in names
     ]
@@ -210,21 +223,25 @@ def namespace_of(request: web.Request) -> str:
 
 
 def info_key(request: web.Request, rank: int) -> Key:
-    """The key of ``rank``'s transfer-engine info in the namespace a request addresses."""
+    """The key of ``rank``'s transfer-engine info (role ``target``) in the namespace a request addresses."""
     return Key(namespace_of(request), TRANSFER_ENGINE_INFO, DEFAULT_ROLE, rank)
 
 
 _SEPARATE_BODY_OVER = 256 * 1024
 
 
-async def json_reply(request: web.Request, body: bytes) -> web.StreamResponse:
-    """A 200 JSON reply of ``body``, which may be shared by many replies at once."""
+async def json_reply(request: web.Request, body: bytes, version: int | None = None) -> web.StreamResponse:
+    """A 200 JSON reply of ``body``, which may be shared by many replies at once.
+
+    ``version``, when given, goes in the ``X-Aiobootstrap-Version`` header.
+    """
+    headers = {} if version is None else {protocol.VERSION_HEADER: str(version)}
     if len(body) <= _SEPARATE_BODY_OVER:
-        return web.Response(body=body, content_type=protocol.JSON_TYPE)
+        return web.Response(body=body, content_type=protocol.JSON_TYPE, headers=headers)
     # web.Response joins headers and body into one new bytes object (on Python
     # before 3.12.9): a private copy of a 20 MB reply per getter in flight.
     # Written apart, every getter sends the registration's one bytes object.
-    response = web.StreamResponse(headers={"Content-Type": protocol.JSON_TYPE})
+    response = web.StreamResponse(headers={"Content-Type": protocol.JSON_TYPE, **headers})
     response.content_length = len(body)
     await response.prepare(request)
     await response.write(body)
@@ -243,100 +260,200 @@ def _wait_seconds(request: web.Request) -> float:
     return min(protocol.parse_wait(_param(request, "wait")), request.app[CONFIG].max_wait)
 
 
-async def register(request: web.Request) -> web.Response:
-    body = await read_body(request, request.app[CONFIG])
-    registration = protocol.parse_registration(body)
-    protocol.check_world_size(registration.rank, request.app[CONFIG].world_size)
-    key = info_key(request, registration.rank)
-    value = {"session_id": registration.session_id, "weights_info_dict": registration.weights_info_dict}
-    record = await request.app[REGISTRY].register(key, value)
-    request.app[METRICS].registrations[key.namespace] += 1
-    _log_change("registered", record)
-    return web.Response(text="OK")
+# -- the per-rank kinds: one set of handlers, made for each entry of KINDS --
 
 
-def _log_change(action: str, record: Record) -> None:
-    """One line per registration or deletion, with structured fields for JSON logs."""
-    namespace = record.key.namespace
-    where = "" if namespace == protocol.DEFAULT_NAMESPACE else f" in namespace {namespace}"
-    log.info(
-        "%s rank %d session %s version %d%s",
-        action,
-        record.rank,
-        printable(record.session_id),
-        record.version,
-        where,
-        extra={
-            "rank": record.rank,
-            "session_id": record.session_id,
-            "version": record.version,
-            "namespace": namespace,
-        },
-    )
+def _kind_routes(kind: RecordKind, expect: ExpectHandler | None) -> list[web.RouteDef]:
+    """The routes of one record kind: register, delete, get, batch get."""
+    return [
+        web.put(kind.register_path, _register(kind), expect_handler=expect),
+        web.delete(kind.register_path, _unregister(kind), expect_handler=expect),
+        web.get(kind.get_path, _get(kind), expect_handler=expect),
+        web.get(kind.batch_path, _get_batch(kind), expect_handler=expect),
+    ]
 
 
-async def unregister(request: web.Request) -> web.Response:
-    rank = protocol.parse_rank_param(_param(request, "rank"))
-    protocol.check_world_size(rank, request.app[CONFIG].world_size)
-    record = await request.app[REGISTRY].unregister(info_key(request, rank))
-    if record is None:
-        return _not_registered([rank])
-    _log_change("unregistered", record)
-    return web.Response(text="OK")
+def _named(handler: Handler, action: str, kind: RecordKind) -> Handler:
+    handler.__name__ = handler.__qualname__ = f"{action}_{kind.name}"
+    return handler
 
 
-@counts_gets
-async def get_info(request: web.Request) -> web.StreamResponse:
-    rank = protocol.parse_rank_param(_param(request, "rank"))
-    wait = _wait_seconds(request)
-    after = protocol.parse_after(_param(request, "after"))
-    protocol.check_world_size(rank, request.app[CONFIG].world_size)
-    key = info_key(request, rank)
-    registry = request.app[REGISTRY]
-    since = time.time()
-    record = await registry.wait(key, wait, after)
-    request.app[METRICS].count_get(since, [] if record is None else [record], expired=record is None)
-    if record is None:
-        return _not_registered([rank])
-    return await json_reply(request, registry.reply(record))
+def _register(kind: RecordKind) -> Handler:
+    async def register(request: web.Request) -> web.StreamResponse:
+        config = request.app[CONFIG]
+        payload = protocol.parse_body(await read_body(request, config))
+        rank = protocol.parse_rank_field(payload)
+        role = protocol.parse_role_field(payload)
+        value = kind.parse(protocol.field_of(payload, kind.field))
+        protocol.check_world_size(rank, config.world_size)
+        key = kind.key(namespace_of(request), role, rank)
+        record = await request.app[REGISTRY].register(key, value)
+        request.app[METRICS].count_registration(key.namespace, kind.name)
+        _log_change("registered", record, kind)
+        return web.Response(text="OK")
+
+    return _named(register, "register", kind)
 
 
-@counts_gets
-async def get_batch(request: web.Request) -> web.StreamResponse:
-    ranks = protocol.parse_ranks(_param(request, "ranks"))
-    wait = _wait_seconds(request)
-    after = protocol.parse_after(_param(request, "after"))
-    world_size = request.app[CONFIG].world_size
-    protocol.check_world_size(max(ranks), world_size)
-    namespace = namespace_of(request)
-    registry = request.app[REGISTRY]
-    since = time.time()
-    found, missing_keys = await registry.wait_all(
-        [Key(namespace, TRANSFER_ENGINE_INFO, DEFAULT_ROLE, rank) for rank in ranks], wait, after
-    )
-    request.app[METRICS].count_get(since, found, expired=bool(missing_keys))
-    if missing_keys:
-        return _not_registered([key.rank for key in missing_keys])
-    version = await registry.store.version(namespace)
-    return await json_reply(request, protocol.encode_batch([registry.reply(r) for r in found], version))
+def _unregister(kind: RecordKind) -> Handler:
+    async def unregister(request: web.Request) -> web.StreamResponse:
+        rank = protocol.parse_rank_param(_param(request, "rank"))
+        role = protocol.parse_role_param(_param(request, "role"))
+        protocol.check_world_size(rank, request.app[CONFIG].world_size)
+        record = await request.app[REGISTRY].unregister(kind.key(namespace_of(request), role, rank))
+        if record is None:
+            return _not_registered(kind, [rank])
+        _log_change("unregistered", record, kind)
+        return web.Response(text="OK")
+
+    return _named(unregister, "unregister", kind)
 
 
-def _not_registered(missing: list[int]) -> web.Response:
+def _get(kind: RecordKind) -> Handler:
+    @counts_gets
+    async def get(request: web.Request) -> web.StreamResponse:
+        rank = protocol.parse_rank_param(_param(request, "rank"))
+        role = protocol.parse_role_param(_param(request, "role"))
+        wait = _wait_seconds(request)
+        after = protocol.parse_after(_param(request, "after"))
+        whole = protocol.parse_form(_param(request, "form"))
+        protocol.check_world_size(rank, request.app[CONFIG].world_size)
+        registry = request.app[REGISTRY]
+        since = time.time()
+        record = await registry.wait(kind.key(namespace_of(request), role, rank), wait, after)
+        request.app[METRICS].count_get(since, [] if record is None else [record], expired=record is None)
+        if record is None:
+            return _not_registered(kind, [rank])
+        body = kind.encode_object(record) if whole else registry.reply(record)
+        return await json_reply(request, body, version=record.version)
+
+    return _named(get, "get", kind)
+
+
+def _get_batch(kind: RecordKind) -> Handler:
+    @counts_gets
+    async def get_batch(request: web.Request) -> web.StreamResponse:
+        ranks = protocol.parse_ranks(_param(request, "ranks"))
+        role = protocol.parse_role_param(_param(request, "role"))
+        wait = _wait_seconds(request)
+        after = protocol.parse_after(_param(request, "after"))
+        whole = protocol.parse_form(_param(request, "form"))
+        protocol.check_world_size(max(ranks), request.app[CONFIG].world_size)
+        namespace = namespace_of(request)
+        registry = request.app[REGISTRY]
+        since = time.time()
+        found, missing_keys = await registry.wait_all(
+            [kind.key(namespace, role, rank) for rank in ranks], wait, after
+        )
+        request.app[METRICS].count_get(since, found, expired=bool(missing_keys))
+        if missing_keys:
+            return _not_registered(kind, [key.rank for key in missing_keys])
+        version = await registry.store.version(namespace)
+        encode = kind.encode_object if whole else registry.reply
+        items = [kind.item(record, encode(record)) for record in found]
+        return await json_reply(request, protocol.encode_items(kind.batch_field, items, version))
+
+    return _named(get_batch, "get_batch", kind)
+
+
+def _not_registered(kind: RecordKind, missing: list[int]) -> web.Response:
     # Not raised: the 404 carries "missing", which tells the client a rank's 404 from a wrong URL's.
     return web.Response(
-        status=404, body=protocol.encode_not_registered(missing), content_type=protocol.JSON_TYPE
+        status=404, body=protocol.encode_not_registered(missing, kind.noun), content_type=protocol.JSON_TYPE
+    )
+
+
+def _log_change(action: str, record: Record, kind: RecordKind) -> None:
+    """One line per registration or deletion, with structured fields for JSON logs."""
+    key = record.key
+    where = "" if key.namespace == protocol.DEFAULT_NAMESPACE else f" in namespace {key.namespace}"
+    what = "" if kind is TRANSFER_ENGINE_INFO_KIND else f"{kind.noun} "
+    role = "" if key.role == DEFAULT_ROLE else f" role {printable(key.role)}"
+    session = ""
+    if kind is TRANSFER_ENGINE_INFO_KIND:
+        tagged = not protocol.is_classic(record.value)
+        session = f" backend {printable(str(record.value['backend']))}" if tagged else ""
+        session += f" session {printable(record.session_id)}" if "session_id" in record.value else ""
+    extra: dict[str, object] = {"rank": record.rank, "version": record.version, "namespace": key.namespace}
+    if kind is TRANSFER_ENGINE_INFO_KIND:
+        extra["session_id"] = record.session_id
+    if kind is not TRANSFER_ENGINE_INFO_KIND or key.role != DEFAULT_ROLE:
+        extra["kind"] = kind.name
+        extra["role"] = key.role
+    log.info(
+        "%s %srank %d%s%s version %d%s",
+        action,
+        what,
+        record.rank,
+        role,
+        session,
+        record.version,
+        where,
+        extra=extra,
     )
 
 
 async def list_ranks(request: web.Request) -> web.Response:
+    """``GET /ranks[?kind=K][&role=R]``: one kind and role's records (transfer-engine info, target)."""
+    kind = kind_named(_param(request, "kind"))
+    role = protocol.parse_role_param(_param(request, "role"))
     namespace = namespace_of(request)
     registry = request.app[REGISTRY]
     store = registry.store
     body = protocol.encode_listing(
-        await store.records(namespace, TRANSFER_ENGINE_INFO, DEFAULT_ROLE),
+        await store.records(namespace, kind.name, role),
         await store.version(namespace),
         request.app[CONFIG].world_size,
         registry.parked_in(namespace),
         time.time(),
+        kind=kind.name,
+        role=role,
+        summary=kind.summary,
     )
     return web.Response(body=body, content_type=protocol.JSON_TYPE)
+
+
+# -- the encoder URL list -----------------------------------------------
+
+
+async def _encoder_url(request: web.Request) -> str:
+    return protocol.parse_url_body(await read_body(request, request.app[CONFIG]))
+
+
+async def register_encoder_url(request: web.Request) -> web.Response:
+    """``POST /register_encoder_url``: add a URL to the namespace's list (once)."""
+    url = await _encoder_url(request)
+    key = encoder_list_key(namespace_of(request))
+    await request.app[REGISTRY].set_member(key, url, present=True)
+    request.app[METRICS].count_registration(key.namespace, ENCODER_URLS)
+    log.info("registered encoder URL %s", printable(url), extra={"namespace": key.namespace})
+    return web.Response(text="OK")
+
+
+async def unregister_encoder_url(request: web.Request) -> web.Response:
+    """``DELETE /unregister_encoder_url``: remove a URL from the list; ``OK`` also when it was not there."""
+    url = await _encoder_url(request)
+    key = encoder_list_key(namespace_of(request))
+    await request.app[REGISTRY].set_member(key, url, present=False)
+    log.info("unregistered encoder URL %s", printable(url), extra={"namespace": key.namespace})
+    return web.Response(text="OK")
+
+
+@counts_gets
+async def list_encoder_urls(request: web.Request) -> web.StreamResponse:
+    """``GET /list_encoder_urls[?after=V][&wait=S]``: the list, once it changed after version V."""
+    wait = _wait_seconds(request)
+    after = protocol.parse_after(_param(request, "after"))
+    key = encoder_list_key(namespace_of(request))
+    registry = request.app[REGISTRY]
+    since = time.time()
+    record = await registry.wait(key, wait, after)
+    request.app[METRICS].count_get(
+        since, [] if record is None else [record], expired=record is None and wait > 0
+    )
+    if record is None:
+        # Unchanged when the wait ran out: the list as it is, with its version.
+        record = await registry.get(key)
+    if record is None:
+        return await json_reply(request, protocol.encode_encoder_urls([], 0), version=0)
+    return await json_reply(request, registry.reply(record), version=record.version)

@@ -55,6 +55,7 @@ class NamespaceFigures:
     ranks: int
     parked: int
     version: int
+    encoder_urls: int = 0
 
 
 class _NamespaceCollector:
@@ -80,12 +81,28 @@ class _NamespaceCollector:
         version = GaugeMetricFamily(
             "aiobootstrap_version", "The latest version in each namespace.", labels=["namespace"]
         )
+        by_kind = CounterMetricFamily(
+            "aiobootstrap_kind_registrations",
+            "Registrations answered by this server, by namespace and record kind "
+            "(transfer_engine_info, parallelism_config, encoder_urls).",
+            labels=["namespace", "kind"],
+        )
+        encoders = GaugeMetricFamily(
+            "aiobootstrap_encoder_urls", "Encoder URLs listed right now, by namespace.", labels=["namespace"]
+        )
         figures = self._metrics.namespaces
+        counted = self._metrics.registrations_by_kind
         for namespace in figures:
             registrations.add_metric([namespace.name], self._metrics.registrations[namespace.name])
             ranks.add_metric([namespace.name], namespace.ranks)
             parked.add_metric([namespace.name], namespace.parked)
             version.add_metric([namespace.name], namespace.version)
+            encoders.add_metric([namespace.name], namespace.encoder_urls)
+            for (name, kind), count in sorted(counted.items()):
+                if name == namespace.name:
+                    by_kind.add_metric([name, kind], count)
+        yield by_kind
+        yield encoders
         yield registrations
         yield ranks
         yield parked
@@ -143,7 +160,9 @@ class Metrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
         self.registrations: collections.Counter[str] = collections.Counter()
-        """Registrations answered, by namespace."""
+        """Registrations answered, by namespace (every kind, encoder URLs included)."""
+        self.registrations_by_kind: collections.Counter[tuple[str, str]] = collections.Counter()
+        """Registrations answered, by namespace and record kind."""
         self.namespaces: list[NamespaceFigures] = []
         """The namespaces as the latest scrape read them."""
         created = time.time()
@@ -155,6 +174,11 @@ class Metrics:
         self._series: dict[tuple[web.AbstractResource | None, str, int], _Histogram] = {}
         self.registry.register(self)
         self.registry.register(_NamespaceCollector(self))
+
+    def count_registration(self, namespace: str, kind: str) -> None:
+        """Count an answered registration of ``kind`` (a kind name, or ``encoder_urls``)."""
+        self.registrations[namespace] += 1
+        self.registrations_by_kind[namespace, kind] += 1
 
     def count_get(self, since: float, found: Sequence[Record], expired: bool) -> None:
         """Count an answered get; ``since`` is the wall-clock time it began."""

@@ -4,7 +4,8 @@ Written by hand, so it says what the routes mean, and kept true by
 ``tests/test_openapi.py``, which fails for any route the app serves that is
 not described here. To describe a new route, add its path to ``_PATHS``; its
 ``/ns/{namespace}`` twin is described from it unless the path is in
-``_SERVER_WIDE``.
+``_SERVER_WIDE``. A record kind's routes and schemas are described from its
+entry in the kind table (``_kinds.KINDS``).
 """
 
 from __future__ import annotations
@@ -14,8 +15,10 @@ from typing import Any
 
 from aiohttp import web
 
-from . import __version__
+from . import __version__, _kinds
 from . import _protocol as protocol
+from ._kinds import ENCODER_LIST_PATH, ENCODER_REGISTER_PATH, ENCODER_UNREGISTER_PATH, RecordKind
+from .store import DEFAULT_ROLE, TRANSFER_ENGINE_INFO
 
 __all__ = ["document", "openapi"]
 
@@ -60,6 +63,106 @@ _AFTER = _query(
     {"type": "integer", "minimum": 0, "default": 0},
 )
 
+_ROLE = _query(
+    "role",
+    "The role whose records are meant (a speculative draft model's are apart from its target's).",
+    {"type": "string", "minLength": 1, "default": DEFAULT_ROLE},
+)
+_FORM = _query(
+    "form",
+    "object: serve each registration whole, as the object it was; list (the default): the kind's "
+    "usual shape (for classic transfer-engine info, [session_id, weights_info_dict]).",
+    {"type": "string", "enum": list(protocol.FORMS), "default": "list"},
+)
+_RANK = _query(
+    "rank", "The rank.", {"type": "integer", "minimum": 0, "maximum": protocol.MAX_RANK}, required=True
+)
+
+
+def _kind_paths(kind: RecordKind) -> dict[str, dict[str, Any]]:
+    """The four operations of a per-rank record kind, from its table entry."""
+    title, noun = kind.title, kind.noun
+    absent = f"`{kind.absent(0).replace(' 0', ' N')}`"
+    return {
+        kind.register_path: {
+            "put": {
+                "operationId": f"register{title}",
+                "summary": f"Publish a rank's {noun}, replacing any earlier one of its role, and wake its waiters.",
+                "requestBody": {
+                    "required": True,
+                    "content": {_JSON: {"schema": _ref(f"{title}Registration")}},
+                },
+                "responses": {
+                    "200": _text("Registered."),
+                    "400": _BAD_REQUEST,
+                    "401": _UNAUTHORIZED,
+                    "408": _json("The body did not arrive within the server's --body-timeout."),
+                    "409": _json("A new rank past the server's --max-ranks (no world size set)."),
+                    "413": _json("The body is larger than the server's --max-body-size."),
+                    "415": _json("The body has a Content-Encoding; send it uncompressed."),
+                    "503": _UNAVAILABLE,
+                },
+            },
+            "delete": {
+                "operationId": f"unregister{title}",
+                "summary": f"Remove a rank's {noun}; its waiters go on waiting for a new registration.",
+                "parameters": [_RANK, _ROLE],
+                "responses": {
+                    "200": _text("Removed."),
+                    "400": _BAD_REQUEST,
+                    "401": _UNAUTHORIZED,
+                    "404": _json(f"The rank was not registered: {absent}, `missing: [N]`.", "Missing"),
+                    "503": _UNAVAILABLE,
+                },
+            },
+        },
+        kind.get_path: {
+            "get": {
+                "operationId": f"get{title}",
+                "summary": f"A rank's {noun}, optionally waiting for it to register. The "
+                "X-Aiobootstrap-Version header carries the record's version.",
+                "parameters": [_RANK, _ROLE, _WAIT, _AFTER, _FORM],
+                "responses": {
+                    "200": _json(f"The rank's {noun}.", title),
+                    "400": _BAD_REQUEST,
+                    "401": _UNAUTHORIZED,
+                    "404": _json(
+                        f"Not registered (when the wait ran out): {absent}, `missing: [N]`.", "Missing"
+                    ),
+                    "503": _UNAVAILABLE,
+                },
+            }
+        },
+        kind.batch_path: {
+            "get": {
+                "operationId": f"get{title}Batch",
+                "summary": f"Several ranks' {noun} in one request, waiting until all of them have registered.",
+                "parameters": [
+                    _query(
+                        "ranks",
+                        "The ranks: comma-separated ranks and inclusive ranges, such as 0-7,12.",
+                        {"type": "string", "example": "0-7,12"},
+                        required=True,
+                    ),
+                    _ROLE,
+                    _WAIT,
+                    _AFTER,
+                    _FORM,
+                ],
+                "responses": {
+                    "200": _json(f"Every asked rank's {noun}.", f"{title}Batch"),
+                    "400": _BAD_REQUEST,
+                    "401": _UNAUTHORIZED,
+                    "404": _json(
+                        "Some ranks are not registered (when the wait ran out); listed in missing.", "Missing"
+                    ),
+                    "503": _UNAVAILABLE,
+                },
+            }
+        },
+    }
+
+
 _PATHS: dict[str, dict[str, Any]] = {
     protocol.HEALTH_PATH: {
         "get": {
@@ -79,89 +182,74 @@ _PATHS: dict[str, dict[str, Any]] = {
             },
         }
     },
-    protocol.REGISTER_PATH: {
-        "put": {
-            "operationId": "register",
-            "summary": "Publish a rank's info, replacing any earlier one, and wake its waiters.",
-            "requestBody": {"required": True, "content": {_JSON: {"schema": _ref("Registration")}}},
-            "responses": {
-                "200": _text("Registered."),
-                "400": _BAD_REQUEST,
-                "401": _UNAUTHORIZED,
-                "408": _json("The body did not arrive within the server's --body-timeout."),
-                "409": _json("A new rank past the server's --max-ranks (no world size set)."),
-                "413": _json("The body is larger than the server's --max-body-size."),
-                "415": _json("The body has a Content-Encoding; send it uncompressed."),
-                "503": _UNAVAILABLE,
-            },
-        },
-        "delete": {
-            "operationId": "unregister",
-            "summary": "Remove a rank's info; its waiters go on waiting for a new registration.",
-            "parameters": [_query("rank", "The rank.", {"type": "integer", "minimum": 0}, required=True)],
-            "responses": {
-                "200": _text("Removed."),
-                "400": _BAD_REQUEST,
-                "401": _UNAUTHORIZED,
-                "404": _json(
-                    "The rank was not registered: `No transfer engine info for rank N`, `missing: [N]`.",
-                    "Missing",
-                ),
-                "503": _UNAVAILABLE,
-            },
-        },
-    },
-    protocol.GET_PATH: {
-        "get": {
-            "operationId": "getInfo",
-            "summary": "A rank's transfer-engine info, optionally waiting for it to register.",
-            "parameters": [
-                _query("rank", "The rank.", {"type": "integer", "minimum": 0}, required=True),
-                _WAIT,
-                _AFTER,
-            ],
-            "responses": {
-                "200": _json("The rank's info.", "Info"),
-                "400": _BAD_REQUEST,
-                "401": _UNAUTHORIZED,
-                "404": _json(
-                    "Not registered (when the wait ran out): `No transfer engine info for rank N`, `missing: [N]`.",
-                    "Missing",
-                ),
-                "503": _UNAVAILABLE,
-            },
-        }
-    },
-    protocol.BATCH_PATH: {
-        "get": {
-            "operationId": "getInfoBatch",
-            "summary": "Several ranks' info in one request, waiting until all of them have registered.",
-            "parameters": [
-                _query(
-                    "ranks",
-                    "The ranks: comma-separated ranks and inclusive ranges, such as 0-7,12.",
-                    {"type": "string", "example": "0-7,12"},
-                    required=True,
-                ),
-                _WAIT,
-                _AFTER,
-            ],
-            "responses": {
-                "200": _json("Every asked rank's info.", "Batch"),
-                "400": _BAD_REQUEST,
-                "401": _UNAUTHORIZED,
-                "404": _json(
-                    "Some ranks are not registered (when the wait ran out); listed in missing.", "Missing"
-                ),
-                "503": _UNAVAILABLE,
-            },
-        }
-    },
     protocol.RANKS_PATH: {
         "get": {
             "operationId": "listRanks",
-            "summary": "The registered ranks (without weights) and, with a world size, the missing ones.",
-            "responses": {"200": _json("The listing.", "Listing"), "401": _UNAUTHORIZED},
+            "summary": "One kind and role's registered ranks (without their values) and, with a world "
+            "size, the missing ones.",
+            "parameters": [
+                _query(
+                    "kind",
+                    "The record kind listed.",
+                    {"type": "string", "default": TRANSFER_ENGINE_INFO},
+                ),
+                _ROLE,
+            ],
+            "responses": {"200": _json("The listing.", "Listing"), "400": _BAD_REQUEST, "401": _UNAUTHORIZED},
+        }
+    },
+    ENCODER_REGISTER_PATH: {
+        "post": {
+            "operationId": "registerEncoderUrl",
+            "summary": "Add an encoder's URL to the list (listed once however often it registers); "
+            "wakes the list's waiters.",
+            "requestBody": {"required": True, "content": {_JSON: {"schema": _ref("EncoderUrl")}}},
+            "responses": {
+                "200": _text("Listed."),
+                "400": _BAD_REQUEST,
+                "401": _UNAUTHORIZED,
+                "413": _json("The body is larger than the server's --max-body-size."),
+                "503": _UNAVAILABLE,
+            },
+        }
+    },
+    ENCODER_UNREGISTER_PATH: {
+        "delete": {
+            "operationId": "unregisterEncoderUrl",
+            "summary": "Remove an encoder's URL from the list; OK also when it was not listed.",
+            "requestBody": {"required": True, "content": {_JSON: {"schema": _ref("EncoderUrl")}}},
+            "responses": {
+                "200": _text("Not listed (any more)."),
+                "400": _BAD_REQUEST,
+                "401": _UNAUTHORIZED,
+                "503": _UNAVAILABLE,
+            },
+        }
+    },
+    ENCODER_LIST_PATH: {
+        "get": {
+            "operationId": "listEncoderUrls",
+            "summary": "The encoder URLs, in order of first registration, optionally once the list "
+            "changed after a version.",
+            "parameters": [
+                _query(
+                    "wait",
+                    "Seconds to hold the request until the list changes after `after`; clamped to "
+                    "--max-wait. When it runs out, the list as it is.",
+                    {"type": "number", "minimum": 0, "default": 0},
+                ),
+                _query(
+                    "after",
+                    "A version of the list (from an earlier reply): wait for a change after it.",
+                    {"type": "integer", "minimum": 0, "default": 0},
+                ),
+            ],
+            "responses": {
+                "200": _json("The list and its version.", "EncoderUrls"),
+                "400": _BAD_REQUEST,
+                "401": _UNAUTHORIZED,
+                "503": _UNAVAILABLE,
+            },
         }
     },
     protocol.METRICS_PATH: {
@@ -194,7 +282,36 @@ _NAMESPACE = {
     "schema": {"type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$"},
 }
 
-_OBJECT = {"type": "object", "additionalProperties": True}
+_RANK_SCHEMA = {"type": "integer", "minimum": 0, "maximum": protocol.MAX_RANK}
+_ROLE_SCHEMA = {"type": "string", "minLength": 1, "default": DEFAULT_ROLE}
+
+
+def _kind_schemas(kind: RecordKind) -> dict[str, Any]:
+    """A kind's register body, get reply and batch reply, from its table entry."""
+    item = _ref(kind.title) if kind.item_schema is None else dict(kind.item_schema)
+    return {
+        f"{kind.title}Registration": {
+            "type": "object",
+            "required": [kind.field],
+            "description": "Give rank (or, from older clients, tp_rank; rank wins when both are present).",
+            "properties": {
+                "rank": _RANK_SCHEMA,
+                "tp_rank": _RANK_SCHEMA,
+                "role": _ROLE_SCHEMA,
+                kind.field: dict(kind.value_schema),
+            },
+        },
+        kind.title: dict(kind.reply_schema),
+        f"{kind.title}Batch": {
+            "type": "object",
+            "required": [kind.batch_field, "version"],
+            "properties": {
+                kind.batch_field: {"type": "array", "items": item},
+                "version": {"type": "integer", "description": "The namespace's latest version."},
+            },
+        },
+    }
+
 
 _SCHEMAS: dict[str, Any] = {
     "Error": {
@@ -214,45 +331,33 @@ _SCHEMAS: dict[str, Any] = {
             },
         },
     },
-    "Registration": {
+    "EncoderUrl": {
         "type": "object",
-        "required": ["transfer_engine_info"],
-        "description": "Give rank (or, from older clients, tp_rank; rank wins when both are present).",
-        "properties": {
-            "rank": {"type": "integer", "minimum": 0},
-            "tp_rank": {"type": "integer", "minimum": 0},
-            "transfer_engine_info": {
-                "type": "object",
-                "required": ["session_id", "weights_info_dict"],
-                "properties": {"session_id": {"type": "string"}, "weights_info_dict": _OBJECT},
-            },
-        },
+        "required": ["url"],
+        "properties": {"url": {"type": "string", "minLength": 1, "example": "http://10.0.0.9:8000"}},
     },
-    "Info": {
+    "EncoderUrls": {
         "type": "object",
-        "required": ["rank", "remote_instance_transfer_engine_info", "version"],
+        "required": ["encoder_urls", "version"],
         "properties": {
-            "rank": {"type": "integer"},
-            "remote_instance_transfer_engine_info": {
+            "encoder_urls": {
                 "type": "array",
-                "description": "[session_id, weights_info_dict]",
-                "prefixItems": [{"type": "string"}, _OBJECT],
-                "minItems": 2,
-                "maxItems": 2,
+                "items": {"type": "string"},
+                "description": "In order of first registration.",
             },
-            "version": {"type": "integer", "description": "Grows with every change in the namespace."},
+            "version": {
+                "type": "integer",
+                "description": "The list's version: pass it as after= to wait for a change.",
+            },
         },
-    },
-    "Batch": {
-        "type": "object",
-        "required": ["infos", "version"],
-        "properties": {"infos": {"type": "array", "items": _ref("Info")}, "version": {"type": "integer"}},
     },
     "Listing": {
         "type": "object",
-        "required": ["version", "world_size", "count", "ranks", "missing"],
+        "required": ["version", "kind", "role", "world_size", "count", "ranks", "missing"],
         "properties": {
             "version": {"type": "integer"},
+            "kind": {"type": "string", "description": "The record kind listed."},
+            "role": {"type": "string", "description": "The role listed."},
             "world_size": {"type": ["integer", "null"]},
             "count": {"type": "integer"},
             "ranks": {
@@ -261,7 +366,8 @@ _SCHEMAS: dict[str, Any] = {
                     "type": "object",
                     "properties": {
                         "rank": {"type": "integer"},
-                        "session_id": {"type": "string"},
+                        "session_id": {"type": "string", "description": "Transfer-engine info only."},
+                        "backend": {"type": "string", "description": "Tagged transfer-engine info only."},
                         "version": {"type": "integer"},
                         "registered_at": {"type": "number", "description": "Unix time of the registration."},
                         "age": {"type": "number", "description": "Seconds since the registration."},
@@ -285,9 +391,16 @@ def _in_namespace(item: dict[str, Any]) -> dict[str, Any]:
 
 
 def document() -> dict[str, Any]:
-    """The OpenAPI document of every route."""
+    """The OpenAPI document of every route (the kinds' routes as the kind table has them now)."""
+    described = copy.deepcopy(_PATHS)
+    kind_names = [kind.name for kind in _kinds.KINDS]
+    described[protocol.RANKS_PATH]["get"]["parameters"][0]["schema"]["enum"] = kind_names
+    schemas = dict(_SCHEMAS)
+    for kind in _kinds.KINDS:
+        described.update(_kind_paths(kind))
+        schemas.update(_kind_schemas(kind))
     paths: dict[str, Any] = {}
-    for route, item in _PATHS.items():
+    for route, item in described.items():
         paths[route] = item
         if route not in _SERVER_WIDE:
             paths[protocol.path(route, "{namespace}")] = _in_namespace(item)
@@ -300,7 +413,7 @@ def document() -> dict[str, Any]:
             'Every error reply is JSON {"detail": ...}.',
         },
         "paths": paths,
-        "components": {"schemas": _SCHEMAS},
+        "components": {"schemas": schemas},
     }
 
 

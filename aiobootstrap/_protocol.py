@@ -13,11 +13,12 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .exceptions import BadRequest, UnexpectedReply
+from .store._base import DEFAULT_ROLE
 
 try:  # optional (the `fast` extra): the same JSON, several times faster; see docs/benchmarks.md
     import orjson
@@ -45,6 +46,12 @@ READY_PATH = "/ready"
 REGISTER_PATH = "/register_transfer_engine_info"
 GET_PATH = "/get_transfer_engine_info"
 BATCH_PATH = "/get_transfer_engine_info_batch"
+CONFIG_REGISTER_PATH = "/register_parallelism_config"
+CONFIG_GET_PATH = "/get_parallelism_config"
+CONFIG_BATCH_PATH = "/get_parallelism_config_batch"
+ENCODER_REGISTER_PATH = "/register_encoder_url"
+ENCODER_UNREGISTER_PATH = "/unregister_encoder_url"
+ENCODER_LIST_PATH = "/list_encoder_urls"
 RANKS_PATH = "/ranks"
 METRICS_PATH = "/metrics"
 OPENAPI_PATH = "/openapi.json"
@@ -56,6 +63,9 @@ HEALTH_HEADER = "X-Aiobootstrap"
 
 BOOT_HEADER = "X-Aiobootstrap-Boot"
 """Every reply names the server's boot: a new value means the server restarted (and may be empty)."""
+
+VERSION_HEADER = "X-Aiobootstrap-Version"
+"""On a get's reply: the version of the record served (a parallelism config's body is the bare object)."""
 
 BATCH_QUERY_CHARS = 4000
 """The longest rank spec a client puts in one batch query: well inside an 8 KiB request line."""
@@ -152,46 +162,138 @@ def path(route: str, namespace: str = DEFAULT_NAMESPACE) -> str:
 
 @dataclass(frozen=True, slots=True)
 class Registration:
-    """A validated register request."""
+    """A validated register request of transfer-engine info."""
 
     rank: int
     session_id: str
     weights_info_dict: dict[str, Any]
+    role: str = DEFAULT_ROLE
+    info: dict[str, Any] | None = None
+    """The whole ``transfer_engine_info`` object as sent (every field kept)."""
+
+
+MAX_RANK = 10**18 - 1
+"""The largest rank: eighteen digits, the most a query parameter may spell.
+
+One rule for every route (bodies, query parameters, deletions, batches): no
+rank can be stored that a get would refuse.
+"""
 
 
 def is_rank(value: object) -> bool:
+    """A JSON value that is a rank: an integer from 0 to :data:`MAX_RANK` (a JSON ``true`` is not)."""
+    return rank_value(value) is not None and not isinstance(value, str)
+
+
+def rank_value(value: object) -> int | None:
+    """The one rank rule, for a JSON value and a query parameter's text alike; ``None`` when not a rank."""
+    if isinstance(value, str):
+        return _parse_int(value)
     # bool is an int subclass, and a JSON true is not a rank.
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_RANK:
+        return value
+    return None
 
 
-def parse_registration(body: bytes) -> Registration:
-    """Validate a register request body."""
+def parse_body(body: bytes) -> dict[str, Any]:
+    """A request body that must be a JSON object."""
     try:
         payload = loads(body)
     except (ValueError, RecursionError):
         raise BadRequest("The request body is not valid JSON.") from None
     if not isinstance(payload, dict):
         raise BadRequest("The request body must be a JSON object.")
+    return payload
+
+
+def parse_rank_field(payload: Mapping[str, Any]) -> int:
+    """The rank of a register body: ``rank``, or from older clients ``tp_rank`` (``rank`` wins)."""
     if "rank" in payload:
         rank = payload["rank"]
     elif "tp_rank" in payload:
         rank = payload["tp_rank"]
     else:
         raise BadRequest("The field rank is missing: send a non-negative integer rank.")
-    if not is_rank(rank):
-        raise BadRequest("The field rank must be a non-negative integer.")
-    info = payload.get("transfer_engine_info")
-    if info is None:
-        raise BadRequest("The field transfer_engine_info is missing.")
+    if isinstance(rank, str) or (checked := rank_value(rank)) is None:
+        raise BadRequest(
+            f"The field rank must be a non-negative integer of at most {len(str(MAX_RANK))} digits."
+        )
+    return checked
+
+
+def parse_role_field(payload: Mapping[str, Any]) -> str:
+    """The role of a register body: a non-empty string, ``target`` when absent."""
+    role = payload.get("role", DEFAULT_ROLE)
+    if not isinstance(role, str) or not role:
+        raise BadRequest("The field role must be a non-empty string.")
+    return role
+
+
+def parse_role_param(value: str | None) -> str:
+    """The role of a query: a non-empty string, ``target`` when absent."""
+    if value is None:
+        return DEFAULT_ROLE
+    if not value:
+        raise BadRequest("Invalid role parameter: give a non-empty role, such as target or draft.")
+    return value
+
+
+def field_of(payload: Mapping[str, Any], name: str) -> Any:
+    """A required field of a body."""
+    if payload.get(name) is None:
+        raise BadRequest(f"The field {name} is missing.")
+    return payload[name]
+
+
+CLASSIC_BACKEND = "mooncake"
+"""The backend whose info is served in the classic list form ``[session_id, weights_info_dict]``."""
+
+
+def is_classic(info: Mapping[str, Any]) -> bool:
+    """Whether transfer-engine info is served as the classic list (no ``backend``, or ``mooncake``)."""
+    return info.get("backend") in (None, CLASSIC_BACKEND)
+
+
+def parse_engine_info(info: object) -> dict[str, Any]:
+    """Validate a ``transfer_engine_info`` object; it is kept whole, every field as sent."""
+    name = "transfer_engine_info"
     if not isinstance(info, dict):
-        raise BadRequest("The field transfer_engine_info must be a JSON object.")
-    session_id = info.get("session_id")
-    if not isinstance(session_id, str):
-        raise BadRequest("The field transfer_engine_info.session_id must be a string.")
-    weights = info.get("weights_info_dict")
-    if not isinstance(weights, dict):
-        raise BadRequest("The field transfer_engine_info.weights_info_dict must be a JSON object.")
-    return Registration(rank, session_id, weights)
+        raise BadRequest(f"The field {name} must be a JSON object.")
+    backend = info.get("backend")
+    if backend is not None and (not isinstance(backend, str) or not backend):
+        raise BadRequest(f"The field {name}.backend must be a non-empty string.")
+    if is_classic(info):
+        if not isinstance(info.get("session_id"), str):
+            raise BadRequest(f"The field {name}.session_id must be a string.")
+        if not isinstance(info.get("weights_info_dict"), dict):
+            raise BadRequest(f"The field {name}.weights_info_dict must be a JSON object.")
+    return info
+
+
+def parse_object(value: object, name: str) -> dict[str, Any]:
+    """A body field that must be a JSON object, kept whole."""
+    if not isinstance(value, dict):
+        raise BadRequest(f"The field {name} must be a JSON object.")
+    return value
+
+
+def parse_registration(body: bytes) -> Registration:
+    """Validate a register request body of transfer-engine info."""
+    payload = parse_body(body)
+    rank = parse_rank_field(payload)
+    role = parse_role_field(payload)
+    info = parse_engine_info(field_of(payload, "transfer_engine_info"))
+    return Registration(rank, info.get("session_id", ""), info.get("weights_info_dict", {}), role, info)
+
+
+def parse_url_body(body: bytes) -> str:
+    """The ``url`` of an encoder URL body: a non-empty string."""
+    url = parse_body(body).get("url")
+    if url is None:
+        raise BadRequest("The field url is missing: send the encoder's URL as a string.")
+    if not isinstance(url, str) or not url:
+        raise BadRequest("The field url must be a non-empty string.")
+    return url
 
 
 def registration_body(rank: int, session_id: str, weights_info_dict: Mapping[str, Any]) -> bytes:
@@ -221,8 +323,8 @@ def check_world_size(rank: int, world_size: int | None) -> None:
 def parse_rank_param(value: str | None) -> int:
     if value is None:
         raise BadRequest("Missing rank parameter")
-    rank = _parse_int(value)
-    if rank is None or rank < 0:
+    rank = rank_value(value)
+    if rank is None:
         raise BadRequest("Invalid rank parameter")
     return rank
 
@@ -267,9 +369,9 @@ def parse_ranks(spec: str | None) -> list[int]:
     ranks: dict[int, None] = {}
     for part in spec.split(","):
         first_text, dash, last_text = part.strip().partition("-")
-        first = _parse_int(first_text)
-        last = _parse_int(last_text) if dash else first
-        if first is None or last is None or first < 0 or last < first:
+        first = rank_value(first_text)
+        last = rank_value(last_text) if dash else first
+        if first is None or last is None or last < first:
             raise BadRequest(f"Invalid ranks parameter: {part.strip()!r} is not a rank or a range.")
         if len(ranks) + (last - first + 1) > MAX_BATCH_RANKS:
             raise BadRequest(f"Invalid ranks parameter: a batch may name at most {MAX_BATCH_RANKS} ranks.")
@@ -330,6 +432,8 @@ def _parse_int(text: str) -> int | None:
 # -- replies ------------------------------------------------------------
 
 
+ENGINE_INFO_NOUN = "transfer engine info"
+"""How transfer-engine info is named in the sentences of its 404s."""
 _NOT_REGISTERED = "No transfer engine info for rank {}"
 """SPEC section 1's sentence: all an old polling server's 404 says."""
 _NOT_REGISTERED_OLD = re.compile(r"No transfer engine info for rank ([0-9]{1,18})")
@@ -341,19 +445,22 @@ def not_registered_detail(rank: int) -> str:
     return _NOT_REGISTERED.format(rank)
 
 
-def missing_ranks_detail(missing: Sequence[int]) -> str:
-    """The sentence for ranks not registered; the full list travels in ``missing``."""
+def missing_ranks_detail(missing: Sequence[int], noun: str = ENGINE_INFO_NOUN) -> str:
+    """The sentence for ranks not registered; the full list travels in ``missing``.
+
+    ``noun`` names the record kind: ``No parallelism config for rank 3``.
+    """
     if len(missing) == 1:
-        return not_registered_detail(missing[0])
+        return f"No {noun} for rank {missing[0]}"
     parts = format_ranks(missing).split(",")
     shown = ",".join(parts[:_DETAIL_RANGES])
     more = f" and {len(parts) - _DETAIL_RANGES} more ranges" if len(parts) > _DETAIL_RANGES else ""
-    return f"No transfer engine info for ranks {shown}{more}"
+    return f"No {noun} for ranks {shown}{more}"
 
 
-def encode_not_registered(missing: Sequence[int]) -> bytes:
+def encode_not_registered(missing: Sequence[int], noun: str = ENGINE_INFO_NOUN) -> bytes:
     """The 404 of a get, a batch get or a delete: the sentence, and the ranks in ``missing``."""
-    return error_body(missing_ranks_detail(missing), missing=list(missing))
+    return error_body(missing_ranks_detail(missing, noun), missing=list(missing))
 
 
 def decode_not_registered(status: int, payload: bytes) -> list[int] | None:
@@ -392,20 +499,47 @@ def error_detail(status: int, payload: bytes) -> str:
 
 
 def encode_info(record: Record) -> bytes:
-    """The reply to a get of ``record``'s rank."""
+    """The reply to a get of ``record``'s rank: the classic list, or a tagged backend's whole object."""
+    value = record.value
+    info: Any = [record.session_id, record.weights_info_dict] if is_classic(value) else value
     return dumps(
-        {
-            "rank": record.rank,
-            "remote_instance_transfer_engine_info": [record.session_id, record.weights_info_dict],
-            "version": record.version,
-        }
+        {"rank": record.rank, "remote_instance_transfer_engine_info": info, "version": record.version}
     )
 
 
+def encode_info_object(record: Record) -> bytes:
+    """The reply to a get of ``record``'s rank with ``form=object``: the info whole, as registered."""
+    return dumps(
+        {"rank": record.rank, "remote_instance_transfer_engine_info": record.value, "version": record.version}
+    )
+
+
+FORMS = ("list", "object")
+"""What ``form=`` may ask: ``object`` serves a registration whole; ``list`` (the default) the classic shape."""
+
+
+def parse_form(value: str | None) -> bool:
+    """Whether ``form=object`` was asked."""
+    if value is None or value == "list":
+        return False
+    if value == "object":
+        return True
+    raise BadRequest("Invalid form parameter: give object (the registration whole) or list (the default).")
+
+
+def encode_encoder_urls(urls: Sequence[str], version: int) -> bytes:
+    """The reply of ``GET /list_encoder_urls``."""
+    return dumps({"encoder_urls": list(urls), "version": version})
+
+
 def encode_batch(replies: Sequence[bytes], version: int) -> bytes:
-    """The reply to a batch get: the ranks' single replies, spliced, not re-encoded."""
-    infos = b",".join(replies)
-    return b'{"infos":[' + infos + b'],"version":' + str(version).encode() + b"}"
+    """The reply to a batch get of transfer-engine info: the ranks' single replies, spliced, not re-encoded."""
+    return encode_items("infos", replies, version)
+
+
+def encode_items(field: str, items: Sequence[bytes], version: int) -> bytes:
+    """A batch reply ``{field: [items...], "version": V}``, the encoded items spliced in."""
+    return b'{"' + field.encode() + b'":[' + b",".join(items) + b'],"version":' + str(version).encode() + b"}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -475,20 +609,42 @@ class RankListing:
     """How many waits are parked on the server right now."""
 
 
+def engine_summary(record: Record) -> dict[str, Any]:
+    summary: dict[str, Any] = {"session_id": record.session_id}
+    backend = record.value.get("backend")
+    if backend is not None:
+        summary["backend"] = backend
+    return summary
+
+
 def encode_listing(
-    records: Sequence[Record], version: int, world_size: int | None, waiters: int, now: float
+    records: Sequence[Record],
+    version: int,
+    world_size: int | None,
+    waiters: int,
+    now: float,
+    *,
+    kind: str = "transfer_engine_info",
+    role: str = DEFAULT_ROLE,
+    summary: Callable[[Record], dict[str, Any]] = engine_summary,
 ) -> bytes:
-    """The reply to ``GET /ranks``: who has registered (without weights), and who is missing."""
+    """The reply to ``GET /ranks``: one kind and role's registered ranks (without values), and who is missing.
+
+    ``summary`` is what an item shows of its record besides rank, version and
+    times (for transfer-engine info: ``session_id``, and ``backend`` when tagged).
+    """
     registered = {record.rank for record in records}
     listing = {
         "version": version,
+        "kind": kind,
+        "role": role,
         "world_size": world_size,
         "count": len(records),
         "waiters": waiters,
         "ranks": [
             {
                 "rank": record.rank,
-                "session_id": record.session_id,
+                **summary(record),
                 "version": record.version,
                 "registered_at": record.registered_at,
                 "age": round(max(0.0, now - record.registered_at), 3),

@@ -145,6 +145,12 @@ class Registry:
         # waiters it wakes would then be answered before this registration.
         return await self.store.put(key, value)
 
+    async def set_member(self, key: Key, member: str, *, present: bool) -> Record | None:
+        """Add ``member`` to, or remove it from, the set record under ``key``; a change wakes its waiters."""
+        if self._closed:
+            raise ShuttingDown()
+        return await self.store.set_member(key, member, present=present)
+
     async def unregister(self, key: Key) -> Record | None:
         """Forget ``key``; its waiters go on waiting for a new record."""
         if self._closed:

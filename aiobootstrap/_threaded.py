@@ -11,6 +11,7 @@ from typing import Any, TypeVar
 
 from . import _protocol as protocol
 from ._config import DEFAULT_HOST, DEFAULT_PORT
+from ._kinds import PARALLELISM_CONFIG, encoder_list_key, encoder_urls
 from ._loopthread import LoopThread, LoopThreadOwner
 from ._server import BootstrapServer
 from .store import DEFAULT_ROLE, TRANSFER_ENGINE_INFO, Key, LocalStore, Record, Store
@@ -28,6 +29,8 @@ class ThreadedBootstrapServer(LoopThreadOwner):
         server = ThreadedBootstrapServer("0.0.0.0", 6789, world_size=8)
         ...
         server.get_transfer_engine_info(3)   # (session_id, weights_info_dict) or None
+        server.get_parallelism_config_info(3)  # the config dict or None
+        server.get_encoder_urls()            # ["http://...", ...]
         server.close()
 
     The constructor returns once the server listens; a port that is taken
@@ -80,16 +83,38 @@ class ThreadedBootstrapServer(LoopThreadOwner):
     def get_transfer_engine_info(self, rank: int) -> tuple[str, dict[str, Any]] | None:
         """``rank``'s ``(session_id, weights_info_dict)`` in the default namespace, or ``None``.
 
-        Read in-process, without HTTP, from any thread, also after
+        A tagged backend's info without a session id reads ``("", weights_info_dict)``;
+        :meth:`get_transfer_engine_info_object` reads it whole. Read in-process, without HTTP, from any thread, also after
         :meth:`close`; the dict is the caller's own copy, the same a remote
         getter receives.
         """
-        key = _info_key(rank)
-        record = self._read(lambda store: store.peek(key), lambda store: store.get(key))
+        record = self._record(_info_key(rank))
         if record is None:
             return None
-        info = protocol.decode_info(protocol.encode_info(record))
-        return info.session_id, info.weights_info_dict
+        info = _copy(record.value)
+        return info.get("session_id", ""), info.get("weights_info_dict", {})
+
+    def get_transfer_engine_info_object(
+        self, rank: int, *, role: str = DEFAULT_ROLE
+    ) -> dict[str, Any] | None:
+        """``rank``'s transfer-engine info whole, as registered (a tagged backend's fields too), or ``None``."""
+        record = self._record(Key(protocol.DEFAULT_NAMESPACE, TRANSFER_ENGINE_INFO, role, rank))
+        return None if record is None else _copy(record.value)
+
+    def get_parallelism_config_info(self, rank: int, *, role: str = DEFAULT_ROLE) -> dict[str, Any] | None:
+        """``rank``'s parallelism config in the default namespace, as registered, or ``None``.
+
+        Read in-process like :meth:`get_transfer_engine_info`; the dict is the caller's own copy.
+        """
+        record = self._record(Key(protocol.DEFAULT_NAMESPACE, PARALLELISM_CONFIG, role, rank))
+        return None if record is None else _copy(record.value)
+
+    def get_encoder_urls(self) -> list[str]:
+        """The encoder URLs of the default namespace, in order of first registration (a new list)."""
+        return list(encoder_urls(self._record(encoder_list_key(protocol.DEFAULT_NAMESPACE))))
+
+    def _record(self, key: Key) -> Record | None:
+        return self._read(lambda store: store.peek(key), lambda store: store.get(key))
 
     def _records(self) -> list[Record]:
         key = _info_key(0)
@@ -109,6 +134,12 @@ class ThreadedBootstrapServer(LoopThreadOwner):
         if isinstance(store, LocalStore):
             return local(store)
         return self._loop_thread.run(shared(store))
+
+
+def _copy(value: dict[str, Any]) -> dict[str, Any]:
+    """The caller's own copy of a stored value: what a remote getter would decode."""
+    copied: dict[str, Any] = protocol.loads(protocol.dumps(value))
+    return copied
 
 
 def _info_key(rank: int) -> Key:

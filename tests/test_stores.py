@@ -455,3 +455,76 @@ async def test_values_round_trip_exactly(store: Store) -> None:
     assert exact(other.value) == exact({"value": ODD_VALUE, "list": [ODD_VALUE]})
     [listed] = await store.records("default", TRANSFER_ENGINE_INFO, DEFAULT_ROLE)
     assert exact(listed.value) == exact(ODD_VALUE)
+
+
+# -- set records (the encoder URL list) ----------------------------------
+
+
+def members_key(namespace: str = "default") -> Key:
+    return key(0, namespace, kind="encoder_urls")
+
+
+async def test_set_member_keeps_first_addition_order_and_takes_versions_only_for_changes(
+    store: Store, feed: Feed
+) -> None:
+    """Added members go last, a removal keeps the others' order, an emptied set stays; no-ops are silent."""
+    k = members_key()
+    assert await store.set_member(k, "a", present=False) is None
+    for member in ("b", "a", "c"):
+        await store.set_member(k, member, present=True)
+    unchanged = await store.set_member(k, "a", present=True)
+    assert unchanged is not None
+    assert (unchanged.value, unchanged.version) == ({"members": ["b", "a", "c"]}, 3)
+    record = await store.set_member(k, "a", present=False)
+    assert record is not None
+    assert (record.value, record.version) == ({"members": ["b", "c"]}, 4)
+    again = await store.set_member(k, "zz", present=False)
+    assert again is not None
+    assert again.version == 4
+    await store.set_member(k, "b", present=False)
+    emptied = await store.set_member(k, "c", present=False)
+    assert emptied is not None
+    assert (emptied.value, emptied.version) == ({"members": []}, 6)
+    stored = await store.get(k)
+    assert stored is not None
+    assert (stored.value, stored.version) == ({"members": []}, 6)
+    changes = await heard(feed, 6)
+    assert [(change.key, change.version, change.deleted) for change in changes] == [
+        (k, version, False) for version in range(1, 7)
+    ]
+
+
+async def test_concurrent_member_changes_are_never_lost(store: Store) -> None:
+    """50 members added at once all land, each change with its own version; one member added 10 times once."""
+    k = members_key()
+    await asyncio.gather(*(store.set_member(k, f"m{i}", present=True) for i in range(50)))
+    await asyncio.gather(*(store.set_member(k, "same", present=True) for _ in range(10)))
+    record = await store.get(k)
+    assert record is not None
+    assert sorted(record.value["members"]) == sorted([f"m{i}" for i in range(50)] + ["same"])
+    assert record.value["members"][-1] == "same"
+    assert record.version == 51 == await store.version("default")
+
+
+async def test_a_new_set_record_counts_against_the_namespace_cap(open_store: OpenStore, feed: Feed) -> None:
+    """The first member in a namespace past the cap is refused like a put: nothing stored, nothing announced."""
+    store = await open_store(StoreLimits(max_namespaces=1))
+    await store.set_member(members_key(), "a", present=True)
+    with pytest.raises(TooManyNamespaces):
+        await store.set_member(members_key("blue"), "a", present=True)
+    assert await store.namespaces() == ["default"]
+    assert await store.get(members_key("blue")) is None
+    assert len(await heard(feed, 1)) == 1
+
+
+async def test_a_full_set_refuses_one_more_member(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past MAX_MEMBERS a new member is TooManyRanks and nothing changes; a member already in still is."""
+    monkeypatch.setattr("aiobootstrap.store._base.MAX_MEMBERS", 2)
+    k = members_key()
+    await store.set_member(k, "a", present=True)
+    await store.set_member(k, "b", present=True)
+    with pytest.raises(TooManyRanks):
+        await store.set_member(k, "c", present=True)
+    record = await store.set_member(k, "a", present=True)
+    assert record is not None
+    assert (record.value, record.version) == ({"members": ["a", "b"]}, 2)

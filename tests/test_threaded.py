@@ -213,3 +213,39 @@ def test_in_process_reads_see_whole_registrations(server: ThreadedBootstrapServe
         finally:
             stop.set()
         assert [reader.result(timeout=GUARD) for reader in readers] == [rounds - 1] * 3
+
+
+def test_in_process_reads_of_parallelism_config_and_encoder_urls(server: ThreadedBootstrapServer) -> None:
+    """get_parallelism_config_info and get_encoder_urls read in-process, as the engines' servers offer."""
+    assert server.get_parallelism_config_info(0) is None
+    assert server.get_encoder_urls() == []
+    config = {"tp_size": 4, "pp_size": 1}
+    status, _ = request(
+        server, "PUT", "/register_parallelism_config", {"tp_rank": 0, "parallelism_config": config}
+    )
+    assert status == 200
+    request(
+        server, "PUT", "/register_parallelism_config", {"rank": 0, "parallelism_config": {}, "role": "draft"}
+    )
+    for url in ("http://e1", "http://e2", "http://e1"):
+        assert request(server, "POST", "/register_encoder_url", {"url": url})[0] == 200
+    got = server.get_parallelism_config_info(0)
+    assert got == config
+    assert got is not None
+    got["tp_size"] = 99  # the caller's own copy
+    assert server.get_parallelism_config_info(0) == config
+    assert server.get_parallelism_config_info(0, role="draft") == {}
+    assert server.get_encoder_urls() == ["http://e1", "http://e2"]
+    request(server, "DELETE", "/unregister_encoder_url", {"url": "http://e1"})
+    assert server.get_encoder_urls() == ["http://e2"]
+
+
+def test_in_process_read_of_tagged_info(server: ThreadedBootstrapServer) -> None:
+    """A NIXL registration reads whole in-process; the classic read gives its weights and no session."""
+    info = {"backend": "nixl", "agent_name": "a0", "agent_metadata": "AAE=", "weights_info_dict": {"w": 1}}
+    assert (
+        request(server, "PUT", "/register_transfer_engine_info", {"rank": 1, "transfer_engine_info": info})[0]
+        == 200
+    )
+    assert server.get_transfer_engine_info_object(1) == info
+    assert server.get_transfer_engine_info(1) == ("", {"w": 1})

@@ -6,6 +6,8 @@ and the HTTP layer see only :class:`Store`.
 
 from ._base import (
     DEFAULT_ROLE,
+    MAX_MEMBERS,
+    MEMBERS,
     TRANSFER_ENGINE_INFO,
     Change,
     ChangeListener,
@@ -13,11 +15,15 @@ from ._base import (
     Record,
     Store,
     StoreLimits,
+    members_of,
+    with_member,
 )
 from ._memory import LocalStore, MemoryStore
 
 __all__ = [
     "DEFAULT_ROLE",
+    "MAX_MEMBERS",
+    "MEMBERS",
     "TRANSFER_ENGINE_INFO",
     "Change",
     "ChangeListener",
@@ -27,4 +33,6 @@ __all__ = [
     "Record",
     "Store",
     "StoreLimits",
+    "members_of",
+    "with_member",
 ]

@@ -11,6 +11,11 @@ namespace empties and its counter is forgotten: a new counter starts above a
 floor kept for that purpose). Several processes may share one store (Redis):
 the numbering is then atomic in the store, so versions grow across replicas.
 
+Most records are replaced whole (``put``). A *set record* (the encoder URL
+list) is changed one member at a time by :meth:`Store.set_member`, whose
+read-modify-write the store makes atomic like any put: adding a member in one
+replica never loses another replica's addition.
+
 The limits that need counts are the store's too, checked atomically with the
 write that would pass them: ``max_ranks`` distinct ranks per (namespace, kind,
 role), ``max_namespaces`` namespaces holding records. A check-then-write in the
@@ -36,8 +41,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from ..exceptions import TooManyRanks
+
 __all__ = [
     "DEFAULT_ROLE",
+    "MAX_MEMBERS",
+    "MEMBERS",
     "TRANSFER_ENGINE_INFO",
     "Change",
     "ChangeListener",
@@ -45,6 +54,8 @@ __all__ = [
     "Record",
     "Store",
     "StoreLimits",
+    "members_of",
+    "with_member",
 ]
 
 TRANSFER_ENGINE_INFO = "transfer_engine_info"
@@ -52,6 +63,45 @@ TRANSFER_ENGINE_INFO = "transfer_engine_info"
 
 DEFAULT_ROLE = "target"
 """The role of a record whose writer named none."""
+
+MEMBERS = "members"
+"""The field of a *set record* (see :meth:`Store.set_member`): its members, in order of first addition."""
+
+
+MAX_MEMBERS = 4096
+"""The most members a set record holds: adding one more is refused (:class:`TooManyRanks`, a ``409``)."""
+
+
+def members_of(value: dict[str, Any] | None) -> list[str]:
+    """A set record's members (a new list); none when there is no record.
+
+    An empty ``members`` written as ``{}`` (Lua's cjson cannot tell an empty
+    array from an empty object) counts as no members.
+    """
+    members = None if value is None else value.get(MEMBERS)
+    return list(members) if isinstance(members, list) else []
+
+
+def with_member(value: dict[str, Any] | None, member: str, *, present: bool) -> dict[str, Any] | None:
+    """The set record's value once ``member`` is in it (``present``) or out of it; ``None`` if unchanged.
+
+    The rule every store follows for :meth:`Store.set_member`: an added member
+    goes last, a removed one leaves the others in order, and a set that loses
+    its last member stays, empty (so a waiter sees that change too). Adding a
+    new member to a set of :data:`MAX_MEMBERS` raises :class:`TooManyRanks`.
+    """
+    members = members_of(value)
+    if (member in members) == present:
+        return None
+    if present:
+        if len(members) >= MAX_MEMBERS:
+            raise TooManyRanks(
+                f"The list already holds {len(members)} entries, its limit; remove one before adding another."
+            )
+        members.append(member)
+    else:
+        members.remove(member)
+    return {MEMBERS: members}
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,6 +213,23 @@ class Store(abc.ABC):
         """Remove ``key`` atomically, with the namespace's next version; return what was stored.
 
         ``None`` (and no version taken, nothing on the feed) when nothing was.
+        """
+
+    @abc.abstractmethod
+    async def set_member(self, key: Key, member: str, *, present: bool) -> Record | None:
+        """Add ``member`` to (``present``) or remove it from the set record under ``key``, atomically.
+
+        A *set record*'s value is ``{"members": [...]}``: distinct strings in
+        order of first addition (a member removed and added again goes last).
+        A change follows :func:`with_member` (at most :data:`MAX_MEMBERS`
+        members: one more raises :class:`~aiobootstrap.exceptions.TooManyRanks`,
+        nothing changed), and is a put of the new value:
+        the namespace's next version, the limits checked when the record is
+        new, durable and on the feed when this returns; removing the last
+        member leaves the record with no members. Returns the record as it
+        now is, or ``None`` when there is none. When nothing changes (adding
+        a member already in, removing one that is not), no version is taken
+        and nothing goes on the feed.
         """
 
     @abc.abstractmethod

@@ -44,7 +44,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._protocol import DEFAULT_NAMESPACE
-from ._base import DEFAULT_ROLE, TRANSFER_ENGINE_INFO, Change, ChangeListener, Key, Record, StoreLimits
+from ._base import (
+    DEFAULT_ROLE,
+    TRANSFER_ENGINE_INFO,
+    Change,
+    ChangeListener,
+    Key,
+    Record,
+    StoreLimits,
+    with_member,
+)
 from ._journal import JournalFile, JournalMissing, StateFileError, encode_line, reason
 from ._memory import LocalStore, ignore_changes
 
@@ -180,6 +189,8 @@ class FileStore(LocalStore):
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="aiobootstrap-journal")
         self._staged = _Staged()
         self._pending: list[_Change] = []
+        self._latest: dict[Key, _Change] = {}
+        """Each key's last change queued and not yet on disk: what a set member change builds on."""
         self._flusher: asyncio.Task[None] | None = None
         self._live_bytes: dict[Key, int] = {}
         """Each live record's line length: what a compacted journal holds for it."""
@@ -309,8 +320,22 @@ class FileStore(LocalStore):
         await self._commit(change)
         return record
 
+    async def set_member(self, key: Key, member: str, *, present: bool) -> Record | None:
+        # Built on the key's latest change, queued or landed, and queued before
+        # the first await: two member changes in flight never lose each other.
+        pending = self._latest.get(key)
+        current = self._tables.get(key) if pending is None else pending.record
+        value = with_member(None if current is None else current.value, member, present=present)
+        if value is not None:
+            return await self.put(key, value)
+        if pending is not None:
+            # Unchanged, but only once what it is unchanged from is on disk.
+            await asyncio.shield(pending.done)
+        return current
+
     async def delete(self, key: Key) -> Record | None:
-        if self._tables.get(key) is None:
+        pending = self._latest.get(key)
+        if (self._tables.get(key) if pending is None else pending.record) is None:
             return None
         version = self._stamp(key.namespace)
         change = _Change(key, version, encode_line(_entry("del", key, version)), None, self._future())
@@ -338,11 +363,16 @@ class FileStore(LocalStore):
         if self._closed:
             raise StateFileError(_CLOSED)
         self._pending.append(change)
+        self._latest[change.key] = change
         if self._flusher is None:
             self._flusher = asyncio.get_running_loop().create_task(self._flush())
         # Cancelling this wait does not cancel the change: the flusher writes,
         # applies and announces it anyway, so memory always matches the file.
         return await asyncio.shield(change.done)
+
+    def _landed(self, change: _Change) -> None:
+        if self._latest.get(change.key) is change:
+            del self._latest[change.key]
 
     async def _flush(self) -> None:
         loop = asyncio.get_running_loop()
@@ -393,6 +423,7 @@ class FileStore(LocalStore):
             return deletions
 
     def _apply(self, change: _Change) -> Change | None:
+        self._landed(change)
         tables = self._tables
         key = change.key
         if change.record is not None:
@@ -416,6 +447,7 @@ class FileStore(LocalStore):
         else:
             why = reason(exc) if isinstance(exc, OSError) else type(exc).__name__
         for change in batch:
+            self._landed(change)
             change.done.set_exception(
                 StateFileError(
                     f"The server could not save this change to its state file ({why}); nothing was changed."

@@ -10,6 +10,12 @@ namespace, transfer-engine info, the ``target`` role)::
     d1d56fe8 {"op":"put","rank":3,"version":42,"at":1764460800.5,"value":{"session_id":"...","weights_info_dict":{...}}}
     0b9f21e4 {"op":"del","rank":3,"version":43}
     5c0f77d2 {"op":"put","ns":"blue","role":"draft","rank":0,"version":44,"at":1764460801.5,"value":{...}}
+    9a1be0c3 {"op":"put","kind":"parallelism_config","rank":0,"version":45,"at":1764460802.5,"value":{"tp_size":8}}
+    44e2a7d1 {"op":"put","kind":"encoder_urls","rank":0,"version":46,"at":1764460803.5,"value":{"members":["http://e1"]}}
+
+Every kind is journaled alike: its value whole (transfer-engine info as the
+rank sent it, a tagged backend's fields included). A set record (the encoder
+URL list) is journaled as a put of its whole member list after each change.
 
 The ``base`` line, first after a compaction, holds the highest version ever
 taken (versions go on above it) and the store's incarnation id. Journals

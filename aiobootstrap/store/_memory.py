@@ -15,7 +15,7 @@ from collections.abc import Collection, Sequence
 from typing import Any
 
 from ..exceptions import TooManyNamespaces, TooManyRanks
-from ._base import Change, ChangeListener, Key, Record, Store, StoreLimits
+from ._base import Change, ChangeListener, Key, Record, Store, StoreLimits, with_member
 
 __all__ = ["LocalStore", "MemoryStore", "Tables", "ignore_changes"]
 
@@ -222,6 +222,12 @@ class MemoryStore(LocalStore):
         tables.apply_put(record)
         self._listener.changed((Change(key, record.version, record),))
         return record
+
+    async def set_member(self, key: Key, member: str, *, present: bool) -> Record | None:
+        # put() runs to completion without yielding: the read and the write are one step.
+        current = self._tables.get(key)
+        value = with_member(None if current is None else current.value, member, present=present)
+        return current if value is None else await self.put(key, value)
 
     async def delete(self, key: Key) -> Record | None:
         tables = self._tables
