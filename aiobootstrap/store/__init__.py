@@ -15,6 +15,7 @@ from ._base import (
     StoreLimits,
 )
 from ._memory import MemoryStore
+from ._url import describe, open_store
 
 __all__ = [
     "DEFAULT_ROLE",
@@ -26,4 +27,6 @@ __all__ = [
     "Record",
     "Store",
     "StoreLimits",
+    "describe",
+    "open_store",
 ]

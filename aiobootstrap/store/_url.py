@@ -1,0 +1,110 @@
+"""``--store URL`` to a store, and a URL fit for a log line.
+
+The schemes: ``memory:`` (the default), ``file:PATH`` (the journal),
+``redis://[user:password@]host[:port][/db]``, ``rediss://...`` (TLS) and
+``unix:///path/redis.sock[?db=N]``. A URL that cannot be served, whatever the
+reason (malformed, an unknown scheme, its extra not installed), is a
+:class:`ValueError` with a one-line message: the CLI turns it into exit status 2.
+"""
+
+from __future__ import annotations
+
+import re
+from urllib.parse import SplitResult, parse_qs, urlsplit
+
+from ._base import Store, StoreLimits
+from ._memory import MemoryStore
+
+__all__ = ["PREFIX_PATTERN", "describe", "open_store"]
+
+REDIS_SCHEMES = ("redis", "rediss", "unix")
+
+PREFIX_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}")
+"""What ``--store-prefix`` may be: it sits inside a Redis hash tag, so no braces, no colons."""
+
+
+def open_store(url: str, *, prefix: str = "aiobootstrap", limits: StoreLimits | None = None) -> Store:
+    """The store ``url`` names, not yet opened (call :meth:`Store.open`)."""
+    limits = limits if limits is not None else StoreLimits()
+    scheme, _, rest = url.partition(":")
+    scheme = scheme.lower()
+    if not _ or not scheme:
+        raise ValueError(
+            f"The store URL {url!r} has no scheme; use memory:, file:PATH, redis://, rediss:// or unix://."
+        )
+    if scheme == "memory":
+        if rest not in ("", "//"):
+            raise ValueError(f"The store URL {url!r} is malformed: memory: takes nothing after the colon.")
+        return MemoryStore(limits)
+    if scheme == "file":
+        path = rest[2:] if rest.startswith("//") else rest
+        if not path:
+            raise ValueError(f"The store URL {url!r} names no file; use file:PATH.")
+        # Hook for the journal store (the file store lands beside this one); imported
+        # lazily so that a missing module fails here, with one line, and nowhere else.
+        try:
+            from ._file import FileStore  # type: ignore[import-not-found,unused-ignore]
+        except ImportError as exc:
+            raise ValueError("The file store is not available in this build.") from exc
+        store: Store = FileStore(path, limits=limits)
+        return store
+    if scheme in REDIS_SCHEMES:
+        _check_redis_url(url)
+        if not PREFIX_PATTERN.fullmatch(prefix):
+            raise ValueError(
+                f"The store prefix {prefix!r} is not valid: use 1 to 63 letters, digits, '.', '_' or '-', "
+                "starting with a letter or digit."
+            )
+        from ._redis import RedisStore, redis_missing
+
+        if redis_missing():
+            raise ValueError(
+                f"The store URL {describe(url)} needs the redis extra: pip install 'aiobootstrap[redis]'."
+            )
+        return RedisStore(url, prefix=prefix, limits=limits)
+    raise ValueError(
+        f"The store URL {describe(url)} has an unknown scheme {scheme!r}; "
+        "use memory:, file:PATH, redis://, rediss:// or unix://."
+    )
+
+
+def _check_redis_url(url: str) -> None:
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError as exc:
+        raise ValueError(f"The store URL {describe(url)} is malformed: {exc}.") from exc
+    if parts.scheme == "unix":
+        if not parts.path or (parts.netloc not in ("", "localhost") and "@" not in parts.netloc):
+            raise ValueError(
+                f"The store URL {describe(url)} is malformed: use unix:///path/redis.sock[?db=N]."
+            )
+        db_values = parse_qs(parts.query).get("db", ["0"])
+        db = db_values[-1]
+    else:
+        if not parts.hostname:
+            raise ValueError(
+                f"The store URL {describe(url)} names no host: use {parts.scheme}://host[:port][/db]."
+            )
+        if port is not None and port == 0:
+            raise ValueError(f"The store URL {describe(url)} has port 0.")
+        db = parts.path.strip("/") or "0"
+    if not db.isdigit():
+        raise ValueError(f"The store URL {describe(url)} names database {db!r}; a database is a number.")
+
+
+def describe(url: str) -> str:
+    """``url`` without its password, for logs and error messages."""
+    try:
+        parts = urlsplit(url)
+        if parts.password is None:
+            return url
+        host = parts.netloc.rpartition("@")[2]
+        user = parts.username or ""
+        return SplitResult(
+            parts.scheme, f"{user}:***@{host}", parts.path, parts.query, parts.fragment
+        ).geturl()
+    except ValueError:
+        # Too malformed to split: say only the scheme, which holds no secret.
+        scheme = url.partition(":")[0]
+        return f"{scheme}://..."
