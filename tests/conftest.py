@@ -14,6 +14,9 @@ from aiohttp.test_utils import TestClient
 from aiobootstrap import Registry, ServerConfig, create_app
 from aiobootstrap._app import REGISTRY
 
+# The `redis_server` fixture: a real redis-server of the test's own (tests/redis_server.py).
+pytest_plugins = ["tests.redis_server"]
+
 GUARD = 10.0
 """Seconds any awaited event may take before a test fails: generous, never a measurement."""
 

@@ -16,8 +16,10 @@ import signal
 import socket
 import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
 import redis
 
 REDIS_SERVER = shutil.which("redis-server")
@@ -130,3 +132,18 @@ class RedisServer:
             if client.get("name") == name:
                 killed += int(str(self.command("CLIENT", "KILL", "ID", client["id"])))
         return killed
+
+
+@pytest.fixture
+def redis_server(tmp_path: Path) -> Iterator[RedisServer]:
+    """A redis-server on a free loopback port in its own directory (AOF always), killed at the end."""
+    if REDIS_SERVER is None:
+        pytest.skip(SKIP_REASON)
+    directory = tmp_path / "redis"
+    directory.mkdir()
+    server = RedisServer(directory)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()

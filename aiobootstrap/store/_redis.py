@@ -76,6 +76,7 @@ try:  # the `redis` extra
     from redis.asyncio.retry import Retry
     from redis.backoff import NoBackoff
     from redis.commands.core import AsyncScript
+    from redis.exceptions import ConnectionError as RedisConnectionError
     from redis.exceptions import RedisError, ResponseError
     from redis.exceptions import TimeoutError as RedisTimeout
 except ImportError:  # pragma: no cover - the extra is installed for the tests
@@ -172,6 +173,19 @@ _LOCAL_REMEMBERED = 4096
 def redis_missing() -> bool:
     """True when the `redis` extra is not installed."""
     return aioredis is None
+
+
+def _reraise_cancellation() -> None:
+    """Raise ``CancelledError`` when this task was asked to stop.
+
+    A cancellation can be lost inside the client library: redis-py (8.1) can
+    return a reply, or raise a timeout, from a read cancelled as it
+    completed. A loop that goes round on errors or replies must look, or it
+    never stops.
+    """
+    task = asyncio.current_task()
+    if task is not None and task.cancelling():
+        raise asyncio.CancelledError
 
 
 def _reason(exc: BaseException) -> str:
@@ -361,7 +375,7 @@ class RedisStore(Store):
 
     async def get(self, key: Key) -> Record | None:
         table = self._table(key)
-        blob = await self._call(lambda client: client.hget(table, str(key.rank)))
+        blob = await self._read(lambda client: client.hget(table, str(key.rank)))
         return None if blob is None else self._decode(key, blob)
 
     async def get_many(self, keys: Sequence[Key]) -> list[Record | None]:
@@ -378,7 +392,7 @@ class RedisStore(Store):
                 pipe.hmget(table, [str(keys[index].rank) for index in indexes])
             return await pipe.execute()
 
-        replies = await self._call(read)
+        replies = await self._read(read)
         found: list[Record | None] = [None] * len(keys)
         for indexes, blobs in zip(by_table.values(), replies, strict=True):
             for index, blob in zip(indexes, blobs, strict=True):
@@ -388,22 +402,22 @@ class RedisStore(Store):
 
     async def records(self, namespace: str, kind: str, role: str) -> list[Record]:
         table = self._table(Key(namespace, kind, role, 0))
-        blobs = await self._call(lambda client: client.hgetall(table))
+        blobs = await self._read(lambda client: client.hgetall(table))
         found = [self._decode(Key(namespace, kind, role, int(rank)), blob) for rank, blob in blobs.items()]
         return sorted(found, key=lambda record: record.rank)
 
     async def version(self, namespace: str) -> int:
-        reply = await self._call(
+        reply = await self._read(
             lambda client: self._run(client, _VERSION, [self._versions_key, self._floor_key], [namespace])
         )
         return int(reply)
 
     async def namespaces(self) -> list[str]:
-        names = await self._call(lambda client: client.hkeys(self._counts_key))
+        names = await self._read(lambda client: client.hkeys(self._counts_key))
         return sorted(_text(name) for name in names)
 
     async def ping(self) -> None:
-        await self._call(lambda client: client.ping())
+        await self._read(lambda client: client.ping())
 
     # -- keys and values --------------------------------------------------
 
@@ -474,6 +488,20 @@ class RedisStore(Store):
                 with contextlib.suppress(Exception):
                     await client.connection_pool.disconnect()
 
+    async def _read(self, operation: Callable[[aioredis.Redis], Awaitable[_T]]) -> _T:
+        """A call that changes nothing (or nothing twice): tried again once on a broken connection.
+
+        A pooled connection the server closed a moment ago (``CLIENT KILL``, an
+        idle timeout) fails its next command. A read can simply be asked again
+        on a fresh connection; a write is never sent twice (it may have run).
+        """
+        try:
+            return await self._call(operation)
+        except StoreUnavailable as exc:
+            if not isinstance(exc.__cause__, RedisConnectionError) or self._client is None:
+                raise
+        return await self._call(operation)
+
     async def _call(self, operation: Callable[[aioredis.Redis], Awaitable[_T]]) -> _T:
         """Run ``operation`` under the deadline; every failure becomes ``StoreUnavailable``."""
         client = self._client
@@ -481,8 +509,9 @@ class RedisStore(Store):
             raise StoreUnavailable("The Redis store is not open.")
         try:
             async with asyncio.timeout(self._timeout):
-                return await operation(client)
+                result = await operation(client)
         except (TimeoutError, RedisTimeout) as exc:
+            _reraise_cancellation()
             raise StoreUnavailable(
                 f"Redis at {self._description} did not answer within {self._timeout:g} s."
             ) from exc
@@ -491,7 +520,10 @@ class RedisStore(Store):
                 f"Redis at {self._description} refused the command: {_reason(exc)}."
             ) from exc
         except (RedisError, OSError) as exc:
+            _reraise_cancellation()
             raise StoreUnavailable(f"Redis at {self._description} is unreachable: {_reason(exc)}.") from exc
+        _reraise_cancellation()
+        return result
 
     async def _run(self, client: aioredis.Redis, script: str, keys: list[str], args: list[Any]) -> Any:
         # A registered script keeps its SHA and sends EVALSHA, loading the
@@ -502,7 +534,7 @@ class RedisStore(Store):
         return await registered(keys=keys, args=args, client=client)
 
     async def _watch_once(self) -> tuple[str, int, bytes | str]:
-        reply = await self._call(
+        reply = await self._read(
             lambda client: self._run(
                 client,
                 _WATCH,
@@ -551,9 +583,13 @@ class RedisStore(Store):
                 return
             try:
                 reply = await client.xread({self._feed_key: self._last_id}, count=1000, block=block_ms)
+                # redis-py can return normally from a read that was cancelled
+                # as its reply arrived: look, or the reader never stops.
+                _reraise_cancellation()
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # the reader must outlive anything a connection can throw
+                _reraise_cancellation()
                 if not failed:
                     logger.info(
                         "The change feed of %s broke (%s); reconnecting.", self._description, _reason(exc)
@@ -669,6 +705,7 @@ class RedisStore(Store):
             try:
                 incarnation, seq, last_id = await self._watch_once()
             except StoreUnavailable:
+                _reraise_cancellation()
                 behind = None
                 continue
             self._incarnation = incarnation
