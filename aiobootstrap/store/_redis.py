@@ -175,6 +175,13 @@ def redis_missing() -> bool:
     return aioredis is None
 
 
+async def _stop(task: asyncio.Task[None] | None) -> None:
+    """Cancel ``task`` and wait for it to end (a cancellation of the caller still propagates)."""
+    if task is not None:
+        task.cancel()
+        await asyncio.wait({task})
+
+
 def _reraise_cancellation() -> None:
     """Raise ``CancelledError`` when this task was asked to stop.
 
@@ -303,12 +310,11 @@ class RedisStore(Store):
         self._watcher = asyncio.create_task(self._watch(), name="aiobootstrap redis watcher")
 
     async def close(self) -> None:
-        for task in (self._watcher, self._reader):
-            if task is not None:
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
-        self._watcher = self._reader = None
+        # The watcher first: it may be restarting the reader.
+        watcher, self._watcher = self._watcher, None
+        await _stop(watcher)
+        reader, self._reader = self._reader, None
+        await _stop(reader)
         self._listener = None
         await self._disconnect()
 
@@ -725,11 +731,7 @@ class RedisStore(Store):
             await self._restart_reader(incarnation, seq, last_id)
 
     async def _restart_reader(self, incarnation: str, seq: int, last_id: bytes | str) -> None:
-        reader = self._reader
-        if reader is not None:
-            reader.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await reader
+        await _stop(self._reader)
         # The tail was read before the listener re-reads: nothing falls between.
         self._feed_incarnation = incarnation
         self._last_seq, self._last_id = seq, last_id
