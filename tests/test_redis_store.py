@@ -575,6 +575,45 @@ async def test_no_acknowledged_put_is_lost_when_redis_is_killed_in_a_storm(
     assert found == acknowledged
 
 
+async def test_reads_of_one_loop_turn_share_a_round_trip_and_keep_their_answers(
+    pair: tuple[Replica, Replica],
+) -> None:
+    """Coalesced reads: concurrent gets and get_manys over several tables each get exactly their own answer."""
+    a, b = pair
+    stored = {
+        k: await b.store.put(k, info(str(k)))
+        for k in [
+            key(0),
+            key(1),
+            key(0, role="draft"),
+            key(2, namespace="ns2"),
+            key(3, kind="parallelism_config"),
+        ]
+    }
+    asked = [*stored, key(9), key(9, role="draft"), key(0, namespace="empty")]
+    singles, many, cancelled = await asyncio.gather(
+        asyncio.gather(*(a.store.get(k) for k in asked)),
+        asyncio.gather(*(a.store.get_many(list(reversed(asked))) for _ in range(3))),
+        _cancel_soon(a.store.get(key(0))),
+    )
+    expected = [stored.get(k) for k in asked]
+    assert singles == expected
+    assert all(reply == list(reversed(expected)) for reply in many)
+    assert cancelled
+    assert await a.store.get(key(1)) == stored[key(1)], "a cancelled read leaves the batch machinery sound"
+
+
+async def _cancel_soon(awaitable: Any) -> bool:
+    task = asyncio.ensure_future(awaitable)
+    await asyncio.sleep(0)
+    task.cancel()
+    try:
+        await task
+    except asyncio.CancelledError:
+        return True
+    return False
+
+
 async def test_a_busy_pool_waits_instead_of_failing(redis_server: RedisServer) -> None:
     """More concurrent calls than pooled connections: all answered, none reported as an unreachable store."""
     replica = await opened(redis_server.url, max_connections=2, timeout=GUARD)

@@ -266,6 +266,9 @@ class RedisStore(Store):
         self._watcher: asyncio.Task[None] | None = None
         self._check_now = asyncio.Event()
         self._scripts: dict[str, AsyncScript] = {}
+        self._batch: list[tuple[str, list[str], asyncio.Future[list[bytes | None]]]] = []
+        """Reads asked in this turn of the loop, sent together (see ``_hmget``)."""
+        self._batches: set[asyncio.Task[None]] = set()
 
     # -- the interface ----------------------------------------------------
 
@@ -315,6 +318,8 @@ class RedisStore(Store):
         await _stop(watcher)
         reader, self._reader = self._reader, None
         await _stop(reader)
+        for batch in list(self._batches):
+            await _stop(batch)
         self._listener = None
         await self._disconnect()
 
@@ -380,25 +385,21 @@ class RedisStore(Store):
         return self._decode(key, reply[2])
 
     async def get(self, key: Key) -> Record | None:
-        table = self._table(key)
-        blob = await self._read(lambda client: client.hget(table, str(key.rank)))
-        return None if blob is None else self._decode(key, blob)
+        blobs = await self._hmget(self._table(key), [str(key.rank)])
+        return None if blobs[0] is None else self._decode(key, blobs[0])
 
     async def get_many(self, keys: Sequence[Key]) -> list[Record | None]:
         if not keys:
             return []
-        # One HMGET per table, all in one pipeline: one round trip.
+        # One HMGET per table, all in the same batch: one round trip.
         by_table: dict[str, list[int]] = {}
         for index, key in enumerate(keys):
             by_table.setdefault(self._table(key), []).append(index)
-
-        async def read(client: aioredis.Redis) -> list[Any]:
-            pipe = client.pipeline(transaction=False)
-            for table, indexes in by_table.items():
-                pipe.hmget(table, [str(keys[index].rank) for index in indexes])
-            return await pipe.execute()
-
-        replies = await self._read(read)
+        reads = [
+            self._hmget(table, [str(keys[index].rank) for index in indexes])
+            for table, indexes in by_table.items()
+        ]
+        replies = await asyncio.gather(*reads)
         found: list[Record | None] = [None] * len(keys)
         for indexes, blobs in zip(by_table.values(), replies, strict=True):
             for index, blob in zip(indexes, blobs, strict=True):
@@ -493,6 +494,55 @@ class RedisStore(Store):
                     await client.aclose()
                 with contextlib.suppress(Exception):
                     await client.connection_pool.disconnect()
+
+    def _hmget(self, table: str, fields: list[str]) -> asyncio.Future[list[bytes | None]]:
+        """``HMGET table fields``, sent with every other one asked in this turn of the loop.
+
+        Coalescing: the gets of one loop turn share one pipeline, one round
+        trip and one connection. The client's CPU per call, not Redis, bounds
+        a replica (see docs/scale-out.md), and a pipeline pays it once.
+        """
+        future: asyncio.Future[list[bytes | None]] = asyncio.get_running_loop().create_future()
+        if self._client is None:
+            future.set_exception(StoreUnavailable("The Redis store is not open."))
+            return future
+        self._batch.append((table, fields, future))
+        if len(self._batch) == 1:
+            asyncio.get_running_loop().call_soon(self._send_batch)
+        return future
+
+    def _send_batch(self) -> None:
+        batch, self._batch = self._batch, []
+        batch = [item for item in batch if not item[2].done()]  # its caller gave up
+        if batch:
+            task = asyncio.create_task(self._read_batch(batch), name="aiobootstrap redis reads")
+            self._batches.add(task)
+            task.add_done_callback(self._batches.discard)
+
+    async def _read_batch(
+        self, batch: list[tuple[str, list[str], asyncio.Future[list[bytes | None]]]]
+    ) -> None:
+        async def read(client: aioredis.Redis) -> list[Any]:
+            pipe = client.pipeline(transaction=False)
+            for table, fields, _ in batch:
+                pipe.hmget(table, fields)
+            return await pipe.execute()
+
+        try:
+            replies = await self._read(read)
+        except StoreUnavailable as exc:
+            for _, _, future in batch:
+                if not future.done():
+                    future.set_exception(StoreUnavailable(exc.detail, exc.retry_after))
+            return
+        except asyncio.CancelledError:  # the store is closing
+            for _, _, future in batch:
+                if not future.done():
+                    future.set_exception(StoreUnavailable("The Redis store was closed."))
+            raise
+        for (_, _, future), reply in zip(batch, replies, strict=True):
+            if not future.done():
+                future.set_result(reply)
 
     async def _read(self, operation: Callable[[aioredis.Redis], Awaitable[_T]]) -> _T:
         """A call that changes nothing (or nothing twice): tried again once on a broken connection.
