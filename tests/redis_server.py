@@ -18,6 +18,7 @@ import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis
@@ -38,11 +39,14 @@ def free_port() -> int:
 class RedisServer:
     """One redis-server process, restartable on the same port and directory."""
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, tls: tuple[str, str, str] | None = None) -> None:
+        """``tls``: (certificate, key, CA) files to serve TLS only, on ``port``."""
         assert REDIS_SERVER is not None, SKIP_REASON
         self.executable = REDIS_SERVER
         self.directory = directory
         self.port = free_port()
+        self.tls = tls
+        self.unix_socket = directory / "redis.sock"
         self.process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -72,7 +76,15 @@ class RedisServer:
             str(self.directory / "redis.log"),
             "--protected-mode",
             "yes",
+            "--unixsocket",
+            str(self.unix_socket),
+            "--unixsocketperm",
+            "700",
         ]
+        if self.tls is not None:
+            cert, key, ca = self.tls
+            args += ["--port", "0", "--tls-port", str(self.port), "--tls-cert-file", cert]
+            args += ["--tls-key-file", key, "--tls-ca-cert-file", ca, "--tls-auth-clients", "no"]
         self.process = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
         deadline = time.monotonic() + guard
         while True:
@@ -109,19 +121,21 @@ class RedisServer:
 
     # -- the test's own commands, through redis-py's blocking client ----------
 
+    def _client(self) -> redis.Redis:
+        tls: dict[str, Any] = {}
+        if self.tls is not None:
+            tls = {"ssl": True, "ssl_ca_certs": self.tls[2]}
+        return redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=5.0, decode_responses=True, **tls)
+
     def command(self, *args: str) -> object:
-        with redis.Redis(
-            host="127.0.0.1", port=self.port, socket_timeout=5.0, decode_responses=True
-        ) as client:
+        with self._client() as client:
             return client.execute_command(*args)
 
     def flushall(self) -> None:
         self.command("FLUSHALL")
 
     def clients(self) -> list[dict[str, str]]:
-        with redis.Redis(
-            host="127.0.0.1", port=self.port, socket_timeout=5.0, decode_responses=True
-        ) as client:
+        with self._client() as client:
             listed: list[dict[str, str]] = client.client_list()
             return listed
 

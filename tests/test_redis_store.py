@@ -13,9 +13,11 @@ import logging
 import random
 from collections.abc import AsyncIterator, Callable, Sequence
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 import pytest
+import trustme
 
 from aiobootstrap.exceptions import StoreUnavailable, TooManyNamespaces, TooManyRanks
 from aiobootstrap.store import (
@@ -32,7 +34,7 @@ from aiobootstrap.store import (
 from aiobootstrap.store._redis import RedisStore
 
 from .conftest import GUARD
-from .redis_server import RedisServer, free_port
+from .redis_server import REDIS_SERVER, SKIP_REASON, RedisServer, free_port
 
 FAST = {"timeout": 0.5, "open_timeout": 1.0, "poll_interval": 0.1}
 """Short deadlines and a quick watcher, so that faults show within a test's patience."""
@@ -626,6 +628,47 @@ async def test_a_busy_pool_waits_instead_of_failing(redis_server: RedisServer) -
 
 
 # -- opening, URLs, durability --------------------------------------------------
+
+
+async def test_a_unix_socket_url_reaches_the_same_registry(redis_server: RedisServer) -> None:
+    """unix:///path?db=N: the store works over a Unix socket, and db 0 over TCP sees the same data."""
+    over_tcp = await opened(redis_server.url)
+    over_unix = await opened(f"unix://{redis_server.unix_socket}?db=0")
+    other_db = await opened(f"unix://{redis_server.unix_socket}?db=2")
+    try:
+        record = await over_unix.store.put(key(0), info())
+        assert await over_tcp.store.get(key(0)) == record
+        assert await other_db.store.get(key(0)) is None
+        await over_tcp.heard.until(lambda: over_tcp.heard.heard(key(0), record.version))
+    finally:
+        for replica in (over_tcp, over_unix, other_db):
+            await replica.store.close()
+
+
+async def test_a_rediss_url_speaks_tls(tmp_path: Path) -> None:
+    """rediss://: the store verifies the server's certificate (a CA named in the URL) and works over TLS."""
+    if REDIS_SERVER is None:
+        pytest.skip(SKIP_REASON)
+    ca = trustme.CA()
+    cert = ca.issue_cert("127.0.0.1")
+    cert_path, key_path, ca_path = tmp_path / "cert.pem", tmp_path / "key.pem", tmp_path / "ca.pem"
+    cert_path.write_bytes(b"".join(blob.bytes() for blob in cert.cert_chain_pems))
+    cert.private_key_pem.write_to_path(str(key_path))
+    ca.cert_pem.write_to_path(str(ca_path))
+    server = RedisServer(tmp_path, tls=(str(cert_path), str(key_path), str(ca_path)))
+    server.start()
+    try:
+        replica = await opened(f"rediss://127.0.0.1:{server.port}/0?ssl_ca_certs={ca_path}")
+        try:
+            record = await replica.store.put(key(0), info())
+            assert await replica.store.get(key(0)) == record
+        finally:
+            await replica.store.close()
+        untrusting = RedisStore(f"rediss://127.0.0.1:{server.port}/0", timeout=0.5, open_timeout=0.3)
+        with pytest.raises(StoreUnavailable, match="unreachable"):
+            await untrusting.open(Recorder())
+    finally:
+        server.stop()
 
 
 async def test_open_gives_up_on_an_unreachable_redis_with_one_line() -> None:
