@@ -784,4 +784,8 @@ def test_describe_hides_the_password() -> None:
     assert describe("redis://user:hunter2@db.example:6380/1") == "redis://user:***@db.example:6380/1"
     assert describe("rediss://:hunter2@db.example") == "rediss://:***@db.example"
     assert describe("redis://db.example:6380/1") == "redis://db.example:6380/1"
+    assert (
+        describe("unix:///run/redis.sock?db=2&password=hunter2") == "unix:///run/redis.sock?db=2&password=***"
+    )
+    assert describe("memory:") == "memory:"
     assert "hunter2" not in describe("redis://user:hunter2@[::1/0")

@@ -10,7 +10,7 @@ reason (malformed, an unknown scheme, its extra not installed), is a
 from __future__ import annotations
 
 import re
-from urllib.parse import SplitResult, parse_qs, urlsplit
+from urllib.parse import parse_qs, urlsplit
 
 from ._base import Store, StoreLimits
 from ._memory import MemoryStore
@@ -93,17 +93,22 @@ def _check_redis_url(url: str) -> None:
         raise ValueError(f"The store URL {describe(url)} names database {db!r}; a database is a number.")
 
 
+_QUERY_PASSWORD = re.compile(r"((?:^|&)password=)[^&]*")
+
+
 def describe(url: str) -> str:
     """``url`` without its password, for logs and error messages."""
     try:
         parts = urlsplit(url)
-        if parts.password is None:
+        netloc = parts.netloc
+        if parts.password is not None:
+            netloc = f"{parts.username or ''}:***@{netloc.rpartition('@')[2]}"
+        # redis-py also reads a password from the query (unix:///path?password=...).
+        query = _QUERY_PASSWORD.sub(r"\1***", parts.query)
+        if (netloc, query) == (parts.netloc, parts.query):
             return url
-        host = parts.netloc.rpartition("@")[2]
-        user = parts.username or ""
-        return SplitResult(
-            parts.scheme, f"{user}:***@{host}", parts.path, parts.query, parts.fragment
-        ).geturl()
+        # By hand: geturl() drops the empty authority of unix:///path.
+        return f"{parts.scheme}://{netloc}{parts.path}" + (f"?{query}" if query else "")
     except ValueError:
         # Too malformed to split: say only the scheme, which holds no secret.
         scheme = url.partition(":")[0]
