@@ -11,6 +11,8 @@ import asyncio
 import itertools
 import logging
 import random
+import subprocess
+import sys
 from collections.abc import AsyncIterator, Callable, Sequence
 from functools import partial
 from pathlib import Path
@@ -789,3 +791,23 @@ def test_describe_hides_the_password() -> None:
     )
     assert describe("memory:") == "memory:"
     assert "hunter2" not in describe("redis://user:hunter2@[::1/0")
+
+
+def test_without_the_redis_extra_the_package_imports_and_a_redis_url_says_what_to_install() -> None:
+    """No redis-py: aiobootstrap and the memory store work; a redis:// URL is one line naming the extra."""
+    script = (
+        "import sys; sys.modules['redis'] = None\n"
+        "import aiobootstrap, aiobootstrap.store\n"
+        "from aiobootstrap.store import open_store\n"
+        "open_store('memory:')\n"
+        "try:\n"
+        "    open_store('redis://127.0.0.1/0')\n"
+        "except ValueError as exc:\n"
+        "    print(exc)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert done.stdout.strip() == (
+        "The store URL redis://127.0.0.1/0 needs the redis extra: pip install 'aiobootstrap[redis]'."
+    )
