@@ -15,6 +15,7 @@ and measures, each round:
                the put's return to it (negative: B heard before A's reply was read)
 ``gets/s``     gets of one stored key through A by 64 concurrent tasks, for 2 s;
                the memory store beside it for scale
+``puts/s``     puts (1,024 ranks, replaced in turn) through A by 64 concurrent tasks, for 2 s
 
 It prints the median of the rounds' medians. The machine is shared and
 small: read ratios, not absolutes. Not part of ``make bench`` (yet).
@@ -151,6 +152,23 @@ async def gets_per_second(store: Store, seconds: float = 2.0, tasks: int = 64) -
     return done / (time.perf_counter() - start)
 
 
+async def puts_per_second(store: Store, seconds: float = 2.0, tasks: int = 64) -> float:
+    done = 0
+    deadline = time.perf_counter() + seconds
+
+    async def worker(first: int) -> None:
+        nonlocal done
+        rank = first
+        while time.perf_counter() < deadline:
+            await store.put(_key(rank % 1024), VALUE)
+            done += 1
+            rank += tasks
+
+    start = time.perf_counter()
+    await asyncio.gather(*(worker(first) for first in range(tasks)))
+    return done / (time.perf_counter() - start)
+
+
 def _ms(values: list[float]) -> float:
     return statistics.median(values) * 1000
 
@@ -177,6 +195,8 @@ async def one_round(url: str, count: int) -> dict[str, float]:
         result["feed p50 ms, put return on A -> B heard"] = _ms(from_return)
         result["gets/s through one RedisStore (64 tasks)"] = await gets_per_second(a)
         result["gets/s through the MemoryStore (64 tasks)"] = await gets_per_second(memory)
+        result["puts/s through one RedisStore (64 tasks)"] = await puts_per_second(a)
+        result["puts/s through the MemoryStore (64 tasks)"] = await puts_per_second(memory)
         result["put p50 ms (MemoryStore)"] = _ms(await put_latency(memory, count))
         return result
     finally:

@@ -618,6 +618,19 @@ async def _cancel_soon(awaitable: Any) -> bool:
     return False
 
 
+async def test_writes_of_one_loop_turn_survive_a_script_flush_and_run_once(
+    redis_server: RedisServer, pair: tuple[Replica, Replica]
+) -> None:
+    """Coalesced writes after SCRIPT FLUSH (NOSCRIPT): each is sent again alone, and runs exactly once."""
+    a, _ = pair
+    await a.store.put(key(0), info())
+    redis_server.command("SCRIPT", "FLUSH")
+    records = await asyncio.gather(*(a.store.put(key(rank), info()) for rank in range(1, 21)))
+    assert sorted(record.version for record in records) == list(range(2, 22))
+    assert await a.store.version("default") == 21
+    assert await a.store.delete(key(1)) == records[0]
+
+
 async def test_a_busy_pool_waits_instead_of_failing(redis_server: RedisServer) -> None:
     """More concurrent calls than pooled connections: all answered, none reported as an unreachable store."""
     replica = await opened(redis_server.url, max_connections=2, timeout=GUARD)

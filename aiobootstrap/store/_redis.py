@@ -77,7 +77,7 @@ try:  # the `redis` extra
     from redis.backoff import NoBackoff
     from redis.commands.core import AsyncScript
     from redis.exceptions import ConnectionError as RedisConnectionError
-    from redis.exceptions import RedisError, ResponseError
+    from redis.exceptions import NoScriptError, RedisError, ResponseError
     from redis.exceptions import TimeoutError as RedisTimeout
 except ImportError:  # pragma: no cover - the extra is installed for the tests
     aioredis = None  # type: ignore[assignment]
@@ -182,6 +182,13 @@ async def _stop(task: asyncio.Task[None] | None) -> None:
         await asyncio.wait({task})
 
 
+def _fail(batch: Sequence[tuple[Any, ...]], error: Callable[[], BaseException]) -> None:
+    """Fail every future (the last item of each entry) of ``batch`` still waiting."""
+    for *_, future in batch:
+        if not future.done():
+            future.set_exception(error())
+
+
 def _reraise_cancellation() -> None:
     """Raise ``CancelledError`` when this task was asked to stop.
 
@@ -268,6 +275,8 @@ class RedisStore(Store):
         self._scripts: dict[str, AsyncScript] = {}
         self._batch: list[tuple[str, list[str], asyncio.Future[list[bytes | None]]]] = []
         """Reads asked in this turn of the loop, sent together (see ``_hmget``)."""
+        self._writes: list[tuple[str, list[str], list[Any], asyncio.Future[Any]]] = []
+        """Write scripts asked in this turn of the loop, sent together (see ``_write``)."""
         self._batches: set[asyncio.Task[None]] = set()
 
     # -- the interface ----------------------------------------------------
@@ -329,23 +338,20 @@ class RedisStore(Store):
         limits = self._limits
         reply = await self._write(
             key,
-            lambda client: self._run(
-                client,
-                _PUT,
-                [*self._write_keys(), table, self._feed_key],
-                [
-                    secrets.token_hex(8),
-                    key.namespace,
-                    key.kind,
-                    key.role,
-                    key.rank,
-                    repr(registered_at),
-                    protocol.dumps(value),
-                    -1 if limits.max_ranks is None else limits.max_ranks,
-                    -1 if limits.max_namespaces is None else limits.max_namespaces,
-                    self._feed_length,
-                ],
-            ),
+            _PUT,
+            [*self._write_keys(), table, self._feed_key],
+            [
+                secrets.token_hex(8),
+                key.namespace,
+                key.kind,
+                key.role,
+                key.rank,
+                repr(registered_at),
+                protocol.dumps(value),
+                -1 if limits.max_ranks is None else limits.max_ranks,
+                -1 if limits.max_namespaces is None else limits.max_namespaces,
+                self._feed_length,
+            ],
         )
         status, held, incarnation = int(reply[0]), int(reply[1]), _text(reply[2])
         self._saw_incarnation(incarnation)
@@ -369,12 +375,9 @@ class RedisStore(Store):
         table = self._table(key)
         reply = await self._write(
             key,
-            lambda client: self._run(
-                client,
-                _DELETE,
-                [*self._write_keys(), table, self._feed_key],
-                [secrets.token_hex(8), key.namespace, key.kind, key.role, key.rank, self._feed_length],
-            ),
+            _DELETE,
+            [*self._write_keys(), table, self._feed_key],
+            [secrets.token_hex(8), key.namespace, key.kind, key.role, key.rank, self._feed_length],
         )
         version, incarnation = int(reply[0]), _text(reply[1])
         self._saw_incarnation(incarnation)
@@ -531,17 +534,52 @@ class RedisStore(Store):
         try:
             replies = await self._read(read)
         except StoreUnavailable as exc:
-            for _, _, future in batch:
-                if not future.done():
-                    future.set_exception(StoreUnavailable(exc.detail, exc.retry_after))
+            _fail(batch, partial(StoreUnavailable, exc.detail, exc.retry_after))
             return
         except asyncio.CancelledError:  # the store is closing
-            for _, _, future in batch:
-                if not future.done():
-                    future.set_exception(StoreUnavailable("The Redis store was closed."))
+            _fail(batch, partial(StoreUnavailable, "The Redis store was closed."))
             raise
         for (_, _, future), reply in zip(batch, replies, strict=True):
             if not future.done():
+                future.set_result(reply)
+
+    def _send_writes(self) -> None:
+        batch, self._writes = self._writes, []
+        task = asyncio.create_task(self._write_batch(batch), name="aiobootstrap redis writes")
+        self._batches.add(task)
+        task.add_done_callback(self._batches.discard)
+
+    async def _write_batch(self, batch: list[tuple[str, list[str], list[Any], asyncio.Future[Any]]]) -> None:
+        async def write(client: aioredis.Redis) -> list[Any]:
+            pipe = client.pipeline(transaction=False)
+            for script, keys, args, _ in batch:
+                pipe.evalsha(self._script(client, script).sha, len(keys), *keys, *args)
+            return await pipe.execute(raise_on_error=False)
+
+        try:
+            replies = await self._call(write)
+        except StoreUnavailable as exc:
+            _fail(batch, partial(StoreUnavailable, exc.detail, exc.retry_after))
+            return
+        except asyncio.CancelledError:  # the store is closing
+            _fail(batch, partial(StoreUnavailable, "The Redis store was closed."))
+            raise
+        for (script, keys, args, future), reply in zip(batch, replies, strict=True):
+            if isinstance(reply, NoScriptError):
+                # Never ran (a restarted Redis forgot the script): send it alone, loading it.
+                try:
+                    reply = await self._call(partial(self._run, script=script, keys=keys, args=args))
+                except StoreUnavailable as exc:
+                    reply = exc
+            elif isinstance(reply, ResponseError):
+                reply = StoreUnavailable(
+                    f"Redis at {self._description} refused the command: {_reason(reply)}."
+                )
+            if future.done():
+                continue
+            if isinstance(reply, BaseException):
+                future.set_exception(reply)
+            else:
                 future.set_result(reply)
 
     async def _read(self, operation: Callable[[aioredis.Redis], Awaitable[_T]]) -> _T:
@@ -581,13 +619,16 @@ class RedisStore(Store):
         _reraise_cancellation()
         return result
 
-    async def _run(self, client: aioredis.Redis, script: str, keys: list[str], args: list[Any]) -> Any:
-        # A registered script keeps its SHA and sends EVALSHA, loading the
-        # script again after NOSCRIPT (a restarted Redis).
+    def _script(self, client: aioredis.Redis, script: str) -> AsyncScript:
         registered = self._scripts.get(script)
         if registered is None:
             registered = self._scripts[script] = client.register_script(script)
-        return await registered(keys=keys, args=args, client=client)
+        return registered
+
+    async def _run(self, client: aioredis.Redis, script: str, keys: list[str], args: list[Any]) -> Any:
+        # A registered script keeps its SHA and sends EVALSHA, loading the
+        # script again after NOSCRIPT (a restarted Redis).
+        return await self._script(client, script)(keys=keys, args=args, client=client)
 
     async def _watch_once(self) -> tuple[str, int, bytes | str]:
         reply = await self._read(
@@ -693,12 +734,23 @@ class RedisStore(Store):
             self._local.clear()
             self._resync()
 
-    async def _write(self, key: Key, operation: Callable[[aioredis.Redis], Awaitable[_T]]) -> _T:
-        """Run a write script, holding back the feed's entries for ``key`` meanwhile (see the top)."""
+    async def _write(self, key: Key, script: str, keys: list[str], args: list[Any]) -> Any:
+        """Run a write script, holding back the feed's entries for ``key`` meanwhile (see the top).
+
+        The writes of one loop turn go out in one pipeline of ``EVALSHA``s, as
+        the reads do; each script is still atomic on its own, and none is ever
+        sent twice, except one Redis never ran (``NOSCRIPT``).
+        """
         in_flight = self._in_flight
         in_flight[key] = in_flight.get(key, 0) + 1
         try:
-            return await self._call(operation)
+            if self._client is None:
+                raise StoreUnavailable("The Redis store is not open.")
+            future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+            self._writes.append((script, keys, args, future))
+            if len(self._writes) == 1:
+                asyncio.get_running_loop().call_soon(self._send_writes)
+            return await future
         except BaseException:
             self._release_held(key)
             raise
