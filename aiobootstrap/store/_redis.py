@@ -47,11 +47,16 @@ may be heard out of feed order by at most the duration of one local write
 to the same key, never lost; a listener that hears a change twice (after
 a resync, say) is not confused: a change means "re-check this key".
 
+Coalescing: the reads of one loop turn go out in one pipeline of
+``HMGET``s, the writes in one pipeline of ``EVALSHA``s (the client's CPU per
+call, not Redis, bounds a replica; a pipeline pays it once).
+
 Outages: every call runs under one deadline, with redis-py's retries off
 (a script must not run twice behind our back) and a blocking pool (a busy
 pool waits, it is never "unreachable"). Any failure is
 :class:`~aiobootstrap.exceptions.StoreUnavailable`; connections come back
-by themselves on the next call.
+by themselves on the next call, and a read (never a write) is asked once
+more when the pooled connection it drew had been closed by the server.
 """
 
 from __future__ import annotations
@@ -69,6 +74,10 @@ from typing import Any, TypeVar, cast
 from .. import _protocol as protocol
 from ..exceptions import StoreUnavailable, TooManyNamespaces, TooManyRanks
 from ._base import Change, ChangeListener, Key, Record, Store, StoreLimits
+from ._redis_lua import DELETE as _DELETE
+from ._redis_lua import PUT as _PUT
+from ._redis_lua import VERSION as _VERSION
+from ._redis_lua import WATCH as _WATCH
 from ._url import PREFIX_PATTERN, describe
 
 try:  # the `redis` extra
@@ -90,81 +99,6 @@ _T = TypeVar("_T")
 
 NAMESPACE_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}")
 KIND_PATTERN = re.compile(r"[a-z][a-z0-9_]{0,62}")
-
-_GET_OR_CREATE_INCARNATION = """
-local incarnation = redis.call('GET', KEYS[1])
-if not incarnation then
-  incarnation = ARGV[1]
-  redis.call('SET', KEYS[1], incarnation)
-end
-"""
-
-# KEYS: incarnation seq floor versions counts table feed
-# ARGV: new-incarnation namespace kind role rank registered-at value max-ranks max-namespaces feed-length
-_PUT = (
-    _GET_OR_CREATE_INCARNATION
-    + """
-local namespace, rank = ARGV[2], ARGV[5]
-if redis.call('HEXISTS', KEYS[6], rank) == 0 then
-  if redis.call('HEXISTS', KEYS[5], namespace) == 0 then
-    local limit, held = tonumber(ARGV[9]), redis.call('HLEN', KEYS[5])
-    if limit >= 0 and held >= limit then return {-2, held, incarnation} end
-  else
-    local limit, held = tonumber(ARGV[8]), redis.call('HLEN', KEYS[6])
-    if limit >= 0 and held > 0 and held >= limit then return {-1, held, incarnation} end
-  end
-  redis.call('HINCRBY', KEYS[5], namespace, 1)
-end
-if redis.call('HEXISTS', KEYS[4], namespace) == 0 then
-  redis.call('HSET', KEYS[4], namespace, redis.call('GET', KEYS[3]) or 0)
-end
-local version = redis.call('HINCRBY', KEYS[4], namespace, 1)
-redis.call('HSET', KEYS[6], rank, string.format('%d', version) .. ' ' .. ARGV[6] .. ' ' .. ARGV[7])
-local seq = redis.call('INCR', KEYS[2])
-redis.call('XADD', KEYS[7], 'MAXLEN', '~', ARGV[10], '*',
-  's', seq, 'n', namespace, 'k', ARGV[3], 'r', ARGV[4], 'i', rank, 'v', version, 'o', 'put')
-return {version, 0, incarnation}
-"""
-)
-
-# KEYS: as _PUT.  ARGV: new-incarnation namespace kind role rank feed-length
-_DELETE = (
-    _GET_OR_CREATE_INCARNATION
-    + """
-local namespace, rank = ARGV[2], ARGV[5]
-local current = redis.call('HGET', KEYS[6], rank)
-if not current then return {0, incarnation} end
-redis.call('HDEL', KEYS[6], rank)
-if redis.call('HEXISTS', KEYS[4], namespace) == 0 then
-  redis.call('HSET', KEYS[4], namespace, redis.call('GET', KEYS[3]) or 0)
-end
-local version = redis.call('HINCRBY', KEYS[4], namespace, 1)
-if redis.call('HINCRBY', KEYS[5], namespace, -1) <= 0 then
-  -- The namespace is empty: forget it; the floor keeps its versions from coming back.
-  redis.call('HDEL', KEYS[5], namespace)
-  redis.call('HDEL', KEYS[4], namespace)
-  if version > tonumber(redis.call('GET', KEYS[3]) or '0') then redis.call('SET', KEYS[3], version) end
-end
-local seq = redis.call('INCR', KEYS[2])
-redis.call('XADD', KEYS[7], 'MAXLEN', '~', ARGV[6], '*',
-  's', seq, 'n', namespace, 'k', ARGV[3], 'r', ARGV[4], 'i', rank, 'v', version, 'o', 'del')
-return {version, incarnation, current}
-"""
-)
-
-# KEYS: incarnation seq feed.  ARGV: new-incarnation.  The watcher's poll, and open's first read.
-_WATCH = (
-    _GET_OR_CREATE_INCARNATION
-    + """
-local tail = redis.call('XREVRANGE', KEYS[3], '+', '-', 'COUNT', 1)
-local last = '0-0'
-if tail[1] then last = tail[1][1] end
-return {incarnation, tonumber(redis.call('GET', KEYS[2]) or '0'), last}
-"""
-)
-
-# KEYS: versions floor.  ARGV: namespace
-_VERSION = "return tonumber(redis.call('HGET', KEYS[1], ARGV[1]) or redis.call('GET', KEYS[2]) or '0')"
 
 _LOCAL_REMEMBERED = 4096
 """Changes of this process the reader may still meet on the feed (to drop them); the oldest go first."""
