@@ -479,6 +479,10 @@ class RedisStore(Store):
 
     def _send_writes(self) -> None:
         batch, self._writes = self._writes, []
+        # A write whose caller gave up before it was sent is not sent: nobody would hear its answer.
+        batch = [item for item in batch if not item[3].done()]
+        if not batch:
+            return
         task = asyncio.create_task(self._write_batch(batch), name="aiobootstrap redis writes")
         self._batches.add(task)
         task.add_done_callback(self._batches.discard)
