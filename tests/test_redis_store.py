@@ -700,6 +700,20 @@ async def test_open_gives_up_on_an_unreachable_redis_with_one_line() -> None:
         await store.get(key(0))
 
 
+async def test_close_lets_writes_already_sent_finish(pair: tuple[Replica, Replica]) -> None:
+    """Closing with puts under way: each returns its record (and is stored) or raises StoreUnavailable; none hangs."""
+    a, b = pair
+    puts = [asyncio.ensure_future(a.store.put(key(rank), info())) for rank in range(20)]
+    await asyncio.sleep(0)  # one loop turn: the puts are queued and their batch is sent
+    await a.store.close()
+    async with asyncio.timeout(GUARD):
+        outcomes = await asyncio.gather(*puts, return_exceptions=True)
+    assert all(isinstance(outcome, Record | StoreUnavailable) for outcome in outcomes)
+    stored = [outcome for outcome in outcomes if isinstance(outcome, Record)]
+    assert stored, "a batch already sent is answered"
+    assert await b.store.get_many([record.key for record in stored]) == stored
+
+
 async def test_closed_store_raises_store_unavailable(pair: tuple[Replica, Replica]) -> None:
     """After close, a call is a StoreUnavailable, not a redis-py error."""
     a, _ = pair

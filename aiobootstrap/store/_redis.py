@@ -261,6 +261,10 @@ class RedisStore(Store):
         await _stop(watcher)
         reader, self._reader = self._reader, None
         await _stop(reader)
+        # Calls already sent get their answers (within their deadline): a write
+        # Redis applies is better acknowledged than reported as failed.
+        if self._batches:
+            await asyncio.wait(set(self._batches), timeout=self._timeout)
         for batch in list(self._batches):
             await _stop(batch)
         self._listener = None
