@@ -46,7 +46,10 @@ class RedisServer:
         self.directory = directory
         self.port = free_port()
         self.tls = tls
-        self.unix_socket = directory / "redis.sock"
+        socket_path = directory / "redis.sock"
+        # A Unix socket's path has a length limit (108 bytes on Linux): a deep
+        # temporary directory gets no socket, rather than a server that fails to start.
+        self.unix_socket: Path | None = socket_path if len(str(socket_path)) < 100 else None
         self.process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -76,11 +79,9 @@ class RedisServer:
             str(self.directory / "redis.log"),
             "--protected-mode",
             "yes",
-            "--unixsocket",
-            str(self.unix_socket),
-            "--unixsocketperm",
-            "700",
         ]
+        if self.unix_socket is not None:
+            args += ["--unixsocket", str(self.unix_socket), "--unixsocketperm", "700"]
         if self.tls is not None:
             cert, key, ca = self.tls
             args += ["--port", "0", "--tls-port", str(self.port), "--tls-cert-file", cert]
