@@ -785,7 +785,7 @@ def test_open_store_knows_each_scheme(url: str, kind: type[Store]) -> None:
     ("url", "says"),
     [
         ("", "no scheme"),
-        ("localhost:6379", "unknown scheme"),
+        ("localhost:7000", "unknown scheme"),
         ("ftp://host/x", "unknown scheme"),
         ("memory:x", "memory: takes nothing"),
         ("file:", "names no file"),
