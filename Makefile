@@ -21,11 +21,11 @@ $(BIN)/python:
 	$(BIN)/python -m pip install -q --upgrade pip
 
 $(INSTALLED): pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install -q -e '.[test,lint,fast]'
+	$(BIN)/python -m pip install -q -e '.[test,lint,fast,redis]'
 	touch $@
 
 $(BENCH_INSTALLED): pyproject.toml | $(INSTALLED)
-	$(BIN)/python -m pip install -q -e '.[test,lint,bench]'
+	$(BIN)/python -m pip install -q -e '.[test,lint,bench,redis]'
 	touch $@
 
 run: $(INSTALLED)

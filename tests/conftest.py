@@ -16,6 +16,9 @@ from aiobootstrap._app import REGISTRY
 from aiobootstrap._protocol import DEFAULT_NAMESPACE
 from aiobootstrap.store import DEFAULT_ROLE, TRANSFER_ENGINE_INFO, Key, LocalStore, MemoryStore, Record, Store
 
+# The `redis_server` fixture: a real redis-server of the test's own (tests/redis_server.py).
+pytest_plugins = ["tests.redis_server"]
+
 GUARD = 10.0
 """Seconds any awaited event may take before a test fails: generous, never a measurement."""
 

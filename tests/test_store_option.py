@@ -17,13 +17,13 @@ from .test_cli import launch, serve
 @pytest.mark.parametrize(
     ("url", "said"),
     [
-        ("nowhere", "is not a URL"),
+        ("nowhere", "has no scheme"),
         ("ftp://host/0", "unknown scheme 'ftp'"),
         ("redis://", "names no host"),
         ("redis://host:port/0", "malformed"),
-        ("redis://host/zero", "must be a number"),
-        ("unix://", "socket's path"),
-        ("file:", "needs a path"),
+        ("redis://host/zero", "a database is a number"),
+        ("unix://", "use unix:///path/redis.sock"),
+        ("file:", "names no file"),
         ("memory:extra", "takes nothing after the colon"),
     ],
 )

@@ -78,9 +78,17 @@ def _file(request: pytest.FixtureRequest, limits: StoreLimits) -> Store:
     return FileStore(str(tmp_path / "state.journal"), limits)
 
 
+def _redis(request: pytest.FixtureRequest, limits: StoreLimits) -> Store:
+    from aiobootstrap.store._redis import RedisStore
+
+    server = request.getfixturevalue("redis_server")
+    return RedisStore(server.url, limits=limits)
+
+
 FLAVORS = {
     "memory": Flavor(_memory),
     "file": Flavor(_file),
+    "redis": Flavor(_redis),
 }
 
 OpenStore = Callable[..., Awaitable[Store]]

@@ -19,6 +19,7 @@ from ._base import (
     with_member,
 )
 from ._memory import LocalStore, MemoryStore
+from ._url import describe, open_store
 
 __all__ = [
     "DEFAULT_ROLE",
@@ -33,6 +34,8 @@ __all__ = [
     "Record",
     "Store",
     "StoreLimits",
+    "describe",
     "members_of",
+    "open_store",
     "with_member",
 ]

@@ -1,81 +1,128 @@
-"""From a ``--store`` URL to a store.
+"""``--store URL`` to a store, and a URL fit for a log line.
 
-``check_store_url`` validates a URL without opening anything (the config calls
-it, so a malformed URL fails at start like a taken port); ``open_store`` makes
-the store it names, not yet opened.
+The schemes: ``memory:`` (the default), ``file:PATH`` (the journal),
+``redis://[user:password@]host[:port][/db]``, ``rediss://...`` (TLS) and
+``unix:///path/redis.sock[?db=N]``. A URL that cannot be served, whatever the
+reason (malformed, an unknown scheme, its extra not installed), is a
+:class:`ValueError` with a one-line message: the CLI turns it into exit status 2.
 """
 
 from __future__ import annotations
 
+import re
 from urllib.parse import parse_qs, urlsplit
 
 from ._base import Store, StoreLimits
 from ._memory import MemoryStore
 
-__all__ = ["check_store_url", "open_store"]
+__all__ = ["PREFIX_PATTERN", "check_store_url", "describe", "open_store"]
 
-_SCHEMES = "memory:, file:PATH, redis://HOST[:PORT][/DB], rediss://... or unix:///PATH[?db=N]"
-_REDIS_SCHEMES = ("redis", "rediss", "unix")
+REDIS_SCHEMES = ("redis", "rediss", "unix")
+
+PREFIX_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}")
+"""What ``--store-prefix`` may be: it sits inside a Redis hash tag, so no braces, no colons."""
 
 
 def check_store_url(url: str) -> None:
-    """Raise ``ValueError`` with one line when ``url`` names no store."""
-    scheme, colon, rest = url.partition(":")
-    if not colon:
-        raise ValueError(f"the store {url!r} is not a URL: use {_SCHEMES}")
-    if scheme == "memory":
-        if rest:
-            raise ValueError(f"the store {url!r}: memory: takes nothing after the colon")
-        return
-    if scheme == "file":
-        if not rest.strip():
-            raise ValueError("the store file: needs a path, as in file:/var/lib/aiobootstrap/state.journal")
-        return
-    if scheme not in _REDIS_SCHEMES:
-        raise ValueError(f"the store {url!r} has an unknown scheme {scheme!r}: use {_SCHEMES}")
-    _check_redis_url(url, scheme)
+    """Raise the one-line ``ValueError`` of :func:`open_store` for a URL that names no store; open nothing.
+
+    The config calls it, so a malformed URL fails at start like a taken port.
+    """
+    _parse(url)
 
 
-def _check_redis_url(url: str, scheme: str) -> None:
-    try:
-        parts = urlsplit(url)
-        port = parts.port
-    except ValueError as exc:
-        raise ValueError(f"the store URL {_redacted(url)} is malformed: {exc}") from None
-    query = parse_qs(parts.query)
-    if scheme == "unix":
-        if not parts.path:
-            raise ValueError("the store unix:// needs the socket's path, as in unix:///run/redis/redis.sock")
-        db = query.get("db", ["0"])[0]
-    else:
-        if not parts.hostname:
-            raise ValueError(f"the store URL {_redacted(url)} names no host, as in redis://10.0.0.5:6379/0")
-        if port == 0:
-            raise ValueError(f"the store URL {_redacted(url)} names port 0")
-        db = parts.path.lstrip("/") or query.get("db", ["0"])[0]
-    if not (db.isascii() and db.isdigit()):
-        raise ValueError(f"the store URL {_redacted(url)} names database {db!r}: it must be a number")
-
-
-def _redacted(url: str) -> str:
-    """``url`` without its password, for messages and logs."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
-    return parts._replace(netloc=netloc).geturl()
-
-
-def open_store(url: str, *, prefix: str, limits: StoreLimits) -> Store:
-    """The store ``url`` names (not yet opened); ``ValueError`` with one line when it names none."""
-    check_store_url(url)
+def _parse(url: str) -> tuple[str, str]:
+    """``url``'s scheme and what follows its colon, checked."""
     scheme, _, rest = url.partition(":")
+    scheme = scheme.lower()
+    if not _ or not scheme:
+        raise ValueError(
+            f"The store URL {url!r} has no scheme; use memory:, file:PATH, redis://, rediss:// or unix://."
+        )
+    if scheme == "memory":
+        if rest not in ("", "//"):
+            raise ValueError(f"The store URL {url!r} is malformed: memory: takes nothing after the colon.")
+    elif scheme == "file":
+        if not (rest[2:] if rest.startswith("//") else rest):
+            raise ValueError(f"The store URL {url!r} names no file; use file:PATH.")
+    elif scheme in REDIS_SCHEMES:
+        _check_redis_url(url)
+    else:
+        raise ValueError(
+            f"The store URL {describe(url)} has an unknown scheme {scheme!r}; "
+            "use memory:, file:PATH, redis://, rediss:// or unix://."
+        )
+    return scheme, rest
+
+
+def open_store(url: str, *, prefix: str = "aiobootstrap", limits: StoreLimits | None = None) -> Store:
+    """The store ``url`` names, not yet opened (call :meth:`Store.open`)."""
+    limits = limits if limits is not None else StoreLimits()
+    scheme, rest = _parse(url)
     if scheme == "memory":
         return MemoryStore(limits)
     if scheme == "file":
         from ._file import FileStore
 
-        return FileStore(rest, limits)
-    from ._redis import RedisStore
+        return FileStore(rest[2:] if rest.startswith("//") else rest, limits)
+    if scheme in REDIS_SCHEMES:
+        if not PREFIX_PATTERN.fullmatch(prefix):
+            raise ValueError(
+                f"The store prefix {prefix!r} is not valid: use 1 to 63 letters, digits, '.', '_' or '-', "
+                "starting with a letter or digit."
+            )
+        from ._redis import RedisStore, redis_missing
 
-    return RedisStore(url, prefix=prefix, limits=limits)
+        if redis_missing():
+            raise ValueError(
+                f"The store URL {describe(url)} needs the redis extra: pip install 'aiobootstrap[redis]'."
+            )
+        return RedisStore(url, prefix=prefix, limits=limits)
+    raise AssertionError(f"unreachable: {scheme}")
+
+
+def _check_redis_url(url: str) -> None:
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError as exc:
+        raise ValueError(f"The store URL {describe(url)} is malformed: {exc}.") from exc
+    if parts.scheme == "unix":
+        if not parts.path or (parts.netloc not in ("", "localhost") and "@" not in parts.netloc):
+            raise ValueError(
+                f"The store URL {describe(url)} is malformed: use unix:///path/redis.sock[?db=N]."
+            )
+        db_values = parse_qs(parts.query).get("db", ["0"])
+        db = db_values[-1]
+    else:
+        if not parts.hostname:
+            raise ValueError(
+                f"The store URL {describe(url)} names no host: use {parts.scheme}://host[:port][/db]."
+            )
+        if port is not None and port == 0:
+            raise ValueError(f"The store URL {describe(url)} has port 0.")
+        db = parts.path.strip("/") or "0"
+    if not db.isdigit():
+        raise ValueError(f"The store URL {describe(url)} names database {db!r}; a database is a number.")
+
+
+_QUERY_PASSWORD = re.compile(r"((?:^|&)password=)[^&]*")
+
+
+def describe(url: str) -> str:
+    """``url`` without its password, for logs and error messages."""
+    try:
+        parts = urlsplit(url)
+        netloc = parts.netloc
+        if parts.password is not None:
+            netloc = f"{parts.username or ''}:***@{netloc.rpartition('@')[2]}"
+        # redis-py also reads a password from the query (unix:///path?password=...).
+        query = _QUERY_PASSWORD.sub(r"\1***", parts.query)
+        if (netloc, query) == (parts.netloc, parts.query):
+            return url
+        # By hand: geturl() drops the empty authority of unix:///path.
+        return f"{parts.scheme}://{netloc}{parts.path}" + (f"?{query}" if query else "")
+    except ValueError:
+        # Too malformed to split: say only the scheme, which holds no secret.
+        scheme = url.partition(":")[0]
+        return f"{scheme}://..."
