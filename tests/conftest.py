@@ -4,6 +4,8 @@ wait for a condition instead of sleeping."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import itertools
 from collections.abc import Callable
 from typing import Any
 
@@ -18,6 +20,8 @@ from aiobootstrap.store import DEFAULT_ROLE, TRANSFER_ENGINE_INFO, Key, LocalSto
 
 # The `redis_server` fixture: a real redis-server of the test's own (tests/redis_server.py).
 pytest_plugins = ["tests.redis_server"]
+
+_PREFIXES = itertools.count()
 
 GUARD = 10.0
 """Seconds any awaited event may take before a test fails: generous, never a measurement."""
@@ -50,8 +54,19 @@ def config() -> ServerConfig:
     return ServerConfig()
 
 
+@pytest.fixture(params=["memory", "redis"])
+def store_kind(request: pytest.FixtureRequest) -> str:
+    """The HTTP suite (every test using ``client``) runs over the memory store and over Redis."""
+    return str(request.param)
+
+
 @pytest.fixture
-async def client(aiohttp_client: Any, config: ServerConfig) -> TestClient[web.Request, web.Application]:
+async def client(
+    aiohttp_client: Any, config: ServerConfig, store_kind: str, request: pytest.FixtureRequest
+) -> TestClient[web.Request, web.Application]:
+    if store_kind == "redis" and config.store_url == "memory:":
+        redis = request.getfixturevalue("shared_redis")
+        config = dataclasses.replace(config, store=redis.url, store_prefix=f"t{next(_PREFIXES)}")
     app = create_app(config)
     # As BootstrapServer does: a client that hangs up stops its parked wait.
     test_client: TestClient[web.Request, web.Application] = await aiohttp_client(
