@@ -698,6 +698,7 @@ async def test_open_gives_up_on_an_unreachable_redis_with_one_line() -> None:
     assert url in raised.value.detail
     assert "unreachable" in raised.value.detail
     assert "\n" not in raised.value.detail
+    assert raised.value.detail.count(url) == 1, "the URL is named once, not repeated by the last failure"
     with pytest.raises(StoreUnavailable):
         await store.get(key(0))
 

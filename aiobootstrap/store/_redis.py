@@ -242,8 +242,11 @@ class RedisStore(Store):
             except StoreUnavailable as exc:
                 if loop.time() + delay >= deadline:
                     await self._disconnect()
+                    # The last failure's own words, without the "Redis at ..." its detail repeats.
+                    cause = exc.__cause__
+                    reason = exc.detail if cause is None else _reason(cause)
                     raise StoreUnavailable(
-                        f"Redis at {self._description} is unreachable ({exc.detail}); "
+                        f"Redis at {self._description} is unreachable ({reason}); "
                         f"gave up after {self._open_timeout:g} s."
                     ) from exc
                 await asyncio.sleep(delay)
