@@ -254,7 +254,7 @@ async def _status(client: BootstrapClient, args: argparse.Namespace, out: TextIO
     heading += f", version {listing.version}"
     rows = [("RANK", "SESSION ID", "VERSION", "AGE")]
     rows += [
-        (str(rank.rank), printable(rank.session_id), str(rank.version), format_age(rank.age))
+        (str(rank.rank), printable(rank.session_id or ""), str(rank.version), format_age(rank.age))
         for rank in listing.ranks
     ]
     widths = [max(len(row[column]) for row in rows) for column in range(3)]
