@@ -331,10 +331,12 @@ class BootstrapClient:
     async def wait_encoder_urls(self, after: int = 0, *, timeout: float | None = None) -> EncoderUrls:
         """The encoder URL list once its version is past ``after``, waiting up to ``timeout`` seconds.
 
-        When the time runs out first, the list as it is (its ``version`` at
-        most ``after``): an unchanged list is an answer, not an error. Pass
-        the ``version`` of one answer as the ``after`` of the next to follow
-        every change; ``timeout=0`` reads the list and its version at once.
+        When the time runs out first, the list as it is (its ``version``
+        equal to ``after``): an unchanged list is an answer, not an error.
+        Pass the ``version`` of one answer as the ``after`` of the next to
+        follow every change; ``timeout=0`` reads the list and its version at
+        once. A version below ``after`` (a restarted in-memory server begins
+        its versions again) is a change too.
         """
         return await self._encoder_urls(after, Deadline(timeout))
 
@@ -456,7 +458,9 @@ class BootstrapClient:
             if reply.status != 200:
                 raise self._error(reply.status, path, reply.body)
             newest[:] = [protocol.decode_encoder_urls(reply.body)]
-            return newest[0].version > after
+            # Below after: the server lost the list (an in-memory one restarted, its
+            # versions begun again), and what it holds now is news to the caller.
+            return newest[0].version != after
 
         await self._long_poll(
             protocol.ENCODER_LIST_PATH, partial(protocol.encoder_list_query, after), deadline, changed

@@ -299,17 +299,8 @@ def parse_url_body(body: bytes) -> str:
 
 
 def registration_body(rank: int, session_id: str, weights_info_dict: Mapping[str, Any]) -> bytes:
-    # The stdlib, whatever is installed: it writes a NaN the caller passed as
-    # NaN, which the server refuses, where orjson would quietly send null.
-    return stdlib_dumps(
-        {
-            "rank": rank,
-            "transfer_engine_info": {
-                "session_id": session_id,
-                "weights_info_dict": dict(weights_info_dict),
-            },
-        }
-    )
+    """A classic register body of transfer-engine info (see :func:`engine_info_body` for the rest)."""
+    return engine_info_body(rank, session_id, weights_info_dict)
 
 
 def check_world_size(rank: int, world_size: int | None) -> None:

@@ -299,7 +299,7 @@ async def _get_encoder_urls(client: BootstrapClient, args: argparse.Namespace, o
     if args.role != DEFAULT_ROLE:
         raise ToolError(f"--role does not apply to --kind {ENCODER_URLS}")
     urls = await client.wait_encoder_urls(args.after, timeout=args.wait)
-    if args.wait > 0 and urls.version <= args.after:
+    if args.wait > 0 and urls.version == args.after:
         raise ToolError(
             f"the encoder URL list did not change after version {args.after} in {args.wait:g}s "
             f"(it is at version {urls.version})",

@@ -275,6 +275,15 @@ async def test_an_encoder_wait_past_the_servers_cap_is_asked_again(aiohttp_serve
     assert all(query["after"] == "0" for query in lists)
 
 
+async def test_an_encoder_list_below_after_is_a_change(aiohttp_server: ServerFactory) -> None:
+    """A version below after (a restarted server counts again) ends the wait with the list as it is."""
+    server, _ = await start(aiohttp_server, ServerConfig(max_wait=0.01))
+    async with BootstrapClient(url_of(server)) as bootstrap:
+        await bootstrap.register_encoder_url("http://a")
+        urls = await asyncio.wait_for(bootstrap.wait_encoder_urls(50, timeout=GUARD), GUARD)
+        assert urls == EncoderUrls(["http://a"], 1)
+
+
 # -- restarts ---------------------------------------------------------------
 
 
