@@ -13,7 +13,17 @@ Three layers, each with one job:
   request that parks, it learns the server's boot id (see ``_restarts``).
 * ``_long_poll`` makes a wait last the caller's timeout: it asks again past
   the server's ``--max-wait``, and backs off when the server answers
-  "not registered" sooner than asked (an old polling server).
+  "not registered" sooner than asked (an old polling server). What ends a
+  wait is the caller's to say: a ``200`` for a rank's record, a new version
+  for the encoder URL list (which answers ``200`` unchanged at the server's
+  deadline).
+
+Every per-rank kind (transfer-engine info, parallelism config) goes through
+one path, ``_register``/``_unregister``/``_get_record``/``_get_records``,
+given the kind's entry in the server's kind table (``_kinds``) for its routes
+and the noun of its ``404``; the public methods only build the request and
+decode the reply. A role is a query parameter or a body field, left out for
+the default ``target`` so that such requests are the classic ones.
 
 The wire (paths, bodies, which ``404`` means "not registered") is read and
 written by ``_protocol`` alone.
