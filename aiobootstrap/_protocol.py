@@ -37,8 +37,6 @@ __all__ = [
     "OPENAPI_PATH",
     "RANKS_PATH",
     "REGISTER_PATH",
-    "EncoderUrls",
-    "ParallelismConfig",
     "Registration",
     "TransferEngineInfo",
 ]
@@ -808,14 +806,14 @@ def decode_absent(status: int, payload: bytes, noun: str) -> list[int] | None:
     detail = reply.get("detail") if isinstance(reply, dict) else None
     prefix = f"No {noun} for rank "
     if isinstance(detail, str) and detail.startswith(prefix):
-        rank = _parse_int(detail.removeprefix(prefix))
+        rank = rank_value(detail.removeprefix(prefix))
         return None if rank is None else [rank]
     return None
 
 
 def decode_version_header(value: str | None) -> int:
     """The version an ``X-Aiobootstrap-Version`` header names; 0 when absent (a server without it)."""
-    version = None if value is None else _parse_int(value)
+    version = None if value is None else rank_value(value)
     return 0 if version is None else version
 
 
