@@ -12,6 +12,7 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient
 
 from aiobootstrap import (
+    BadRequest,
     BootstrapClient,
     BootstrapServer,
     EncoderUrls,
@@ -97,6 +98,16 @@ async def test_a_nixl_registration_is_read_whole(bootstrap: BootstrapClient) -> 
     assert info.fields == {**NIXL, "weights_info_dict": {"w": 1}}
     assert (info.backend, info.session_id, info.weights_info_dict) == ("nixl", "", {"w": 1})
     assert (await bootstrap.get_many([0], timeout=0))[0] == info
+
+
+async def test_classic_info_without_a_session_id_is_refused_at_once(bootstrap: BootstrapClient) -> None:
+    """Without a backend (or with mooncake) session_id is required: the server's 400, raised at once."""
+    with pytest.raises(BadRequest, match="session_id"):
+        await bootstrap.register(0, weights_info_dict={}, timeout=GUARD)
+    with pytest.raises(BadRequest, match="session_id"):
+        await bootstrap.register(0, weights_info_dict={}, fields={"backend": "mooncake"}, timeout=GUARD)
+    with pytest.raises(RankNotRegistered):
+        await bootstrap.get(0, timeout=0)
 
 
 async def test_extra_fields_of_classic_info_need_whole(
