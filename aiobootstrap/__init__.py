@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from ._app import create_app
     from ._client import BootstrapClient
     from ._config import ServerConfig
-    from ._protocol import RankListing, RankSummary, TransferEngineInfo
+    from ._protocol import EncoderUrls, ParallelismConfig, RankListing, RankSummary, TransferEngineInfo
     from ._registry import Registry
     from ._retry import Backoff
     from ._server import BootstrapServer
@@ -48,6 +48,8 @@ _LAZY = {
     "Backoff": "._retry",
     "BootstrapClient": "._client",
     "ServerConfig": "._config",
+    "EncoderUrls": "._protocol",
+    "ParallelismConfig": "._protocol",
     "RankListing": "._protocol",
     "RankSummary": "._protocol",
     "TransferEngineInfo": "._protocol",
@@ -82,9 +84,11 @@ __all__ = [
     "BootstrapClient",
     "BootstrapError",
     "BootstrapServer",
+    "EncoderUrls",
     "Key",
     "MemoryStore",
     "NotRegistered",
+    "ParallelismConfig",
     "PayloadTooLarge",
     "RankListing",
     "RankNotRegistered",

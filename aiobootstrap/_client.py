@@ -13,7 +13,17 @@ Three layers, each with one job:
   request that parks, it learns the server's boot id (see ``_restarts``).
 * ``_long_poll`` makes a wait last the caller's timeout: it asks again past
   the server's ``--max-wait``, and backs off when the server answers
-  "not registered" sooner than asked (an old polling server).
+  "not registered" sooner than asked (an old polling server). What ends a
+  wait is the caller's to say: a ``200`` for a rank's record, a new version
+  for the encoder URL list (which answers ``200`` unchanged at the server's
+  deadline).
+
+Every per-rank kind (transfer-engine info, parallelism config) goes through
+one path, ``_register``/``_unregister``/``_get_record``/``_get_records``,
+given the kind's entry in the server's kind table (``_kinds``) for its routes
+and the noun of its ``404``; the public methods only build the request and
+decode the reply. A role is a query parameter or a body field, left out for
+the default ``target`` so that such requests are the classic ones.
 
 The wire (paths, bodies, which ``404`` means "not registered") is read and
 written by ``_protocol`` alone.
@@ -24,16 +34,17 @@ from __future__ import annotations
 import asyncio
 import logging
 import ssl
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Hashable, Iterable, Mapping, Sequence
 from functools import partial
 from types import TracebackType
-from typing import Any
+from typing import Any, NamedTuple
 
 import aiohttp
 
 from . import _protocol as protocol
-from ._protocol import RankListing, TransferEngineInfo
-from ._restarts import RestartWatch
+from ._kinds import PARALLELISM_CONFIG_KIND, TRANSFER_ENGINE_INFO_KIND, RecordKind
+from ._protocol import EncoderUrls, ParallelismConfig, RankListing, TransferEngineInfo
+from ._restarts import Replay, RestartWatch
 from ._retry import Backoff, Deadline, Replicas
 from .exceptions import (
     BootstrapError,
@@ -42,6 +53,7 @@ from .exceptions import (
     UnexpectedReply,
     error_for_status,
 )
+from .store import DEFAULT_ROLE, TRANSFER_ENGINE_INFO
 
 __all__ = ["BootstrapClient"]
 
@@ -69,6 +81,27 @@ _BAD_URL: tuple[type[Exception], ...] = (
 
 class _Unreachable(Exception):
     """The server did not answer: not up yet, restarting, or the network failed."""
+
+
+class _Reply(NamedTuple):
+    """A reply: its status, its body, and the version its ``X-Aiobootstrap-Version`` header names."""
+
+    status: int
+    body: bytes
+    version: str | None
+
+
+_ENGINE_INFO = TRANSFER_ENGINE_INFO_KIND
+_CONFIG = PARALLELISM_CONFIG_KIND
+"""The per-rank kinds, from the server's kind table: their routes and the noun of their 404s."""
+
+
+def _replayed(key: Hashable) -> str:
+    """What a replayed registration is, for a log line."""
+    if isinstance(key, tuple) and len(key) == 3:
+        path, role, rank = key
+        return f"rank {rank} ({path}, role {role})"
+    return f"{key!r}"
 
 
 class BootstrapClient:
@@ -146,126 +179,319 @@ class BootstrapClient:
     async def health(self) -> bool:
         """Whether the server (any replica, tried once each) answers ``/health`` right now."""
         try:
-            status, _ = await self._call("GET", protocol.HEALTH_PATH, Deadline(0), read_timeout=10.0)
+            reply = await self._call("GET", protocol.HEALTH_PATH, Deadline(0), read_timeout=10.0)
         except ServerUnavailable:
             return False
-        return status == 200
+        return reply.status == 200
 
     async def register(
         self,
         rank: int,
         *,
-        session_id: str,
+        session_id: str | None = None,
         weights_info_dict: Mapping[str, Any],
+        fields: Mapping[str, Any] | None = None,
+        role: str = DEFAULT_ROLE,
         timeout: float | None = 60.0,
     ) -> None:
-        """Publish ``rank``'s info, replacing any earlier registration of it.
+        """Publish ``rank``'s transfer-engine info, replacing any earlier registration of it.
+
+        ``fields`` are more fields of the info, sent as given: a backend-tagged
+        registration (``{"backend": "nixl", "agent_name": ..., "agent_metadata":
+        ...}``, with no ``session_id``) or anything else the readers want; a
+        getter finds them all in :attr:`TransferEngineInfo.fields`. ``role``
+        keeps a draft model's records apart from its target's.
 
         While the server is not up, retries with backoff for up to ``timeout``
         seconds (``None``: for ever), then raises :class:`ServerUnavailable`.
         """
-        body = protocol.registration_body(rank, session_id, weights_info_dict)
-        deadline = Deadline(timeout)
-        # Remembered before sending, so a replay racing this call sends the newest info.
-        self._restarts.remember(rank, body)
-        try:
-            status, payload = await self._call(
-                "PUT", protocol.REGISTER_PATH, deadline, body=body, read_timeout=60.0
-            )
-        except ServerUnavailable:
-            self._restarts.forget(rank, body)
-            raise
-        if status != 200:
-            self._restarts.forget(rank, body)
-            raise self._error(status, protocol.REGISTER_PATH, payload)
+        body = protocol.engine_info_body(rank, session_id, weights_info_dict, fields, role)
+        await self._register(_ENGINE_INFO, rank, role, body, timeout)
 
-    async def unregister(self, rank: int, *, timeout: float | None = 60.0) -> bool:
+    async def unregister(self, rank: int, *, role: str = DEFAULT_ROLE, timeout: float | None = 60.0) -> bool:
         """Remove ``rank``'s info; waiters for it go on waiting for a new registration.
 
         Returns ``False`` when the server had no info for ``rank`` (nothing
         to remove), ``True`` when it removed some.
         """
-        self._restarts.forget(rank)
-        status, payload = await self._call(
-            "DELETE",
-            protocol.REGISTER_PATH,
-            Deadline(timeout),
-            params=protocol.rank_query(rank),
-            read_timeout=60.0,
-        )
-        if status == 200:
-            return True
-        if protocol.decode_not_registered(status, payload) is not None:
-            return False
-        raise self._error(status, protocol.REGISTER_PATH, payload)
+        return await self._unregister(_ENGINE_INFO, rank, role, timeout)
 
-    async def get(self, rank: int, *, timeout: float | None = None, after: int = 0) -> TransferEngineInfo:
+    async def get(
+        self,
+        rank: int,
+        *,
+        timeout: float | None = None,
+        after: int = 0,
+        role: str = DEFAULT_ROLE,
+        whole: bool = False,
+    ) -> TransferEngineInfo:
         """``rank``'s info, waiting up to ``timeout`` seconds for it to register.
 
         ``timeout=None`` waits for ever; ``0`` asks once. ``after=V`` waits
-        for a registration newer than version ``V``. Raises
-        :class:`RankNotRegistered` when the server said "not registered"
-        until the time ran out, :class:`ServerUnavailable` when it did not
-        answer.
+        for a registration newer than version ``V``. ``whole=True`` asks for
+        the registration whole (``form=object``), so that ``fields`` holds
+        every field even of classic info (a tagged backend's info always
+        comes whole). Raises :class:`RankNotRegistered` when the server said
+        "not registered" until the time ran out, :class:`ServerUnavailable`
+        when it did not answer.
         """
-        query = partial(protocol.get_query, rank, after)
-        payload, missing = await self._long_poll(protocol.GET_PATH, query, Deadline(timeout))
-        if payload is None:
-            raise RankNotRegistered(missing or [rank])
-        return protocol.decode_info(payload)
+        query = partial(protocol.record_query, rank, after, role=role, whole=whole)
+        reply = await self._get_record(_ENGINE_INFO, rank, query, Deadline(timeout))
+        return protocol.decode_info(reply.body, role)
 
     async def get_many(
-        self, ranks: Iterable[int], *, timeout: float | None = None, after: int = 0
+        self,
+        ranks: Iterable[int],
+        *,
+        timeout: float | None = None,
+        after: int = 0,
+        role: str = DEFAULT_ROLE,
+        whole: bool = False,
     ) -> dict[int, TransferEngineInfo]:
         """Every rank's info, in one batch request per few thousand ranks.
 
         Waits like :meth:`get`; on timeout raises :class:`RankNotRegistered`
         naming every rank still missing.
         """
-        wanted = sorted(set(ranks))
-        if not wanted:
-            return {}
-        deadline = Deadline(timeout)
-        specs = protocol.split_rank_specs(wanted)
-        results = await asyncio.gather(*(self._get_batch(spec, deadline, after) for spec in specs))
+
+        def query(spec: str, wait: float) -> dict[str, str]:
+            return protocol.records_query(spec, after, wait, role=role, whole=whole)
+
+        replies = await self._get_records(_ENGINE_INFO, ranks, query, Deadline(timeout))
         infos: dict[int, TransferEngineInfo] = {}
-        missing: list[int] = []
-        for found, absent in results:
-            infos.update(found)
-            missing.extend(absent)
-        if missing:
-            raise RankNotRegistered(sorted(missing))
+        for reply in replies:
+            infos.update(protocol.decode_batch(reply.body, role))
         return infos
 
-    async def list_ranks(self) -> RankListing:
-        """Who has registered (without their weights), and, with a world size, who has not."""
-        status, payload = await self._call("GET", protocol.RANKS_PATH, Deadline(0), read_timeout=60.0)
-        if status != 200:
-            raise self._error(status, protocol.RANKS_PATH, payload)
-        return protocol.decode_listing(payload)
+    async def register_parallelism_config(
+        self,
+        rank: int,
+        config: Mapping[str, Any],
+        *,
+        role: str = DEFAULT_ROLE,
+        timeout: float | None = 60.0,
+    ) -> None:
+        """Publish ``rank``'s parallelism config (any JSON object, kept and served exactly as given).
+
+        Retries an unreachable server like :meth:`register`.
+        """
+        body = protocol.config_body(rank, config, role)
+        await self._register(_CONFIG, rank, role, body, timeout)
+
+    async def unregister_parallelism_config(
+        self, rank: int, *, role: str = DEFAULT_ROLE, timeout: float | None = 60.0
+    ) -> bool:
+        """Remove ``rank``'s parallelism config; whether there was one."""
+        return await self._unregister(_CONFIG, rank, role, timeout)
+
+    async def get_parallelism_config(
+        self, rank: int, *, timeout: float | None = None, after: int = 0, role: str = DEFAULT_ROLE
+    ) -> ParallelismConfig:
+        """``rank``'s parallelism config, waiting up to ``timeout`` seconds for it, as :meth:`get` waits.
+
+        Raises :class:`RankNotRegistered` ("No parallelism config for rank N")
+        when the time runs out first.
+        """
+        query = partial(protocol.record_query, rank, after, role=role)
+        reply = await self._get_record(_CONFIG, rank, query, Deadline(timeout))
+        return protocol.decode_config(reply.body, rank, reply.version, role)
+
+    async def get_parallelism_configs(
+        self, ranks: Iterable[int], *, timeout: float | None = None, after: int = 0, role: str = DEFAULT_ROLE
+    ) -> dict[int, ParallelismConfig]:
+        """Every rank's parallelism config, in batch requests, waiting as :meth:`get_many` does."""
+
+        def query(spec: str, wait: float) -> dict[str, str]:
+            return protocol.records_query(spec, after, wait, role=role)
+
+        replies = await self._get_records(_CONFIG, ranks, query, Deadline(timeout))
+        configs: dict[int, ParallelismConfig] = {}
+        for reply in replies:
+            configs.update(protocol.decode_config_batch(reply.body, role))
+        return configs
+
+    async def register_encoder_url(self, url: str, *, timeout: float | None = 60.0) -> None:
+        """Add ``url`` to the encoder URL list (a URL already listed stays listed once).
+
+        Retries an unreachable server like :meth:`register`; with
+        ``reregister=True`` the URL is registered again on a restarted server.
+        """
+        body = protocol.url_body(url)
+        replay = Replay("POST", protocol.ENCODER_REGISTER_PATH, body)
+        await self._send_registration((protocol.ENCODER_REGISTER_PATH, url), replay, timeout)
+
+    async def unregister_encoder_url(self, url: str, *, timeout: float | None = 60.0) -> None:
+        """Remove ``url`` from the encoder URL list; nothing to do when it is not listed."""
+        self._restarts.forget((protocol.ENCODER_REGISTER_PATH, url))
+        path = protocol.ENCODER_UNREGISTER_PATH
+        body = protocol.url_body(url)
+        reply = await self._call("DELETE", path, Deadline(timeout), body=body, read_timeout=60.0)
+        if reply.status != 200:
+            raise self._error(reply.status, path, reply.body)
+
+    async def list_encoder_urls(self, *, timeout: float | None = 60.0) -> list[str]:
+        """The encoder URLs, in order of first registration (retrying an unreachable server up to ``timeout``)."""
+        path = protocol.ENCODER_LIST_PATH
+        query = protocol.encoder_list_query(0, 0.0)
+        reply = await self._call("GET", path, Deadline(timeout), params=query, read_timeout=60.0)
+        if reply.status != 200:
+            raise self._error(reply.status, path, reply.body)
+        return protocol.decode_encoder_urls(reply.body).urls
+
+    async def wait_encoder_urls(self, after: int = 0, *, timeout: float | None = None) -> EncoderUrls:
+        """The encoder URL list once its version is past ``after``, waiting up to ``timeout`` seconds.
+
+        When the time runs out first, the list as it is (its ``version``
+        equal to ``after``): an unchanged list is an answer, not an error.
+        Pass the ``version`` of one answer as the ``after`` of the next to
+        follow every change; ``timeout=0`` reads the list and its version at
+        once. A version below ``after`` (a restarted in-memory server begins
+        its versions again) is a change too.
+        """
+        return await self._encoder_urls(after, Deadline(timeout))
+
+    async def watch_encoder_urls(self, *, after: int = 0) -> AsyncIterator[EncoderUrls]:
+        """Each new encoder URL list, for ever: ``async for urls in client.watch_encoder_urls(): ...``.
+
+        Yields the list whenever its version passes the last one yielded
+        (``after`` at first). Changes made while the caller is busy arrive
+        as one: it sees the newest list, not every step to it.
+        """
+        while True:
+            current = await self.wait_encoder_urls(after)
+            after = current.version
+            yield current
+
+    async def list_ranks(self, *, kind: str = TRANSFER_ENGINE_INFO, role: str = DEFAULT_ROLE) -> RankListing:
+        """Who has registered a record of ``kind`` and ``role`` (without their values), and,
+        with a world size, who has not. ``kind`` is ``transfer_engine_info`` or ``parallelism_config``."""
+        query = protocol.listing_query(kind, role)
+        reply = await self._call(
+            "GET", protocol.RANKS_PATH, Deadline(0), params=query or None, read_timeout=60.0
+        )
+        if reply.status != 200:
+            raise self._error(reply.status, protocol.RANKS_PATH, reply.body)
+        return protocol.decode_listing(reply.body)
 
     # -- plumbing ------------------------------------------------------
 
-    async def _get_batch(
-        self, spec: str, deadline: Deadline, after: int
-    ) -> tuple[dict[int, TransferEngineInfo], list[int]]:
-        query = partial(protocol.batch_query, spec, after)
-        payload, missing = await self._long_poll(protocol.BATCH_PATH, query, deadline)
-        if payload is None:
-            return {}, missing or protocol.parse_ranks(spec)
-        return protocol.decode_batch(payload), []
+    async def _register(
+        self, kind: RecordKind, rank: int, role: str, body: bytes, timeout: float | None
+    ) -> None:
+        replay = Replay("PUT", kind.register_path, body)
+        await self._send_registration((kind.register_path, role, rank), replay, timeout)
+
+    async def _send_registration(self, key: Hashable, replay: Replay, timeout: float | None) -> None:
+        """Send a registration, remembered (with ``reregister=True``) to be sent again after a restart."""
+        # Remembered before sending, so a replay racing this call sends the newest one.
+        self._restarts.remember(key, replay)
+        try:
+            reply = await self._call(
+                replay.method, replay.path, Deadline(timeout), body=replay.body, read_timeout=60.0
+            )
+        except ServerUnavailable:
+            self._restarts.forget(key, replay)
+            raise
+        if reply.status != 200:
+            self._restarts.forget(key, replay)
+            raise self._error(reply.status, replay.path, reply.body)
+
+    async def _unregister(self, kind: RecordKind, rank: int, role: str, timeout: float | None) -> bool:
+        self._restarts.forget((kind.register_path, role, rank))
+        reply = await self._call(
+            "DELETE",
+            kind.register_path,
+            Deadline(timeout),
+            params=protocol.role_rank_query(rank, role),
+            read_timeout=60.0,
+        )
+        if reply.status == 200:
+            return True
+        if protocol.decode_absent(reply.status, reply.body, kind.noun) is not None:
+            return False
+        raise self._error(reply.status, kind.register_path, reply.body)
+
+    async def _get_record(
+        self, kind: RecordKind, rank: int, query: Callable[[float], Mapping[str, str]], deadline: Deadline
+    ) -> _Reply:
+        """The ``200`` of a get of one rank's record of ``kind``, or :class:`RankNotRegistered`."""
+        reply = await self._long_poll(kind.get_path, query, deadline, self._found(kind))
+        if reply.status != 200:
+            missing = protocol.decode_absent(reply.status, reply.body, kind.noun)
+            raise RankNotRegistered(missing or [rank], noun=kind.noun)
+        return reply
+
+    async def _get_records(
+        self,
+        kind: RecordKind,
+        ranks: Iterable[int],
+        query: Callable[[str, float], Mapping[str, str]],
+        deadline: Deadline,
+    ) -> list[_Reply]:
+        """The ``200`` of each batch get of ``ranks``' records of ``kind``, or :class:`RankNotRegistered`
+        naming every rank still missing."""
+        wanted = sorted(set(ranks))
+        if not wanted:
+            return []
+        specs = protocol.split_rank_specs(wanted)
+        found = self._found(kind)
+        replies = await asyncio.gather(
+            *(self._long_poll(kind.batch_path, partial(query, spec), deadline, found) for spec in specs)
+        )
+        missing: list[int] = []
+        for spec, reply in zip(specs, replies, strict=True):
+            if reply.status != 200:
+                missing.extend(
+                    protocol.decode_absent(reply.status, reply.body, kind.noun) or protocol.parse_ranks(spec)
+                )
+        if missing:
+            raise RankNotRegistered(sorted(missing), noun=kind.noun)
+        return list(replies)
+
+    def _found(self, kind: RecordKind) -> Callable[[str, _Reply], bool]:
+        """Whether a get's reply ends the wait: a ``200``; "not registered" waits on; anything else raises."""
+
+        def found(path: str, reply: _Reply) -> bool:
+            if reply.status == 200:
+                return True
+            if protocol.decode_absent(reply.status, reply.body, kind.noun) is None:
+                raise self._error(reply.status, path, reply.body)
+            return False
+
+        return found
+
+    async def _encoder_urls(self, after: int, deadline: Deadline) -> EncoderUrls:
+        """The list once its version passes ``after``, or as it is when the deadline comes."""
+        newest: list[EncoderUrls] = []
+
+        def changed(path: str, reply: _Reply) -> bool:
+            if reply.status != 200:
+                raise self._error(reply.status, path, reply.body)
+            newest[:] = [protocol.decode_encoder_urls(reply.body)]
+            # Below after: the server lost the list (an in-memory one restarted, its
+            # versions begun again), and what it holds now is news to the caller.
+            return newest[0].version != after
+
+        await self._long_poll(
+            protocol.ENCODER_LIST_PATH, partial(protocol.encoder_list_query, after), deadline, changed
+        )
+        return newest[0]
 
     async def _long_poll(
-        self, path: str, query: Callable[[float], Mapping[str, str]], deadline: Deadline
-    ) -> tuple[bytes | None, list[int]]:
-        """Wait until the deadline, asking again past the server's cap: a 200's body, or
-        ``None`` and the ranks the last "not registered" reply named."""
+        self,
+        path: str,
+        query: Callable[[float], Mapping[str, str]],
+        deadline: Deadline,
+        done: Callable[[str, _Reply], bool],
+    ) -> _Reply:
+        """Wait until ``done`` says a reply ends the wait or the deadline passes, asking again
+        past the server's cap; the last reply (which ``done`` may have refused: the time ran out)."""
         loop = asyncio.get_running_loop()
         early = Backoff(_POLL_BASE, _POLL_CAP)
         while True:
             wait = min(deadline.remaining(), _POLL_CHUNK)
             asked_at = loop.time()
-            status, payload = await self._call(
+            reply = await self._call(
                 "GET",
                 path,
                 deadline,
@@ -273,13 +499,8 @@ class BootstrapClient:
                 read_timeout=wait + _READ_GRACE,
                 parks=wait > 0,
             )
-            if status == 200:
-                return payload, []
-            missing = protocol.decode_not_registered(status, payload)
-            if missing is None:
-                raise self._error(status, path, payload)
-            if deadline.expired():
-                return None, missing
+            if done(path, reply) or deadline.expired():
+                return reply
             held = loop.time() - asked_at
             if held < min(wait, _HELD_ENOUGH):
                 # Answered before the wait we asked for: a server that does not
@@ -302,7 +523,7 @@ class BootstrapClient:
         body: bytes | None = None,
         read_timeout: float,
         parks: bool = False,
-    ) -> tuple[int, bytes]:
+    ) -> _Reply:
         """One exchange, moved to the next replica and retried with backoff while
         none answers (or all answer ``503``), until the deadline."""
         backoff = Backoff(self._backoff_template.base, self._backoff_template.cap)
@@ -314,7 +535,7 @@ class BootstrapClient:
                     # Learn the boot before asking: a parked request would learn it only when it ends.
                     await self._restarts.probe(partial(self._probe, url))
                     await self._refill_if_restarted(url)
-                status, payload = await self._exchange(
+                reply = await self._exchange(
                     url, method, path, params=params, body=body, timeout=read_timeout
                 )
                 if await self._refill_if_restarted(url):
@@ -322,9 +543,9 @@ class BootstrapClient:
             except _Unreachable as exc:
                 failure: str = f"{self._replicas.describe()} could not be reached: {exc}"
             else:
-                if status not in _RETRY_STATUSES:
-                    return status, payload
-                failure = protocol.error_detail(status, payload)
+                if reply.status not in _RETRY_STATUSES:
+                    return reply
+                failure = protocol.error_detail(reply.status, reply.body)
             self._restarts.went_away()
             self._replicas.failed(url)
             failures += 1
@@ -345,7 +566,7 @@ class BootstrapClient:
         params: Mapping[str, str] | None = None,
         body: bytes | None = None,
         timeout: float,
-    ) -> tuple[int, bytes]:
+    ) -> _Reply:
         session = self._open_session()
         headers = dict(self._headers)
         if body is not None:
@@ -361,7 +582,8 @@ class BootstrapClient:
                 timeout=aiohttp.ClientTimeout(total=None, sock_connect=10.0, sock_read=timeout),
             ) as response:
                 self._restarts.saw(response.headers.get(protocol.BOOT_HEADER))
-                return response.status, await response.read()
+                body = await response.read()
+                return _Reply(response.status, body, response.headers.get(protocol.VERSION_HEADER))
         except _BAD_URL as exc:
             raise BootstrapError(f"Invalid server URL {url!r}.") from exc
         except aiohttp.ClientSSLError as exc:
@@ -369,26 +591,24 @@ class BootstrapClient:
         except (TimeoutError, aiohttp.ClientError, OSError) as exc:
             raise _Unreachable(str(exc) or type(exc).__name__) from exc
 
-    async def _probe(self, url: str) -> tuple[int, bytes]:
+    async def _probe(self, url: str) -> _Reply:
         return await self._exchange(url, "GET", protocol.HEALTH_PATH, timeout=10.0)
 
     async def _refill_if_restarted(self, url: str) -> bool:
         """Re-register our ranks if the server restarted since we registered them; whether we did."""
         async with self._restarts.lock:
             replay = self._restarts.take_replay()
-            for rank, body in replay.items():
+            for key, (method, path, body) in replay.items():
                 try:
-                    status, payload = await self._exchange(
-                        url, "PUT", protocol.REGISTER_PATH, body=body, timeout=60.0
-                    )
+                    reply = await self._exchange(url, method, path, body=body, timeout=60.0)
                 except _Unreachable:
                     self._restarts.replay_failed()
                     raise
-                if status != 200:
-                    detail = protocol.error_detail(status, payload)
-                    log.warning("re-registering rank %d failed: %s", rank, detail)
+                if reply.status != 200:
+                    detail = protocol.error_detail(reply.status, reply.body)
+                    log.warning("re-registering %s failed: %s", _replayed(key), detail)
             if replay:
-                log.info("the server at %s restarted; re-registered %d ranks", url, len(replay))
+                log.info("the server at %s restarted; re-registered %d records", url, len(replay))
             return bool(replay)
 
     def _open_session(self) -> aiohttp.ClientSession:

@@ -14,7 +14,7 @@ import json
 import math
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .exceptions import BadRequest, UnexpectedReply
@@ -297,17 +297,8 @@ def parse_url_body(body: bytes) -> str:
 
 
 def registration_body(rank: int, session_id: str, weights_info_dict: Mapping[str, Any]) -> bytes:
-    # The stdlib, whatever is installed: it writes a NaN the caller passed as
-    # NaN, which the server refuses, where orjson would quietly send null.
-    return stdlib_dumps(
-        {
-            "rank": rank,
-            "transfer_engine_info": {
-                "session_id": session_id,
-                "weights_info_dict": dict(weights_info_dict),
-            },
-        }
-    )
+    """A classic register body of transfer-engine info (see :func:`engine_info_body` for the rest)."""
+    return engine_info_body(rank, session_id, weights_info_dict)
 
 
 def check_world_size(rank: int, world_size: int | None) -> None:
@@ -544,12 +535,33 @@ def encode_items(field: str, items: Sequence[bytes], version: int) -> bytes:
 
 @dataclass(frozen=True, slots=True)
 class TransferEngineInfo:
-    """One rank's transfer-engine info, as a getter receives it."""
+    """One rank's transfer-engine info, as a getter receives it.
+
+    ``fields`` is the ``transfer_engine_info`` object as far as the reply shows
+    it: the whole registration for a backend-tagged one (NIXL's
+    ``backend``, ``agent_name``, ``agent_metadata``, ...) or one read with
+    ``whole=True``; ``session_id`` and ``weights_info_dict`` for classic info
+    read in its list form. ``session_id`` is ``""`` when the rank sent none.
+    """
 
     rank: int
     session_id: str
     weights_info_dict: dict[str, Any]
     version: int
+    role: str = DEFAULT_ROLE
+    fields: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not self.fields:
+            # Built by hand with the classic fields only: they are the whole of it.
+            classic = {"session_id": self.session_id, "weights_info_dict": self.weights_info_dict}
+            object.__setattr__(self, "fields", classic)
+
+    @property
+    def backend(self) -> str | None:
+        """The ``backend`` the rank tagged its info with (``None`` for classic info)."""
+        backend = self.fields.get("backend")
+        return backend if isinstance(backend, str) else None
 
 
 def _reply(payload: bytes, what: str) -> Any:
@@ -559,28 +571,37 @@ def _reply(payload: bytes, what: str) -> Any:
         raise UnexpectedReply(f"The server's reply is not JSON, so not {what}.") from None
 
 
-def _info(item: Any) -> TransferEngineInfo:
-    session_id, weights = item["remote_instance_transfer_engine_info"]
+def _info(item: Any, role: str = DEFAULT_ROLE) -> TransferEngineInfo:
+    info = item["remote_instance_transfer_engine_info"]
+    if isinstance(info, dict):
+        # A tagged backend's object, or any registration read with form=object: every field.
+        fields = dict(info)
+        session_id, weights = fields.get("session_id", ""), fields.get("weights_info_dict", {})
+    else:
+        session_id, weights = info
+        fields = {"session_id": session_id, "weights_info_dict": weights}
     return TransferEngineInfo(
         rank=int(item["rank"]),
         session_id=str(session_id),
         weights_info_dict=dict(weights),
         version=int(item.get("version", 0)),
+        role=role,
+        fields=fields,
     )
 
 
-def decode_info(payload: bytes) -> TransferEngineInfo:
-    """Read a get reply; :class:`UnexpectedReply` if it is not one."""
+def decode_info(payload: bytes, role: str = DEFAULT_ROLE) -> TransferEngineInfo:
+    """Read a get reply, list or object form; :class:`UnexpectedReply` if it is not one."""
     try:
-        return _info(_reply(payload, "a transfer engine info reply"))
+        return _info(_reply(payload, "a transfer engine info reply"), role)
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise UnexpectedReply(f"The server's reply is not a transfer engine info reply: {exc!r}.") from None
 
 
-def decode_batch(payload: bytes) -> dict[int, TransferEngineInfo]:
+def decode_batch(payload: bytes, role: str = DEFAULT_ROLE) -> dict[int, TransferEngineInfo]:
     """Read a batch get reply; :class:`UnexpectedReply` if it is not one."""
     try:
-        infos = [_info(item) for item in _reply(payload, "a batch reply")["infos"]]
+        infos = [_info(item, role) for item in _reply(payload, "a batch reply")["infos"]]
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise UnexpectedReply(f"The server's reply is not a batch reply: {exc!r}.") from None
     return {info.rank: info for info in infos}
@@ -591,15 +612,18 @@ class RankSummary:
     """One line of the listing of registered ranks."""
 
     rank: int
-    session_id: str
+    session_id: str | None
+    """``None`` for a record without one (a parallelism config, NIXL-tagged info)."""
     version: int
     registered_at: float
     age: float
+    backend: str | None = None
+    """The backend transfer-engine info was tagged with; ``None`` for classic info and other kinds."""
 
 
 @dataclass(frozen=True, slots=True)
 class RankListing:
-    """The server's listing: who has registered, and who is missing."""
+    """The server's listing of one kind and role: who has registered, and who is missing."""
 
     version: int
     world_size: int | None
@@ -607,6 +631,8 @@ class RankListing:
     missing: list[int] | None
     waiters: int
     """How many waits are parked on the server right now."""
+    kind: str = "transfer_engine_info"
+    role: str = DEFAULT_ROLE
 
 
 def engine_summary(record: Record) -> dict[str, Any]:
@@ -657,24 +683,193 @@ def encode_listing(
 
 
 def decode_listing(payload: bytes) -> RankListing:
-    """Read a ``/ranks`` reply; :class:`UnexpectedReply` if it is not one."""
+    """Read a ``/ranks`` reply of any kind and role; :class:`UnexpectedReply` if it is not one.
+
+    An older server's listing (no ``kind`` or ``role``) is transfer-engine info of role ``target``.
+    """
     reply = _reply(payload, "a rank listing")
     try:
         return RankListing(
             version=int(reply["version"]),
             world_size=reply.get("world_size"),
-            ranks=[
-                RankSummary(
-                    rank=int(item["rank"]),
-                    session_id=str(item["session_id"]),
-                    version=int(item["version"]),
-                    registered_at=float(item["registered_at"]),
-                    age=float(item["age"]),
-                )
-                for item in reply["ranks"]
-            ],
+            ranks=[_summary(item) for item in reply["ranks"]],
             missing=reply.get("missing"),
             waiters=int(reply.get("waiters", 0)),
+            kind=str(reply.get("kind", "transfer_engine_info")),
+            role=str(reply.get("role", DEFAULT_ROLE)),
         )
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise UnexpectedReply(f"The server's reply is not a rank listing: {exc!r}.") from None
+
+
+def _summary(item: Any) -> RankSummary:
+    session_id, backend = item.get("session_id"), item.get("backend")
+    return RankSummary(
+        rank=int(item["rank"]),
+        session_id=None if session_id is None else str(session_id),
+        version=int(item["version"]),
+        registered_at=float(item["registered_at"]),
+        age=float(item["age"]),
+        backend=None if backend is None else str(backend),
+    )
+
+
+# -- the client's side of roles, parallelism configs and encoder URLs ----
+
+
+def with_role(query: dict[str, str], role: str) -> dict[str, str]:
+    """``query`` naming ``role``; the default role goes unsaid, so such a request is the classic one."""
+    if role != DEFAULT_ROLE:
+        query["role"] = role
+    return query
+
+
+def record_query(rank: int, after: int, wait: float, *, role: str, whole: bool = False) -> dict[str, str]:
+    """The query of a get of any per-rank kind; ``whole`` asks ``form=object``."""
+    query = with_role(get_query(rank, after, wait), role)
+    if whole:
+        query["form"] = "object"
+    return query
+
+
+def records_query(spec: str, after: int, wait: float, *, role: str, whole: bool = False) -> dict[str, str]:
+    """The query of a batch get of any per-rank kind."""
+    query = with_role(batch_query(spec, after, wait), role)
+    if whole:
+        query["form"] = "object"
+    return query
+
+
+def role_rank_query(rank: int, role: str) -> dict[str, str]:
+    """The query of a delete of any per-rank kind."""
+    return with_role(rank_query(rank), role)
+
+
+def encoder_list_query(after: int, wait: float) -> dict[str, str]:
+    """The query of ``GET /list_encoder_urls``: what ``parse_after`` and ``parse_wait`` read."""
+    return {"after": str(after), "wait": f"{wait:.3f}"}
+
+
+def listing_query(kind: str, role: str) -> dict[str, str]:
+    """The query of ``GET /ranks`` for one kind and role (transfer-engine info, target: none)."""
+    query = {} if kind == "transfer_engine_info" else {"kind": kind}
+    return with_role(query, role)
+
+
+def _register_body(rank: int, field_name: str, value: Mapping[str, Any], role: str) -> bytes:
+    body: dict[str, Any] = {"rank": rank, field_name: value}
+    if role != DEFAULT_ROLE:
+        body["role"] = role
+    # The stdlib, whatever is installed: a NaN the caller passed is sent as NaN,
+    # which the server refuses, where orjson would quietly send null.
+    return stdlib_dumps(body)
+
+
+def engine_info_body(
+    rank: int,
+    session_id: str | None,
+    weights_info_dict: Mapping[str, Any],
+    fields: Mapping[str, Any] | None = None,
+    role: str = DEFAULT_ROLE,
+) -> bytes:
+    """A register body of transfer-engine info: the classic fields, and any others (``backend``...)."""
+    info: dict[str, Any] = dict(fields or {})
+    if session_id is not None:
+        info["session_id"] = session_id
+    info["weights_info_dict"] = dict(weights_info_dict)
+    return _register_body(rank, "transfer_engine_info", info, role)
+
+
+def config_body(rank: int, config: Mapping[str, Any], role: str = DEFAULT_ROLE) -> bytes:
+    """A register body of a parallelism config."""
+    return _register_body(rank, "parallelism_config", dict(config), role)
+
+
+def url_body(url: str) -> bytes:
+    """The body of an encoder URL's registration or removal: what ``parse_url_body`` reads."""
+    return stdlib_dumps({"url": url})
+
+
+def decode_absent(status: int, payload: bytes, noun: str) -> list[int] | None:
+    """The ranks a reply says have no record of the kind named ``noun``; ``None`` if it is not such a reply.
+
+    :func:`decode_not_registered`, and for a kind other than transfer-engine
+    info an old server's sentence of that kind (``No parallelism config for rank N``).
+    """
+    missing = decode_not_registered(status, payload)
+    if missing is not None or status != 404 or noun == ENGINE_INFO_NOUN:
+        return missing
+    try:
+        reply = loads(payload)
+    except (ValueError, RecursionError):
+        return None
+    detail = reply.get("detail") if isinstance(reply, dict) else None
+    prefix = f"No {noun} for rank "
+    if isinstance(detail, str) and detail.startswith(prefix):
+        rank = rank_value(detail.removeprefix(prefix))
+        return None if rank is None else [rank]
+    return None
+
+
+def decode_version_header(value: str | None) -> int:
+    """The version an ``X-Aiobootstrap-Version`` header names; 0 when absent (a server without it)."""
+    version = None if value is None else rank_value(value)
+    return 0 if version is None else version
+
+
+@dataclass(frozen=True, slots=True)
+class ParallelismConfig:
+    """One rank's parallelism config, as a getter receives it: the object exactly as registered."""
+
+    rank: int
+    config: dict[str, Any]
+    version: int
+    role: str = DEFAULT_ROLE
+
+
+def decode_config(
+    payload: bytes, rank: int, version: str | None, role: str = DEFAULT_ROLE
+) -> ParallelismConfig:
+    """Read a parallelism config get's reply: the bare object; its version travels in the header."""
+    config = _reply(payload, "a parallelism config")
+    if not isinstance(config, dict):
+        raise UnexpectedReply("The server's reply is not a parallelism config: not a JSON object.")
+    return ParallelismConfig(rank, config, decode_version_header(version), role)
+
+
+def decode_config_batch(payload: bytes, role: str = DEFAULT_ROLE) -> dict[int, ParallelismConfig]:
+    """Read a parallelism config batch reply ``{"configs": [...], "version": V}``."""
+    try:
+        items = _reply(payload, "a parallelism config batch reply")["configs"]
+        configs = [
+            ParallelismConfig(int(item["rank"]), dict(item["parallelism_config"]), int(item["version"]), role)
+            for item in items
+        ]
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise UnexpectedReply(
+            f"The server's reply is not a parallelism config batch reply: {exc!r}."
+        ) from None
+    return {config.rank: config for config in configs}
+
+
+@dataclass(frozen=True, slots=True)
+class EncoderUrls:
+    """The encoder URL list at one version, in order of first registration."""
+
+    urls: list[str]
+    version: int
+    """Grows with every change of the list; ``after=`` this to wait for the next one."""
+
+
+def decode_encoder_urls(payload: bytes) -> EncoderUrls:
+    """Read ``GET /list_encoder_urls``'s reply; a server without versions gives version 0."""
+    reply = _reply(payload, "an encoder URL list")
+    urls = reply.get("encoder_urls") if isinstance(reply, dict) else None
+    if not isinstance(urls, list) or not all(isinstance(url, str) for url in urls):
+        raise UnexpectedReply(
+            "The server's reply is not an encoder URL list: no list of strings in encoder_urls."
+        )
+    version = reply.get("version", 0)
+    if not is_rank(version):  # the same grammar: a non-negative integer
+        raise UnexpectedReply("The server's reply is not an encoder URL list: its version is not an integer.")
+    return EncoderUrls(urls, version)

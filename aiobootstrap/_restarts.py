@@ -9,10 +9,18 @@ registered, so the client replays its registrations. The HTTP side lives in
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Coroutine
-from typing import Any
+from collections.abc import Callable, Coroutine, Hashable
+from typing import Any, NamedTuple
 
-__all__ = ["RestartWatch"]
+__all__ = ["Replay", "RestartWatch"]
+
+
+class Replay(NamedTuple):
+    """A registration to send again after a restart: the request as it was sent."""
+
+    method: str
+    path: str
+    body: bytes
 
 
 class RestartWatch:
@@ -31,17 +39,18 @@ class RestartWatch:
         self.suspect = False
         """The server failed to answer: ask its boot before the next call."""
         self.lock = asyncio.Lock()
-        self._registrations: dict[int, bytes] = {}
+        self._registrations: dict[Hashable, Replay] = {}
+        """By what the registration names: (path, role, rank) for a rank's record, (path, url) for a URL."""
         self._pending = False
-        self._probe: asyncio.Future[tuple[int, bytes]] | None = None
+        self._probe: asyncio.Future[object] | None = None
 
-    def remember(self, rank: int, body: bytes) -> None:
+    def remember(self, key: Hashable, replay: Replay) -> None:
         if self.enabled:
-            self._registrations[rank] = body
+            self._registrations[key] = replay
 
-    def forget(self, rank: int, body: bytes | None = None) -> None:
-        if body is None or self._registrations.get(rank) == body:
-            self._registrations.pop(rank, None)
+    def forget(self, key: Hashable, replay: Replay | None = None) -> None:
+        if replay is None or self._registrations.get(key) == replay:
+            self._registrations.pop(key, None)
 
     def went_away(self) -> None:
         self.suspect = self.enabled and bool(self._registrations)
@@ -49,7 +58,7 @@ class RestartWatch:
     def should_probe(self, parks: bool) -> bool:
         return self.suspect or (parks and self.enabled and bool(self._registrations))
 
-    async def probe(self, send: Callable[[], Coroutine[Any, Any, tuple[int, bytes]]]) -> None:
+    async def probe(self, send: Callable[[], Coroutine[Any, Any, object]]) -> None:
         """Send (or join) one probe; ``_exchange`` sees the boot header of its reply."""
         if self._probe is None or self._probe.done():
             self._probe = asyncio.ensure_future(send())
@@ -66,7 +75,7 @@ class RestartWatch:
             self._pending = True
         self.boot = boot
 
-    def take_replay(self) -> dict[int, bytes]:
+    def take_replay(self) -> dict[Hashable, Replay]:
         """The registrations to send again, once per restart seen."""
         if not self._pending:
             return {}

@@ -9,7 +9,10 @@ The methods are not written twice: each is made from :class:`BootstrapClient`'s
 by :func:`_blocking`, which keeps its signature (for type checkers, through
 ``ParamSpec``; for ``help()`` and ``inspect``, through ``functools.wraps``) and
 its docstring. A method added to the async client and not listed here fails
-a test, as does a constructor argument that differs.
+a test, as does a constructor argument that differs. The one method written
+out is ``watch_encoder_urls``: an async iterator is not a coroutine, so it is
+the blocking ``wait_encoder_urls`` in a loop (a test keeps its parameters
+the async one's).
 """
 
 from __future__ import annotations
@@ -17,12 +20,12 @@ from __future__ import annotations
 import asyncio
 import functools
 import ssl
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Iterator, Sequence
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from ._client import BootstrapClient
 from ._loopthread import LoopThread, LoopThreadOwner
-from ._protocol import DEFAULT_NAMESPACE
+from ._protocol import DEFAULT_NAMESPACE, EncoderUrls
 from ._retry import Backoff
 
 __all__ = ["SyncBootstrapClient"]
@@ -106,7 +109,27 @@ class SyncBootstrapClient(LoopThreadOwner):
     unregister = _blocking(BootstrapClient.unregister)
     get = _blocking(BootstrapClient.get)
     get_many = _blocking(BootstrapClient.get_many)
+    register_parallelism_config = _blocking(BootstrapClient.register_parallelism_config)
+    unregister_parallelism_config = _blocking(BootstrapClient.unregister_parallelism_config)
+    get_parallelism_config = _blocking(BootstrapClient.get_parallelism_config)
+    get_parallelism_configs = _blocking(BootstrapClient.get_parallelism_configs)
+    register_encoder_url = _blocking(BootstrapClient.register_encoder_url)
+    unregister_encoder_url = _blocking(BootstrapClient.unregister_encoder_url)
+    list_encoder_urls = _blocking(BootstrapClient.list_encoder_urls)
+    wait_encoder_urls = _blocking(BootstrapClient.wait_encoder_urls)
     list_ranks = _blocking(BootstrapClient.list_ranks)
+
+    def watch_encoder_urls(self, *, after: int = 0) -> Iterator[EncoderUrls]:
+        """Each new encoder URL list, for ever: ``for urls in client.watch_encoder_urls(): ...``.
+
+        :meth:`BootstrapClient.watch_encoder_urls`, blocking: an async
+        iterator cannot be made blocking by ``_blocking``, so this one is
+        :meth:`wait_encoder_urls` in a loop, as the async one is.
+        """
+        while True:
+            current = self.wait_encoder_urls(after)
+            after = current.version
+            yield current
 
     def _run(self, coro: Coroutine[Any, Any, T]) -> T:
         try:

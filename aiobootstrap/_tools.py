@@ -1,5 +1,9 @@
 """The operator's tools: ``get``, ``register``, ``status`` and ``wait``.
 
+``get``, ``status`` and ``wait`` cover every kind of record (``--kind``:
+transfer-engine info, parallelism configs, and for ``get`` and ``status`` the
+encoder URL list) and role (``--role``).
+
 Each is a thin layer over :class:`BootstrapClient`. ``_cli`` parses the
 environment and hands over the token and the output streams; failures become
 one line on the error stream and an exit status (see ``EXIT_*``), never a
@@ -21,10 +25,12 @@ from . import _protocol as protocol
 from ._config import DEFAULT_HOST, DEFAULT_PORT
 from ._logging import printable
 from .exceptions import BadRequest, BootstrapError, RankNotRegistered, Unauthorized
+from .store._base import DEFAULT_ROLE
 
 if TYPE_CHECKING:
     # Imported when a tool runs: serving never pays for the client's imports.
     from ._client import BootstrapClient
+    from ._protocol import RankListing
 
     _Tool = Callable[[BootstrapClient, argparse.Namespace, TextIO, TextIO], Awaitable[int]]
 
@@ -58,6 +64,12 @@ def _rank(text: str) -> int:
     return int(text)
 
 
+def _version(text: str) -> int:
+    if not text.isascii() or not text.isdigit():
+        raise argparse.ArgumentTypeError(f"{text!r} is not a version (a non-negative integer)")
+    return int(text)
+
+
 def _count(text: str) -> int:
     if not text.isascii() or not text.isdigit() or int(text) < 1:
         raise argparse.ArgumentTypeError(f"{text!r} is not a positive integer")
@@ -77,6 +89,21 @@ def _seconds(text: str) -> float:
     if seconds is None:
         raise argparse.ArgumentTypeError(f"{text!r} is not a non-negative number of seconds")
     return seconds
+
+
+def _role(text: str) -> str:
+    if not text:
+        raise argparse.ArgumentTypeError("a role is a non-empty name, such as target or draft")
+    return text
+
+
+ENGINE_INFO = "transfer_engine_info"
+CONFIG = "parallelism_config"
+ENCODER_URLS = "encoder_urls"
+RANK_KINDS = (ENGINE_INFO, CONFIG)
+"""The per-rank kinds: what ``--kind`` of ``wait`` may name."""
+KINDS = (*RANK_KINDS, ENCODER_URLS)
+"""What ``--kind`` of ``get`` and ``status`` may name."""
 
 
 def add_tool_parsers(parser: argparse.ArgumentParser) -> None:
@@ -105,19 +132,40 @@ def add_tool_parsers(parser: argparse.ArgumentParser) -> None:
     )
     tools = parser.add_subparsers(dest="tool", metavar="COMMAND", required=True)
 
+    role = argparse.ArgumentParser(add_help=False)
+    role.add_argument(
+        "--role",
+        type=_role,
+        default=DEFAULT_ROLE,
+        help="the records of this role, such as draft (default: %(default)s)",
+    )
+
     get = tools.add_parser(
         "get",
-        parents=[common],
-        help="print a rank's info as JSON",
-        description="Print a rank's info as JSON.",
+        parents=[common, role],
+        help="print a rank's info, parallelism config, or the encoder URL list as JSON",
+        description="Print a rank's record of one kind, or the encoder URL list, as JSON.",
     )
-    get.add_argument("--rank", type=_rank, required=True)
+    get.add_argument("--rank", type=_rank, help="the rank (every kind but encoder_urls)")
+    get.add_argument(
+        "--kind",
+        choices=KINDS,
+        default=ENGINE_INFO,
+        help="what to get (default: %(default)s)",
+    )
     get.add_argument(
         "--wait",
         type=_seconds,
         default=0.0,
         metavar="SECONDS",
-        help="wait this long for the rank to register (default: do not wait)",
+        help="wait this long for the rank to register, or the encoder URL list to change (default: do not wait)",
+    )
+    get.add_argument(
+        "--after",
+        type=_version,
+        default=0,
+        metavar="VERSION",
+        help="only a record (or list) newer than this version (default: any)",
     )
 
     register = tools.add_parser(
@@ -142,8 +190,21 @@ def add_tool_parsers(parser: argparse.ArgumentParser) -> None:
     status = tools.add_parser(
         "status",
         parents=[common],
-        help="list the registered ranks",
-        description="List the registered ranks and, with a known world size, the missing ones.",
+        help="list the registered ranks of each kind and role",
+        description="List the registered ranks of each kind and role and, with a known world size, "
+        "the missing ones; and the encoder URLs.",
+    )
+    status.add_argument(
+        "--kind",
+        action="append",
+        choices=KINDS,
+        help="show this kind; repeat for several (default: every kind)",
+    )
+    status.add_argument(
+        "--role",
+        action="append",
+        type=_role,
+        help=f"show the ranks of this role; repeat for several (default: {DEFAULT_ROLE})",
     )
     status.add_argument(
         "--world-size",
@@ -155,12 +216,18 @@ def add_tool_parsers(parser: argparse.ArgumentParser) -> None:
 
     wait = tools.add_parser(
         "wait",
-        parents=[common],
+        parents=[common, role],
         help="exit 0 once every rank is registered",
-        description="Wait until ranks 0 to N-1 are all registered, then exit 0 (for scripts and init "
-        "containers). Exit 1 if the timeout runs out first.",
+        description="Wait until ranks 0 to N-1 have all registered a record of the kind and role, then "
+        "exit 0 (for scripts and init containers). Exit 1 if the timeout runs out first.",
     )
     wait.add_argument("--world-size", type=_count, required=True, metavar="N")
+    wait.add_argument(
+        "--kind",
+        choices=RANK_KINDS,
+        default=ENGINE_INFO,
+        help="what each rank registers (default: %(default)s)",
+    )
     wait.add_argument(
         "--timeout",
         type=_seconds,
@@ -206,14 +273,39 @@ async def run_tool(args: argparse.Namespace, *, token: str | None, out: TextIO, 
 
 
 async def _get(client: BootstrapClient, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    info = await client.get(args.rank, timeout=args.wait)
-    shown = {
-        "rank": info.rank,
-        "session_id": info.session_id,
-        "weights_info_dict": info.weights_info_dict,
-        "version": info.version,
-    }
+    if args.kind == ENCODER_URLS:
+        return await _get_encoder_urls(client, args, out)
+    if args.rank is None:
+        raise ToolError(f"--rank is required for --kind {args.kind}")
+    shown: dict[str, Any] = {"rank": args.rank}
+    if args.role != DEFAULT_ROLE:
+        shown["role"] = args.role
+    if args.kind == CONFIG:
+        config = await client.get_parallelism_config(
+            args.rank, timeout=args.wait, after=args.after, role=args.role
+        )
+        shown.update(parallelism_config=config.config, version=config.version)
+    else:
+        # Whole: an operator sees every field the rank sent, classic info included.
+        info = await client.get(args.rank, timeout=args.wait, after=args.after, role=args.role, whole=True)
+        shown.update(info.fields, version=info.version)
     print(json.dumps(shown, indent=2), file=out)
+    return 0
+
+
+async def _get_encoder_urls(client: BootstrapClient, args: argparse.Namespace, out: TextIO) -> int:
+    if args.rank is not None:
+        raise ToolError(f"--rank does not apply to --kind {ENCODER_URLS}")
+    if args.role != DEFAULT_ROLE:
+        raise ToolError(f"--role does not apply to --kind {ENCODER_URLS}")
+    urls = await client.wait_encoder_urls(args.after, timeout=args.wait)
+    if args.wait > 0 and urls.version == args.after:
+        raise ToolError(
+            f"the encoder URL list did not change after version {args.after} in {args.wait:g}s "
+            f"(it is at version {urls.version})",
+            EXIT_ABSENT,
+        )
+    print(json.dumps({"encoder_urls": urls.urls, "version": urls.version}, indent=2), file=out)
     return 0
 
 
@@ -246,29 +338,55 @@ def _read_weights(name: str) -> dict[str, Any]:
 
 
 async def _status(client: BootstrapClient, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    listing = await client.list_ranks()
-    world_size = args.world_size if args.world_size is not None else listing.world_size
-    heading = f"namespace {client.namespace}: {len(listing.ranks)} registered"
+    kinds = args.kind or list(KINDS)
+    roles = args.role or [DEFAULT_ROLE]
+    sections: list[str] = []
+    version = 0
+    for kind in (kind for kind in KINDS if kind in kinds and kind in RANK_KINDS):
+        for role in dict.fromkeys(roles):
+            listing = await client.list_ranks(kind=kind, role=role)
+            version = max(version, listing.version)
+            sections += _ranks_section(listing, args.world_size)
+    if ENCODER_URLS in kinds:
+        urls = await client.wait_encoder_urls(timeout=0)
+        version = max(version, urls.version)
+        sections.append(f"{ENCODER_URLS}: {len(urls.urls)} listed, version {urls.version}")
+        sections += [f"  {printable(url)}" for url in urls.urls]
+    print(f"namespace {client.namespace}, version {version}", file=out)
+    for line in sections:
+        print(line, file=out)
+    return 0
+
+
+def _ranks_section(listing: RankListing, asked_world_size: int | None) -> list[str]:
+    """One kind and role: a heading, a table of its ranks, and the missing ones."""
+    world_size = asked_world_size if asked_world_size is not None else listing.world_size
+    heading = f"{listing.kind}, role {printable(listing.role)}: {len(listing.ranks)} registered"
     if world_size is not None:
         heading += f" of world size {world_size}"
-    heading += f", version {listing.version}"
-    rows = [("RANK", "SESSION ID", "VERSION", "AGE")]
-    rows += [
-        (str(rank.rank), printable(rank.session_id), str(rank.version), format_age(rank.age))
-        for rank in listing.ranks
-    ]
-    widths = [max(len(row[column]) for row in rows) for column in range(3)]
-    print(heading, file=out)
-    for *cells, age in rows:
-        print(
-            "  ".join([*(cell.ljust(width) for cell, width in zip(cells, widths, strict=True)), age]),
-            file=out,
-        )
+    lines = [heading]
+    if listing.ranks:
+        tagged = any(rank.backend is not None for rank in listing.ranks)
+        header = ["RANK"]
+        if listing.kind == ENGINE_INFO:
+            header += ["SESSION ID", "BACKEND"] if tagged else ["SESSION ID"]
+        rows = [[*header, "VERSION", "AGE"]]
+        for rank in listing.ranks:
+            row = [str(rank.rank)]
+            if listing.kind == ENGINE_INFO:
+                row.append(printable(rank.session_id or "-"))
+                if tagged:
+                    row.append(printable(rank.backend or "-"))
+            rows.append([*row, str(rank.version), format_age(rank.age)])
+        widths = [max(len(row[column]) for row in rows) for column in range(len(rows[0]) - 1)]
+        for *cells, age in rows:
+            padded = [cell.ljust(width) for cell, width in zip(cells, widths, strict=True)]
+            lines.append("  " + "  ".join([*padded, age]))
     if world_size is not None:
         registered = {rank.rank for rank in listing.ranks}
         missing = [rank for rank in range(world_size) if rank not in registered]
-        print(f"missing: {protocol.format_ranks(missing) or 'none'}", file=out)
-    return 0
+        lines.append(f"  missing: {protocol.format_ranks(missing) or 'none'}")
+    return lines
 
 
 def format_age(seconds: float) -> str:
@@ -287,9 +405,15 @@ def format_age(seconds: float) -> str:
 
 async def _wait(client: BootstrapClient, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     world_size: int = args.world_size
-    progress = asyncio.create_task(_show_progress(client, world_size, err)) if err.isatty() else None
+    kind, role = args.kind, args.role
+    progress = (
+        asyncio.create_task(_show_progress(client, world_size, kind, role, err)) if err.isatty() else None
+    )
     try:
-        await client.get_many(range(world_size), timeout=args.timeout)
+        if kind == CONFIG:
+            await client.get_parallelism_configs(range(world_size), timeout=args.timeout, role=role)
+        else:
+            await client.get_many(range(world_size), timeout=args.timeout, role=role)
     except RankNotRegistered as exc:
         missing = protocol.format_ranks(exc.ranks)
         raise ToolError(
@@ -302,15 +426,16 @@ async def _wait(client: BootstrapClient, args: argparse.Namespace, out: TextIO, 
             # wait(), unlike await, leaves the task's CancelledError inside the task.
             await asyncio.wait({progress})
             print(file=err)
-    print(f"all {world_size} ranks registered in namespace {client.namespace}", file=out)
+    what = "" if (kind, role) == (ENGINE_INFO, DEFAULT_ROLE) else f" {kind} of role {printable(role)}"
+    print(f"all {world_size} ranks registered{what} in namespace {client.namespace}", file=out)
     return 0
 
 
-async def _show_progress(client: BootstrapClient, world_size: int, err: TextIO) -> None:
+async def _show_progress(client: BootstrapClient, world_size: int, kind: str, role: str, err: TextIO) -> None:
     """Rewrite one line with the count registered so far, until cancelled."""
     while True:
         try:
-            listing = await client.list_ranks()
+            listing = await client.list_ranks(kind=kind, role=role)
         except BootstrapError:
             shown = "server not answering yet"
         else:

@@ -168,15 +168,18 @@ class RankNotRegistered(NotRegistered, TimeoutError):
     """The server answered "not registered" until the caller's timeout ran out.
 
     ``ranks`` lists every rank still missing; ``rank`` is the first of them.
+    ``noun`` names the kind of record that was missing (``transfer engine
+    info``, ``parallelism config``), as the sentence does.
     """
 
-    def __init__(self, ranks: Iterable[int], detail: str | None = None) -> None:
-        # The sentence is the wire's (SPEC section 1): written once, in the protocol module.
-        from ._protocol import missing_ranks_detail
+    def __init__(self, ranks: Iterable[int], detail: str | None = None, *, noun: str | None = None) -> None:
+        # The sentence is the wire's (SPEC sections 1 and 7): written once, in the protocol module.
+        from ._protocol import ENGINE_INFO_NOUN, missing_ranks_detail
 
         self.ranks: Sequence[int] = tuple(ranks)
         self.rank = self.ranks[0] if self.ranks else -1
-        super().__init__(missing_ranks_detail(self.ranks) if detail is None else detail)
+        self.noun = ENGINE_INFO_NOUN if noun is None else noun
+        super().__init__(missing_ranks_detail(self.ranks, self.noun) if detail is None else detail)
 
 
 _BY_STATUS: dict[int, type[BootstrapError]] = {

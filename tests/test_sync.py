@@ -205,12 +205,34 @@ def test_every_async_method_blocks_with_the_same_signature() -> None:
         for name, member in inspect.getmembers(BootstrapClient, inspect.iscoroutinefunction)
         if not name.startswith("_") and name != "close"
     }
-    assert public == {"health", "register", "unregister", "get", "get_many", "list_ranks"}
+    assert public == {
+        "health",
+        "register",
+        "unregister",
+        "get",
+        "get_many",
+        "register_parallelism_config",
+        "unregister_parallelism_config",
+        "get_parallelism_config",
+        "get_parallelism_configs",
+        "register_encoder_url",
+        "unregister_encoder_url",
+        "list_encoder_urls",
+        "wait_encoder_urls",
+        "list_ranks",
+    }
     for name in public:
         method = getattr(SyncBootstrapClient, name)
         original = getattr(BootstrapClient, name)
         assert inspect.signature(method) == inspect.signature(original), name
         assert method.__doc__ == original.__doc__
+
+
+def test_the_watch_takes_the_async_watchs_parameters() -> None:
+    """watch_encoder_urls, the one method written out, takes what the async iterator takes."""
+    sync = inspect.signature(SyncBootstrapClient.watch_encoder_urls).parameters
+    async_ = inspect.signature(BootstrapClient.watch_encoder_urls).parameters
+    assert list(sync.values()) == list(async_.values())
 
 
 def test_the_constructor_takes_the_async_clients_arguments() -> None:
@@ -230,3 +252,54 @@ def test_a_list_of_urls_fails_over_like_the_async_client(server: ThreadedBootstr
         assert client.url == server.url
         assert client.urls == (dead, server.url)
         assert client.get(1, timeout=GUARD).session_id == "s1"
+
+
+# -- the engine-info family, blocking --------------------------------------
+
+
+def test_roles_and_tagged_info_through_the_blocking_client(client: SyncBootstrapClient) -> None:
+    """role= keeps draft and target apart, and NIXL info comes back whole, as from the async client."""
+    nixl = {"backend": "nixl", "agent_name": "a0", "agent_metadata": "bWV0YQ=="}
+    client.register(0, weights_info_dict={}, fields=nixl, role="draft")
+    client.register(0, session_id="target", weights_info_dict={})
+    draft = client.get(0, timeout=0, role="draft")
+    assert (draft.fields, draft.role) == ({**nixl, "weights_info_dict": {}}, "draft")
+    assert client.get_many([0], timeout=0)[0].session_id == "target"
+    assert client.unregister(0, role="draft")
+    with pytest.raises(RankNotRegistered):
+        client.get(0, timeout=0, role="draft")
+
+
+def test_parallelism_configs_through_the_blocking_client(
+    server: ThreadedBootstrapServer, client: SyncBootstrapClient
+) -> None:
+    """register, get (woken from another thread), batch get and removal of parallelism configs."""
+    client.register_parallelism_config(1, {"tp_size": 8})
+    assert server.get_parallelism_config_info(1) == {"tp_size": 8}
+    with ThreadPoolExecutor(1) as pool:
+        waiting = pool.submit(client.get_parallelism_config, 2, timeout=60.0, role="draft")
+        wait_until(lambda: server.parked == 1)
+        client.register_parallelism_config(2, {"tp_size": 1}, role="draft")
+        assert waiting.result(timeout=GUARD).config == {"tp_size": 1}
+    assert set(client.get_parallelism_configs([1], timeout=0)) == {1}
+    with pytest.raises(RankNotRegistered, match="No parallelism config for rank 2"):
+        client.get_parallelism_config(2, timeout=0)
+    assert client.unregister_parallelism_config(1)
+    assert server.get_parallelism_config_info(1) is None
+
+
+def test_encoder_urls_through_the_blocking_client(
+    server: ThreadedBootstrapServer, client: SyncBootstrapClient
+) -> None:
+    """register, list, a wait woken from another thread, and the blocking watch."""
+    client.register_encoder_url("http://a")
+    assert client.list_encoder_urls() == ["http://a"] == server.get_encoder_urls()
+    now = client.wait_encoder_urls(timeout=0)
+    watch = client.watch_encoder_urls(after=now.version)
+    with ThreadPoolExecutor(1) as pool:
+        waiting = pool.submit(next, watch)
+        wait_until(lambda: server.parked == 1)
+        client.unregister_encoder_url("http://a")
+        changed = waiting.result(timeout=GUARD)
+    assert (changed.urls, changed.version) == ([], now.version + 1)
+    assert client.wait_encoder_urls(changed.version, timeout=0) == changed

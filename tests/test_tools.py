@@ -15,6 +15,7 @@ import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from aiohttp import web
@@ -163,28 +164,38 @@ def test_get_with_wait_returns_once_the_rank_registers(url: str, namespace: str,
 
 
 def test_status_prints_a_table_and_the_missing_ranks(url: str, namespace: str, weights: Path) -> None:
-    """status lists rank, session id, version and age, and with --world-size the missing ranks."""
+    """status lists, per kind, rank, session id, version and age, and with --world-size the missing ranks."""
     for rank in (0, 1, 3):
         register(url, namespace, rank, weights)
     result = tool("status", "--url", url, "--namespace", namespace, "--world-size", "6")
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
-    assert lines[0].startswith(f"namespace {namespace}: 3 registered of world size 6")
-    assert lines[1].split() == ["RANK", "SESSION", "ID", "VERSION", "AGE"]
-    assert [line.split()[:2] for line in lines[2:5]] == [
+    assert lines[0] == f"namespace {namespace}, version 3"
+    assert lines[1] == "transfer_engine_info, role target: 3 registered of world size 6"
+    assert lines[2].split() == ["RANK", "SESSION", "ID", "VERSION", "AGE"]
+    assert [line.split()[:2] for line in lines[3:6]] == [
         ["0", "10.0.0.0:18000"],
         ["1", "10.0.0.1:18000"],
         ["3", "10.0.0.3:18000"],
     ]
-    assert lines[-1] == "missing: 2,4-5"
+    assert lines[6:] == [
+        "  missing: 2,4-5",
+        "parallelism_config, role target: 0 registered of world size 6",
+        "  missing: 0-5",
+        "encoder_urls: 0 listed, version 0",
+    ]
 
 
 def test_status_without_a_world_size_lists_only(url: str, namespace: str) -> None:
-    """Without a known world size there is no missing line; an empty namespace is a header only."""
+    """Without a known world size there is no missing line; an empty namespace is headings only."""
     result = tool("status", "--url", url, "--namespace", namespace)
     assert result.returncode == 0, result.stderr
-    assert result.stdout.splitlines()[0] == f"namespace {namespace}: 0 registered, version 0"
-    assert "missing" not in result.stdout
+    assert result.stdout.splitlines() == [
+        f"namespace {namespace}, version 0",
+        "transfer_engine_info, role target: 0 registered",
+        "parallelism_config, role target: 0 registered",
+        "encoder_urls: 0 listed, version 0",
+    ]
 
 
 def test_status_never_prints_control_characters(url: str, namespace: str, weights: Path) -> None:
@@ -248,6 +259,148 @@ def test_wait_shows_progress_on_a_terminal(url: str, namespace: str, weights: Pa
     assert out.startswith("all 2 ranks registered")
 
 
+# -- kinds and roles ------------------------------------------------------
+
+
+def send(url: str, namespace: str, method: str, route: str, body: dict[str, Any]) -> None:
+    """One request to the server, as an engine would send it (the tools register transfer-engine info only)."""
+    request = urllib.request.Request(
+        f"{url}/ns/{namespace}{route}",
+        data=json.dumps(body).encode(),
+        method=method,
+        headers={"Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(request, timeout=GUARD) as reply:
+        assert reply.status == 200
+
+
+def register_config(
+    url: str, namespace: str, rank: int, config: dict[str, Any], role: str = "target"
+) -> None:
+    body = {"rank": rank, "parallelism_config": config, "role": role}
+    send(url, namespace, "PUT", "/register_parallelism_config", body)
+
+
+def test_get_of_each_kind_and_role(url: str, namespace: str, weights: Path) -> None:
+    """get --kind parallelism_config and --role draft print their own record; NIXL info is printed whole."""
+    register_config(url, namespace, 2, {"tp_size": 8})
+    register_config(url, namespace, 2, {"tp_size": 1}, role="draft")
+    nixl = {"backend": "nixl", "agent_name": "a", "agent_metadata": "bWV0YQ==", "weights_info_dict": {}}
+    send(url, namespace, "PUT", "/register_transfer_engine_info", {"rank": 2, "transfer_engine_info": nixl})
+    common = ("--url", url, "--namespace", namespace, "--rank", "2")
+    result = tool("get", *common, "--kind", "parallelism_config")
+    assert result.returncode == 0, result.stderr
+    shown = json.loads(result.stdout)
+    assert (shown["rank"], shown["parallelism_config"]) == (2, {"tp_size": 8})
+    assert "role" not in shown
+    result = tool("get", *common, "--kind", "parallelism_config", "--role", "draft")
+    assert json.loads(result.stdout)["parallelism_config"] == {"tp_size": 1}
+    assert json.loads(result.stdout)["role"] == "draft"
+    shown = json.loads(tool("get", *common).stdout)
+    assert {key: shown[key] for key in nixl} == nixl
+    assert "session_id" not in shown
+    assert_one_line_error(tool("get", *common, "--role", "draft"), 1, "No transfer engine info for rank 2")
+    assert_one_line_error(
+        tool("get", "--url", url, "--namespace", namespace, "--rank", "9", "--kind", "parallelism_config"),
+        1,
+        "No parallelism config for rank 9",
+    )
+
+
+def test_get_parallelism_config_with_wait_returns_once_it_registers(url: str, namespace: str) -> None:
+    """get --kind parallelism_config --wait parks and prints the config when it registers."""
+    getter = subprocess.Popen(
+        command("get", "--url", url, "--namespace", namespace, "--rank", "1", "--kind", "parallelism_config",
+                "--role", "draft", "--wait", str(GUARD)),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    until_parked(url, namespace)
+    register_config(url, namespace, 1, {"late": True}, role="draft")
+    out, err = getter.communicate(timeout=GUARD)
+    assert getter.returncode == 0, err
+    assert json.loads(out)["parallelism_config"] == {"late": True}
+
+
+def test_get_encoder_urls_prints_the_list_and_waits_for_a_change(url: str, namespace: str) -> None:
+    """get --kind encoder_urls prints the list and its version; with --after and --wait, the next list."""
+    send(url, namespace, "POST", "/register_encoder_url", {"url": "http://e0"})
+    result = tool("get", "--url", url, "--namespace", namespace, "--kind", "encoder_urls")
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout) == {"encoder_urls": ["http://e0"], "version": 1}
+    getter = subprocess.Popen(
+        command("get", "--url", url, "--namespace", namespace, "--kind", "encoder_urls", "--after", "1",
+                "--wait", str(GUARD)),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    until_parked(url, namespace)
+    send(url, namespace, "POST", "/register_encoder_url", {"url": "http://e1"})
+    out, err = getter.communicate(timeout=GUARD)
+    assert getter.returncode == 0, err
+    assert json.loads(out) == {"encoder_urls": ["http://e0", "http://e1"], "version": 2}
+    unchanged = tool(
+        "get",
+        "--url",
+        url,
+        "--namespace",
+        namespace,
+        "--kind",
+        "encoder_urls",
+        "--after",
+        "2",
+        "--wait",
+        "0.05",
+    )
+    assert_one_line_error(unchanged, 1, "did not change after version 2 in 0.05s (it is at version 2)")
+
+
+def test_wait_for_a_kind_and_role(url: str, namespace: str) -> None:
+    """wait --kind parallelism_config --role draft exits 0 once those records are in, 1 naming the missing."""
+    args = ("wait", "--url", url, "--namespace", namespace, "--world-size", "2",
+            "--kind", "parallelism_config", "--role", "draft")  # fmt: skip
+    waiter = subprocess.Popen(
+        command(*args, "--timeout", str(GUARD)), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    register_config(url, namespace, 0, {}, role="draft")
+    register_config(url, namespace, 1, {})  # the target's: not what is waited for
+    until_parked(url, namespace)
+    assert waiter.poll() is None
+    register_config(url, namespace, 1, {}, role="draft")
+    out, err = waiter.communicate(timeout=GUARD)
+    assert waiter.returncode == 0, err
+    assert out == f"all 2 ranks registered parallelism_config of role draft in namespace {namespace}\n"
+    args = (*args[:6], "3", *args[7:])
+    assert_one_line_error(tool(*args, "--timeout", "0.05"), 1, "1 of 3 ranks still missing after 0.05s: 2")
+
+
+def test_status_per_kind_and_role(url: str, namespace: str, weights: Path) -> None:
+    """status --kind/--role show each kind and role asked: counts, tagged backends, missing, encoder URLs."""
+    register(url, namespace, 0, weights)
+    nixl = {"backend": "nixl", "agent_name": "a", "agent_metadata": "", "weights_info_dict": {}}
+    body = {"rank": 1, "role": "draft", "transfer_engine_info": nixl}
+    send(url, namespace, "PUT", "/register_transfer_engine_info", body)
+    register_config(url, namespace, 1, {}, role="draft")
+    send(url, namespace, "POST", "/register_encoder_url", {"url": "http://e\x1b[2J"})
+    result = tool(
+        "status", "--url", url, "--namespace", namespace, "--world-size", "2",
+        "--role", "target", "--role", "draft",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0] == f"namespace {namespace}, version 4"
+    assert "transfer_engine_info, role target: 1 registered of world size 2" in lines
+    assert "transfer_engine_info, role draft: 1 registered of world size 2" in lines
+    draft = lines.index("transfer_engine_info, role draft: 1 registered of world size 2")
+    assert lines[draft + 1].split() == ["RANK", "SESSION", "ID", "BACKEND", "VERSION", "AGE"]
+    assert lines[draft + 2].split()[:3] == ["1", "-", "nixl"]
+    assert lines[draft + 3] == "  missing: 0"
+    configs = lines.index("parallelism_config, role draft: 1 registered of world size 2")
+    assert lines[configs + 1].split() == ["RANK", "VERSION", "AGE"]
+    assert lines[configs + 3] == "  missing: 0"
+    assert lines[-2:] == ["encoder_urls: 1 listed, version 4", "  'http://e\\x1b[2J'"]
+    only = tool("status", "--url", url, "--namespace", namespace, "--kind", "parallelism_config")
+    assert only.stdout.splitlines()[1:] == ["parallelism_config, role target: 0 registered"]
+
+
 # -- failures: one line, a status, no traceback ---------------------------
 
 
@@ -275,7 +428,16 @@ def test_a_server_that_is_down_is_one_line_and_status_3(args: tuple[str, ...]) -
         (("get", "--rank", "0", "--wait", "nan"), "is not a non-negative number"),
         (("wait", "--world-size", "0"), "is not a positive integer"),
         (("get", "--rank", "0", "--namespace", "a/b"), "Invalid namespace"),
-        (("get",), "--rank"),
+        (("get",), "--rank is required for --kind transfer_engine_info"),
+        (("get", "--kind", "parallelism_config"), "--rank is required for --kind parallelism_config"),
+        (("get", "--kind", "encoder_urls", "--rank", "0"), "--rank does not apply to --kind encoder_urls"),
+        (("get", "--kind", "encoder_urls", "--role", "draft"), "--role does not apply"),
+        (("get", "--kind", "nope", "--rank", "0"), "invalid choice: 'nope'"),
+        (("get", "--rank", "0", "--role", ""), "a role is a non-empty name"),
+        (("get", "--rank", "0", "--after", "-1"), "is not a version"),
+        (("wait", "--world-size", "2", "--kind", "encoder_urls"), "invalid choice"),
+        (("status", "--role", ""), "a role is a non-empty name"),
+        (("status", "--kind", "x"), "invalid choice"),
         (("frobnicate",), "unrecognized arguments"),
     ],
 )
@@ -305,7 +467,7 @@ def test_a_bad_weights_file_is_one_line_and_status_2(
         "--session-id", "s", "--weights-file", str(path),
     )  # fmt: skip
     assert_one_line_error(result, 2, text)
-    assert "0 registered" in tool("status", "--url", url, "--namespace", namespace).stdout
+    assert "target: 0 registered" in tool("status", "--url", url, "--namespace", namespace).stdout
 
 
 def test_a_rank_outside_the_world_size_is_the_servers_detail_and_status_2(weights: Path) -> None:
@@ -367,7 +529,7 @@ async def test_the_token_comes_from_the_flag_or_the_environment(aiohttp_server: 
         if token is not None:
             env["AIOBOOTSTRAP_AUTH_TOKEN"] = token
         process = await asyncio.create_subprocess_exec(
-            *command("status", "--url", url, *args),
+            *command("status", "--url", url, "--kind", "transfer_engine_info", *args),
             env=env,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,

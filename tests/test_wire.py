@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from aiobootstrap import UnexpectedReply
@@ -69,3 +71,70 @@ def test_the_queries_the_client_writes_are_the_ones_the_server_reads() -> None:
         rank for spec in specs for rank in protocol.parse_ranks(protocol.batch_query(spec, 0, 0)["ranks"])
     ]
     assert read == ranks
+
+
+@pytest.mark.parametrize(
+    ("status", "body", "noun", "missing"),
+    [
+        (404, b'{"detail": "No parallelism config for rank 3", "missing": [3]}', "parallelism config", [3]),
+        (404, b'{"detail": "No parallelism config for rank 7"}', "parallelism config", [7]),
+        (404, b'{"detail": "No parallelism config for rank 7"}', "transfer engine info", None),
+        (404, b'{"detail": "No transfer engine info for rank 7"}', "parallelism config", [7]),
+        (404, b'{"detail": "No parallelism config for rank x"}', "parallelism config", None),
+        (404, b'{"detail": "Not Found"}', "parallelism config", None),
+        (400, b'{"detail": "No parallelism config for rank 7"}', "parallelism config", None),
+    ],
+)
+def test_a_kinds_404_reads_as_not_registered(
+    status: int, body: bytes, noun: str, missing: list[int] | None
+) -> None:
+    """A kind's 404 is told by "missing" or by the exact sentence of that kind (an old server's)."""
+    assert protocol.decode_absent(status, body, noun) == missing
+
+
+def _config(body: bytes) -> Any:
+    return protocol.decode_config(body, 0, "1")
+
+
+@pytest.mark.parametrize(
+    ("decode", "body"),
+    [
+        (_config, b"<html>"),
+        (_config, b"[1]"),
+        (protocol.decode_config_batch, b'{"configs": 3}'),
+        (protocol.decode_config_batch, b'{"configs": [{"rank": 0}]}'),
+        (protocol.decode_encoder_urls, b"[]"),
+        (protocol.decode_encoder_urls, b'{"encoder_urls": [1]}'),
+        (protocol.decode_encoder_urls, b'{"encoder_urls": [], "version": -1}'),
+    ],
+)
+def test_a_kinds_reply_that_is_not_the_protocols_is_an_unexpected_reply(decode: Any, body: bytes) -> None:
+    """Config, config batch and encoder list decoders raise UnexpectedReply on what the protocol does not allow."""
+    with pytest.raises(UnexpectedReply):
+        decode(body)
+
+
+def test_the_kinds_queries_and_bodies_are_the_ones_the_server_reads() -> None:
+    """Roles, form=object and encoder bodies parse back; the default role is not sent at all."""
+    assert "role" not in protocol.record_query(3, 0, 1.0, role="target")
+    query = protocol.record_query(3, 0, 1.0, role="draft", whole=True)
+    assert (protocol.parse_role_param(query["role"]), protocol.parse_form(query["form"])) == ("draft", True)
+    assert protocol.records_query("0-3", 0, 0.0, role="draft")["role"] == "draft"
+    assert protocol.role_rank_query(2, "draft") == {"rank": "2", "role": "draft"}
+    assert protocol.listing_query("transfer_engine_info", "target") == {}
+    assert protocol.parse_url_body(protocol.url_body("http://e:1")) == "http://e:1"
+    body = protocol.parse_body(protocol.config_body(1, {"tp": 2}, "draft"))
+    assert (protocol.parse_rank_field(body), protocol.parse_role_field(body)) == (1, "draft")
+    tagged = protocol.parse_registration(protocol.engine_info_body(0, None, {}, {"backend": "nixl"}))
+    assert tagged.info == {"backend": "nixl", "weights_info_dict": {}}
+
+
+def test_an_older_servers_listing_is_transfer_engine_info_of_the_target() -> None:
+    """A listing without kind or role (an older server) reads as transfer-engine info, role target."""
+    body = b'{"version": 1, "world_size": null, "missing": null, "ranks": [{"rank": 0, "session_id": "s", "version": 1, "registered_at": 0, "age": 1}]}'
+    listing = protocol.decode_listing(body)
+    assert (listing.kind, listing.role, listing.ranks[0].session_id) == (
+        "transfer_engine_info",
+        "target",
+        "s",
+    )
