@@ -15,16 +15,9 @@ from aiohttp.typedefs import Handler, Middleware
 
 from . import __version__, _kinds
 from . import _protocol as protocol
+from ._auth import ExpectHandler, auth_middleware, expect_handler
+from ._body import read_body, too_large_detail
 from ._config import ServerConfig
-from ._hardening import (
-    ExpectHandler,
-    RequestTimeout,
-    UnreadableBody,
-    auth_middleware,
-    expect_handler,
-    read_body,
-    too_large_detail,
-)
 from ._kinds import (
     ENCODER_LIST_PATH,
     ENCODER_REGISTER_PATH,
@@ -49,7 +42,14 @@ from ._metrics import (
 )
 from ._openapi import openapi
 from ._registry import Registry
-from .exceptions import BadRequest, BootstrapError, StoreUnavailable, TooManyWaiters
+from .exceptions import (
+    BadRequest,
+    BootstrapError,
+    RequestTimeout,
+    StoreUnavailable,
+    TooManyWaiters,
+    UnreadableBody,
+)
 from .store import DEFAULT_ROLE, TRANSFER_ENGINE_INFO, Key, Record, StoreLimits
 from .store._url import open_store
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import ssl
 from dataclasses import replace
 from types import TracebackType
 from typing import Any
@@ -19,14 +20,47 @@ from aiohttp.log import access_logger
 from ._app import REGISTRY, create_app
 from ._bind import BACKLOG, AddressInUse, bind_socket, explain_address_in_use
 from ._config import ServerConfig
-from ._hardening import runner_options, ssl_context
+from ._logging import http_logger
 from ._portinfo import host_port
 from ._registry import Registry
+from .exceptions import BootstrapError
 
-__all__ = ["AddressInUse", "BootstrapServer"]
+__all__ = ["AddressInUse", "BootstrapServer", "runner_options", "ssl_context"]
 
 _ACCESS_LOG_FORMAT = '%a "%r" %s %b %Tf'
 """Client, request line, status, bytes, seconds: a long-poll's line shows how long it waited."""
+
+
+def runner_options(config: ServerConfig) -> dict[str, Any]:
+    """The ``web.AppRunner`` keywords that enforce the config's connection limits."""
+    return {
+        "logger": http_logger(),
+        "max_line_size": config.max_request_line,
+        "max_field_size": config.max_header_size,
+        # aiohttp closes a connection that waits this long for a complete
+        # request head, at its start as between requests: this is the
+        # guard against clients that connect and never send (slowloris).
+        "keepalive_timeout": config.idle_timeout,
+        # Bodies reach read_body as sent, which refuses compressed ones with a
+        # JSON 415: no decompression bomb, and no decoder failing inside
+        # aiohttp's parser with a plain-text 400.
+        "auto_decompress": False,
+    }
+
+
+def ssl_context(config: ServerConfig) -> ssl.SSLContext | None:
+    """The server's TLS context, or ``None`` to serve plain HTTP."""
+    if config.tls_cert is None or config.tls_key is None:
+        return None
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    try:
+        context.load_cert_chain(config.tls_cert, config.tls_key)
+    except OSError as exc:  # ssl.SSLError included
+        raise BootstrapError(
+            f"Cannot load the TLS certificate {config.tls_cert} with key {config.tls_key}: "
+            f"{exc.strerror or exc}."
+        ) from None
+    return context
 
 
 class BootstrapServer:

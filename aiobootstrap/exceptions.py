@@ -4,17 +4,24 @@ Every error a caller can see derives from :class:`BootstrapError`::
 
     BootstrapError
     ├── BadRequest                (400)
+    │   └── UnreadableBody        (server side: a body whose framing or encoding broke)
     ├── Unauthorized              (401)
     ├── NotRegistered             (404)
     │   └── RankNotRegistered     (also a TimeoutError)
+    ├── RequestTimeout            (408, server side)
     ├── TooManyRanks              (409)
     ├── PayloadTooLarge           (413)
+    ├── UnsupportedEncoding       (415, server side)
     ├── ServerUnavailable         (503, or no answer at all)
     │   ├── ShuttingDown
     │   ├── TooManyWaiters
     │   └── StateFileError
     ├── UnexpectedReply           (a reply the protocol does not allow: a wrong URL, a proxy's page)
     └── AddressInUse              (also an OSError)
+
+The three marked "server side" are raised inside the server and answered as
+JSON; no caller ever catches them (a client sees the status), so they are not
+exported.
 
 Each class that maps to an HTTP reply carries its status in ``status``: the
 server turns a raised error into ``{"detail": ...}`` with that status, and the
@@ -92,6 +99,28 @@ class PayloadTooLarge(BootstrapError):
     """The request body is over the server's limit (HTTP 413)."""
 
     status = 413
+
+
+class UnreadableBody(BadRequest):
+    """The body broke its own framing or encoding: the connection cannot carry another request.
+
+    Raised inside the server; a client sees a ``400``.
+    """
+
+
+class RequestTimeout(BootstrapError):
+    """The request body did not arrive in time (HTTP 408). Raised inside the server."""
+
+    status = 408
+
+
+class UnsupportedEncoding(BootstrapError):
+    """The body is compressed; registrations are small JSON and are sent plain (HTTP 415).
+
+    Raised inside the server.
+    """
+
+    status = 415
 
 
 class ServerUnavailable(BootstrapError):

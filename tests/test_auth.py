@@ -21,7 +21,7 @@ from aiobootstrap import (
     Unauthorized,
     create_app,
 )
-from aiobootstrap._hardening import bearer_matches
+from aiobootstrap._auth import bearer_matches
 
 from .conftest import stored
 
