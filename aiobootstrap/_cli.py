@@ -19,7 +19,7 @@ from typing import NoReturn
 
 from . import __version__
 from ._bind import AddressInUse, bind_socket, explain_address_in_use
-from ._config import DEFAULT_MAX_WAITERS, DEFAULT_STORE, ServerConfig
+from ._config import CONNECTION_FD_RESERVE, DEFAULT_MAX_WAITERS, DEFAULT_STORE, ServerConfig
 from ._logging import LOG_FORMATS, setup_logging
 from ._tools import TOOLS, add_tool_parsers, run_tool
 from .exceptions import BootstrapError
@@ -142,6 +142,16 @@ def _parser() -> argparse.ArgumentParser:
         help="longest single header line accepted (default: %(default)d)",
     )
     parser.add_argument(
+        "--max-connections",
+        type=int,
+        default=_DEFAULTS.max_connections,
+        metavar="N",
+        help=(
+            "most connections open at once; a new one past it closes the longest-idle connection "
+            f"(never one with a request in flight) (default: the open file limit less {CONNECTION_FD_RESERVE})"
+        ),
+    )
+    parser.add_argument(
         "--idle-timeout",
         type=float,
         default=_DEFAULTS.idle_timeout,
@@ -190,6 +200,7 @@ def _config(args: argparse.Namespace, environ: Mapping[str, str]) -> ServerConfi
         max_ranks=args.max_ranks or None,
         max_request_line=args.max_request_line,
         max_header_size=args.max_header_size,
+        max_connections=args.max_connections,
         idle_timeout=args.idle_timeout,
         body_timeout=args.body_timeout,
         auth_token=_auth_token(args.auth_token_file, environ),

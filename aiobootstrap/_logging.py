@@ -11,10 +11,11 @@ from __future__ import annotations
 import json
 import logging
 import sys
+import time
 from datetime import UTC, datetime
 from typing import Any, TextIO
 
-__all__ = ["LOG_FORMATS", "JsonFormatter", "http_logger", "printable", "setup_logging"]
+__all__ = ["LOG_FORMATS", "JsonFormatter", "RateLimited", "http_logger", "printable", "setup_logging"]
 
 LOG_FORMATS = ("text", "json")
 
@@ -90,3 +91,28 @@ def http_logger() -> logging.Logger:
     if not any(isinstance(f, _OneLineParseErrors) for f in logger.filters):
         logger.addFilter(_OneLineParseErrors())
     return logger
+
+
+class RateLimited:
+    """A recurring event logged at most once per ``interval`` seconds, with a count of the ones in between.
+
+    What an attacker or a bad day can repeat thousands of times a second
+    (a full connection table, say) must not flood the log it is reported in.
+    """
+
+    def __init__(self, logger: logging.Logger, interval: float = 60.0) -> None:
+        self._logger = logger
+        self._interval = interval
+        self._next = 0.0
+        self._since = 0
+
+    def log(self, level: int, message: str, *args: object) -> None:
+        now = time.monotonic()
+        if now < self._next:
+            self._since += 1
+            return
+        if self._since:
+            message += " (and %d times more since the last such message)"
+            args = (*args, self._since)
+        self._logger.log(level, message, *args)
+        self._next, self._since = now + self._interval, 0

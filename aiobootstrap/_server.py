@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import socket
 import ssl
+from collections.abc import Callable
 from dataclasses import replace
 from types import TracebackType
 from typing import Any
@@ -20,6 +21,7 @@ from aiohttp.log import access_logger
 from ._app import REGISTRY, create_app
 from ._bind import BACKLOG, AddressInUse, bind_socket, explain_address_in_use
 from ._config import ServerConfig
+from ._connections import ConnectionTable, default_max_connections
 from ._logging import http_logger
 from ._portinfo import host_port
 from ._registry import Registry
@@ -63,6 +65,38 @@ def ssl_context(config: ServerConfig) -> ssl.SSLContext | None:
     return context
 
 
+class _Site(web.BaseSite):
+    """A listening socket served through the connection table's protocol factory."""
+
+    __slots__ = ("_factory", "_name", "_sock")
+
+    def __init__(
+        self,
+        runner: web.BaseRunner,
+        sock: socket.socket,
+        factory: Callable[[], asyncio.Protocol],
+        *,
+        ssl_context: ssl.SSLContext | None,
+        backlog: int,
+    ) -> None:
+        super().__init__(runner, ssl_context=ssl_context, backlog=backlog)
+        self._sock = sock
+        self._factory = factory
+        host, port = sock.getsockname()[:2]
+        self._name = f"{'https' if ssl_context else 'http'}://{host_port(host, port)}"
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    async def start(self) -> None:
+        await super().start()
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(
+            self._factory, sock=self._sock, ssl=self._ssl_context, backlog=self._backlog
+        )
+
+
 class BootstrapServer:
     """An aiobootstrap server running in the current event loop.
 
@@ -80,6 +114,7 @@ class BootstrapServer:
         self.config = replace(base, **options) if options else base
         self._runner: web.AppRunner | None = None
         self._port: int | None = None
+        self._connections: ConnectionTable | None = None
 
     async def start(self, sock: socket.socket | None = None) -> None:
         """Bind, then serve; raises :class:`AddressInUse` if the port is taken.
@@ -111,13 +146,19 @@ class BootstrapServer:
         )
         try:
             await runner.setup()
-            # SockSite listens again with its own backlog (128 unless told): keep ours.
-            await web.SockSite(runner, sock, ssl_context=tls, backlog=BACKLOG).start()
+            assert runner.server is not None  # set up above
+            limit = self.config.max_connections
+            connections = ConnectionTable(
+                runner.server, limit if limit is not None else default_max_connections()
+            )
+            # A site listens again with a backlog of its own (128 unless told): keep ours.
+            await _Site(runner, sock, connections.protocol, ssl_context=tls, backlog=BACKLOG).start()
         except BaseException:
             await runner.cleanup()
             sock.close()
             raise
         self._runner = runner
+        self._connections = connections
         self._port = int(sock.getsockname()[1])
 
     async def close(self) -> None:
@@ -152,6 +193,13 @@ class BootstrapServer:
     @property
     def url(self) -> str:
         return f"{self.config.scheme}://{host_port(self.host, self.port)}"
+
+    @property
+    def connections(self) -> ConnectionTable:
+        """The open connections: how many, how many idle, how many were shed to make room."""
+        if self._connections is None:
+            raise RuntimeError("the server is not started")
+        return self._connections
 
     @property
     def registry(self) -> Registry:
