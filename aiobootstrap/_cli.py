@@ -83,6 +83,16 @@ def _parser() -> argparse.ArgumentParser:
         help=f"largest request body accepted (default: %(default)d, {_DEFAULTS.max_body_size / 2**20:g} MiB)",
     )
     parser.add_argument(
+        "--max-body-memory",
+        type=int,
+        default=_DEFAULTS.max_body_memory,
+        metavar="BYTES",
+        help=(
+            "most bytes of request bodies read at once, all requests together; past it 503 with "
+            f"Retry-After (default: %(default)d, {_DEFAULTS.max_body_memory / 2**20:g} MiB)"
+        ),
+    )
+    parser.add_argument(
         "--max-waiters",
         type=int,
         default=None,
@@ -195,6 +205,7 @@ def _config(args: argparse.Namespace, environ: Mapping[str, str]) -> ServerConfi
         world_size=args.world_size,
         max_wait=args.max_wait,
         max_body_size=args.max_body_size,
+        max_body_memory=args.max_body_memory,
         max_waiters=_max_waiters(args.max_waiters),
         # 0 switches the cap off; a world size lifts it anyway.
         max_ranks=args.max_ranks or None,

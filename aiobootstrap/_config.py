@@ -44,6 +44,9 @@ class ServerConfig:
     """The longest a get may wait, in seconds; longer asks are clamped to it."""
     max_body_size: int = 64 * 1024 * 1024
     """The largest request body accepted, in bytes."""
+    max_body_memory: int = 256 * 1024 * 1024
+    """The most bytes of request bodies read at once, all requests together; past it a request gets
+    503 with Retry-After before its body is read."""
     max_waiters: int | None = DEFAULT_MAX_WAITERS
     """How many waits may be parked at once; more get 503 with Retry-After; ``None`` for no limit."""
     max_namespaces: int = 1024
@@ -87,6 +90,11 @@ class ServerConfig:
             raise ValueError(f"max wait must be a non-negative number of seconds, not {self.max_wait}")
         if self.max_body_size < 1:
             raise ValueError(f"max body size must be at least 1 byte, not {self.max_body_size}")
+        if self.max_body_memory < self.max_body_size:
+            raise ValueError(
+                f"max body memory ({self.max_body_memory} bytes) must be at least the max body size "
+                f"({self.max_body_size} bytes), or the largest body could never be read"
+            )
         if self.max_namespaces < 1:
             raise ValueError(f"max namespaces must be at least 1, not {self.max_namespaces}")
         if self.state_file is not None and not self.state_file.strip():

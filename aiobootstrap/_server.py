@@ -47,6 +47,10 @@ def runner_options(config: ServerConfig) -> dict[str, Any]:
         # JSON 415: no decompression bomb, and no decoder failing inside
         # aiohttp's parser with a plain-text 400.
         "auto_decompress": False,
+        # After a reply to a request whose body was left unread (a 413, 408,
+        # 503 or 401 before the body), close the connection at once instead
+        # of reading and dropping the rest of the body for 10 s.
+        "lingering_time": 0,
     }
 
 
@@ -193,6 +197,13 @@ class BootstrapServer:
     @property
     def url(self) -> str:
         return f"{self.config.scheme}://{host_port(self.host, self.port)}"
+
+    @property
+    def app(self) -> web.Application:
+        """The aiohttp application being served."""
+        if self._runner is None:
+            raise RuntimeError("the server is not started")
+        return self._runner.app
 
     @property
     def connections(self) -> ConnectionTable:

@@ -15,11 +15,12 @@ Every error a caller can see derives from :class:`BootstrapError`::
     ├── ServerUnavailable         (503, or no answer at all)
     │   ├── ShuttingDown
     │   ├── TooManyWaiters
+    │   ├── BodyBudgetExhausted   (server side: bodies in flight fill --max-body-memory)
     │   └── StateFileError
     ├── UnexpectedReply           (a reply the protocol does not allow: a wrong URL, a proxy's page)
     └── AddressInUse              (also an OSError)
 
-The three marked "server side" are raised inside the server and answered as
+The classes marked "server side" are raised inside the server and answered as
 JSON; no caller ever catches them (a client sees the status), so they are not
 exported.
 
@@ -150,6 +151,17 @@ class StoreUnavailable(ServerUnavailable):
 
     The server cannot prove absence or acknowledge a write without its store:
     a get answers this, not a ``404``.
+    """
+
+    def __init__(self, detail: str, retry_after: float = 1.0) -> None:
+        super().__init__(detail)
+        self.retry_after = retry_after
+
+
+class BodyBudgetExhausted(ServerUnavailable):
+    """The request bodies being read fill the server's memory budget for them (HTTP 503 with ``Retry-After``).
+
+    Raised inside the server before the body is read; a client sees a ``503``.
     """
 
     def __init__(self, detail: str, retry_after: float = 1.0) -> None:
