@@ -15,7 +15,7 @@ from aiohttp.typedefs import Handler, Middleware
 
 from . import __version__, _kinds
 from . import _protocol as protocol
-from ._auth import ExpectHandler, auth_middleware, expect_handler
+from ._auth import ExpectHandler, UnroutedExpect, auth_middleware, expect_handler
 from ._body import BODY_BUDGET, BodyBudget, read_body, too_large_detail
 from ._config import ServerConfig
 from ._kinds import (
@@ -89,6 +89,8 @@ def create_app(config: ServerConfig | None = None) -> web.Application:
     app.router.add_get(protocol.READY_PATH, ready, expect_handler=expect)
     app.router.add_get(protocol.METRICS_PATH, metrics, expect_handler=expect)
     app.router.add_get(protocol.OPENAPI_PATH, openapi, expect_handler=expect)
+    # Last: a request with Expect that no route above matched gets the same answers.
+    app.router.register_resource(UnroutedExpect(app.router, config, public=_PUBLIC))
     return app
 
 

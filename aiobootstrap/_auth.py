@@ -9,16 +9,28 @@ request the token check is about to refuse.
 from __future__ import annotations
 
 import hmac
-from collections.abc import Awaitable, Callable, Collection
+from collections.abc import Awaitable, Callable, Collection, Iterator
+from typing import TYPE_CHECKING
 
 from aiohttp import web
 from aiohttp.typedefs import Handler, Middleware
+from yarl import URL
+
+if TYPE_CHECKING:  # the return type aiohttp's get_info declares (a TypedDict, all keys optional)
+    from aiohttp.web_urldispatcher import _InfoDict
 
 from . import _protocol as protocol
 from ._body import too_large_detail
 from ._config import ServerConfig
 
-__all__ = ["ExpectHandler", "auth_middleware", "bearer_matches", "expect_handler", "json_error"]
+__all__ = [
+    "ExpectHandler",
+    "UnroutedExpect",
+    "auth_middleware",
+    "bearer_matches",
+    "expect_handler",
+    "json_error",
+]
 
 ExpectHandler = Callable[[web.Request], Awaitable[web.StreamResponse | None]]
 
@@ -102,3 +114,86 @@ def expect_handler(config: ServerConfig, public: Collection[Handler]) -> ExpectH
         return None
 
     return expect
+
+
+class _UnroutedRoute(web.AbstractRoute):
+    """No route matched: answers the router's own 404 or 405, with an ``Expect`` handler of ours."""
+
+    def __init__(self, error: web.HTTPException, expect: ExpectHandler) -> None:
+        async def no_route(request: web.Request) -> web.StreamResponse:
+            raise error
+
+        super().__init__("*", no_route, expect_handler=expect)
+
+    @property
+    def name(self) -> str | None:
+        return None
+
+    def get_info(self) -> _InfoDict:
+        return {}
+
+    def url_for(self, *args: str, **kwargs: str) -> URL:
+        raise RuntimeError("an unrouted request has no URL to build")
+
+
+class UnroutedExpect(web.AbstractResource):
+    """Tried last, and only for a request with ``Expect`` that no route matched.
+
+    aiohttp gives such a request its default ``Expect`` handler, which
+    invites the body (``100 Continue``) before the token check refuses it and
+    answers an unknown expectation in plain text. This resource gives it the
+    app's answers instead: a JSON ``417``, the token's ``401``, or the JSON
+    ``404``/``405``, each before any body is sent. It holds no route, so the
+    route table (and the OpenAPI check of it) does not see it.
+    """
+
+    def __init__(self, router: web.UrlDispatcher, config: ServerConfig, public: Collection[Handler]) -> None:
+        super().__init__()
+        self._router = router
+
+        async def expect(request: web.Request) -> web.StreamResponse | None:
+            if request.headers.get("Expect", "").strip().lower() != "100-continue":
+                return json_error(417, "The only expectation this server meets is Expect: 100-continue.")
+            # No 100 Continue: the handler refuses at once, the body never invited.
+            return _refusal(request, config.auth_token, public)
+
+        self._expect = expect
+
+    @property
+    def canonical(self) -> str:
+        # Indexed under "/", the last place the router looks.
+        return "/"
+
+    def url_for(self, **kwargs: str) -> URL:
+        raise RuntimeError("an unrouted request has no URL to build")
+
+    async def resolve(self, request: web.Request) -> tuple[web.UrlMappingMatchInfo | None, set[str]]:
+        if not request.headers.get("Expect"):
+            return None, set()
+        allowed: set[str] = set()
+        for resource in self._router.resources():
+            if resource is self:
+                continue
+            match, methods = await resource.resolve(request)
+            if match is not None:  # a route matched after all: let the router give it
+                return None, set()
+            allowed |= methods
+        error: web.HTTPException = (
+            web.HTTPMethodNotAllowed(request.method, allowed) if allowed else web.HTTPNotFound()
+        )
+        return web.UrlMappingMatchInfo({}, _UnroutedRoute(error, self._expect)), set()
+
+    def add_prefix(self, prefix: str) -> None:
+        raise RuntimeError("the unrouted resource takes no prefix")
+
+    def get_info(self) -> _InfoDict:
+        return {}
+
+    def raw_match(self, path: str) -> bool:
+        return False
+
+    def __len__(self) -> int:
+        return 0
+
+    def __iter__(self) -> Iterator[web.AbstractRoute]:
+        return iter(())
