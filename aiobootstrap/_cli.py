@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import NoReturn
 
 from . import __version__
-from ._bind import AddressInUse, bind_socket, explain_address_in_use
+from ._bind import AddressInUse, bind_sockets, explain_address_in_use
 from ._config import CONNECTION_FD_RESERVE, DEFAULT_MAX_WAITERS, DEFAULT_STORE, ServerConfig
 from ._logging import LOG_FORMATS, setup_logging
 from ._tools import TOOLS, add_tool_parsers, run_tool
@@ -309,8 +309,8 @@ def raise_open_file_limit() -> None:
         log.debug("raised the open file limit from %d to %d", soft, target)
 
 
-async def serve(config: ServerConfig, sock: socket.socket) -> int:
-    """Serve on the bound ``sock`` until SIGTERM or SIGINT; the exit status."""
+async def serve(config: ServerConfig, socks: Sequence[socket.socket]) -> int:
+    """Serve on the bound ``socks`` until SIGTERM or SIGINT; the exit status."""
     # First: a signal that comes while the server is imported or starts is then
     # an orderly stop (exit 0), not asyncio's KeyboardInterrupt or SIGTERM's kill.
     stop = asyncio.Event()
@@ -321,7 +321,7 @@ async def serve(config: ServerConfig, sock: socket.socket) -> int:
 
     server = BootstrapServer(config)
     try:
-        await server.start(sock)
+        await server.start(socks)
     except BootstrapError as exc:
         print(exc.detail, file=sys.stderr)
         return 1
@@ -370,7 +370,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"python -m aiobootstrap: {exc}", file=sys.stderr)
         return 2
     try:
-        sock = bind_socket(config.host, config.port)
+        socks = bind_sockets(config.host, config.port)
     except AddressInUse as exc:
         print(explain_address_in_use(exc).detail, file=sys.stderr)
         return 2
@@ -379,8 +379,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     try:
         with asyncio.Runner(loop_factory=loop_factory()) as runner:
-            return runner.run(serve(config, sock))
+            return runner.run(serve(config, socks))
     except KeyboardInterrupt:  # interrupted before the signal handlers were in place
         return 130
     finally:
-        sock.close()
+        for sock in socks:
+            sock.close()

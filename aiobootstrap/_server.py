@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import socket
 import ssl
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from types import TracebackType
 from typing import Any
@@ -19,7 +19,7 @@ from aiohttp import web
 from aiohttp.log import access_logger
 
 from ._app import REGISTRY, create_app
-from ._bind import BACKLOG, AddressInUse, bind_socket, explain_address_in_use
+from ._bind import BACKLOG, AddressInUse, bind_sockets, explain_address_in_use
 from ._config import ServerConfig
 from ._connections import ConnectionTable, default_max_connections
 from ._logging import http_logger
@@ -67,6 +67,35 @@ def ssl_context(config: ServerConfig) -> ssl.SSLContext | None:
             f"{exc.strerror or exc}."
         ) from None
     return context
+
+
+_WILDCARDS = ("0.0.0.0", "::", "")
+
+
+def _dual_stack(socks: Sequence[socket.socket]) -> bool:
+    """Whether IPv4 clients reach these sockets (an IPv4 one, or an IPv6 one that is not IPv6-only)."""
+    for sock in socks:
+        if sock.family == socket.AF_INET:
+            return True
+        if sock.family == socket.AF_INET6 and not sock.getsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY):
+            return True
+    return False
+
+
+def _reachable_address(family: socket.AddressFamily) -> str:
+    """This machine's address on its default route (what another host would use), else loopback.
+
+    A UDP socket "connected" to an address outside any network sends
+    nothing; the address the system picks for it is the primary one.
+    """
+    probe, loopback = ("192.0.2.1", "127.0.0.1") if family == socket.AF_INET else ("2001:db8::1", "::1")
+    try:
+        with socket.socket(family, socket.SOCK_DGRAM) as udp:
+            udp.connect((probe, 9))
+            address = str(udp.getsockname()[0])
+    except OSError:
+        return loopback
+    return address if address not in ("0.0.0.0", "::") else loopback
 
 
 class _Site(web.BaseSite):
@@ -119,23 +148,27 @@ class BootstrapServer:
         self._runner: web.AppRunner | None = None
         self._port: int | None = None
         self._connections: ConnectionTable | None = None
+        self._wildcard_v4 = False
 
-    async def start(self, sock: socket.socket | None = None) -> None:
+    async def start(self, sock: socket.socket | Sequence[socket.socket] | None = None) -> None:
         """Bind, then serve; raises :class:`AddressInUse` if the port is taken.
 
-        ``sock``, a socket already bound and listening (``_bind.bind_socket``),
-        is served instead of binding ``host:port``.
+        ``sock``, a socket (or several, one port on several addresses) already
+        bound and listening (``_bind.bind_sockets``), is served instead of
+        binding ``host:port``.
         """
         if self._runner is not None:
             raise RuntimeError("the server is already started")
         tls = ssl_context(self.config)
         if sock is None:
             try:
-                sock = bind_socket(self.config.host, self.config.port)
+                socks = bind_sockets(self.config.host, self.config.port)
             except AddressInUse as exc:
                 # In a worker thread: the probe blocks briefly, and the holder may
                 # be a server on this very loop, which must stay free to answer it.
                 raise await asyncio.to_thread(explain_address_in_use, exc) from None
+        else:
+            socks = [sock] if isinstance(sock, socket.socket) else list(sock)
         runner = web.AppRunner(
             create_app(self.config),
             handle_signals=False,
@@ -155,15 +188,18 @@ class BootstrapServer:
             connections = ConnectionTable(
                 runner.server, limit if limit is not None else default_max_connections()
             )
-            # A site listens again with a backlog of its own (128 unless told): keep ours.
-            await _Site(runner, sock, connections.protocol, ssl_context=tls, backlog=BACKLOG).start()
+            for each in socks:
+                # A site listens again with a backlog of its own (128 unless told): keep ours.
+                await _Site(runner, each, connections.protocol, ssl_context=tls, backlog=BACKLOG).start()
         except BaseException:
             await runner.cleanup()
-            sock.close()
+            for each in socks:
+                each.close()
             raise
         self._runner = runner
         self._connections = connections
-        self._port = int(sock.getsockname()[1])
+        self._port = int(socks[0].getsockname()[1])
+        self._wildcard_v4 = _dual_stack(socks)
 
     async def close(self) -> None:
         """Answer parked waits with 503, finish in-flight requests, stop listening."""
@@ -196,7 +232,13 @@ class BootstrapServer:
 
     @property
     def url(self) -> str:
-        return f"{self.config.scheme}://{host_port(self.host, self.port)}"
+        """The URL to reach the server at: for a wildcard host (``0.0.0.0``, ``::``), this machine's address."""
+        host = self.host
+        if host in _WILDCARDS:
+            host = _reachable_address(
+                socket.AF_INET6 if ":" in host and not self._wildcard_v4 else socket.AF_INET
+            )
+        return f"{self.config.scheme}://{host_port(host, self.port)}"
 
     @property
     def app(self) -> web.Application:
