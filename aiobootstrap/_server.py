@@ -148,7 +148,7 @@ class BootstrapServer:
         self._runner: web.AppRunner | None = None
         self._port: int | None = None
         self._connections: ConnectionTable | None = None
-        self._wildcard_v4 = False
+        self._reaches_ipv4 = False
 
     async def start(self, sock: socket.socket | Sequence[socket.socket] | None = None) -> None:
         """Bind, then serve; raises :class:`AddressInUse` if the port is taken.
@@ -199,7 +199,7 @@ class BootstrapServer:
         self._runner = runner
         self._connections = connections
         self._port = int(socks[0].getsockname()[1])
-        self._wildcard_v4 = _dual_stack(socks)
+        self._reaches_ipv4 = _dual_stack(socks)
 
     async def close(self) -> None:
         """Answer parked waits with 503, finish in-flight requests, stop listening."""
@@ -236,7 +236,7 @@ class BootstrapServer:
         host = self.host
         if host in _WILDCARDS:
             host = _reachable_address(
-                socket.AF_INET6 if ":" in host and not self._wildcard_v4 else socket.AF_INET
+                socket.AF_INET6 if ":" in host and not self._reaches_ipv4 else socket.AF_INET
             )
         return f"{self.config.scheme}://{host_port(host, self.port)}"
 
