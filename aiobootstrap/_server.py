@@ -8,6 +8,7 @@ race.
 from __future__ import annotations
 
 import asyncio
+import logging
 import socket
 import ssl
 from collections.abc import Callable, Sequence
@@ -28,6 +29,8 @@ from ._registry import Registry
 from .exceptions import BootstrapError
 
 __all__ = ["AddressInUse", "BootstrapServer", "runner_options", "ssl_context"]
+
+log = logging.getLogger("aiobootstrap")
 
 _ACCESS_LOG_FORMAT = '%a "%r" %s %b %Tf'
 """Client, request line, status, bytes, seconds: a long-poll's line shows how long it waited."""
@@ -67,6 +70,21 @@ def ssl_context(config: ServerConfig) -> ssl.SSLContext | None:
             f"{exc.strerror or exc}."
         ) from None
     return context
+
+
+def _connection_limit(asked: int | None) -> int | None:
+    """``asked``, warned about when the open file limit leaves no room for it; else the derived default."""
+    room = default_max_connections()
+    if asked is None:
+        return room
+    if room is not None and asked > room:
+        log.warning(
+            "--max-connections %d is more than the open file limit leaves room for (%d): "
+            "past that, new connections fail before any idle one can be shed",
+            asked,
+            room,
+        )
+    return asked
 
 
 _WILDCARDS = ("0.0.0.0", "::", "")
@@ -184,10 +202,7 @@ class BootstrapServer:
         try:
             await runner.setup()
             assert runner.server is not None  # set up above
-            limit = self.config.max_connections
-            connections = ConnectionTable(
-                runner.server, limit if limit is not None else default_max_connections()
-            )
+            connections = ConnectionTable(runner.server, _connection_limit(self.config.max_connections))
             for each in socks:
                 # A site listens again with a backlog of its own (128 unless told): keep ours.
                 await _Site(runner, each, connections.protocol, ssl_context=tls, backlog=BACKLOG).start()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import resource
 import signal
 import urllib.request
@@ -153,3 +154,12 @@ def test_the_derived_cap_leaves_descriptors_free() -> None:
     soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
     expected = None if soft == resource.RLIM_INFINITY else max(1, soft // 2, soft - 128)
     assert default_max_connections() == expected
+
+
+async def test_a_cap_above_the_open_file_limit_is_kept_with_a_warning(caplog) -> None:
+    """--max-connections beyond what the open file limit leaves room for is honoured, and warned about."""
+    with caplog.at_level(logging.WARNING, logger="aiobootstrap"):
+        async with BootstrapServer(ServerConfig(port=0, max_connections=1 << 40)) as server:
+            assert server.connections.limit == 1 << 40
+    if resource.getrlimit(resource.RLIMIT_NOFILE)[0] != resource.RLIM_INFINITY:
+        assert "open file limit" in caplog.text
