@@ -15,16 +15,9 @@ from aiohttp.typedefs import Handler, Middleware
 
 from . import __version__, _kinds
 from . import _protocol as protocol
+from ._auth import ExpectHandler, UnroutedExpect, auth_middleware, expect_handler
+from ._body import BODY_BUDGET, BodyBudget, read_body, too_large_detail
 from ._config import ServerConfig
-from ._hardening import (
-    ExpectHandler,
-    RequestTimeout,
-    UnreadableBody,
-    auth_middleware,
-    expect_handler,
-    read_body,
-    too_large_detail,
-)
 from ._kinds import (
     ENCODER_LIST_PATH,
     ENCODER_REGISTER_PATH,
@@ -49,7 +42,16 @@ from ._metrics import (
 )
 from ._openapi import openapi
 from ._registry import Registry
-from .exceptions import BadRequest, BootstrapError, StoreUnavailable, TooManyWaiters
+from .exceptions import (
+    BadRequest,
+    BodyBudgetExhausted,
+    BootstrapError,
+    PayloadTooLarge,
+    RequestTimeout,
+    StoreUnavailable,
+    TooManyWaiters,
+    UnreadableBody,
+)
 from .store import DEFAULT_ROLE, TRANSFER_ENGINE_INFO, Key, Record, StoreLimits
 from .store._url import open_store
 
@@ -72,6 +74,7 @@ def create_app(config: ServerConfig | None = None) -> web.Application:
         middlewares.append(auth_middleware(config.auth_token, public=_PUBLIC))
     app = web.Application(middlewares=middlewares, client_max_size=config.max_body_size)
     app[CONFIG] = config
+    app[BODY_BUDGET] = BodyBudget(config.max_body_memory)
     app[METRICS] = Metrics()
     app[NAMESPACE_FIGURES] = lambda: _namespace_figures(app)
     app.on_response_prepare.append(_boot_header)
@@ -86,6 +89,8 @@ def create_app(config: ServerConfig | None = None) -> web.Application:
     app.router.add_get(protocol.READY_PATH, ready, expect_handler=expect)
     app.router.add_get(protocol.METRICS_PATH, metrics, expect_handler=expect)
     app.router.add_get(protocol.OPENAPI_PATH, openapi, expect_handler=expect)
+    # Last: a request with Expect that no route above matched gets the same answers.
+    app.router.register_resource(UnroutedExpect(app.router, config, public=_PUBLIC))
     return app
 
 
@@ -173,21 +178,28 @@ _HTTP_DETAILS = {
 }
 
 
+_BODY_LEFT_UNREAD = (UnreadableBody, RequestTimeout, PayloadTooLarge, BodyBudgetExhausted)
+"""Errors answered before the body was read in full: the connection is closed after the reply."""
+
+
 @web.middleware
 async def error_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
     """Turn every error into a JSON ``{"detail": ...}`` reply; never a traceback."""
     try:
         return await handler(request)
-    except (TooManyWaiters, StoreUnavailable) as exc:
-        return _json_error(exc.status, exc.detail, {"Retry-After": f"{exc.retry_after:g}"})
     except BootstrapError as exc:
-        response = _json_error(exc.status, exc.detail)
-        if isinstance(exc, UnreadableBody | RequestTimeout):
+        headers = None
+        if isinstance(exc, TooManyWaiters | StoreUnavailable | BodyBudgetExhausted):
+            headers = {"Retry-After": f"{exc.retry_after:g}"}
+        response = _json_error(exc.status, exc.detail, headers)
+        if isinstance(exc, _BODY_LEFT_UNREAD):
             # The rest of the body may still be on its way: the connection cannot carry another request.
             response.force_close()
         return response
     except web.HTTPRequestEntityTooLarge:
-        return _json_error(413, too_large_detail(request.app[CONFIG].max_body_size))
+        response = _json_error(413, too_large_detail(request.app[CONFIG].max_body_size))
+        response.force_close()
+        return response
     except web.HTTPException as exc:
         if exc.status < 400:
             raise

@@ -18,8 +18,8 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import NoReturn
 
 from . import __version__
-from ._bind import AddressInUse, bind_socket, explain_address_in_use
-from ._config import DEFAULT_MAX_WAITERS, DEFAULT_STORE, ServerConfig
+from ._bind import AddressInUse, bind_sockets, explain_address_in_use
+from ._config import CONNECTION_FD_RESERVE, DEFAULT_MAX_WAITERS, DEFAULT_STORE, ServerConfig
 from ._logging import LOG_FORMATS, setup_logging
 from ._tools import TOOLS, add_tool_parsers, run_tool
 from .exceptions import BootstrapError
@@ -83,6 +83,16 @@ def _parser() -> argparse.ArgumentParser:
         help=f"largest request body accepted (default: %(default)d, {_DEFAULTS.max_body_size / 2**20:g} MiB)",
     )
     parser.add_argument(
+        "--max-body-memory",
+        type=int,
+        default=_DEFAULTS.max_body_memory,
+        metavar="BYTES",
+        help=(
+            "most bytes of request bodies read at once, all requests together; past it 503 with "
+            f"Retry-After (default: %(default)d, {_DEFAULTS.max_body_memory / 2**20:g} MiB)"
+        ),
+    )
+    parser.add_argument(
         "--max-waiters",
         type=int,
         default=None,
@@ -142,6 +152,16 @@ def _parser() -> argparse.ArgumentParser:
         help="longest single header line accepted (default: %(default)d)",
     )
     parser.add_argument(
+        "--max-connections",
+        type=int,
+        default=_DEFAULTS.max_connections,
+        metavar="N",
+        help=(
+            "most connections open at once; a new one past it closes the longest-idle connection "
+            f"(never one with a request in flight) (default: the open file limit less {CONNECTION_FD_RESERVE})"
+        ),
+    )
+    parser.add_argument(
         "--idle-timeout",
         type=float,
         default=_DEFAULTS.idle_timeout,
@@ -185,11 +205,13 @@ def _config(args: argparse.Namespace, environ: Mapping[str, str]) -> ServerConfi
         world_size=args.world_size,
         max_wait=args.max_wait,
         max_body_size=args.max_body_size,
+        max_body_memory=args.max_body_memory,
         max_waiters=_max_waiters(args.max_waiters),
         # 0 switches the cap off; a world size lifts it anyway.
         max_ranks=args.max_ranks or None,
         max_request_line=args.max_request_line,
         max_header_size=args.max_header_size,
+        max_connections=args.max_connections,
         idle_timeout=args.idle_timeout,
         body_timeout=args.body_timeout,
         auth_token=_auth_token(args.auth_token_file, environ),
@@ -287,8 +309,8 @@ def raise_open_file_limit() -> None:
         log.debug("raised the open file limit from %d to %d", soft, target)
 
 
-async def serve(config: ServerConfig, sock: socket.socket) -> int:
-    """Serve on the bound ``sock`` until SIGTERM or SIGINT; the exit status."""
+async def serve(config: ServerConfig, socks: Sequence[socket.socket]) -> int:
+    """Serve on the bound ``socks`` until SIGTERM or SIGINT; the exit status."""
     # First: a signal that comes while the server is imported or starts is then
     # an orderly stop (exit 0), not asyncio's KeyboardInterrupt or SIGTERM's kill.
     stop = asyncio.Event()
@@ -299,7 +321,7 @@ async def serve(config: ServerConfig, sock: socket.socket) -> int:
 
     server = BootstrapServer(config)
     try:
-        await server.start(sock)
+        await server.start(socks)
     except BootstrapError as exc:
         print(exc.detail, file=sys.stderr)
         return 1
@@ -348,7 +370,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"python -m aiobootstrap: {exc}", file=sys.stderr)
         return 2
     try:
-        sock = bind_socket(config.host, config.port)
+        socks = bind_sockets(config.host, config.port)
     except AddressInUse as exc:
         print(explain_address_in_use(exc).detail, file=sys.stderr)
         return 2
@@ -357,8 +379,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     try:
         with asyncio.Runner(loop_factory=loop_factory()) as runner:
-            return runner.run(serve(config, sock))
+            return runner.run(serve(config, socks))
     except KeyboardInterrupt:  # interrupted before the signal handlers were in place
         return 130
     finally:
-        sock.close()
+        for sock in socks:
+            sock.close()

@@ -9,7 +9,14 @@ from dataclasses import dataclass, field
 from ._protocol import BATCH_QUERY_CHARS
 from .store._url import check_store_url
 
-__all__ = ["DEFAULT_HOST", "DEFAULT_MAX_WAITERS", "DEFAULT_PORT", "DEFAULT_STORE", "ServerConfig"]
+__all__ = [
+    "CONNECTION_FD_RESERVE",
+    "DEFAULT_HOST",
+    "DEFAULT_MAX_WAITERS",
+    "DEFAULT_PORT",
+    "DEFAULT_STORE",
+    "ServerConfig",
+]
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 6789
@@ -17,6 +24,9 @@ DEFAULT_PORT = 6789
 DEFAULT_MAX_WAITERS = 65_536
 """Each parked wait holds a socket; the CLI lowers this to fit the open file limit."""
 DEFAULT_STORE = "memory:"
+CONNECTION_FD_RESERVE = 128
+"""Open files the default ``max_connections`` keeps free of connections: the listening sockets, the
+store, the state file, the log, and the connections the loop accepts in one burst before any is shed."""
 _PREFIX = re.compile(r"[A-Za-z0-9._-]{1,64}")
 _MIN_REQUEST_LINE = BATCH_QUERY_CHARS + 512
 """Room for the client's longest batch query plus the path and the other parameters."""
@@ -34,6 +44,9 @@ class ServerConfig:
     """The longest a get may wait, in seconds; longer asks are clamped to it."""
     max_body_size: int = 64 * 1024 * 1024
     """The largest request body accepted, in bytes."""
+    max_body_memory: int = 256 * 1024 * 1024
+    """The most bytes of request bodies read at once, all requests together; past it a request gets
+    503 with Retry-After before its body is read."""
     max_waiters: int | None = DEFAULT_MAX_WAITERS
     """How many waits may be parked at once; more get 503 with Retry-After; ``None`` for no limit."""
     max_namespaces: int = 1024
@@ -44,6 +57,9 @@ class ServerConfig:
     """The longest request line (method, path and query) accepted, in bytes."""
     max_header_size: int = 8190
     """The longest single header line accepted, in bytes."""
+    max_connections: int | None = None
+    """Most connections open at once; a new one past it closes the longest-idle connection
+    (never one with a request in flight). ``None``: the open file limit less 128, found at start."""
     idle_timeout: float = 620.0
     """Seconds a connection may sit without a complete request head before it is closed."""
     body_timeout: float = 60.0
@@ -74,6 +90,11 @@ class ServerConfig:
             raise ValueError(f"max wait must be a non-negative number of seconds, not {self.max_wait}")
         if self.max_body_size < 1:
             raise ValueError(f"max body size must be at least 1 byte, not {self.max_body_size}")
+        if self.max_body_memory < self.max_body_size:
+            raise ValueError(
+                f"max body memory ({self.max_body_memory} bytes) must be at least the max body size "
+                f"({self.max_body_size} bytes), or the largest body could never be read"
+            )
         if self.max_namespaces < 1:
             raise ValueError(f"max namespaces must be at least 1, not {self.max_namespaces}")
         if self.state_file is not None and not self.state_file.strip():
@@ -89,6 +110,8 @@ class ServerConfig:
             )
         if self.max_waiters is not None and self.max_waiters < 0:
             raise ValueError(f"max waiters must be non-negative, not {self.max_waiters}")
+        if self.max_connections is not None and self.max_connections < 1:
+            raise ValueError(f"max connections must be at least 1, not {self.max_connections}")
         if self.max_ranks is not None and self.max_ranks < 1:
             raise ValueError(f"max ranks must be at least 1, not {self.max_ranks}")
         if self.max_request_line < _MIN_REQUEST_LINE:

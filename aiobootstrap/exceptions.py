@@ -4,17 +4,25 @@ Every error a caller can see derives from :class:`BootstrapError`::
 
     BootstrapError
     ├── BadRequest                (400)
+    │   └── UnreadableBody        (server side: a body whose framing or encoding broke)
     ├── Unauthorized              (401)
     ├── NotRegistered             (404)
     │   └── RankNotRegistered     (also a TimeoutError)
+    ├── RequestTimeout            (408, server side)
     ├── TooManyRanks              (409)
     ├── PayloadTooLarge           (413)
+    ├── UnsupportedEncoding       (415, server side)
     ├── ServerUnavailable         (503, or no answer at all)
     │   ├── ShuttingDown
     │   ├── TooManyWaiters
+    │   ├── BodyBudgetExhausted   (server side: bodies in flight fill --max-body-memory)
     │   └── StateFileError
     ├── UnexpectedReply           (a reply the protocol does not allow: a wrong URL, a proxy's page)
     └── AddressInUse              (also an OSError)
+
+The classes marked "server side" are raised inside the server and answered as
+JSON; no caller ever catches them (a client sees the status), so they are not
+exported.
 
 Each class that maps to an HTTP reply carries its status in ``status``: the
 server turns a raised error into ``{"detail": ...}`` with that status, and the
@@ -94,6 +102,28 @@ class PayloadTooLarge(BootstrapError):
     status = 413
 
 
+class UnreadableBody(BadRequest):
+    """The body broke its own framing or encoding: the connection cannot carry another request.
+
+    Raised inside the server; a client sees a ``400``.
+    """
+
+
+class RequestTimeout(BootstrapError):
+    """The request body did not arrive in time (HTTP 408). Raised inside the server."""
+
+    status = 408
+
+
+class UnsupportedEncoding(BootstrapError):
+    """The body is compressed; registrations are small JSON and are sent plain (HTTP 415).
+
+    Raised inside the server.
+    """
+
+    status = 415
+
+
 class ServerUnavailable(BootstrapError):
     """No answer: the server could not be reached (refused, reset, DNS) or said
     to come back later (503) until the caller's timeout ran out."""
@@ -121,6 +151,17 @@ class StoreUnavailable(ServerUnavailable):
 
     The server cannot prove absence or acknowledge a write without its store:
     a get answers this, not a ``404``.
+    """
+
+    def __init__(self, detail: str, retry_after: float = 1.0) -> None:
+        super().__init__(detail)
+        self.retry_after = retry_after
+
+
+class BodyBudgetExhausted(ServerUnavailable):
+    """The request bodies being read fill the server's memory budget for them (HTTP 503 with ``Retry-After``).
+
+    Raised inside the server before the body is read; a client sees a ``503``.
     """
 
     def __init__(self, detail: str, retry_after: float = 1.0) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import ssl
@@ -21,7 +22,7 @@ from aiobootstrap import (
     Unauthorized,
     create_app,
 )
-from aiobootstrap._hardening import bearer_matches
+from aiobootstrap._auth import bearer_matches
 
 from .conftest import stored
 
@@ -334,6 +335,72 @@ async def test_an_unknown_expectation_is_417_json(client):
     response = await client.get("/health", headers={"Expect": "teapot"})
     assert response.status == 417
     assert "100-continue" in (await response.json())["detail"]
+
+
+async def _expect_reply(host: str, port: int, request_line: str, headers: str) -> tuple[bytes, bytes]:
+    """The first reply to a request sent with its head only: (head, body); a 100 Continue has no body."""
+    reader, writer = await asyncio.open_connection(host, port)
+    writer.write(f"{request_line}\r\nHost: x\r\nContent-Length: 10\r\n{headers}\r\n".encode())
+    await writer.drain()
+    try:
+        head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), GUARD)
+        if head.startswith(b"HTTP/1.1 100"):
+            return head, b""
+        length = next(
+            int(line.split(b":")[1])
+            for line in head.split(b"\r\n")
+            if line.lower().startswith(b"content-length")
+        )
+        return head, await asyncio.wait_for(reader.readexactly(length), GUARD)
+    finally:
+        writer.close()
+
+
+@pytest.mark.parametrize(
+    "route", ["PUT /no/such/route", "PUT /ns/x/nope", "POST /register_transfer_engine_info"]
+)
+async def test_expect_on_an_unknown_route_is_refused_before_the_body_is_invited(client, route):
+    """With a token, Expect: 100-continue on an unknown route (or method) gets the 401, never 100 Continue."""
+    head, body = await _expect_reply(
+        client.host, client.port, f"{route} HTTP/1.1", "Expect: 100-continue\r\n"
+    )
+    assert head.startswith(b"HTTP/1.1 401"), head
+    assert "token" in json.loads(body)["detail"]
+
+
+@pytest.mark.parametrize(
+    ("route", "status"),
+    [("PUT /no/such/route", b"404"), ("POST /register_transfer_engine_info", b"405")],
+)
+async def test_expect_on_an_unknown_route_with_the_token_is_the_json_404_or_405(client, route, status):
+    """With the right token an unknown route's Expect is answered 404 (or 405) in JSON, the body not invited."""
+    auth = f"Authorization: Bearer {TOKEN}\r\nExpect: 100-continue\r\n"
+    head, body = await _expect_reply(client.host, client.port, f"{route} HTTP/1.1", auth)
+    assert head.split(b" ")[1] == status, head
+    assert json.loads(body)["detail"]
+
+
+@pytest.mark.parametrize("route", ["GET /no/such/route", "GET /health"])
+async def test_an_unknown_expectation_on_any_route_is_417_json(client, route):
+    """Expect: teapot is a JSON 417 on an unknown route as on a known one."""
+    head, body = await _expect_reply(client.host, client.port, f"{route} HTTP/1.1", "Expect: teapot\r\n")
+    assert head.startswith(b"HTTP/1.1 417"), head
+    assert b"application/json" in head
+    assert "100-continue" in json.loads(body)["detail"]
+
+
+async def test_unknown_routes_without_expect_are_unchanged(aiohttp_client):
+    """Without Expect an unknown route is the usual JSON 404 and a wrong method a 405 with Allow."""
+    open_client = await aiohttp_client(create_app(ServerConfig()))
+    missing = await open_client.put("/no/such/route", data=b"x")
+    assert missing.status == 404
+    wrong = await open_client.post("/register_transfer_engine_info", data=b"x")
+    assert wrong.status == 405
+    assert "PUT" in wrong.headers["Allow"]
+    head, _ = await _expect_reply(
+        open_client.host, open_client.port, "PUT /nope HTTP/1.1", "Expect: 100-continue\r\n"
+    )
+    assert head.startswith(b"HTTP/1.1 404"), "no body invited for a route that does not exist"
 
 
 async def test_cli_serves_tls_and_the_tools_trust_a_given_ca(tls_files, ca, tmp_path, trusting):

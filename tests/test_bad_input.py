@@ -23,8 +23,8 @@ from yarl import URL
 
 from aiobootstrap import ServerConfig, create_app
 from aiobootstrap._app import REGISTRY
-from aiobootstrap._hardening import runner_options
 from aiobootstrap._registry import Registry
+from aiobootstrap._server import runner_options
 
 from .conftest import until
 

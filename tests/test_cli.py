@@ -235,3 +235,62 @@ def test_a_taken_ipv6_port_is_named_with_brackets() -> None:
         )
     assert done.returncode == 2
     assert done.stderr.startswith(f"Cannot listen on [::1]:{port}: another process already holds port {port}")
+
+
+def _health(url: str) -> str:
+    with urllib.request.urlopen(url + "/health", timeout=GUARD) as response:
+        return str(response.read().decode())
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "::"])
+def test_a_wildcard_host_prints_a_url_that_can_be_used(host: str) -> None:
+    """--host 0.0.0.0 (or ::) listens everywhere and prints this machine's address, never the wildcard."""
+    if host == "::" and not socket.has_ipv6:
+        pytest.skip("no IPv6 here")
+    server = serve("--host", host, "--log-level", "warning")
+    try:
+        assert "0.0.0.0" not in server.url
+        assert "[::]" not in server.url
+        assert _health(server.url) == "OK"
+    finally:
+        server.process.kill()
+        server.process.communicate(timeout=GUARD)
+
+
+def test_localhost_is_served_on_each_of_its_addresses() -> None:
+    """--host localhost listens on every address localhost resolves to (127.0.0.1, and ::1 where listed)."""
+    server = serve("--host", "localhost", "--log-level", "warning")
+    try:
+        port = server.url.rsplit(":", 1)[1]
+        assert server.url == f"http://localhost:{port}"
+        addresses = {
+            str(info[4][0]) for info in socket.getaddrinfo("localhost", int(port), type=socket.SOCK_STREAM)
+        }
+        for address in addresses:
+            assert _health(f"http://{'[' + address + ']' if ':' in address else address}:{port}") == "OK"
+    finally:
+        server.process.kill()
+        server.process.communicate(timeout=GUARD)
+
+
+def test_one_port_on_every_address_a_name_resolves_to(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A name that resolves to 127.0.0.1 and ::1 gets a listening socket on each, on the same port."""
+    from aiobootstrap._bind import bind_sockets
+
+    try:
+        with socket.socket(socket.AF_INET6) as probe:
+            probe.bind(("::1", 0))
+    except OSError:
+        pytest.skip("no IPv6 loopback here")
+    resolved = [
+        (socket.AF_INET, socket.SOCK_STREAM, 6, "", ("127.0.0.1", 0)),
+        (socket.AF_INET6, socket.SOCK_STREAM, 6, "", ("::1", 0, 0, 0)),
+    ]
+    monkeypatch.setattr(socket, "getaddrinfo", lambda *args, **kwargs: resolved)
+    socks = bind_sockets("both", 0)
+    try:
+        assert [sock.getsockname()[0] for sock in socks] == ["127.0.0.1", "::1"]
+        assert len({sock.getsockname()[1] for sock in socks}) == 1
+    finally:
+        for sock in socks:
+            sock.close()

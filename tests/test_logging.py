@@ -143,3 +143,21 @@ async def test_registration_line_stays_one_line_and_names_its_namespace(
     )
     assert record.__dict__["session_id"] == "evil\nINFO forged line"
     assert record.__dict__["namespace"] == "blue"
+
+
+def test_a_recurring_event_is_logged_once_a_minute_with_a_count(monkeypatch, caplog) -> None:
+    """RateLimited logs the first occurrence, keeps quiet for its interval, then logs again with how many it held back."""
+    from aiobootstrap._logging import RateLimited
+
+    now = [1000.0]
+    monkeypatch.setattr(time, "monotonic", lambda: now[0])
+    limited = RateLimited(logging.getLogger("aiobootstrap.test"), interval=60.0)
+    with caplog.at_level(logging.WARNING, logger="aiobootstrap.test"):
+        for _ in range(5):
+            limited.log(logging.WARNING, "table full at %d", 64)
+        now[0] += 61
+        limited.log(logging.WARNING, "table full at %d", 64)
+    assert [r.getMessage() for r in caplog.records] == [
+        "table full at 64",
+        "table full at 64 (and 4 times more since the last such message)",
+    ]
