@@ -84,6 +84,9 @@ what one request may make the server look at and report.
 MISSING_LIST_MAX = 1024
 """The most ranks a batch ``404`` lists in ``missing``; ``missing_ranks`` always holds them all, as ranges."""
 
+MAX_NESTING = 64
+"""The deepest a request body may nest objects and arrays (the body itself is level 1)."""
+
 
 # -- JSON ---------------------------------------------------------------
 
@@ -189,14 +192,56 @@ def is_rank(value: object) -> bool:
 
 
 def parse_body(body: bytes) -> dict[str, Any]:
-    """A request body that must be a JSON object."""
+    """A request body that must be a JSON object, nested at most :data:`MAX_NESTING` levels deep."""
     try:
         payload = loads(body)
     except (ValueError, RecursionError):
         raise BadRequest("The request body is not valid JSON.") from None
     if not isinstance(payload, dict):
         raise BadRequest("The request body must be a JSON object.")
+    within = _bytes_nest_within(body, MAX_NESTING)
+    if not (within if within is not None else _nests_within(payload, MAX_NESTING)):
+        # Deeper than any registration needs, and deeper than a reply can always be written.
+        raise BadRequest(f"The request body nests objects and arrays more than {MAX_NESTING} levels deep.")
     return payload
+
+
+# The nesting check on the bytes of a body already parsed, at the speed of
+# bytes methods: keep only brackets and quotes. When every string is now two
+# adjacent quotes (no string held a bracket), the brackets alone are the
+# structure: peel its innermost level off per pass. A body with an escape, or
+# a bracket inside a string, is checked on its parsed value (_nests_within):
+# slower, and as exact.
+_STRUCTURE = b'[]{}"'
+_NOT_STRUCTURE = bytes(byte for byte in range(256) if byte not in _STRUCTURE)
+_SQUARE_AS_CURLY = bytes.maketrans(b"[]", b"{}")
+
+
+def _bytes_nest_within(body: bytes, limit: int) -> bool | None:
+    """Whether valid JSON ``body`` nests at most ``limit`` levels; ``None`` when the bytes cannot tell."""
+    if b"\\" in body:
+        return None
+    kept = body.translate(None, _NOT_STRUCTURE)
+    # Counted left to right, adjacent pairs cover every quote only when each
+    # string's two quotes are adjacent: no bracket inside any string.
+    if kept.count(b'""') * 2 != kept.count(b'"'):
+        return None
+    brackets = kept.translate(_SQUARE_AS_CURLY, b'"')
+    for _ in range(limit):
+        if not brackets:
+            return True
+        brackets = brackets.replace(b"{}", b"")
+    return not brackets
+
+
+def _nests_within(value: Any, limit: int) -> bool:
+    """Whether a parsed JSON value nests at most ``limit`` levels of objects and arrays."""
+    if limit <= 0:
+        return False
+    for item in value.values() if isinstance(value, dict) else value:
+        if isinstance(item, dict | list) and not _nests_within(item, limit - 1):
+            return False
+    return True
 
 
 def parse_rank_field(payload: Mapping[str, Any]) -> int:
