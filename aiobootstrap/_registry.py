@@ -54,10 +54,6 @@ __all__ = ["Registry"]
 
 log = logging.getLogger("aiobootstrap")
 
-_READ_BY_KEY = 1024
-"""A set of at most this many ranks is read key by key (one round trip); a larger one, as the
-table of its kind and role, kept by membership: the read then costs what exists, not what was named."""
-
 _SWEEP_CHUNK = 256
 """How many missing ranks a parked set-wait reads at once while it walks them in order."""
 
@@ -304,22 +300,15 @@ class Registry:
     async def _read_set(
         self, namespace: str, kind: str, role: str, ranks: RankSet, after: int, *, tolerate_outage: bool
     ) -> dict[int, Record]:
-        """The records of ``ranks`` newer than ``after``, by rank; read at a cost that grows with
-        what exists: by key for a small set, else the whole table, kept by membership."""
+        """The records of ``ranks`` newer than ``after``, by rank, read at a cost that grows with
+        what exists (:meth:`Store.records_in`)."""
         try:
-            if len(ranks) <= _READ_BY_KEY:
-                records = await self.store.get_many([Key(namespace, kind, role, rank) for rank in ranks])
-            else:
-                records = [
-                    record
-                    for record in await self.store.records(namespace, kind, role)
-                    if record.rank in ranks
-                ]
+            records = await self.store.records_in(namespace, kind, role, ranks)
         except StoreUnavailable:
             if tolerate_outage:
                 return {}
             raise
-        return {record.rank: record for record in records if record is not None and record.version > after}
+        return {record.rank: record for record in records if record.version > after}
 
     async def _read_or_none(self, key: Key) -> Record | None:
         """A read before parking: an unreachable store only delays the answer of a wait."""
