@@ -32,6 +32,14 @@ register leaves nothing behind. Running out of time is a normal answer
 (``None``, or the keys still missing), not an exception. ``close()`` wakes
 every waiter with :class:`~aiobootstrap.exceptions.ShuttingDown`.
 
+A set-wait (a batch get) names its ranks as a :class:`~._ranks.RankSet`,
+ranges never expanded. It reads what exists of the set (``Store.records_in``),
+then waits for the missing ranks one at a time, in rank order, reading them a
+chunk at a time as it goes: it holds the missing ranges, the records found,
+and one waitlist, whatever the size of the set. When the last has arrived it
+reads the whole set again, since a rank unregistered meanwhile is missing
+again.
+
 Replies are encoded once per record version and kept per key, so a thousand
 waiters woken by one registration share one ``bytes`` object.
 
@@ -286,8 +294,8 @@ class Registry:
         """Wait, rank by rank in ascending order, until each of ``missing`` has arrived, into ``found``.
 
         A chunk of ranks is read at once before its ranks are waited for, so
-        ranks already there cost one read per chunk, not one each; ranks keys
-        exist only for the chunk at hand.
+        ranks already there cost one read per chunk, not one each; keys are
+        made for the chunk at hand only.
         """
         for chunk in missing.chunks(_SWEEP_CHUNK):
             arrived = await self._read_set(namespace, kind, role, chunk, after, tolerate_outage=True)
