@@ -6,6 +6,7 @@ with ``aiohttp_client(create_app(config))``.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import AsyncIterator, Iterable
@@ -360,10 +361,19 @@ def _get_batch(kind: RecordKind) -> Handler:
             return _not_registered(kind, missing)
         version = await registry.store.version(namespace)
         encode = kind.encode_object if whole else registry.reply
-        items = [kind.item(record, encode(record)) for record in found]
+        items: list[bytes] = []
+        for start in range(0, len(found), _ENCODE_CHUNK):
+            if start:
+                # Tens of thousands of records not encoded yet take a while: let other requests in.
+                await asyncio.sleep(0)
+            items.extend(kind.item(record, encode(record)) for record in found[start : start + _ENCODE_CHUNK])
         return await json_reply(request, protocol.encode_items(kind.batch_field, items, version))
 
     return _named(get_batch, "get_batch", kind)
+
+
+_ENCODE_CHUNK = 4096
+"""Batch items encoded between two turns of the loop."""
 
 
 def _not_registered(kind: RecordKind, missing: list[int] | protocol.RankSet) -> web.Response:

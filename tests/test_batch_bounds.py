@@ -257,3 +257,19 @@ async def test_get_many_names_every_missing_rank_past_the_listed_head(aiohttp_se
         with pytest.raises(RankNotRegistered) as caught:
             await bootstrap.get_many(wanted, timeout=0)
     assert list(caught.value.ranks) == [rank for rank in wanted if rank != 3]
+
+
+@pytest.mark.parametrize(
+    ("spec", "ranks", "parts"),
+    [
+        ("0-9", [], []),
+        ("0-9", [0, 5, 9, 10], [slice(0, 3)]),
+        ("2-3,7,9-20", [0, 2, 3, 4, 7, 8, 12, 30], [slice(1, 3), slice(4, 5), slice(6, 7)]),
+        ("100-200", [1, 2, 3], []),
+    ],
+)
+def test_select_finds_the_slices_of_sorted_ranks_in_the_set(
+    spec: str, ranks: list[int], parts: list[slice]
+) -> None:
+    """select answers, per range, the slice of ascending ranks inside it, without a membership test per rank."""
+    assert RankSet.parse(spec).select(ranks) == parts

@@ -258,7 +258,11 @@ class Store(abc.ABC):
         if len(ranks) <= READ_BY_KEY:
             found = await self.get_many([Key(namespace, kind, role, rank) for rank in ranks])
             return [record for record in found if record is not None]
-        return [record for record in await self.records(namespace, kind, role) if record.rank in ranks]
+        table = await self.records(namespace, kind, role)
+        parts = ranks.select([record.key.rank for record in table])
+        return (
+            table if parts == [slice(0, len(table))] else [record for part in parts for record in table[part]]
+        )
 
     @abc.abstractmethod
     async def version(self, namespace: str) -> int:
