@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import itertools
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -15,10 +16,11 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient
 
-from aiobootstrap import ServerConfig, create_app
+from aiobootstrap import ServerConfig, _kinds, create_app
 from aiobootstrap import _protocol as protocol
 from aiobootstrap._app import REGISTRY
 from aiobootstrap.exceptions import BadRequest
+from aiobootstrap.store import TRANSFER_ENGINE_INFO
 
 Client = TestClient[web.Request, web.Application]
 
@@ -42,24 +44,24 @@ def depth(value: Any) -> int:
     return 0
 
 
-# Each route that takes a JSON body: a body for it holding `inner`, and how many
-# levels of objects the body puts around `inner`.
-ROUTES = {
-    "register info": (
-        "PUT",
-        "/register_transfer_engine_info",
-        lambda inner: {
-            "rank": 0,
-            "transfer_engine_info": {"session_id": "s", "weights_info_dict": {"w": inner}},
-        },
-        3,
-    ),
-    "register config": (
-        "PUT",
-        "/register_parallelism_config",
-        lambda inner: {"rank": 0, "parallelism_config": {"c": inner}},
-        2,
-    ),
+Route = tuple[str, str, Callable[[Any], dict[str, Any]], int]
+
+
+def _register_route(kind: _kinds.RecordKind) -> Route:
+    if kind.name == TRANSFER_ENGINE_INFO:
+
+        def info(inner: Any) -> dict[str, Any]:
+            return {"rank": 0, kind.field: {"session_id": "s", "weights_info_dict": {"w": inner}}}
+
+        return ("PUT", kind.register_path, info, 3)
+    return ("PUT", kind.register_path, lambda inner: {"rank": 0, kind.field: {"c": inner}}, 2)
+
+
+# Each route that takes a JSON body (every kind's register, the encoder URL
+# routes): a body for it holding `inner`, and how many levels of objects the
+# body puts around `inner`.
+ROUTES: dict[str, Route] = {
+    **{f"register {kind.name}": _register_route(kind) for kind in _kinds.KINDS},
     "register encoder url": (
         "POST",
         "/register_encoder_url",
