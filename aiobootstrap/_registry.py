@@ -80,6 +80,12 @@ def _no_reply(record: Record) -> bytes:
     return b""
 
 
+def _missing(ranks: RankSet, found: dict[int, Record]) -> RankSet:
+    """The ranks of ``ranks`` not in ``found`` (whose ranks are all in ``ranks``)."""
+    # All found is the common answer, and the difference would sort every rank found.
+    return RankSet() if len(found) == len(ranks) else ranks.without(found)
+
+
 def _fresh(record: Record | None, after: int) -> Record | None:
     return record if record is not None and record.version > after else None
 
@@ -267,7 +273,7 @@ class Registry:
         the rank being waited for has a waitlist.
         """
         found = await self._read_set(namespace, kind, role, ranks, after, tolerate_outage=timeout > 0)
-        missing = ranks.without(found)
+        missing = _missing(ranks, found)
         if missing and timeout > 0:
             self._park(namespace)
             try:
@@ -280,10 +286,10 @@ class Registry:
                         found = await self._read_set(
                             namespace, kind, role, ranks, after, tolerate_outage=True
                         )
-                        missing = ranks.without(found)
+                        missing = _missing(ranks, found)
             except TimeoutError:
                 found = await self._read_set(namespace, kind, role, ranks, after, tolerate_outage=False)
-                missing = ranks.without(found)
+                missing = _missing(ranks, found)
             finally:
                 self._unpark(namespace)
         return [found[rank] for rank in sorted(found)], missing
