@@ -10,7 +10,11 @@ sockets:
 - ``--parked`` batch queries of 65,536 unregistered ranks parked with
   ``wait=60``: memory per parked query (``tracemalloc``, the server's side; the
   raw-socket clients hold almost nothing) and ``/health`` latency meanwhile;
-- ``/health`` latency beside a client that loops on 65,536-rank queries.
+- a query of 65,536 ranks parked, then woken by the last of 65,536
+  registrations: the longest turn of the loop while it answers 5 MB, and the
+  same query unparked;
+- ``/health`` latency beside a client that loops on 65,536-rank queries (on an
+  empty registry, after the registrations are cleared).
 
 Exits 1 if a parked query holds more than ``BOUND`` bytes. Takes ~10 s.
 """
@@ -24,12 +28,15 @@ import statistics
 import sys
 import time
 import tracemalloc
+from typing import Any
 
 from aiohttp import web
 
 from aiobootstrap import ServerConfig, create_app
 from aiobootstrap._app import REGISTRY
 from aiobootstrap._cli import raise_open_file_limit
+from aiobootstrap._protocol import DEFAULT_NAMESPACE
+from aiobootstrap.store import DEFAULT_ROLE, TRANSFER_ENGINE_INFO, Key
 
 BOUND = 256 * 1024
 """Bytes one parked 65,536-rank query may hold on the server (before rank sets: ~57 MiB for a million)."""
@@ -66,12 +73,16 @@ async def _health_latencies(port: int, count: int, pause: float = 0.02) -> list[
     return latencies
 
 
+def _info(rank: int) -> dict[str, Any]:
+    return {"session_id": f"10.0.0.{rank % 256}:18000", "weights_info_dict": {}}
+
+
 def _ms(seconds: float) -> str:
     return f"{seconds * 1000:.1f} ms"
 
 
 async def run(parked: int, seconds: float) -> int:
-    app = create_app(ServerConfig(max_wait=300.0))
+    app = create_app(ServerConfig(max_wait=300.0, max_ranks=None))
     runner = web.AppRunner(app, handle_signals=False, handler_cancellation=True)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
@@ -110,6 +121,37 @@ async def run(parked: int, seconds: float) -> int:
             writer.close()
         await _until(lambda: registry.parked == 0)
 
+        # Every rank registered: the parked batch is woken by the last one and answers 65,536 records.
+        for rank in range(65535, 0, -1):
+            await registry.register(
+                Key(DEFAULT_NAMESPACE, TRANSFER_ENGINE_INFO, DEFAULT_ROLE, rank), _info(rank)
+            )
+        parked_full = asyncio.create_task(_request(port, f"{batch}{CAP_RANGE}&wait=60"))
+        await _until(lambda: registry.parked == 1)
+        stalls: list[float] = []
+
+        async def probe() -> None:
+            last = time.perf_counter()
+            while not parked_full.done():
+                await asyncio.sleep(0)
+                now = time.perf_counter()
+                stalls.append(now - last)
+                last = now
+
+        prober = asyncio.create_task(probe())
+        await asyncio.sleep(0.05)
+        await registry.register(Key(DEFAULT_NAMESPACE, TRANSFER_ENGINE_INFO, DEFAULT_ROLE, 0), _info(0))
+        status, size, took = await parked_full
+        await prober
+        answers = [await _request(port, batch + CAP_RANGE) for _ in range(3)]
+        print(
+            f"parked ranks={CAP_RANGE} woken by the last of 65,536 registrations: {status}, {size} bytes; "
+            f"longest turn of the loop meanwhile {_ms(max(stalls))}; the same batch unparked: "
+            f"median {_ms(statistics.median(answer[2] for answer in answers))}"
+        )
+
+        for rank in range(65536):
+            await registry.unregister(Key(DEFAULT_NAMESPACE, TRANSFER_ENGINE_INFO, DEFAULT_ROLE, rank))
         stop = asyncio.Event()
 
         async def hammer() -> int:
