@@ -43,6 +43,7 @@ lint: $(INSTALLED)
 bench: $(BENCH_INSTALLED)
 	$(BIN)/python -m bench $(BENCH_ARGS)
 	$(BIN)/python -m bench.abandoned
+	$(BIN)/python -m bench.big_batch
 
 fmt: $(INSTALLED)
 	$(BIN)/ruff check --fix .

@@ -6,6 +6,7 @@ with ``aiohttp_client(create_app(config))``.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import AsyncIterator, Iterable
@@ -350,26 +351,34 @@ def _get_batch(kind: RecordKind) -> Handler:
         wait = _wait_seconds(request)
         after = protocol.parse_after(_param(request, "after"))
         whole = protocol.parse_form(_param(request, "form"))
-        protocol.check_world_size(max(ranks), request.app[CONFIG].world_size)
+        protocol.check_world_size(ranks.last, request.app[CONFIG].world_size)
         namespace = namespace_of(request)
         registry = request.app[REGISTRY]
         since = time.time()
-        found, missing_keys = await registry.wait_all(
-            [kind.key(namespace, role, rank) for rank in ranks], wait, after
-        )
-        request.app[METRICS].count_get(since, found, expired=bool(missing_keys))
-        if missing_keys:
-            return _not_registered(kind, [key.rank for key in missing_keys])
+        found, missing = await registry.wait_all(namespace, kind.name, role, ranks, wait, after)
+        request.app[METRICS].count_get(since, found, expired=bool(missing))
+        if missing:
+            return _not_registered(kind, missing)
         version = await registry.store.version(namespace)
         encode = kind.encode_object if whole else registry.reply
-        items = [kind.item(record, encode(record)) for record in found]
+        items: list[bytes] = []
+        for start in range(0, len(found), _ENCODE_CHUNK):
+            if start:
+                # Tens of thousands of records not encoded yet take a while: let other requests in.
+                await asyncio.sleep(0)
+            items.extend(kind.item(record, encode(record)) for record in found[start : start + _ENCODE_CHUNK])
         return await json_reply(request, protocol.encode_items(kind.batch_field, items, version))
 
     return _named(get_batch, "get_batch", kind)
 
 
-def _not_registered(kind: RecordKind, missing: list[int]) -> web.Response:
+_ENCODE_CHUNK = 4096
+"""Batch items encoded between two turns of the loop."""
+
+
+def _not_registered(kind: RecordKind, missing: list[int] | protocol.RankSet) -> web.Response:
     # Not raised: the 404 carries "missing", which tells the client a rank's 404 from a wrong URL's.
+    # A batch's (a RankSet) lists a bounded head of its ranks, and all of them as ranges.
     return web.Response(
         status=404, body=protocol.encode_not_registered(missing, kind.noun), content_type=protocol.JSON_TYPE
     )

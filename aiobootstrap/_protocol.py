@@ -17,6 +17,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ._ranks import MAX_RANK as MAX_RANK
+from ._ranks import RankSet, parse_int
+from ._ranks import rank_value as rank_value
 from .exceptions import BadRequest, UnexpectedReply
 from .store._base import DEFAULT_ROLE
 
@@ -37,6 +40,7 @@ __all__ = [
     "OPENAPI_PATH",
     "RANKS_PATH",
     "REGISTER_PATH",
+    "RankSet",
     "Registration",
     "TransferEngineInfo",
 ]
@@ -70,8 +74,18 @@ VERSION_HEADER = "X-Aiobootstrap-Version"
 BATCH_QUERY_CHARS = 4000
 """The longest rank spec a client puts in one batch query: well inside an 8 KiB request line."""
 
-MAX_BATCH_RANKS = 1 << 20
-"""The most ranks one batch request may name; keeps a typo like ``0-9999999999`` cheap."""
+MAX_BATCH_RANKS = 1 << 16
+"""The most ranks one batch request may name (65,536): past it a ``400``; the client splits larger sets.
+
+A set is kept as ranges, so naming many ranks is cheap to parse; the cap bounds
+what one request may make the server look at and report.
+"""
+
+MISSING_LIST_MAX = 1024
+"""The most ranks a batch ``404`` lists in ``missing``; ``missing_ranks`` always holds them all, as ranges."""
+
+MAX_NESTING = 64
+"""The deepest a request body may nest objects and arrays (the body itself is level 1)."""
 
 
 # -- JSON ---------------------------------------------------------------
@@ -172,38 +186,62 @@ class Registration:
     """The whole ``transfer_engine_info`` object as sent (every field kept)."""
 
 
-MAX_RANK = 10**18 - 1
-"""The largest rank: eighteen digits, the most a query parameter may spell.
-
-One rule for every route (bodies, query parameters, deletions, batches): no
-rank can be stored that a get would refuse.
-"""
-
-
 def is_rank(value: object) -> bool:
     """A JSON value that is a rank: an integer from 0 to :data:`MAX_RANK` (a JSON ``true`` is not)."""
     return rank_value(value) is not None and not isinstance(value, str)
 
 
-def rank_value(value: object) -> int | None:
-    """The one rank rule, for a JSON value and a query parameter's text alike; ``None`` when not a rank."""
-    if isinstance(value, str):
-        return _parse_int(value)
-    # bool is an int subclass, and a JSON true is not a rank.
-    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_RANK:
-        return value
-    return None
-
-
 def parse_body(body: bytes) -> dict[str, Any]:
-    """A request body that must be a JSON object."""
+    """A request body that must be a JSON object, nested at most :data:`MAX_NESTING` levels deep."""
     try:
         payload = loads(body)
     except (ValueError, RecursionError):
         raise BadRequest("The request body is not valid JSON.") from None
     if not isinstance(payload, dict):
         raise BadRequest("The request body must be a JSON object.")
+    within = _bytes_nest_within(body, MAX_NESTING)
+    if not (within if within is not None else _nests_within(payload, MAX_NESTING)):
+        # Deeper than any registration needs, and deeper than a reply can always be written.
+        raise BadRequest(f"The request body nests objects and arrays more than {MAX_NESTING} levels deep.")
     return payload
+
+
+# The nesting check on the bytes of a body already parsed, at the speed of
+# bytes methods: keep only brackets and quotes. When every string is now two
+# adjacent quotes (no string held a bracket), the brackets alone are the
+# structure: peel its innermost level off per pass. A body with an escape, or
+# a bracket inside a string, is checked on its parsed value (_nests_within):
+# slower, and as exact.
+_STRUCTURE = b'[]{}"'
+_NOT_STRUCTURE = bytes(byte for byte in range(256) if byte not in _STRUCTURE)
+_SQUARE_AS_CURLY = bytes.maketrans(b"[]", b"{}")
+
+
+def _bytes_nest_within(body: bytes, limit: int) -> bool | None:
+    """Whether valid JSON ``body`` nests at most ``limit`` levels; ``None`` when the bytes cannot tell."""
+    if b"\\" in body:
+        return None
+    kept = body.translate(None, _NOT_STRUCTURE)
+    # Counted left to right, adjacent pairs cover every quote only when each
+    # string's two quotes are adjacent: no bracket inside any string.
+    if kept.count(b'""') * 2 != kept.count(b'"'):
+        return None
+    brackets = kept.translate(_SQUARE_AS_CURLY, b'"')
+    for _ in range(limit):
+        if not brackets:
+            return True
+        brackets = brackets.replace(b"{}", b"")
+    return not brackets
+
+
+def _nests_within(value: Any, limit: int) -> bool:
+    """Whether a parsed JSON value nests at most ``limit`` levels of objects and arrays."""
+    if limit <= 0:
+        return False
+    for item in value.values() if isinstance(value, dict) else value:
+        if isinstance(item, dict | list) and not _nests_within(item, limit - 1):
+            return False
+    return True
 
 
 def parse_rank_field(payload: Mapping[str, Any]) -> int:
@@ -347,54 +385,39 @@ def parse_wait(value: str | None) -> float:
 def parse_after(value: str | None) -> int:
     if value is None:
         return 0
-    after = _parse_int(value)
+    after = parse_int(value)
     if after is None or after < 0:
         raise BadRequest("Invalid after parameter: give a non-negative integer version.")
     return after
 
 
-def parse_ranks(spec: str | None) -> list[int]:
-    """Parse a rank set such as ``0-3,8,10-11`` into its ranks, in order, without repeats."""
+def parse_ranks(spec: str | None) -> RankSet:
+    """Parse a rank set such as ``0-3,8,10-11``, kept as ranges: at most :data:`MAX_BATCH_RANKS` ranks."""
     if spec is None or not spec.strip():
         raise BadRequest("Missing ranks parameter: give ranks such as 0-7 or 0,2,5-9.")
-    ranks: dict[int, None] = {}
-    for part in spec.split(","):
-        first_text, dash, last_text = part.strip().partition("-")
-        first = rank_value(first_text)
-        last = rank_value(last_text) if dash else first
-        if first is None or last is None or last < first:
-            raise BadRequest(f"Invalid ranks parameter: {part.strip()!r} is not a rank or a range.")
-        if len(ranks) + (last - first + 1) > MAX_BATCH_RANKS:
-            raise BadRequest(f"Invalid ranks parameter: a batch may name at most {MAX_BATCH_RANKS} ranks.")
-        ranks.update(dict.fromkeys(range(first, last + 1)))
-    return list(ranks)
+    return RankSet.parse(spec, limit=MAX_BATCH_RANKS)
 
 
 def format_ranks(ranks: Iterable[int]) -> str:
     """The inverse of :func:`parse_ranks`: ``[0, 1, 2, 5]`` becomes ``0-2,5``."""
-    parts: list[str] = []
-    ordered = sorted(set(ranks))
-    start = 0
-    for index in range(1, len(ordered) + 1):
-        if index == len(ordered) or ordered[index] != ordered[index - 1] + 1:
-            first, last = ordered[start], ordered[index - 1]
-            parts.append(str(first) if first == last else f"{first}-{last}")
-            start = index
-    return ",".join(parts)
+    return str(ranks if isinstance(ranks, RankSet) else RankSet.from_ranks(ranks))
 
 
 def split_rank_specs(ranks: Iterable[int]) -> list[str]:
-    """``ranks`` as rank specs, each short enough (``BATCH_QUERY_CHARS``) for one request's query."""
+    """``ranks`` as rank specs, each one request's worth: at most :data:`MAX_BATCH_RANKS` ranks,
+    and short enough (``BATCH_QUERY_CHARS``) for one request's query."""
+    rank_set = ranks if isinstance(ranks, RankSet) else RankSet.from_ranks(ranks)
     specs: list[str] = []
-    parts: list[str] = []
-    length = 0
-    for part in format_ranks(ranks).split(","):
-        if parts and length + len(part) > BATCH_QUERY_CHARS:
-            specs.append(",".join(parts))
-            parts, length = [], 0
-        parts.append(part)
-        length += len(part) + 1
-    specs.append(",".join(parts))
+    for chunk in rank_set.chunks(MAX_BATCH_RANKS):
+        parts: list[str] = []
+        length = 0
+        for part in str(chunk).split(","):
+            if parts and length + len(part) > BATCH_QUERY_CHARS:
+                specs.append(",".join(parts))
+                parts, length = [], 0
+            parts.append(part)
+            length += len(part) + 1
+        specs.append(",".join(parts))
     return specs
 
 
@@ -413,13 +436,6 @@ def rank_query(rank: int) -> dict[str, str]:
     return {"rank": str(rank)}
 
 
-def _parse_int(text: str) -> int | None:
-    # Only plain digits: int() would also take "+3", " 3", "3_000" and "٣".
-    if not text.isascii() or not text.isdigit() or len(text) > 18:
-        return None
-    return int(text)
-
-
 # -- replies ------------------------------------------------------------
 
 
@@ -436,30 +452,44 @@ def not_registered_detail(rank: int) -> str:
     return _NOT_REGISTERED.format(rank)
 
 
-def missing_ranks_detail(missing: Sequence[int], noun: str = ENGINE_INFO_NOUN) -> str:
-    """The sentence for ranks not registered; the full list travels in ``missing``.
+def missing_ranks_detail(missing: Sequence[int] | RankSet, noun: str = ENGINE_INFO_NOUN) -> str:
+    """The sentence for ranks not registered, naming at most a few ranges.
 
     ``noun`` names the record kind: ``No parallelism config for rank 3``.
     """
-    if len(missing) == 1:
-        return f"No {noun} for rank {missing[0]}"
-    parts = format_ranks(missing).split(",")
-    shown = ",".join(parts[:_DETAIL_RANGES])
-    more = f" and {len(parts) - _DETAIL_RANGES} more ranges" if len(parts) > _DETAIL_RANGES else ""
-    return f"No {noun} for ranks {shown}{more}"
+    ranks = missing if isinstance(missing, RankSet) else RankSet.from_ranks(missing)
+    if len(ranks) == 1:
+        return f"No {noun} for rank {ranks.first}"
+    more = len(ranks.ranges) - _DETAIL_RANGES
+    tail = f" and {more} more ranges" if more > 0 else ""
+    return f"No {noun} for ranks {ranks.format(_DETAIL_RANGES)}{tail}"
 
 
-def encode_not_registered(missing: Sequence[int], noun: str = ENGINE_INFO_NOUN) -> bytes:
-    """The 404 of a get, a batch get or a delete: the sentence, and the ranks in ``missing``."""
-    return error_body(missing_ranks_detail(missing, noun), missing=list(missing))
+def encode_not_registered(missing: Sequence[int] | RankSet, noun: str = ENGINE_INFO_NOUN) -> bytes:
+    """The 404 of a get or a delete (its rank in ``missing``), or of a batch get (``missing`` a :class:`RankSet`).
+
+    A batch's reply stays small whatever the set: ``missing`` lists at most
+    :data:`MISSING_LIST_MAX` ranks (the smallest; ``"missing_truncated": true``
+    says there are more), and ``missing_ranks`` holds them all as a spec.
+    """
+    detail = missing_ranks_detail(missing, noun)
+    if not isinstance(missing, RankSet):
+        return error_body(detail, missing=list(missing))
+    listed = missing.head(MISSING_LIST_MAX)
+    extra: dict[str, Any] = {"missing": listed}
+    if len(missing) > len(listed):
+        extra["missing_truncated"] = True
+    extra["missing_ranks"] = str(missing)
+    return error_body(detail, **extra)
 
 
 def decode_not_registered(status: int, payload: bytes) -> list[int] | None:
     """The ranks a reply says are not registered; ``None`` when it is not such a reply.
 
     The one place the client tells "not registered" from any other 404 (a
-    wrong base URL, a proxy's page): by ``missing``, or, from an old polling
-    server, by SPEC section 1's exact sentence.
+    wrong base URL, a proxy's page): by ``missing_ranks`` (a batch's, every
+    rank missing) or ``missing``, or, from an old polling server, by SPEC
+    section 1's exact sentence.
     """
     if status != 404:
         return None
@@ -469,6 +499,12 @@ def decode_not_registered(status: int, payload: bytes) -> list[int] | None:
         return None
     if not isinstance(reply, dict):
         return None
+    spec = reply.get("missing_ranks")
+    if isinstance(spec, str) and spec:
+        try:
+            return list(RankSet.parse(spec, limit=MAX_BATCH_RANKS))
+        except BadRequest:
+            pass
     missing = reply.get("missing")
     if isinstance(missing, list) and missing and all(is_rank(rank) for rank in missing):
         return missing

@@ -32,6 +32,14 @@ register leaves nothing behind. Running out of time is a normal answer
 (``None``, or the keys still missing), not an exception. ``close()`` wakes
 every waiter with :class:`~aiobootstrap.exceptions.ShuttingDown`.
 
+A set-wait (a batch get) names its ranks as a :class:`~._ranks.RankSet`,
+ranges never expanded. It reads what exists of the set (``Store.records_in``),
+then waits for the missing ranks one at a time, in rank order, reading them a
+chunk at a time as it goes: it holds the missing ranges, the records found,
+and one waitlist, whatever the size of the set. When the last has arrived it
+reads the whole set again, since a rank unregistered meanwhile is missing
+again.
+
 Replies are encoded once per record version and kept per key, so a thousand
 waiters woken by one registration share one ``bytes`` object.
 
@@ -43,15 +51,19 @@ from __future__ import annotations
 import asyncio
 import collections
 import logging
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
+from ._ranks import RankSet
 from .exceptions import ShuttingDown, StoreUnavailable, TooManyWaiters
 from .store import Change, Key, Record, Store
 
 __all__ = ["Registry"]
 
 log = logging.getLogger("aiobootstrap")
+
+_SWEEP_CHUNK = 256
+"""How many missing ranks a parked set-wait reads at once while it walks them in order."""
 
 
 class _Waitlist:
@@ -66,6 +78,12 @@ class _Waitlist:
 
 def _no_reply(record: Record) -> bytes:
     return b""
+
+
+def _missing(ranks: RankSet, found: dict[int, Record]) -> RankSet:
+    """The ranks of ``ranks`` not in ``found`` (whose ranks are all in ``ranks``)."""
+    # All found is the common answer, and the difference would sort every rank found.
+    return RankSet() if len(found) == len(ranks) else ranks.without(found)
 
 
 def _fresh(record: Record | None, after: int) -> Record | None:
@@ -245,48 +263,66 @@ class Registry:
         return _fresh(await self.store.get(key), after)
 
     async def wait_all(
-        self, keys: Iterable[Key], timeout: float, after: int = 0
-    ) -> tuple[list[Record], list[Key]]:
-        """Every key's record newer than ``after``, waiting up to ``timeout`` seconds.
+        self, namespace: str, kind: str, role: str, ranks: RankSet, timeout: float, after: int = 0
+    ) -> tuple[list[Record], RankSet]:
+        """The records of ``ranks`` (one kind and role) newer than ``after``, waiting up to ``timeout`` seconds.
 
-        Returns the records found (in the order asked) and the keys still
-        missing when the time ran out (empty when all arrived).
+        Returns the records found, by rank, and the ranks still missing when
+        the time ran out (empty when all arrived). What a wait holds grows with
+        the records found, not with the set: the set stays ranges, and only
+        the rank being waited for has a waitlist.
         """
-        wanted = list(dict.fromkeys(keys))
-        found = await self._read_all(wanted, after, tolerate_outage=timeout > 0)
-        missing = [key for key in wanted if key not in found]
+        found = await self._read_set(namespace, kind, role, ranks, after, tolerate_outage=timeout > 0)
+        missing = _missing(ranks, found)
         if missing and timeout > 0:
-            namespace = missing[0].namespace
             self._park(namespace)
             try:
                 async with asyncio.timeout(timeout):
-                    # Waiting for each missing key in turn ends when the last
-                    # arrives, and holds one waitlist at a time, not one per key.
-                    # A key unregistered meanwhile is missing again: go round.
+                    # Waiting for each missing rank in turn ends when the last
+                    # arrives, and holds one waitlist at a time, not one per rank.
+                    # A rank unregistered meanwhile is missing again: go round.
                     while missing:
-                        for key in missing:
-                            found[key] = await self._arrival(key, after)
-                        found = await self._read_all(wanted, after, tolerate_outage=True)
-                        missing = [key for key in wanted if key not in found]
+                        await self._sweep(namespace, kind, role, missing, after, found)
+                        found = await self._read_set(
+                            namespace, kind, role, ranks, after, tolerate_outage=True
+                        )
+                        missing = _missing(ranks, found)
             except TimeoutError:
-                found = await self._read_all(wanted, after, tolerate_outage=False)
+                found = await self._read_set(namespace, kind, role, ranks, after, tolerate_outage=False)
+                missing = _missing(ranks, found)
             finally:
                 self._unpark(namespace)
-        records = [found[key] for key in wanted if key in found]
-        return records, [key for key in wanted if key not in found]
+        return [found[rank] for rank in sorted(found)], missing
 
-    async def _read_all(self, keys: list[Key], after: int, *, tolerate_outage: bool) -> dict[Key, Record]:
+    async def _sweep(
+        self, namespace: str, kind: str, role: str, missing: RankSet, after: int, found: dict[int, Record]
+    ) -> None:
+        """Wait, rank by rank in ascending order, until each of ``missing`` has arrived, into ``found``.
+
+        A chunk of ranks is read at once before its ranks are waited for, so
+        ranks already there cost one read per chunk, not one each; keys are
+        made for the chunk at hand only.
+        """
+        for chunk in missing.chunks(_SWEEP_CHUNK):
+            arrived = await self._read_set(namespace, kind, role, chunk, after, tolerate_outage=True)
+            found.update(arrived)
+            for rank in chunk.without(arrived):
+                found[rank] = await self._arrival(Key(namespace, kind, role, rank), after)
+            # A memory store answers without yielding: let the loop breathe between chunks.
+            await asyncio.sleep(0)
+
+    async def _read_set(
+        self, namespace: str, kind: str, role: str, ranks: RankSet, after: int, *, tolerate_outage: bool
+    ) -> dict[int, Record]:
+        """The records of ``ranks`` newer than ``after``, by rank, read at a cost that grows with
+        what exists (:meth:`Store.records_in`)."""
         try:
-            records = await self.store.get_many(keys)
+            records = await self.store.records_in(namespace, kind, role, ranks)
         except StoreUnavailable:
             if tolerate_outage:
                 return {}
             raise
-        found: dict[Key, Record] = {}
-        for key, record in zip(keys, records, strict=True):
-            if record is not None and record.version > after:
-                found[key] = record
-        return found
+        return {record.rank: record for record in records if record.version > after}
 
     async def _read_or_none(self, key: Key) -> Record | None:
         """A read before parking: an unreachable store only delays the answer of a wait."""

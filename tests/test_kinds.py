@@ -101,7 +101,11 @@ async def test_parallelism_config_batch(client, registry):
     }
     reply = await client.get(f"{GET_PC}_batch?ranks=0-3")
     assert reply.status == 404
-    assert await reply.json() == {"detail": "No parallelism config for ranks 2-3", "missing": [2, 3]}
+    assert await reply.json() == {
+        "detail": "No parallelism config for ranks 2-3",
+        "missing": [2, 3],
+        "missing_ranks": "2-3",
+    }
 
 
 async def test_parallelism_config_delete(client):

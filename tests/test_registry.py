@@ -9,9 +9,19 @@ from typing import Any
 import pytest
 
 from aiobootstrap import MemoryStore, Record, Registry, ShuttingDown, StoreUnavailable, TooManyWaiters
-from aiobootstrap.store import Change, Key
+from aiobootstrap._ranks import RankSet
+from aiobootstrap.store import DEFAULT_ROLE, TRANSFER_ENGINE_INFO, Change, Key
 
 from .conftest import GUARD, info_key, open_registry, register_in, stored, stored_count, until
+
+
+async def wait_all(
+    registry: Registry, spec: str, timeout: float, after: int = 0
+) -> tuple[list[Record], RankSet]:
+    """A set-wait for the ranks of ``spec`` (transfer-engine info, target, default namespace)."""
+    return await registry.wait_all(
+        "default", TRANSFER_ENGINE_INFO, DEFAULT_ROLE, RankSet.parse(spec), timeout, after
+    )
 
 
 async def make_registry(**kwargs: Any) -> Registry:
@@ -133,19 +143,17 @@ async def test_probing_unregistered_ranks_does_not_grow_memory() -> None:
 
 
 async def test_wait_all_returns_when_the_last_rank_arrives() -> None:
-    """A set-wait returns every record, in the order asked, once all have registered."""
+    """A set-wait returns every record, by rank, once all have registered."""
     registry = await make_registry()
     await register_in(registry, 1, "s1", {})
-    waiter = asyncio.create_task(
-        registry.wait_all([info_key(2), info_key(1), info_key(0), info_key(1)], timeout=GUARD)
-    )
+    waiter = asyncio.create_task(wait_all(registry, "2,1,0,1", timeout=GUARD))
     await until(lambda: registry.parked == 1)
     await register_in(registry, 0, "s0", {})
     assert not waiter.done()
     await register_in(registry, 2, "s2", {})
     found, missing = await asyncio.wait_for(waiter, GUARD)
-    assert [record.rank for record in found] == [2, 1, 0]
-    assert missing == []
+    assert [record.rank for record in found] == [0, 1, 2]
+    assert not missing
     assert (registry.parked, registry.waiting_keys) == (0, 0)
 
 
@@ -154,9 +162,9 @@ async def test_wait_all_names_exactly_the_missing_ranks_on_timeout() -> None:
     registry = await make_registry()
     await register_in(registry, 0, "s", {})
     await register_in(registry, 2, "s", {})
-    found, missing = await registry.wait_all([info_key(rank) for rank in range(5)], timeout=0.01)
+    found, missing = await wait_all(registry, "0-4", timeout=0.01)
     assert [record.rank for record in found] == [0, 2]
-    assert [key.rank for key in missing] == [1, 3, 4]
+    assert missing == RankSet.parse("1,3-4")
     assert (registry.parked, registry.waiting_keys) == (0, 0)
 
 
@@ -165,20 +173,20 @@ async def test_wait_all_with_after_needs_newer_versions() -> None:
     registry = await make_registry()
     await register_in(registry, 0, "old", {})
     mark = (await register_in(registry, 1, "old", {})).version
-    waiter = asyncio.create_task(registry.wait_all([info_key(0), info_key(1)], timeout=GUARD, after=mark))
+    waiter = asyncio.create_task(wait_all(registry, "0-1", timeout=GUARD, after=mark))
     await until(lambda: registry.parked == 1)
     await register_in(registry, 1, "new", {})
     await register_in(registry, 0, "new", {})
     found, missing = await asyncio.wait_for(waiter, GUARD)
     assert [record.session_id for record in found] == ["new", "new"]
-    assert missing == []
+    assert not missing
 
 
 async def test_close_answers_parked_waits_with_shutting_down() -> None:
     """close() wakes every parked wait, single and set, with ShuttingDown."""
     registry = await make_registry()
     single = asyncio.create_task(registry.wait(info_key(1), timeout=GUARD))
-    batch = asyncio.create_task(registry.wait_all([info_key(1), info_key(2)], timeout=GUARD))
+    batch = asyncio.create_task(wait_all(registry, "1-2", timeout=GUARD))
     await until(lambda: registry.parked == 2)
     registry.close()
     for waiter in (single, batch):
@@ -301,7 +309,7 @@ async def test_a_wait_that_runs_out_while_the_store_is_down_is_unavailable_not_a
     with pytest.raises(StoreUnavailable):
         await registry.wait(info_key(1), timeout=0.01)
     with pytest.raises(StoreUnavailable):
-        await registry.wait_all([info_key(1), info_key(2)], timeout=0.01)
+        await wait_all(registry, "1-2", timeout=0.01)
     assert (registry.parked, registry.waiting_keys) == (0, 0)
 
 

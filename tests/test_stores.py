@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from aiobootstrap._ranks import RankSet
 from aiobootstrap.exceptions import TooManyNamespaces, TooManyRanks
 from aiobootstrap.store import (
     DEFAULT_ROLE,
@@ -173,6 +174,24 @@ async def test_concurrent_puts_never_share_a_version(store: Store) -> None:
 
 
 # -- reading --------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "spec", ["0-9", "3,5,2000-2002", "0-1023", "0-1024", "1-65535", "5000-9000", "100000-165535"]
+)
+async def test_records_in_reads_the_ranks_of_a_set(store: Store, spec: str) -> None:
+    """records_in answers the records whose ranks the set holds, by rank, whether the set is read
+    key by key (small) or as its table (large); other roles, kinds and namespaces stay out."""
+    stored = {}
+    for rank in (0, 3, 5, 1023, 1024, 2001, 4999, 5000, 9000, 9001, 100000):
+        stored[rank] = await store.put(key(rank), info(f"s{rank}"))
+    await store.put(key(5, role="draft"), info("draft"))
+    await store.put(key(5, "blue"), info("blue"))
+    await store.put(key(5, kind="layout"), {"layers": [1]})
+    ranks = RankSet.parse(spec)
+    expected = [stored[rank] for rank in sorted(stored) if rank in ranks]
+    assert await store.records_in("default", TRANSFER_ENGINE_INFO, DEFAULT_ROLE, ranks) == expected
+    assert await store.records_in("green", TRANSFER_ENGINE_INFO, DEFAULT_ROLE, ranks) == []
 
 
 async def test_reads_see_what_was_put(store: Store) -> None:

@@ -41,6 +41,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from .._ranks import RankSet
 from ..exceptions import TooManyRanks
 
 __all__ = [
@@ -67,6 +68,9 @@ DEFAULT_ROLE = "target"
 MEMBERS = "members"
 """The field of a *set record* (see :meth:`Store.set_member`): its members, in order of first addition."""
 
+
+READ_BY_KEY = 1024
+"""A rank set of at most this many ranks is read key by key (:meth:`Store.records_in`)."""
 
 MAX_MEMBERS = 4096
 """The most members a set record holds: adding one more is refused (:class:`TooManyRanks`, a ``409``)."""
@@ -243,6 +247,22 @@ class Store(abc.ABC):
     @abc.abstractmethod
     async def records(self, namespace: str, kind: str, role: str) -> list[Record]:
         """Every record of one kind and role in ``namespace``, by rank."""
+
+    async def records_in(self, namespace: str, kind: str, role: str, ranks: RankSet) -> list[Record]:
+        """The records of one kind and role in ``namespace`` whose ranks are in ``ranks``, by rank.
+
+        A read whose cost grows with what exists, however many ranks the set
+        names: a small set is read key by key (:meth:`get_many`), a large one as
+        the table, kept by membership. A store may read its table more cheaply.
+        """
+        if len(ranks) <= READ_BY_KEY:
+            found = await self.get_many([Key(namespace, kind, role, rank) for rank in ranks])
+            return [record for record in found if record is not None]
+        table = await self.records(namespace, kind, role)
+        parts = ranks.select([record.key.rank for record in table])
+        return (
+            table if parts == [slice(0, len(table))] else [record for part in parts for record in table[part]]
+        )
 
     @abc.abstractmethod
     async def version(self, namespace: str) -> int:

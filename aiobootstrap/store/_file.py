@@ -44,6 +44,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._protocol import DEFAULT_NAMESPACE
+from .._ranks import MAX_RANK
 from ._base import (
     DEFAULT_ROLE,
     TRANSFER_ENGINE_INFO,
@@ -196,6 +197,8 @@ class FileStore(LocalStore):
         """Each live record's line length: what a compacted journal holds for it."""
         self.skipped = 0
         """How many unreadable lines the load skipped."""
+        self.skipped_ranks = 0
+        """How many registrations of ranks past 18 digits (an older version's) the load skipped."""
         self._failures = _FailureLog()
         self._closed = False
 
@@ -242,11 +245,21 @@ class FileStore(LocalStore):
         # On the worker thread, before anyone else can see the store.
         entries, problems = self._file.read()
         tables = self._tables
+        beyond: dict[Key, int] = {}  # the records of ranks past 18 digits the journal holds
         for entry, size in entries:
             op = entry["op"]
             if op == "base":
                 tables.raise_floor(entry["version"])
                 self._incarnation = entry.get("inc", self._incarnation)
+            elif entry["rank"] > MAX_RANK:
+                # Written by an older version: no route can read or delete it, so
+                # it is not loaded (nor counted under max_ranks); its version stays taken.
+                key = _key_of(entry)
+                tables.note_version(key.namespace, entry["version"])
+                if op == "put":
+                    beyond[key] = entry["rank"]
+                else:
+                    beyond.pop(key, None)
             elif op == "put":
                 key = _key_of(entry)
                 record = Record(key, entry["value"], entry["version"], float(entry["at"]))
@@ -267,6 +280,19 @@ class FileStore(LocalStore):
                 "state file %s: skipped %d unreadable line(s): %s%s; loaded the rest",
                 self.path,
                 len(problems),
+                shown,
+                more,
+            )
+        self.skipped_ranks = len(beyond)
+        if beyond:
+            shown = ", ".join(str(rank)[:24] for rank in list(beyond.values())[:_WARN_LINES])
+            more = f" and {len(beyond) - _WARN_LINES} more" if len(beyond) > _WARN_LINES else ""
+            log.warning(
+                "state file %s: skipped %d registration(s) of ranks past %d digits, which no route can "
+                "read or delete (written by an older version): %s%s; they leave the file at its next compaction",
+                self.path,
+                len(beyond),
+                len(str(MAX_RANK)),
                 shown,
                 more,
             )

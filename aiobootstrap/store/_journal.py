@@ -22,6 +22,10 @@ taken (versions go on above it) and the store's incarnation id. Journals
 written before record kinds existed carry ``session_id`` and
 ``weights_info_dict`` beside ``rank`` instead of ``value``; they load as is.
 
+Older versions accepted ranks of any size; a line whose rank is past 18
+digits (which no route can read or delete) still parses, and the store skips
+it on load, with one warning, and leaves it out of the next compaction.
+
 The checksum lets a reader tell a line torn by a crash, a flipped bit or
 appended garbage from a good line, and skip only the bad one. The JSON is
 ASCII (``protocol.dumps``), so no line holds a raw newline.
@@ -82,9 +86,13 @@ def parse_line(line: bytes) -> dict[str, Any]:
     for name in ("ns", "kind", "role", "inc"):
         if not isinstance(entry.get(name, ""), str):
             raise ValueError(f"its {name} is not a string")
-    for name in ("version",) if op == "base" else ("rank", "version"):
-        if not protocol.is_rank(entry.get(name)):
-            raise ValueError(f"its {name} is not a non-negative integer")
+    if not protocol.is_rank(entry.get("version")):
+        raise ValueError("its version is not a non-negative integer")
+    rank = entry.get("rank")
+    # A rank past 18 digits, which older versions accepted, still reads here:
+    # the store skips it knowingly (see FileStore._load), keeping its version.
+    if op != "base" and (not isinstance(rank, int) or isinstance(rank, bool) or rank < 0):
+        raise ValueError("its rank is not a non-negative integer")
     if op == "put":
         if "value" not in entry and isinstance(entry.get("session_id"), str):
             # Written before record kinds: the transfer-engine info's two fields stood beside the rank.

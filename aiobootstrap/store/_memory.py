@@ -149,6 +149,10 @@ class Tables:
                 self._floor = max(self._floor, self._versions.pop(key.namespace, 0))
         return current
 
+    def note_version(self, namespace: str, version: int) -> None:
+        """Count ``version`` as taken in ``namespace`` without changing a record (a journal line skipped)."""
+        self._noted(namespace, version)
+
     def raise_floor(self, version: int) -> None:
         self._floor = max(self._floor, version)
 
