@@ -214,6 +214,7 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
 
 
 async def health(request: web.Request) -> web.Response:
+    namespace_of(request)  # /ns/<not a namespace>/health is a 400, as on every other route
     # The header tells a port-clash probe (see _portinfo) that an aiobootstrap server holds the port.
     return web.Response(text="OK", headers={protocol.HEALTH_HEADER: __version__})
 
