@@ -51,8 +51,14 @@ _SECURITY_SCHEME = "bearerAuth"
 _UNAUTHORIZED = _json("A token is required and was missing or wrong.")
 _UNAVAILABLE = _json(
     "The server is shutting down, holds as many waits as it allows (with Retry-After), "
-    "or hosts as many namespaces as it allows."
+    "hosts as many namespaces as it allows, or its store does not answer (with Retry-After)."
 )
+_BODY_ERRORS = {
+    "408": _json("The body did not arrive within the server's --body-timeout."),
+    "413": _json("The body is larger than the server's --max-body-size."),
+    "415": _json("The body has a Content-Encoding; send it uncompressed."),
+}
+"""What reading any request body can answer."""
 
 _QUERY_INTEGER = {"type": "integer", "minimum": 0, "maximum": protocol.MAX_RANK}
 """An integer query parameter (a rank, a version): plain digits, at most as many as ``MAX_RANK`` has."""
@@ -120,10 +126,8 @@ def _kind_paths(kind: RecordKind) -> dict[str, dict[str, Any]]:
                 "responses": {
                     "200": _text("Registered."),
                     "400": _BAD_REQUEST,
-                    "408": _json("The body did not arrive within the server's --body-timeout."),
+                    **_BODY_ERRORS,
                     "409": _json("A new rank past the server's --max-ranks (no world size set)."),
-                    "413": _json("The body is larger than the server's --max-body-size."),
-                    "415": _json("The body has a Content-Encoding; send it uncompressed."),
                     "503": _UNAVAILABLE,
                 },
             },
@@ -210,7 +214,11 @@ _PATHS: dict[str, dict[str, Any]] = {
                 ),
                 _ROLE,
             ],
-            "responses": {"200": _json("The listing.", "Listing"), "400": _BAD_REQUEST},
+            "responses": {
+                "200": _json("The listing.", "Listing"),
+                "400": _BAD_REQUEST,
+                "503": _UNAVAILABLE,
+            },
         }
     },
     ENCODER_REGISTER_PATH: {
@@ -222,7 +230,7 @@ _PATHS: dict[str, dict[str, Any]] = {
             "responses": {
                 "200": _text("Listed."),
                 "400": _BAD_REQUEST,
-                "413": _json("The body is larger than the server's --max-body-size."),
+                **_BODY_ERRORS,
                 "503": _UNAVAILABLE,
             },
         }
@@ -235,6 +243,7 @@ _PATHS: dict[str, dict[str, Any]] = {
             "responses": {
                 "200": _text("Not listed (any more)."),
                 "400": _BAD_REQUEST,
+                **_BODY_ERRORS,
                 "503": _UNAVAILABLE,
             },
         }
@@ -270,6 +279,7 @@ _PATHS: dict[str, dict[str, Any]] = {
             "summary": "Every metric of the server, all namespaces, in the Prometheus text format.",
             "responses": {
                 "200": _text("The metrics.", 'aiobootstrap_gets_total{outcome="hit"} 3.0'),
+                "503": _json("The store does not answer; Retry-After says when to ask again."),
             },
         }
     },

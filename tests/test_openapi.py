@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from aiohttp import web
+from aiohttp.test_utils import TestClient, TestServer
 from pytest_aiohttp import AiohttpClient
 
 from aiobootstrap import ServerConfig, _kinds, create_app
@@ -158,3 +160,21 @@ async def test_health_in_an_invalid_namespace_is_a_400(aiohttp_client: AiohttpCl
     assert reply.status == 400
     assert "namespace" in (await reply.json())["detail"]
     assert (await client.get("/ns/a.b-c_d/health")).status == 200
+
+
+async def test_every_body_route_documents_what_reading_a_body_answers(aiohttp_client: AiohttpClient) -> None:
+    """A compressed body is a 415 on every route that reads one, and each documents 408, 413 and 415."""
+    # As the real server runs: bodies reach the handler as sent (no decoding in aiohttp's parser).
+    # aiohttp_client's server_kwargs never reach the runner: start it here.
+    server = TestServer(create_app())
+    await server.start_server(auto_decompress=False)
+    client: TestClient[web.Request, None] = await aiohttp_client(server)
+    doc = document()
+    for path, item in doc["paths"].items():
+        for method, operation in item.items():
+            if "requestBody" not in operation:
+                continue
+            url = path.replace("{namespace}", "ns1")
+            compressed = await client.request(method, url, data=b"{}", headers={"Content-Encoding": "gzip"})
+            assert compressed.status == 415, (method, path)
+            assert {"408", "413", "415"} <= operation["responses"].keys(), (method, path)
