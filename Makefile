@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed
 BENCH_INSTALLED := $(VENV)/.installed-bench
 
-.PHONY: help run test lint fmt bench clean
+.PHONY: help run test lint fmt bench soak clean
 
 help:
 	@echo "make run    serve on 127.0.0.1:6789 (ARGS='--port 0 --world-size 8' to change)"
@@ -14,6 +14,8 @@ help:
 	@echo "make fmt    ruff fix and format, changing files"
 	@echo "make bench  run the benchmarks against the polling baseline and the reference server"
 	@echo "            (BENCH_ARGS=--quick for a short run)"
+	@echo "make soak   abuse figures: SIGKILL with --state-file, SIGTERM with parked waits, batch"
+	@echo "            memory, /health beside abuse (a few minutes; SOAK_ARGS=--quick for about one)"
 	@echo "make clean  remove .venv and caches"
 
 $(BIN)/python:
@@ -44,6 +46,10 @@ bench: $(BENCH_INSTALLED)
 	$(BIN)/python -m bench $(BENCH_ARGS)
 	$(BIN)/python -m bench.abandoned
 	$(BIN)/python -m bench.big_batch
+
+# Real servers on free ports; prints tables for docs/benchmarks.md's Soak section.
+soak: $(INSTALLED)
+	$(BIN)/python -m bench.soak $(SOAK_ARGS)
 
 fmt: $(INSTALLED)
 	$(BIN)/ruff check --fix .

@@ -89,7 +89,9 @@ def create_app(config: ServerConfig | None = None) -> web.Application:
     # Server-wide routes: one server, one set of metrics, one API description.
     app.router.add_get(protocol.READY_PATH, ready, expect_handler=expect)
     app.router.add_get(protocol.METRICS_PATH, metrics, expect_handler=expect)
-    app.router.add_get(protocol.OPENAPI_PATH, openapi, expect_handler=expect)
+    app.router.add_get(
+        protocol.OPENAPI_PATH, openapi(token=config.auth_token is not None), expect_handler=expect
+    )
     # Last: a request with Expect that no route above matched gets the same answers.
     app.router.register_resource(UnroutedExpect(app.router, config, public=_PUBLIC))
     return app
@@ -215,6 +217,7 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
 
 
 async def health(request: web.Request) -> web.Response:
+    namespace_of(request)  # /ns/<not a namespace>/health is a 400, as on every other route
     # The header tells a port-clash probe (see _portinfo) that an aiobootstrap server holds the port.
     return web.Response(text="OK", headers={protocol.HEALTH_HEADER: __version__})
 

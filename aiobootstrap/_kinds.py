@@ -134,11 +134,29 @@ TRANSFER_ENGINE_INFO_KIND = RecordKind(
         "session_id and weights_info_dict are required. Another backend (nixl: agent_name, "
         "base64 agent_metadata, weights_info_dict) needs no session_id.",
         "properties": {
-            "backend": {"type": "string", "minLength": 1},
-            "session_id": {"type": "string"},
-            "weights_info_dict": _OBJECT,
+            "backend": {
+                "type": ["string", "null"],
+                "minLength": 1,
+                "description": "null: the same as absent.",
+            },
+            "session_id": {"description": "A string, for classic info."},
+            "weights_info_dict": {"description": "An object, for classic info."},
         },
         "additionalProperties": True,
+        "anyOf": [
+            {  # classic: checked
+                "properties": {
+                    "backend": {"enum": [None, protocol.CLASSIC_BACKEND]},
+                    "session_id": {"type": "string"},
+                    "weights_info_dict": _OBJECT,
+                },
+                "required": ["session_id", "weights_info_dict"],
+            },
+            {  # another backend: kept whole, unchecked
+                "properties": {"backend": {"type": "string", "not": {"const": protocol.CLASSIC_BACKEND}}},
+                "required": ["backend"],
+            },
+        ],
     },
     reply_schema={
         "type": "object",

@@ -14,6 +14,7 @@ import copy
 from typing import Any
 
 from aiohttp import web
+from aiohttp.typedefs import Handler
 
 from . import __version__, _kinds
 from . import _protocol as protocol
@@ -45,22 +46,35 @@ def _query(name: str, description: str, schema: dict[str, Any], *, required: boo
 
 
 _BAD_REQUEST = _json("A malformed parameter or body; the detail names it.")
+_SECURITY_SCHEME = "bearerAuth"
+"""The one security scheme: ``Authorization: Bearer <token>``, when the server has a token."""
 _UNAUTHORIZED = _json("A token is required and was missing or wrong.")
 _UNAVAILABLE = _json(
     "The server is shutting down, holds as many waits as it allows (with Retry-After), "
-    "or hosts as many namespaces as it allows."
+    "hosts as many namespaces as it allows, or its store does not answer (with Retry-After)."
 )
+_BODY_ERRORS = {
+    "408": _json("The body did not arrive within the server's --body-timeout."),
+    "413": _json("The body is larger than the server's --max-body-size."),
+    "415": _json("The body has a Content-Encoding; send it uncompressed."),
+}
+"""What reading any request body can answer."""
+
+_QUERY_INTEGER = {"type": "integer", "minimum": 0, "maximum": protocol.MAX_RANK}
+"""An integer query parameter (a rank, a version): plain digits, at most as many as ``MAX_RANK`` has."""
+_SECONDS = {"type": "number", "minimum": 0, "default": 0}
+"""A wait in seconds: a finite non-negative decimal number (``1.5``, ``2e3``), no sign."""
 
 _WAIT = _query(
     "wait",
     "Seconds to hold the request until the rank(s) register; 0 (the default) answers at once. "
     "Clamped to the server's --max-wait.",
-    {"type": "number", "minimum": 0, "default": 0},
+    _SECONDS,
 )
 _AFTER = _query(
     "after",
     "Only a registration with a greater version counts (to wait for a restarted rank's new info).",
-    {"type": "integer", "minimum": 0, "default": 0},
+    {**_QUERY_INTEGER, "default": 0},
 )
 
 _ROLE = _query(
@@ -74,8 +88,25 @@ _FORM = _query(
     "usual shape (for classic transfer-engine info, [session_id, weights_info_dict]).",
     {"type": "string", "enum": list(protocol.FORMS), "default": "list"},
 )
-_RANK = _query(
-    "rank", "The rank.", {"type": "integer", "minimum": 0, "maximum": protocol.MAX_RANK}, required=True
+_RANK = _query("rank", "The rank.", _QUERY_INTEGER, required=True)
+
+RANKS_FORMAT = "aiobootstrap-ranks"
+"""The ``format`` of a batch's ``ranks``: a pattern says its grammar, not that a range's end is not
+below its start, nor how many ranks a batch may name."""
+_DIGITS = f"[0-9]{{1,{len(str(protocol.MAX_RANK))}}}"
+_RANK_PART = rf"\s*{_DIGITS}(-{_DIGITS})?\s*"
+"""One rank or range; the server strips white space around each."""
+_RANKS = _query(
+    "ranks",
+    "The ranks: comma-separated ranks and inclusive ranges, such as 0-7,12; a range's end is not "
+    f"below its start, and a batch names at most {protocol.MAX_BATCH_RANKS} distinct ranks.",
+    {
+        "type": "string",
+        "format": RANKS_FORMAT,
+        "pattern": f"^{_RANK_PART}(,{_RANK_PART})*$",
+        "example": "0-7,12",
+    },
+    required=True,
 )
 
 
@@ -95,11 +126,8 @@ def _kind_paths(kind: RecordKind) -> dict[str, dict[str, Any]]:
                 "responses": {
                     "200": _text("Registered."),
                     "400": _BAD_REQUEST,
-                    "401": _UNAUTHORIZED,
-                    "408": _json("The body did not arrive within the server's --body-timeout."),
+                    **_BODY_ERRORS,
                     "409": _json("A new rank past the server's --max-ranks (no world size set)."),
-                    "413": _json("The body is larger than the server's --max-body-size."),
-                    "415": _json("The body has a Content-Encoding; send it uncompressed."),
                     "503": _UNAVAILABLE,
                 },
             },
@@ -110,7 +138,6 @@ def _kind_paths(kind: RecordKind) -> dict[str, dict[str, Any]]:
                 "responses": {
                     "200": _text("Removed."),
                     "400": _BAD_REQUEST,
-                    "401": _UNAUTHORIZED,
                     "404": _json(f"The rank was not registered: {absent}, `missing: [N]`.", "Missing"),
                     "503": _UNAVAILABLE,
                 },
@@ -125,7 +152,6 @@ def _kind_paths(kind: RecordKind) -> dict[str, dict[str, Any]]:
                 "responses": {
                     "200": _json(f"The rank's {noun}.", title),
                     "400": _BAD_REQUEST,
-                    "401": _UNAUTHORIZED,
                     "404": _json(
                         f"Not registered (when the wait ran out): {absent}, `missing: [N]`.", "Missing"
                     ),
@@ -138,12 +164,7 @@ def _kind_paths(kind: RecordKind) -> dict[str, dict[str, Any]]:
                 "operationId": f"get{title}Batch",
                 "summary": f"Several ranks' {noun} in one request, waiting until all of them have registered.",
                 "parameters": [
-                    _query(
-                        "ranks",
-                        "The ranks: comma-separated ranks and inclusive ranges, such as 0-7,12.",
-                        {"type": "string", "example": "0-7,12"},
-                        required=True,
-                    ),
+                    _RANKS,
                     _ROLE,
                     _WAIT,
                     _AFTER,
@@ -152,7 +173,6 @@ def _kind_paths(kind: RecordKind) -> dict[str, dict[str, Any]]:
                 "responses": {
                     "200": _json(f"Every asked rank's {noun}.", f"{title}Batch"),
                     "400": _BAD_REQUEST,
-                    "401": _UNAUTHORIZED,
                     "404": _json(
                         "Some ranks are not registered (when the wait ran out); listed in missing.", "Missing"
                     ),
@@ -177,7 +197,6 @@ _PATHS: dict[str, dict[str, Any]] = {
             "summary": "Whether the server's store answers (readiness, for a load balancer).",
             "responses": {
                 "200": _text("The store answers."),
-                "401": _UNAUTHORIZED,
                 "503": _json("The store does not answer; Retry-After says when to ask again."),
             },
         }
@@ -195,7 +214,11 @@ _PATHS: dict[str, dict[str, Any]] = {
                 ),
                 _ROLE,
             ],
-            "responses": {"200": _json("The listing.", "Listing"), "400": _BAD_REQUEST, "401": _UNAUTHORIZED},
+            "responses": {
+                "200": _json("The listing.", "Listing"),
+                "400": _BAD_REQUEST,
+                "503": _UNAVAILABLE,
+            },
         }
     },
     ENCODER_REGISTER_PATH: {
@@ -207,8 +230,7 @@ _PATHS: dict[str, dict[str, Any]] = {
             "responses": {
                 "200": _text("Listed."),
                 "400": _BAD_REQUEST,
-                "401": _UNAUTHORIZED,
-                "413": _json("The body is larger than the server's --max-body-size."),
+                **_BODY_ERRORS,
                 "503": _UNAVAILABLE,
             },
         }
@@ -221,7 +243,7 @@ _PATHS: dict[str, dict[str, Any]] = {
             "responses": {
                 "200": _text("Not listed (any more)."),
                 "400": _BAD_REQUEST,
-                "401": _UNAUTHORIZED,
+                **_BODY_ERRORS,
                 "503": _UNAVAILABLE,
             },
         }
@@ -236,18 +258,17 @@ _PATHS: dict[str, dict[str, Any]] = {
                     "wait",
                     "Seconds to hold the request until the list changes after `after`; clamped to "
                     "--max-wait. When it runs out, the list as it is.",
-                    {"type": "number", "minimum": 0, "default": 0},
+                    _SECONDS,
                 ),
                 _query(
                     "after",
                     "A version of the list (from an earlier reply): wait for a change after it.",
-                    {"type": "integer", "minimum": 0, "default": 0},
+                    {**_QUERY_INTEGER, "default": 0},
                 ),
             ],
             "responses": {
                 "200": _json("The list and its version.", "EncoderUrls"),
                 "400": _BAD_REQUEST,
-                "401": _UNAUTHORIZED,
                 "503": _UNAVAILABLE,
             },
         }
@@ -258,7 +279,7 @@ _PATHS: dict[str, dict[str, Any]] = {
             "summary": "Every metric of the server, all namespaces, in the Prometheus text format.",
             "responses": {
                 "200": _text("The metrics.", 'aiobootstrap_gets_total{outcome="hit"} 3.0'),
-                "401": _UNAUTHORIZED,
+                "503": _json("The store does not answer; Retry-After says when to ask again."),
             },
         }
     },
@@ -266,7 +287,12 @@ _PATHS: dict[str, dict[str, Any]] = {
         "get": {
             "operationId": "openapi",
             "summary": "This description.",
-            "responses": {"200": {"description": "An OpenAPI 3.1 document.", "content": {_JSON: {}}}},
+            "responses": {
+                "200": {
+                    "description": "An OpenAPI 3.1 document.",
+                    "content": {_JSON: {"schema": {"type": "object"}}},
+                },
+            },
         }
     },
 }
@@ -293,13 +319,18 @@ def _kind_schemas(kind: RecordKind) -> dict[str, Any]:
         f"{kind.title}Registration": {
             "type": "object",
             "required": [kind.field],
-            "description": "Give rank (or, from older clients, tp_rank; rank wins when both are present).",
+            "description": "Give rank (or, from older clients, tp_rank). When rank is present it wins and "
+            "tp_rank is not read at all.",
             "properties": {
                 "rank": _RANK_SCHEMA,
-                "tp_rank": _RANK_SCHEMA,
+                "tp_rank": {"description": "Read only when rank is absent; then it must be a rank."},
                 "role": _ROLE_SCHEMA,
                 kind.field: dict(kind.value_schema),
             },
+            "anyOf": [
+                {"required": ["rank"]},
+                {"required": ["tp_rank"], "properties": {"tp_rank": _RANK_SCHEMA}},
+            ],
         },
         kind.title: dict(kind.reply_schema),
         f"{kind.title}Batch": {
@@ -327,7 +358,18 @@ _SCHEMAS: dict[str, Any] = {
             "missing": {
                 "type": "array",
                 "items": {"type": "integer"},
-                "description": "The ranks still missing.",
+                "description": (
+                    f"The ranks still missing, in order: all of them, or the first {protocol.MISSING_LIST_MAX} "
+                    "when missing_truncated is true."
+                ),
+            },
+            "missing_ranks": {
+                "type": "string",
+                "description": "A batch's every missing rank as a rank set such as 0-3,8 (a batch 404 only).",
+            },
+            "missing_truncated": {
+                "type": "boolean",
+                "description": f"True when more than {protocol.MISSING_LIST_MAX} ranks are missing.",
             },
         },
     },
@@ -390,8 +432,12 @@ def _in_namespace(item: dict[str, Any]) -> dict[str, Any]:
     return item
 
 
-def document() -> dict[str, Any]:
-    """The OpenAPI document of every route (the kinds' routes as the kind table has them now)."""
+def document(*, token: bool = False) -> dict[str, Any]:
+    """The OpenAPI document of every route (the kinds' routes as the kind table has them now).
+
+    ``token``: whether the server requires a bearer token (every route but ``/health`` then
+    declares the security scheme).
+    """
     described = copy.deepcopy(_PATHS)
     kind_names = [kind.name for kind in _kinds.KINDS]
     described[protocol.RANKS_PATH]["get"]["parameters"][0]["schema"]["enum"] = kind_names
@@ -404,6 +450,13 @@ def document() -> dict[str, Any]:
         paths[route] = item
         if route not in _SERVER_WIDE:
             paths[protocol.path(route, "{namespace}")] = _in_namespace(item)
+    for route, item in paths.items():
+        for operation in item.values():
+            if route.endswith(protocol.HEALTH_PATH):
+                operation["security"] = []
+            elif token:
+                operation["security"] = [{_SECURITY_SCHEME: []}]
+                operation["responses"]["401"] = _UNAUTHORIZED
     return {
         "openapi": "3.1.0",
         "info": {
@@ -413,10 +466,23 @@ def document() -> dict[str, Any]:
             'Every error reply is JSON {"detail": ...}.',
         },
         "paths": paths,
-        "components": {"schemas": schemas},
+        "components": {
+            "schemas": schemas,
+            "securitySchemes": {
+                _SECURITY_SCHEME: {
+                    "type": "http",
+                    "scheme": "bearer",
+                    "description": "The server's --auth-token; /health never asks for it.",
+                }
+            },
+        },
     }
 
 
-async def openapi(request: web.Request) -> web.Response:
-    """``GET /openapi.json``."""
-    return web.Response(body=protocol.dumps(document()), content_type=_JSON)
+def openapi(*, token: bool) -> Handler:
+    """``GET /openapi.json``: the document for a server that requires a bearer token or not."""
+
+    async def openapi(request: web.Request) -> web.Response:
+        return web.Response(body=protocol.dumps(document(token=token)), content_type=_JSON)
+
+    return openapi

@@ -5,9 +5,12 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from aiohttp import web
+from aiohttp.test_utils import TestClient, TestServer
 from pytest_aiohttp import AiohttpClient
 
-from aiobootstrap import create_app
+from aiobootstrap import ServerConfig, _kinds, create_app
+from aiobootstrap import _protocol as protocol
 from aiobootstrap._openapi import document
 
 _METHODS = {"get", "put", "post", "delete", "patch"}
@@ -44,7 +47,7 @@ async def test_openapi_json_is_served(aiohttp_client: AiohttpClient) -> None:
     assert reply.content_type == "application/json"
     doc = await reply.json()
     assert doc["openapi"] == "3.1.0"
-    assert doc == document()
+    assert doc == document(token=False)
 
 
 def test_every_served_route_is_described() -> None:
@@ -82,3 +85,96 @@ def test_every_schema_reference_resolves() -> None:
     doc = document()
     for ref in refs(doc["paths"]) + refs(doc["components"]):
         assert ref.removeprefix("#/components/schemas/") in doc["components"]["schemas"], ref
+
+
+async def test_openapi_json_with_a_token(aiohttp_client: AiohttpClient) -> None:
+    """With a token, /openapi.json is refused without it, and the served document declares the
+    bearer scheme on every operation but /health, each with its 401."""
+    client = await aiohttp_client(create_app(ServerConfig(auth_token="secret")))
+    refused = await client.get("/openapi.json")
+    assert refused.status == 401
+    reply = await client.get("/openapi.json", headers={"Authorization": "Bearer secret"})
+    doc = await reply.json()
+    assert doc == document(token=True)
+    assert doc["components"]["securitySchemes"]["bearerAuth"] == {
+        "type": "http",
+        "scheme": "bearer",
+        "description": doc["components"]["securitySchemes"]["bearerAuth"]["description"],
+    }
+    for path, item in doc["paths"].items():
+        for operation in item.values():
+            if path.endswith("/health"):
+                assert operation["security"] == [], path
+                assert "401" not in operation["responses"], path
+            else:
+                assert operation["security"] == [{"bearerAuth": []}], path
+                assert "401" in operation["responses"], path
+
+
+def test_without_a_token_no_route_answers_401() -> None:
+    """A server without a token never sends 401, so its document promises none."""
+    for path, item in document()["paths"].items():
+        for method, operation in item.items():
+            assert "401" not in operation["responses"], (method, path)
+            assert operation.get("security", []) == [], (method, path)
+
+
+def test_limits_come_from_the_protocol() -> None:
+    """Every integer query parameter stops where the server's parser stops; the batch cap is named."""
+    doc = document()
+    parameters = [
+        parameter
+        for item in doc["paths"].values()
+        for operation in item.values()
+        for parameter in operation.get("parameters", [])
+    ]
+    integers = [p for p in parameters if p["schema"].get("type") == "integer"]
+    assert {p["name"] for p in integers} == {"rank", "after"}
+    assert all(p["schema"]["maximum"] == protocol.MAX_RANK for p in integers)
+    assert protocol.rank_value(str(protocol.MAX_RANK)) == protocol.MAX_RANK
+    assert protocol.rank_value(str(protocol.MAX_RANK + 1)) is None
+    ranks = next(p for p in parameters if p["name"] == "ranks")
+    assert str(protocol.MAX_BATCH_RANKS) in ranks["description"]
+    pattern = re.compile(ranks["schema"]["pattern"])
+    for good in ("0", "0-7,12", f" 3 , {protocol.MAX_RANK}", f"0-{protocol.MAX_RANK}"):
+        assert pattern.search(good), good
+    for bad in ("", ",", "0-", "-1", "1,,2", f"{protocol.MAX_RANK}0", "0 - 3", "a"):
+        assert not pattern.search(bad), bad
+
+
+def test_rank_or_tp_rank_is_required() -> None:
+    """A registration needs rank or tp_rank; tp_rank is read only without rank."""
+    for kind in _kinds.KINDS:
+        body = document()["components"]["schemas"][f"{kind.title}Registration"]
+        assert body["anyOf"] == [
+            {"required": ["rank"]},
+            {"required": ["tp_rank"], "properties": {"tp_rank": body["properties"]["rank"]}},
+        ]
+        assert "type" not in body["properties"]["tp_rank"]
+
+
+async def test_health_in_an_invalid_namespace_is_a_400(aiohttp_client: AiohttpClient) -> None:
+    """/ns/<not a namespace>/health is refused like every other route there, as the document says."""
+    client = await aiohttp_client(create_app())
+    reply = await client.get("/ns/%C2%84/health")
+    assert reply.status == 400
+    assert "namespace" in (await reply.json())["detail"]
+    assert (await client.get("/ns/a.b-c_d/health")).status == 200
+
+
+async def test_every_body_route_documents_what_reading_a_body_answers(aiohttp_client: AiohttpClient) -> None:
+    """A compressed body is a 415 on every route that reads one, and each documents 408, 413 and 415."""
+    # As the real server runs: bodies reach the handler as sent (no decoding in aiohttp's parser).
+    # aiohttp_client's server_kwargs never reach the runner: start it here.
+    server = TestServer(create_app())
+    await server.start_server(auto_decompress=False)
+    client: TestClient[web.Request, None] = await aiohttp_client(server)
+    doc = document()
+    for path, item in doc["paths"].items():
+        for method, operation in item.items():
+            if "requestBody" not in operation:
+                continue
+            url = path.replace("{namespace}", "ns1")
+            compressed = await client.request(method, url, data=b"{}", headers={"Content-Encoding": "gzip"})
+            assert compressed.status == 415, (method, path)
+            assert {"408", "413", "415"} <= operation["responses"].keys(), (method, path)

@@ -136,8 +136,9 @@ class Record:
 
     @property
     def session_id(self) -> str:
-        session_id: str = self.value.get("session_id", "")
-        return session_id
+        """The session id; ``""`` when there is none, or (another backend's info is not checked) not a string."""
+        session_id = self.value.get("session_id")
+        return session_id if isinstance(session_id, str) else ""
 
     @property
     def weights_info_dict(self) -> dict[str, Any]:

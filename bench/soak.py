@@ -1,0 +1,361 @@
+"""Soak figures: what a bad day and an abusive client cost the server (issue: bounded under abuse).
+
+Run from the repository root (``make soak``; the Soak section of docs/benchmarks.md came from it)::
+
+    .venv/bin/python -m bench.soak                       # everything, a few minutes
+    .venv/bin/python -m bench.soak --only shutdown health # some sections
+    .venv/bin/python -m bench.soak --quick                # smaller numbers, about a minute
+
+Sections:
+
+``crash``     SIGKILL the server mid-storm with ``--state-file``, restart it on the
+              same journal, count the acknowledged registrations it lost (must be 0).
+``shutdown``  park N long-polls (10,000 and 19,000), SIGTERM, time until the process
+              has exited, and count the parked requests answered 503 (SPEC: all of
+              them, within about two seconds).
+``memory``    park big batch queries (``ranks=0-65535&wait=...``) and read the server's
+              RSS: memory per parked batch query.
+``health``    ``/health`` latency (p50, p99, max) idle, beside a client looping on
+              ``ranks=0-65535`` batch queries (each answered 404 at once, naming every
+              rank), and beside a slowloris (connections sending their headers one byte
+              at a time).
+
+Every server is a real ``python -m aiobootstrap`` subprocess on 127.0.0.1 and port 0
+(memory store unless said); the load comes from this process, which raises its own
+open file limit to the hard limit as the server does. The machine is shared and
+small: read medians and ratios, not absolutes. Linux only (RSS from /proc).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import resource
+import signal
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import aiohttp
+
+from aiobootstrap import _protocol as protocol
+
+from .durability import crash_test, pct, running, start_server, table
+
+GET = protocol.GET_PATH
+BATCH = protocol.BATCH_PATH
+BIG_RANKS = "0-65535"
+"""The big range of the memory and health sections: what one batch may name once the cap is 65,536."""
+_PARK_TIMEOUT = 120.0
+
+
+def raise_open_file_limit() -> int:
+    """The soft RLIMIT_NOFILE raised to the hard one (as the server's CLI does); the new soft limit."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    target = hard if hard != resource.RLIM_INFINITY else max(soft, 1 << 20)
+    if soft != resource.RLIM_INFINITY and soft < target:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+    return resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+
+
+def host_port(url: str) -> tuple[str, int]:
+    host, _, port = url.removeprefix("http://").rpartition(":")
+    return host, int(port)
+
+
+async def parked(url: str) -> int:
+    """How many waits the server has parked (the listing's ``waiters``)."""
+    async with aiohttp.ClientSession() as http, http.get(url + protocol.RANKS_PATH) as reply:
+        return int((await reply.json())["waiters"])
+
+
+async def until_parked(url: str, count: int) -> float:
+    """Poll the listing until ``count`` waits are parked; the seconds it took."""
+    start = time.perf_counter()
+    async with asyncio.timeout(_PARK_TIMEOUT):
+        # The server is another process: its listing is the only way to know.
+        while await parked(url) < count:  # noqa: ASYNC110
+            await asyncio.sleep(0.1)
+    return time.perf_counter() - start
+
+
+@dataclass
+class Parker:
+    """Raw connections, each with one long-poll request sent and not yet answered."""
+
+    streams: list[tuple[asyncio.StreamReader, asyncio.StreamWriter]]
+
+    @classmethod
+    async def open(cls, url: str, targets: Sequence[str], concurrency: int = 256) -> Parker:
+        host, port = host_port(url)
+        streams: list[tuple[asyncio.StreamReader, asyncio.StreamWriter]] = []
+        gate = asyncio.Semaphore(concurrency)
+
+        async def one(target: str) -> None:
+            async with gate:
+                reader, writer = await asyncio.open_connection(host, port)
+                writer.write(f"GET {target} HTTP/1.1\r\nHost: {host}\r\n\r\n".encode())
+                await writer.drain()
+                streams.append((reader, writer))
+
+        await asyncio.gather(*(one(target) for target in targets))
+        return cls(streams)
+
+    async def statuses(self, timeout: float = 30.0) -> list[tuple[int | None, float]]:
+        """The status of each reply (``None``: none arrived within ``timeout``) and when its line came."""
+
+        async def one(reader: asyncio.StreamReader) -> tuple[int | None, float]:
+            try:
+                async with asyncio.timeout(timeout):
+                    line = await reader.readline()
+            except TimeoutError:
+                return None, time.perf_counter()
+            parts = line.split()
+            return int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else None, time.perf_counter()
+
+        return await asyncio.gather(*(one(reader) for reader, _ in self.streams))
+
+    def close(self) -> None:
+        for _, writer in self.streams:
+            writer.close()
+
+
+# -- shutdown: parked waits, then SIGTERM ---------------------------------
+
+
+async def shutdown_time(waiters: int) -> list[object]:
+    # --max-waiters: the default leaves 1,024 descriptors in reserve, below 19,000 under a 20,000 limit.
+    server = await start_server("--max-wait", "600", "--max-waiters", str(waiters + 64))
+    targets = [f"{GET}?rank={10**6 + index}&wait=600" for index in range(waiters)]
+    start = time.perf_counter()
+    parker = await Parker.open(server.url, targets)
+    parking = await until_parked(server.url, waiters)
+    connecting = time.perf_counter() - start
+    rss = server.rss_kib()
+    replies = asyncio.create_task(parker.statuses())
+    await asyncio.sleep(0.2)  # every reader waiting for its line
+    start = time.perf_counter()
+    server.proc.send_signal(signal.SIGTERM)
+    status = await server.proc.wait()
+    exit_s = time.perf_counter() - start
+    statuses = await replies
+    parker.close()
+    answered = [when - start for code, when in statuses if code == 503]
+    return [
+        f"{waiters:,}",
+        f"{connecting:.1f} ({parking:.1f} waiting for the last)",
+        f"{rss / 1024:.0f}",
+        f"{len(answered):,}" + (f" (last after {max(answered):.2f} s)" if answered else ""),
+        f"{exit_s:.2f}",
+        status,
+        f"{sum(1 for code, _ in statuses if code is None):,}",
+    ]
+
+
+# -- memory: parked big batch queries -------------------------------------
+
+
+async def batch_memory(queries: int) -> list[list[object]]:
+    async with running("--max-wait", "600") as server, aiohttp.ClientSession() as http:
+        # Warm up: the code paths, and one big 404 (its buffers are what a first query costs anyway).
+        for query in (f"?ranks={BIG_RANKS}", "?ranks=0"):
+            async with http.get(server.url + BATCH + query) as reply:
+                await reply.read()
+        before = server.rss_kib()
+        start = time.perf_counter()
+        parker = await Parker.open(server.url, [f"{BATCH}?ranks={BIG_RANKS}&wait=600"] * queries)
+        await until_parked(server.url, queries)
+        parking = time.perf_counter() - start
+        after = server.rss_kib()
+        health = await health_latencies(server.url, 2.0)
+        parker.close()
+        # The server notices the hang-ups and drops the waits.
+        await until_gone(server.url)
+        released = server.rss_kib()
+    per_query = (after - before) / queries
+    return [
+        ["parked batch queries", f"{queries}"],
+        ["time to park them all (s)", f"{parking:.2f}"],
+        ["server RSS before (MiB)", f"{before / 1024:.1f}"],
+        ["server RSS parked (MiB)", f"{after / 1024:.1f}"],
+        ["per parked query (MiB)", f"{per_query / 1024:.2f}"],
+        ["server RSS after they hung up (MiB)", f"{released / 1024:.1f}"],
+        ["/health p50 / p99 while parked (ms)", f"{health[0]:.1f} / {health[1]:.1f}"],
+    ]
+
+
+async def until_gone(url: str) -> None:
+    async with asyncio.timeout(_PARK_TIMEOUT):
+        while await parked(url):  # noqa: ASYNC110 - as in until_parked
+            await asyncio.sleep(0.1)
+
+
+# -- health: latency beside abuse -----------------------------------------
+
+
+async def health_latencies(url: str, seconds: float, interval: float = 0.01) -> tuple[float, float, float]:
+    """``/health`` every ``interval`` for ``seconds`` on one kept-alive connection: p50, p99, max in ms."""
+    times: list[float] = []
+    deadline = time.perf_counter() + seconds
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=1)) as http:
+        while time.perf_counter() < deadline:
+            start = time.perf_counter()
+            async with http.get(url + protocol.HEALTH_PATH) as reply:
+                await reply.read()
+                assert reply.status == 200, reply.status
+            times.append(time.perf_counter() - start)
+            await asyncio.sleep(interval)
+    return pct(times, 0.5) * 1e3, pct(times, 0.99) * 1e3, max(times) * 1e3
+
+
+async def batch_loop(url: str, stop: asyncio.Event, counts: list[int]) -> None:
+    """Ask ``ranks=0-65535`` (no wait) again and again: each answer is a 404 naming every rank."""
+    async with aiohttp.ClientSession() as http:
+        while not stop.is_set():
+            async with http.get(f"{url}{BATCH}?ranks={BIG_RANKS}") as reply:
+                body = await reply.read()
+            counts.append(len(body))
+
+
+async def slowloris(url: str, connections: int, stop: asyncio.Event, byte_every: float) -> int:
+    """``connections`` sockets that send a request head one byte at a time and never finish it.
+
+    Returns how many the server closed while the attack ran.
+    """
+    host, port = host_port(url)
+    closed = 0
+
+    async def one(index: int) -> None:
+        nonlocal closed
+        try:
+            reader, writer = await asyncio.open_connection(host, port)
+        except OSError:
+            closed += 1
+            return
+        head = f"GET /health HTTP/1.1\r\nHost: {host}\r\nX-Slow-{index}: ".encode() + b"a" * 10_000
+        try:
+            for byte in head:
+                if stop.is_set():
+                    break
+                writer.write(bytes([byte]))
+                await writer.drain()
+                await asyncio.sleep(byte_every)
+            if reader.at_eof():
+                closed += 1
+        except (ConnectionError, OSError):
+            closed += 1
+        finally:
+            writer.close()
+            with contextlib.suppress(ConnectionError, OSError):
+                await writer.wait_closed()
+
+    await asyncio.gather(*(one(index) for index in range(connections)))
+    return closed
+
+
+async def health_beside_abuse(seconds: float, loopers: int, connections: int) -> list[list[object]]:
+    rows: list[list[object]] = []
+    async with running() as server:
+        idle = await health_latencies(server.url, seconds)
+        rows.append(["idle", *(f"{ms:.1f}" for ms in idle), ""])
+
+        stop = asyncio.Event()
+        sizes: list[int] = []
+        loops = [asyncio.create_task(batch_loop(server.url, stop, sizes)) for _ in range(loopers)]
+        await asyncio.sleep(0.5)
+        start = time.perf_counter()
+        beside = await health_latencies(server.url, seconds)
+        elapsed = time.perf_counter() - start
+        stop.set()
+        await asyncio.gather(*loops)
+        size = sizes[-1] if sizes else 0
+        rows.append(
+            [
+                f"{loopers} client(s) looping on ranks={BIG_RANKS}",
+                *(f"{ms:.1f}" for ms in beside),
+                f"{len(sizes) / elapsed:.1f} batch 404s/s of {size / 1e6:.2f} MB",
+            ]
+        )
+
+        stop = asyncio.Event()
+        attack = asyncio.create_task(slowloris(server.url, connections, stop, byte_every=0.5))
+        await asyncio.sleep(2.0)  # every connection open and trickling
+        fds = server.open_fds()
+        beside = await health_latencies(server.url, seconds)
+        stop.set()
+        closed = await attack
+        rows.append(
+            [
+                f"slowloris: {connections:,} connections, one header byte each every 0.5 s",
+                *(f"{ms:.1f}" for ms in beside),
+                f"server fds {fds:,}; {closed} closed by the server",
+            ]
+        )
+    return rows
+
+
+# -- main -----------------------------------------------------------------
+
+SECTIONS = ("crash", "shutdown", "memory", "health")
+
+
+async def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.soak", description=__doc__.split("\n")[0])
+    parser.add_argument("--only", nargs="+", choices=SECTIONS, default=list(SECTIONS))
+    parser.add_argument("--quick", action="store_true", help="smaller numbers: about a minute")
+    parser.add_argument("--crash-rounds", type=int, default=None)
+    parser.add_argument("--waiters", type=int, nargs="+", default=None, help="parked waits before SIGTERM")
+    parser.add_argument("--batch-queries", type=int, default=None, help="parked big batch queries")
+    parser.add_argument("--seconds", type=float, default=None, help="each /health measurement")
+    parser.add_argument("--slowloris", type=int, default=None, help="slowloris connections")
+    args = parser.parse_args(argv)
+    quick = args.quick
+    crash_rounds = args.crash_rounds or (2 if quick else 5)
+    waiters = args.waiters or ([2_000] if quick else [10_000, 19_000])
+    batch_queries = args.batch_queries or (5 if quick else 20)
+    seconds = args.seconds or (3.0 if quick else 10.0)
+    connections = args.slowloris or (200 if quick else 2_000)
+
+    limit = raise_open_file_limit()
+    print(f"python {sys.version.split()[0]}, {os.cpu_count()} cpus, open file limit {limit:,}")
+    began = time.perf_counter()
+    if "crash" in args.only:
+        with tempfile.TemporaryDirectory(prefix="aiobootstrap-soak-") as name:
+            table(
+                "Crash: SIGKILL mid-storm (16 clients) with --state-file, restart, compare",
+                ["round", "acknowledged", "lost", "unacknowledged but kept", "ranks on restart",
+                 "restart ms", "errors"],
+                await crash_test(Path(name), crash_rounds, 16),
+            )  # fmt: skip
+    if "shutdown" in args.only:
+        if max(waiters) + 64 > limit - 64:
+            print(f"\n(the open file limit {limit:,} is too low for {max(waiters):,} parked waits)")
+        table(
+            "Shutdown: parked long-polls, then SIGTERM",
+            ["parked", "connect + park (s)", "server RSS (MiB)", "answered 503", "SIGTERM to exit (s)",
+             "exit status", "not answered"],
+            [await shutdown_time(count) for count in waiters],
+        )  # fmt: skip
+    if "memory" in args.only:
+        table(
+            f"Memory: parked batch queries ranks={BIG_RANKS}&wait=600",
+            ["", ""],
+            await batch_memory(batch_queries),
+        )
+    if "health" in args.only:
+        table(
+            f"/health latency beside abuse ({seconds:g} s each, one probe every 10 ms)",
+            ["beside", "p50 ms", "p99 ms", "max ms", "the abuse"],
+            await health_beside_abuse(seconds, 1, connections),
+        )
+    print(f"\n{time.perf_counter() - began:.0f} s in all")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(asyncio.run(main()))
