@@ -17,14 +17,14 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import NoReturn
 
-from . import __version__
+from . import __version__, _open_files
 from ._bind import AddressInUse, bind_sockets, explain_address_in_use
-from ._config import CONNECTION_FD_RESERVE, DEFAULT_MAX_WAITERS, DEFAULT_STORE, ServerConfig
+from ._config import DEFAULT_MAX_WAITERS, DEFAULT_STORE, ServerConfig
 from ._logging import LOG_FORMATS, setup_logging
 from ._tools import TOOLS, add_tool_parsers, run_tool
 from .exceptions import BootstrapError
 
-__all__ = ["loop_factory", "main", "raise_open_file_limit"]
+__all__ = ["loop_factory", "main"]
 
 log = logging.getLogger("aiobootstrap")
 
@@ -32,8 +32,6 @@ _LOG_LEVELS = ("debug", "info", "warning", "error")
 
 TOKEN_ENV = "AIOBOOTSTRAP_AUTH_TOKEN"
 STORE_ENV = "AIOBOOTSTRAP_STORE"
-_FD_RESERVE = 1024
-"""Open files kept free of parked waits: registrations, health checks, the state file, logs."""
 
 
 _DEFAULTS = ServerConfig()
@@ -158,7 +156,7 @@ def _parser() -> argparse.ArgumentParser:
         metavar="N",
         help=(
             "most connections open at once; a new one past it closes the longest-idle connection "
-            f"(never one with a request in flight) (default: the open file limit less {CONNECTION_FD_RESERVE})"
+            f"(never one with a request in flight) (default: the open file limit less {_open_files.CONNECTION_FD_RESERVE})"
         ),
     )
     parser.add_argument(
@@ -206,7 +204,7 @@ def _config(args: argparse.Namespace, environ: Mapping[str, str]) -> ServerConfi
         max_wait=args.max_wait,
         max_body_size=args.max_body_size,
         max_body_memory=args.max_body_memory,
-        max_waiters=_max_waiters(args.max_waiters),
+        max_waiters=_open_files.waiter_limit(args.max_waiters, DEFAULT_MAX_WAITERS),
         # 0 switches the cap off; a world size lifts it anyway.
         max_ranks=args.max_ranks or None,
         max_request_line=args.max_request_line,
@@ -256,57 +254,6 @@ def _auth_token(path: str | None, environ: Mapping[str, str]) -> str | None:
         # Set but empty is a mistake, not a wish to run without authentication.
         raise ValueError(f"{TOKEN_ENV} is set but empty")
     return token
-
-
-def _open_file_limit() -> int | None:
-    try:
-        import resource
-    except ImportError:
-        return None
-    soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
-    return None if soft == resource.RLIM_INFINITY else soft
-
-
-def _max_waiters(asked: int | None) -> int:
-    """``asked``, or a default that leaves room in the open file table for everything else.
-
-    Past the open file limit the server cannot accept() at all, and a
-    registration is refused along with the extra waiters: better that the
-    extra waiters get a 503 and retry.
-    """
-    limit = _open_file_limit()
-    room = None if limit is None else max(1, limit - _FD_RESERVE)
-    if asked is not None:
-        if room is not None and asked > room:
-            log.warning(
-                "--max-waiters %d is more than the open file limit %d leaves room for (%d)",
-                asked,
-                limit,
-                room,
-            )
-        return asked
-    if room is not None and room < DEFAULT_MAX_WAITERS:
-        log.debug("max waiters lowered to %d to fit the open file limit of %d", room, limit)
-        return room
-    return DEFAULT_MAX_WAITERS
-
-
-def raise_open_file_limit() -> None:
-    """Raise the soft RLIMIT_NOFILE to the hard one: each parked wait holds a socket."""
-    try:
-        import resource
-    except ImportError:  # not on this platform: nothing to raise
-        return
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    target = hard if hard != resource.RLIM_INFINITY else max(soft, 1 << 20)
-    if soft == resource.RLIM_INFINITY or soft >= target:
-        return
-    try:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
-    except (ValueError, OSError) as exc:
-        log.warning("could not raise the open file limit from %d to %d: %s", soft, target, exc)
-    else:
-        log.debug("raised the open file limit from %d to %d", soft, target)
 
 
 async def serve(config: ServerConfig, socks: Sequence[socket.socket]) -> int:
@@ -363,7 +310,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     setup_logging(args.log_level, args.log_format)
     # Before the config: the default waiter limit fits the raised open file limit.
-    raise_open_file_limit()
+    _open_files.raise_open_file_limit()
     try:
         config = _config(args, os.environ)
     except ValueError as exc:

@@ -10,7 +10,6 @@ from ._protocol import BATCH_QUERY_CHARS
 from .store._url import check_store_url
 
 __all__ = [
-    "CONNECTION_FD_RESERVE",
     "DEFAULT_HOST",
     "DEFAULT_MAX_WAITERS",
     "DEFAULT_PORT",
@@ -24,9 +23,6 @@ DEFAULT_PORT = 6789
 DEFAULT_MAX_WAITERS = 65_536
 """Each parked wait holds a socket; the CLI lowers this to fit the open file limit."""
 DEFAULT_STORE = "memory:"
-CONNECTION_FD_RESERVE = 128
-"""Open files the default ``max_connections`` keeps free of connections: the listening sockets, the
-store, the state file, the log, and the connections the loop accepts in one burst before any is shed."""
 _PREFIX = re.compile(r"[A-Za-z0-9._-]{1,64}")
 _MIN_REQUEST_LINE = BATCH_QUERY_CHARS + 512
 """Room for the client's longest batch query plus the path and the other parameters."""

@@ -27,26 +27,13 @@ from collections.abc import Awaitable, Callable
 from aiohttp import web
 from aiohttp.web_protocol import RequestHandler
 
-from ._config import CONNECTION_FD_RESERVE
 from ._logging import RateLimited
 
-__all__ = ["ConnectionTable", "default_max_connections"]
+__all__ = ["ConnectionTable"]
 
 log = logging.getLogger("aiobootstrap")
 
 _Handle = Callable[[web.BaseRequest], Awaitable[web.StreamResponse]]
-
-
-def default_max_connections() -> int | None:
-    """The open file limit less :data:`CONNECTION_FD_RESERVE` (half the limit when it is tiny); ``None`` when unknown."""
-    try:
-        import resource
-    except ImportError:  # not on this platform: no limit to fit
-        return None
-    soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
-    if soft == resource.RLIM_INFINITY:
-        return None
-    return max(1, soft // 2, soft - CONNECTION_FD_RESERVE)
 
 
 class _Tracked(asyncio.Protocol):

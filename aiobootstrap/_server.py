@@ -22,8 +22,9 @@ from aiohttp.log import access_logger
 from ._app import REGISTRY, create_app
 from ._bind import BACKLOG, AddressInUse, bind_sockets, explain_address_in_use
 from ._config import ServerConfig
-from ._connections import ConnectionTable, default_max_connections
+from ._connections import ConnectionTable
 from ._logging import http_logger
+from ._open_files import connection_limit
 from ._portinfo import host_port
 from ._registry import Registry
 from .exceptions import BootstrapError
@@ -70,21 +71,6 @@ def ssl_context(config: ServerConfig) -> ssl.SSLContext | None:
             f"{exc.strerror or exc}."
         ) from None
     return context
-
-
-def _connection_limit(asked: int | None) -> int | None:
-    """``asked``, warned about when the open file limit leaves no room for it; else the derived default."""
-    room = default_max_connections()
-    if asked is None:
-        return room
-    if room is not None and asked > room:
-        log.warning(
-            "--max-connections %d is more than the open file limit leaves room for (%d): "
-            "past that, new connections fail before any idle one can be shed",
-            asked,
-            room,
-        )
-    return asked
 
 
 _WILDCARDS = ("0.0.0.0", "::", "")
@@ -202,7 +188,7 @@ class BootstrapServer:
         try:
             await runner.setup()
             assert runner.server is not None  # set up above
-            connections = ConnectionTable(runner.server, _connection_limit(self.config.max_connections))
+            connections = ConnectionTable(runner.server, connection_limit(self.config.max_connections))
             for each in socks:
                 # A site listens again with a backlog of its own (128 unless told): keep ours.
                 await _Site(runner, each, connections.protocol, ssl_context=tls, backlog=BACKLOG).start()

@@ -24,7 +24,7 @@ from aiohttp import web
 
 from aiobootstrap import Registry, ServerConfig, create_app
 from aiobootstrap._app import REGISTRY
-from aiobootstrap._cli import raise_open_file_limit
+from aiobootstrap._open_files import raise_open_file_limit
 
 BOUND = 512 * 1024
 """Bytes the server may grow by over the whole run (caches settling), leaks excluded."""

@@ -34,7 +34,7 @@ from aiohttp import web
 
 from aiobootstrap import ServerConfig, create_app
 from aiobootstrap._app import REGISTRY
-from aiobootstrap._cli import raise_open_file_limit
+from aiobootstrap._open_files import raise_open_file_limit
 from aiobootstrap._protocol import DEFAULT_NAMESPACE
 from aiobootstrap.store import DEFAULT_ROLE, TRANSFER_ENGINE_INFO, Key
 

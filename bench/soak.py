@@ -32,7 +32,6 @@ import argparse
 import asyncio
 import contextlib
 import os
-import resource
 import signal
 import sys
 import tempfile
@@ -44,6 +43,7 @@ from pathlib import Path
 import aiohttp
 
 from aiobootstrap import _protocol as protocol
+from aiobootstrap._open_files import open_file_limit, raise_open_file_limit
 
 from .durability import crash_test, pct, running, start_server, table
 
@@ -52,15 +52,6 @@ BATCH = protocol.BATCH_PATH
 BIG_RANKS = "0-65535"
 """The big range of the memory and health sections: what one batch may name once the cap is 65,536."""
 _PARK_TIMEOUT = 120.0
-
-
-def raise_open_file_limit() -> int:
-    """The soft RLIMIT_NOFILE raised to the hard one (as the server's CLI does); the new soft limit."""
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    target = hard if hard != resource.RLIM_INFINITY else max(soft, 1 << 20)
-    if soft != resource.RLIM_INFINITY and soft < target:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
-    return resource.getrlimit(resource.RLIMIT_NOFILE)[0]
 
 
 def host_port(url: str) -> tuple[str, int]:
@@ -321,7 +312,8 @@ async def main(argv: Sequence[str] | None = None) -> int:
     seconds = args.seconds or (3.0 if quick else 10.0)
     connections = args.slowloris or (200 if quick else 2_000)
 
-    limit = raise_open_file_limit()
+    raise_open_file_limit()
+    limit = open_file_limit() or 1 << 20
     print(f"python {sys.version.split()[0]}, {os.cpu_count()} cpus, open file limit {limit:,}")
     began = time.perf_counter()
     if "crash" in args.only:

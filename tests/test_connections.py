@@ -149,11 +149,11 @@ def test_max_connections_option_reaches_the_config() -> None:
 
 def test_the_derived_cap_leaves_descriptors_free() -> None:
     """The default cap is the open file limit less 128 (half of a tiny limit)."""
-    from aiobootstrap._connections import default_max_connections
+    from aiobootstrap._open_files import connection_limit
 
     soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
     expected = None if soft == resource.RLIM_INFINITY else max(1, soft // 2, soft - 128)
-    assert default_max_connections() == expected
+    assert connection_limit(None) == expected
 
 
 async def test_a_cap_above_the_open_file_limit_is_kept_with_a_warning(caplog) -> None:

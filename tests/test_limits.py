@@ -16,7 +16,7 @@ from aiobootstrap import (
     TooManyRanks,
     create_app,
 )
-from aiobootstrap import _cli as cli
+from aiobootstrap import _open_files as open_files
 from aiobootstrap._app import REGISTRY
 from aiobootstrap._config import DEFAULT_MAX_WAITERS
 from aiobootstrap._protocol import BATCH_QUERY_CHARS
@@ -124,19 +124,19 @@ async def test_waiters_over_the_limit_get_503_and_the_parked_ones_are_unaffected
 
 def test_default_waiter_limit_fits_the_open_file_limit(monkeypatch):
     """The CLI's default waiter limit leaves 1024 open files for everything else."""
-    monkeypatch.setattr(cli, "_open_file_limit", lambda: 4096)
-    assert cli._max_waiters(None) == 4096 - 1024
-    monkeypatch.setattr(cli, "_open_file_limit", lambda: 1 << 20)
-    assert cli._max_waiters(None) == DEFAULT_MAX_WAITERS
-    monkeypatch.setattr(cli, "_open_file_limit", lambda: None)
-    assert cli._max_waiters(None) == DEFAULT_MAX_WAITERS
+    monkeypatch.setattr(open_files, "open_file_limit", lambda: 4096)
+    assert open_files.waiter_limit(None, DEFAULT_MAX_WAITERS) == 4096 - 1024
+    monkeypatch.setattr(open_files, "open_file_limit", lambda: 1 << 20)
+    assert open_files.waiter_limit(None, DEFAULT_MAX_WAITERS) == DEFAULT_MAX_WAITERS
+    monkeypatch.setattr(open_files, "open_file_limit", lambda: None)
+    assert open_files.waiter_limit(None, DEFAULT_MAX_WAITERS) == DEFAULT_MAX_WAITERS
 
 
 def test_an_explicit_waiter_limit_is_kept_with_a_warning(monkeypatch, caplog):
     """--max-waiters above what the open file limit allows is honoured, and warned about."""
-    monkeypatch.setattr(cli, "_open_file_limit", lambda: 4096)
+    monkeypatch.setattr(open_files, "open_file_limit", lambda: 4096)
     with caplog.at_level(logging.WARNING, logger="aiobootstrap"):
-        assert cli._max_waiters(10_000) == 10_000
+        assert open_files.waiter_limit(10_000, DEFAULT_MAX_WAITERS) == 10_000
     assert "open file limit" in caplog.text
 
 
