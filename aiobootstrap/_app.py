@@ -228,8 +228,8 @@ async def ready(request: web.Request) -> web.Response:
     return web.Response(text="OK")
 
 
-_PUBLIC = frozenset({health})
-"""Handlers that answer without the bearer token."""
+_PUBLIC = frozenset({health, ready})
+"""Handlers that answer without the bearer token: the probes, which say nothing of the records."""
 
 
 def namespace_of(request: web.Request) -> str:

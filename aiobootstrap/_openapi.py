@@ -452,7 +452,7 @@ def document(*, token: bool = False) -> dict[str, Any]:
             paths[protocol.path(route, "{namespace}")] = _in_namespace(item)
     for route, item in paths.items():
         for operation in item.values():
-            if route.endswith(protocol.HEALTH_PATH):
+            if route.endswith(protocol.HEALTH_PATH) or route == protocol.READY_PATH:
                 operation["security"] = []
             elif token:
                 operation["security"] = [{_SECURITY_SCHEME: []}]
@@ -472,7 +472,7 @@ def document(*, token: bool = False) -> dict[str, Any]:
                 _SECURITY_SCHEME: {
                     "type": "http",
                     "scheme": "bearer",
-                    "description": "The server's --auth-token; /health never asks for it.",
+                    "description": "The server's --auth-token; /health and /ready never ask for it.",
                 }
             },
         },

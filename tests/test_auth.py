@@ -60,7 +60,7 @@ def _bearer(token: str) -> dict[str, str]:
     [{}, _bearer("wrong"), _bearer(TOKEN + "x"), _bearer(TOKEN[:-1]), {"Authorization": f"Basic {TOKEN}"}],
     ids=["none", "wrong", "longer", "shorter", "basic"],
 )
-async def test_every_route_but_health_refuses_a_missing_or_wrong_token(client, method, path, headers):
+async def test_every_route_but_the_probes_refuses_a_missing_or_wrong_token(client, method, path, headers):
     """Without the right bearer token every route answers 401 JSON with WWW-Authenticate: Bearer."""
     response = await client.request(method, path, headers=headers, json=BODY if method == "PUT" else None)
     assert response.status == 401
@@ -69,9 +69,9 @@ async def test_every_route_but_health_refuses_a_missing_or_wrong_token(client, m
     assert "token" in detail
 
 
-@pytest.mark.parametrize("path", ["/health", "/ns/team-a/health"])
-async def test_health_answers_without_a_token(client, path):
-    """/health (in any namespace) stays open so load balancers and probes need no secret."""
+@pytest.mark.parametrize("path", ["/health", "/ns/team-a/health", "/ready"])
+async def test_the_probes_answer_without_a_token(client, path):
+    """/health (in any namespace) and /ready stay open: load balancers and probes need no secret."""
     response = await client.get(path)
     assert response.status == 200
     assert await response.text() == "OK"

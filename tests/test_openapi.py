@@ -89,7 +89,7 @@ def test_every_schema_reference_resolves() -> None:
 
 async def test_openapi_json_with_a_token(aiohttp_client: AiohttpClient) -> None:
     """With a token, /openapi.json is refused without it, and the served document declares the
-    bearer scheme on every operation but /health, each with its 401."""
+    bearer scheme on every operation but the probes /health and /ready, each with its 401."""
     client = await aiohttp_client(create_app(ServerConfig(auth_token="secret")))
     refused = await client.get("/openapi.json")
     assert refused.status == 401
@@ -103,7 +103,7 @@ async def test_openapi_json_with_a_token(aiohttp_client: AiohttpClient) -> None:
     }
     for path, item in doc["paths"].items():
         for operation in item.values():
-            if path.endswith("/health"):
+            if path.endswith("/health") or path == "/ready":
                 assert operation["security"] == [], path
                 assert "401" not in operation["responses"], path
             else:
