@@ -19,6 +19,7 @@ from . import _protocol as protocol
 from ._auth import ExpectHandler, UnroutedExpect, auth_middleware, expect_handler
 from ._body import BODY_BUDGET, BodyBudget, read_body, too_large_detail
 from ._config import ServerConfig
+from ._error_reply import json_error
 from ._kinds import (
     ENCODER_LIST_PATH,
     ENCODER_REGISTER_PATH,
@@ -166,15 +167,6 @@ async def _namespace_figures(app: web.Application) -> list[NamespaceFigures]:
 # -- errors -------------------------------------------------------------
 
 
-def _json_error(status: int, detail: str, headers: dict[str, str] | None = None) -> web.Response:
-    return web.Response(
-        status=status,
-        body=protocol.error_body(detail),
-        content_type=protocol.JSON_TYPE,
-        headers=headers,
-    )
-
-
 _HTTP_DETAILS = {
     404: "No such route; see the API reference for the routes this server answers.",
     405: "This route does not take that method.",
@@ -194,23 +186,23 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
         headers = None
         if isinstance(exc, TooManyWaiters | StoreUnavailable | BodyBudgetExhausted):
             headers = {"Retry-After": f"{exc.retry_after:g}"}
-        response = _json_error(exc.status, exc.detail, headers)
+        response = json_error(exc.status, exc.detail, headers)
         if isinstance(exc, _BODY_LEFT_UNREAD):
             # The rest of the body may still be on its way: the connection cannot carry another request.
             response.force_close()
         return response
     except web.HTTPRequestEntityTooLarge:
-        response = _json_error(413, too_large_detail(request.app[CONFIG].max_body_size))
+        response = json_error(413, too_large_detail(request.app[CONFIG].max_body_size))
         response.force_close()
         return response
     except web.HTTPException as exc:
         if exc.status < 400:
             raise
         detail = _HTTP_DETAILS.get(exc.status, exc.reason)
-        return _json_error(exc.status, detail, {k: v for k, v in exc.headers.items() if k == "Allow"})
+        return json_error(exc.status, detail, {k: v for k, v in exc.headers.items() if k == "Allow"})
     except Exception:
         log.exception("Unexpected error answering %s %s", request.method, request.path)
-        return _json_error(500, "The server failed to answer this request; see its log.")
+        return json_error(500, "The server failed to answer this request; see its log.")
 
 
 # -- routes -------------------------------------------------------------

@@ -19,9 +19,9 @@ from yarl import URL
 if TYPE_CHECKING:  # the return type aiohttp's get_info declares (a TypedDict, all keys optional)
     from aiohttp.web_urldispatcher import _InfoDict
 
-from . import _protocol as protocol
 from ._body import too_large_detail
 from ._config import ServerConfig
+from ._error_reply import json_error
 
 __all__ = [
     "ExpectHandler",
@@ -29,17 +29,9 @@ __all__ = [
     "auth_middleware",
     "bearer_matches",
     "expect_handler",
-    "json_error",
 ]
 
 ExpectHandler = Callable[[web.Request], Awaitable[web.StreamResponse | None]]
-
-
-def json_error(status: int, detail: str, headers: dict[str, str] | None = None) -> web.Response:
-    """An error reply: JSON ``{"detail": ...}`` with ``status``."""
-    return web.Response(
-        status=status, body=protocol.error_body(detail), content_type=protocol.JSON_TYPE, headers=headers
-    )
 
 
 def _unauthorized(detail: str) -> web.Response:

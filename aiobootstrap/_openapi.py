@@ -395,7 +395,7 @@ _SCHEMAS: dict[str, Any] = {
     },
     "Listing": {
         "type": "object",
-        "required": ["version", "kind", "role", "world_size", "count", "ranks", "missing"],
+        "required": ["version", "kind", "role", "world_size", "count", "ranks", "missing", "missing_ranks"],
         "properties": {
             "version": {"type": "integer"},
             "kind": {"type": "string", "description": "The record kind listed."},
@@ -416,7 +416,25 @@ _SCHEMAS: dict[str, Any] = {
                     },
                 },
             },
-            "missing": {"type": ["array", "null"], "items": {"type": "integer"}},
+            "missing": {
+                "type": ["array", "null"],
+                "items": {"type": "integer"},
+                "description": (
+                    f"The ranks of [0, world_size) not registered, in order: all of them, or the first "
+                    f"{protocol.MISSING_LIST_MAX} when missing_truncated is true; null without a world size."
+                ),
+            },
+            "missing_ranks": {
+                "type": ["string", "null"],
+                "description": (
+                    "Every rank of [0, world_size) not registered, as a rank set such as 0-3,8 "
+                    "(empty when none is missing); null without a world size."
+                ),
+            },
+            "missing_truncated": {
+                "type": "boolean",
+                "description": f"True when more than {protocol.MISSING_LIST_MAX} ranks are missing.",
+            },
         },
     },
 }

@@ -82,7 +82,7 @@ what one request may make the server look at and report.
 """
 
 MISSING_LIST_MAX = 1024
-"""The most ranks a batch ``404`` lists in ``missing``; ``missing_ranks`` always holds them all, as ranges."""
+"""The most ranks a batch ``404`` or a listing names in ``missing``; ``missing_ranks`` holds them all, as ranges."""
 
 MAX_NESTING = 64
 """The deepest a request body may nest objects and arrays (the body itself is level 1)."""
@@ -475,12 +475,18 @@ def encode_not_registered(missing: Sequence[int] | RankSet, noun: str = ENGINE_I
     detail = missing_ranks_detail(missing, noun)
     if not isinstance(missing, RankSet):
         return error_body(detail, missing=list(missing))
+    return error_body(detail, **_missing_fields(missing))
+
+
+def _missing_fields(missing: RankSet) -> dict[str, Any]:
+    """``missing`` (at most :data:`MISSING_LIST_MAX` ranks, the smallest), ``"missing_truncated": true``
+    when there are more, and ``missing_ranks`` (all of them, as a spec): a few KB whatever the set."""
     listed = missing.head(MISSING_LIST_MAX)
-    extra: dict[str, Any] = {"missing": listed}
+    fields: dict[str, Any] = {"missing": listed}
     if len(missing) > len(listed):
-        extra["missing_truncated"] = True
-    extra["missing_ranks"] = str(missing)
-    return error_body(detail, **extra)
+        fields["missing_truncated"] = True
+    fields["missing_ranks"] = str(missing)
+    return fields
 
 
 def decode_not_registered(status: int, payload: bytes) -> list[int] | None:
@@ -665,10 +671,16 @@ class RankListing:
     world_size: int | None
     ranks: list[RankSummary]
     missing: list[int] | None
+    """The ranks of ``[0, world_size)`` not registered: all of them, or the first
+    :data:`MISSING_LIST_MAX` when there are more (``missing_ranks`` has them all);
+    ``None`` without a world size."""
     waiters: int
     """How many waits are parked on the server right now."""
     kind: str = "transfer_engine_info"
     role: str = DEFAULT_ROLE
+    missing_ranks: RankSet | None = None
+    """Every rank of ``[0, world_size)`` not registered, as ranges (exact however many);
+    ``None`` without a world size."""
 
 
 def engine_summary(record: Record) -> dict[str, Any]:
@@ -695,7 +707,7 @@ def encode_listing(
     ``summary`` is what an item shows of its record besides rank, version and
     times (for transfer-engine info: ``session_id``, and ``backend`` when tagged).
     """
-    registered = {record.rank for record in records}
+    missing = None if world_size is None else missing_in_world(world_size, (r.rank for r in records))
     listing = {
         "version": version,
         "kind": kind,
@@ -713,9 +725,15 @@ def encode_listing(
             }
             for record in records
         ],
-        "missing": None if world_size is None else [r for r in range(world_size) if r not in registered],
+        **({"missing": None, "missing_ranks": None} if missing is None else _missing_fields(missing)),
     }
     return dumps(listing)
+
+
+def missing_in_world(world_size: int, registered: Iterable[int]) -> RankSet:
+    """The ranks of ``[0, world_size)`` not in ``registered``: its cost grows with what is registered,
+    not with the world size."""
+    return RankSet.below(world_size).without(registered)
 
 
 def decode_listing(payload: bytes) -> RankListing:
@@ -733,9 +751,20 @@ def decode_listing(payload: bytes) -> RankListing:
             waiters=int(reply.get("waiters", 0)),
             kind=str(reply.get("kind", "transfer_engine_info")),
             role=str(reply.get("role", DEFAULT_ROLE)),
+            missing_ranks=_listed_missing(reply),
         )
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+    except (KeyError, TypeError, ValueError, AttributeError, BadRequest) as exc:
         raise UnexpectedReply(f"The server's reply is not a rank listing: {exc!r}.") from None
+
+
+def _listed_missing(reply: dict[str, Any]) -> RankSet | None:
+    """A listing's missing ranks: its ``missing_ranks`` spec, or, from a server that sends
+    none (its ``missing`` then lists them all), its ``missing``."""
+    spec = reply.get("missing_ranks")
+    if isinstance(spec, str):
+        return RankSet.parse(spec, name="missing_ranks") if spec else RankSet()
+    missing = reply.get("missing")
+    return None if missing is None else RankSet.from_ranks(int(rank) for rank in missing)
 
 
 def _summary(item: Any) -> RankSummary:

@@ -89,6 +89,11 @@ class RankSet:
         return cls._of(tuple(ranges))
 
     @classmethod
+    def below(cls, count: int) -> RankSet:
+        """The ranks ``0`` to ``count - 1`` (a world of ``count`` ranks), as one range."""
+        return cls._of(((0, count - 1),) if count > 0 else ())
+
+    @classmethod
     def parse(cls, spec: str, *, limit: int | None = None, name: str = "ranks") -> RankSet:
         """Read a spec such as ``0-3,8,10-11`` without expanding its ranges.
 

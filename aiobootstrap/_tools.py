@@ -383,9 +383,10 @@ def _ranks_section(listing: RankListing, asked_world_size: int | None) -> list[s
             padded = [cell.ljust(width) for cell, width in zip(cells, widths, strict=True)]
             lines.append("  " + "  ".join([*padded, age]))
     if world_size is not None:
-        registered = {rank.rank for rank in listing.ranks}
-        missing = [rank for rank in range(world_size) if rank not in registered]
-        lines.append(f"  missing: {protocol.format_ranks(missing) or 'none'}")
+        missing = listing.missing_ranks
+        if missing is None or world_size != listing.world_size:
+            missing = protocol.missing_in_world(world_size, (rank.rank for rank in listing.ranks))
+        lines.append(f"  missing: {missing or 'none'}")
     return lines
 
 
