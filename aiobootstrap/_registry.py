@@ -114,7 +114,9 @@ class Registry:
         self._waitlists: dict[Key, _Waitlist] = {}
         self._replies: dict[Key, tuple[int, bytes]] = {}
         self._parked = 0
-        self._parked_tasks: set[asyncio.Task[Any]] = set()
+        # In order of parking: waiters cancelled in that order leave each event's
+        # list of waiters from its front (a thousand on one key cost no more than one each).
+        self._parked_tasks: dict[asyncio.Task[Any], None] = {}
         self._parked_by_namespace: collections.Counter[str] = collections.Counter()
         self._to_read: set[Key] = set()
         self._reader: asyncio.Task[None] | None = None
@@ -129,7 +131,7 @@ class Registry:
 
     @property
     def parked_tasks(self) -> list[asyncio.Task[Any]]:
-        """The tasks of the waits parked right now (a task parks one wait at a time)."""
+        """The tasks of the waits parked right now, in the order they parked (a task parks one wait at a time)."""
         return list(self._parked_tasks)
 
     def parked_in(self, namespace: str) -> int:
@@ -354,12 +356,12 @@ class Registry:
         self._parked_by_namespace[namespace] += 1
         task = asyncio.current_task()
         if task is not None:
-            self._parked_tasks.add(task)
+            self._parked_tasks[task] = None
 
     def _unpark(self, namespace: str) -> None:
         task = asyncio.current_task()
         if task is not None:
-            self._parked_tasks.discard(task)
+            self._parked_tasks.pop(task, None)
         self._parked -= 1
         by_namespace = self._parked_by_namespace
         by_namespace[namespace] -= 1
