@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import logging
 import os
 import signal
@@ -277,6 +278,15 @@ async def serve(config: ServerConfig, socks: Sequence[socket.socket]) -> int:
         await stop.wait()
         log.info("stopping: answering parked waits and closing")
     finally:
+        # Nothing allocated so far needs the cycle collector any more: the
+        # process ends in a moment and the system takes its memory back. Left
+        # in the collector's generations, ten thousand parked connections
+        # cost full collections of 0.4-0.8 s during the stop, which found
+        # nothing to free. Off and frozen, the collector leaves the stop alone
+        # and skips the frozen heap at exit; memory is still freed by
+        # reference counting.
+        gc.disable()
+        gc.freeze()
         await server.close()
     return 0
 

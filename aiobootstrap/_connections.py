@@ -11,6 +11,13 @@ reuses keep-alive connections when it runs short. Idle means no request in
 flight: a parked long-poll is a request in flight and is never shed. Only
 when every connection is busy is the newcomer itself closed.
 
+The table also knows which task handles which request, so a stopping server
+can answer its parked waits itself (:meth:`ConnectionTable.answer`): one
+write of ready-made bytes, the connection closed, the handler's task
+cancelled. aiohttp's own way, waking each handler to build its reply and
+then shutting each connection down in a task of its own, took seconds for
+ten thousand parked waits (docs/benchmarks.md).
+
 Each connection's asyncio protocol is aiohttp's own, wrapped in a
 :class:`_Tracked` that notes when bytes last arrived; the server's request
 handler (``web.Server.request_handler``, a public attribute that aiohttp's
@@ -22,7 +29,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Any
 
 from aiohttp import web
 from aiohttp.web_protocol import RequestHandler
@@ -96,6 +104,11 @@ class ConnectionTable:
         # Connections without a request in flight, longest idle first (dicts keep insertion order).
         self._idle: dict[_Tracked, None] = {}
         self._log = RateLimited(log)
+        # The request each handler task is answering, and on which connection.
+        self._by_task: dict[asyncio.Task[Any], tuple[_Tracked, web.BaseRequest]] = {}
+        # Connections closed by answer() whose loss is still to come, and who waits for that.
+        self._closing: set[_Tracked] = set()
+        self._all_lost: asyncio.Future[None] | None = None
         handle = server.request_handler
         if not callable(handle):  # pragma: no cover - aiohttp moved the hook: see tests/test_connections.py
             raise RuntimeError("aiohttp's web.Server has no request_handler to wrap")
@@ -120,6 +133,48 @@ class ConnectionTable:
         self.open -= 1
         self._idle.pop(conn, None)
         self._by_handler.pop(conn.handler, None)
+        if self._closing:
+            self._closing.discard(conn)
+            if not self._closing and self._all_lost is not None and not self._all_lost.done():
+                self._all_lost.set_result(None)
+
+    def answer(self, tasks: Iterable[asyncio.Task[Any]], reply: Callable[[web.BaseRequest], bytes]) -> int:
+        """Answer the requests that ``tasks`` are handling with ``reply``'s bytes; how many were answered.
+
+        For each request of this table that has nothing written yet, on a
+        connection still open: one write, the connection closed (its
+        buffered bytes are still sent), and the handler's task cancelled,
+        so it writes nothing more. Other tasks are left alone.
+        """
+        answered = 0
+        for task in tasks:
+            entry = self._by_task.get(task)
+            if entry is None:
+                continue
+            conn, request = entry
+            transport = request.transport
+            # Something written already (a reply begun): that request is not this one's to answer.
+            if transport is None or transport.is_closing() or request.writer.output_size:
+                continue
+            transport.write(reply(request))
+            conn.close()
+            task.cancel()
+            self._closing.add(conn)
+            answered += 1
+        return answered
+
+    async def answered_closed(self, timeout: float) -> None:
+        """Until the connections that :meth:`answer` closed are gone (at most ``timeout`` seconds)."""
+        if not self._closing:
+            return
+        self._all_lost = asyncio.get_running_loop().create_future()
+        try:
+            async with asyncio.timeout(timeout):
+                await self._all_lost
+        except TimeoutError:
+            pass  # a TLS peer slow to close: aiohttp's shutdown takes it from here
+        finally:
+            self._all_lost = None
 
     def active(self, conn: _Tracked) -> None:
         """Bytes arrived: the connection goes to the back of the idle order."""
@@ -155,9 +210,14 @@ class ConnectionTable:
                 return await handle(request)
             conn.busy += 1
             self._idle.pop(conn, None)
+            task = asyncio.current_task()
+            if task is not None:
+                self._by_task[task] = (conn, request)
             try:
                 return await handle(request)
             finally:
+                if task is not None:
+                    del self._by_task[task]
                 conn.busy -= 1
                 if not conn.busy and not conn.closed:
                     self._idle[conn] = None

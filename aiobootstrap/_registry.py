@@ -30,7 +30,11 @@ The waitlist exists only while someone waits: the last waiter to leave
 (answered, timed out or cancelled) removes it, so probing keys that never
 register leaves nothing behind. Running out of time is a normal answer
 (``None``, or the keys still missing), not an exception. ``close()`` wakes
-every waiter with :class:`~aiobootstrap.exceptions.ShuttingDown`.
+every waiter with :class:`~aiobootstrap.exceptions.ShuttingDown`. The
+registry also knows the task of each parked wait (``parked_tasks``): a server
+that stops can answer those requests itself, one write each, and cancel their
+tasks, which is much cheaper than waking thousands of handlers to build a
+``503`` each (``_server.BootstrapServer.close``).
 
 A set-wait (a batch get) names its ranks as a :class:`~._ranks.RankSet`,
 ranges never expanded. It reads what exists of the set (``Store.records_in``),
@@ -110,6 +114,9 @@ class Registry:
         self._waitlists: dict[Key, _Waitlist] = {}
         self._replies: dict[Key, tuple[int, bytes]] = {}
         self._parked = 0
+        # In order of parking: waiters cancelled in that order leave each event's
+        # list of waiters from its front (a thousand on one key cost no more than one each).
+        self._parked_tasks: dict[asyncio.Task[Any], None] = {}
         self._parked_by_namespace: collections.Counter[str] = collections.Counter()
         self._to_read: set[Key] = set()
         self._reader: asyncio.Task[None] | None = None
@@ -121,6 +128,11 @@ class Registry:
     def parked(self) -> int:
         """How many waits are parked right now."""
         return self._parked
+
+    @property
+    def parked_tasks(self) -> list[asyncio.Task[Any]]:
+        """The tasks of the waits parked right now, in the order they parked (a task parks one wait at a time)."""
+        return list(self._parked_tasks)
 
     def parked_in(self, namespace: str) -> int:
         """How many waits are parked right now in ``namespace``."""
@@ -176,9 +188,10 @@ class Registry:
         return await self.store.delete(key)
 
     def close(self) -> None:
-        """Answer every parked wait with :class:`ShuttingDown`; refuse new changes.
+        """Answer every parked wait with :class:`ShuttingDown`; refuse new changes and new waits.
 
-        The store stays open: whoever opened it closes it.
+        A wait whose task was cancelled meanwhile (see :attr:`parked_tasks`)
+        ends cancelled. The store stays open: whoever opened it closes it.
         """
         self._closed = True
         for waitlist in self._waitlists.values():
@@ -341,8 +354,14 @@ class Registry:
             )
         self._parked += 1
         self._parked_by_namespace[namespace] += 1
+        task = asyncio.current_task()
+        if task is not None:
+            self._parked_tasks[task] = None
 
     def _unpark(self, namespace: str) -> None:
+        task = asyncio.current_task()
+        if task is not None:
+            self._parked_tasks.pop(task, None)
         self._parked -= 1
         by_namespace = self._parked_by_namespace
         by_namespace[namespace] -= 1

@@ -12,7 +12,9 @@ Sections:
               same journal, count the acknowledged registrations it lost (must be 0).
 ``shutdown``  park N long-polls (10,000 and 19,000), SIGTERM, time until the process
               has exited, and count the parked requests answered 503 (SPEC: all of
-              them, within about two seconds).
+              them, within about two seconds). ``--trials N`` takes medians;
+              ``--before PYTHON`` (another tree's ``.venv/bin/python``) alternates
+              its trials with this tree's, side by side in one table.
 ``memory``    park big batch queries (``ranks=0-65535&wait=...``) and read the server's
               RSS: memory per parked batch query.
 ``health``    ``/health`` latency (p50, p99, max) idle, beside a client looping on
@@ -45,7 +47,7 @@ import aiohttp
 from aiobootstrap import _protocol as protocol
 from aiobootstrap._open_files import open_file_limit, raise_open_file_limit
 
-from .durability import crash_test, pct, running, start_server, table
+from .durability import Server, crash_test, pct, running, table
 
 GET = protocol.GET_PATH
 BATCH = protocol.BATCH_PATH
@@ -119,9 +121,40 @@ class Parker:
 # -- shutdown: parked waits, then SIGTERM ---------------------------------
 
 
-async def shutdown_time(waiters: int) -> list[object]:
+async def start_with(python: str, *args: str) -> Server:
+    """``start_server``, with the server run by ``python`` (another tree's interpreter for ``--before``)."""
+    proc = await asyncio.create_subprocess_exec(
+        python, "-m", "aiobootstrap", "--port", "0", "--log-level", "warning", *args,
+        stdout=asyncio.subprocess.PIPE,
+        # Outside any checkout: -m imports the working directory's package first, which
+        # would make another tree's interpreter run this tree.
+        cwd=tempfile.gettempdir(),
+    )  # fmt: skip
+    assert proc.stdout is not None
+    async with asyncio.timeout(15):
+        line = (await proc.stdout.readline()).decode()
+    if not line.startswith("aiobootstrap listening on "):
+        raise RuntimeError(f"the server did not start: {line!r}")
+    return Server(proc, line.split()[-1])
+
+
+@dataclass
+class Stop:
+    """One SIGTERM trial's figures."""
+
+    connecting: float
+    parking: float
+    rss_kib: int
+    answered: int
+    last_answer: float | None
+    exit_s: float
+    status: int | None
+    unanswered: int
+
+
+async def shutdown_time(waiters: int, python: str = sys.executable) -> Stop:
     # --max-waiters: the default leaves 1,024 descriptors in reserve, below 19,000 under a 20,000 limit.
-    server = await start_server("--max-wait", "600", "--max-waiters", str(waiters + 64))
+    server = await start_with(python, "--max-wait", "600", "--max-waiters", str(waiters + 64))
     targets = [f"{GET}?rank={10**6 + index}&wait=600" for index in range(waiters)]
     start = time.perf_counter()
     parker = await Parker.open(server.url, targets)
@@ -137,15 +170,53 @@ async def shutdown_time(waiters: int) -> list[object]:
     statuses = await replies
     parker.close()
     answered = [when - start for code, when in statuses if code == 503]
-    return [
-        f"{waiters:,}",
-        f"{connecting:.1f} ({parking:.1f} waiting for the last)",
-        f"{rss / 1024:.0f}",
-        f"{len(answered):,}" + (f" (last after {max(answered):.2f} s)" if answered else ""),
-        f"{exit_s:.2f}",
+    return Stop(
+        connecting,
+        parking,
+        rss,
+        len(answered),
+        max(answered) if answered else None,
+        exit_s,
         status,
-        f"{sum(1 for code, _ in statuses if code is None):,}",
+        sum(1 for code, _ in statuses if code is None),
+    )
+
+
+def _median(values: Sequence[float]) -> float:
+    ordered = sorted(values)
+    middle = len(ordered) // 2
+    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
+
+
+def shutdown_row(tree: str, waiters: int, stops: Sequence[Stop]) -> list[object]:
+    """One table row: medians of the trials' times, the worst of their counts."""
+    lasts = [stop.last_answer for stop in stops if stop.last_answer is not None]
+    answered = min(stop.answered for stop in stops)
+    return [
+        *([tree] if tree else []),
+        f"{waiters:,}",
+        f"{_median([stop.connecting for stop in stops]):.1f} "
+        f"({_median([stop.parking for stop in stops]):.1f} waiting for the last)",
+        f"{_median([stop.rss_kib for stop in stops]) / 1024:.0f}",
+        f"{answered:,}" + (f" (last after {_median(lasts):.2f} s)" if lasts else ""),
+        f"{_median([stop.exit_s for stop in stops]):.2f}"
+        + (f" (max {max(stop.exit_s for stop in stops):.2f})" if len(stops) > 1 else ""),
+        ", ".join(sorted({str(stop.status) for stop in stops})),
+        f"{max(stop.unanswered for stop in stops):,}",
     ]
+
+
+async def shutdown_rows(waiters: Sequence[int], trials: int, before: str | None) -> list[list[object]]:
+    """Each size's row (one per tree with ``before``, their trials alternating)."""
+    trees = {"": sys.executable} if before is None else {"before": before, "after": sys.executable}
+    rows: list[list[object]] = []
+    for count in waiters:
+        stops: dict[str, list[Stop]] = {tree: [] for tree in trees}
+        for _ in range(trials):
+            for tree, python in trees.items():
+                stops[tree].append(await shutdown_time(count, python))
+        rows.extend(shutdown_row(tree, count, runs) for tree, runs in stops.items())
+    return rows
 
 
 # -- memory: parked big batch queries -------------------------------------
@@ -301,6 +372,12 @@ async def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="smaller numbers: about a minute")
     parser.add_argument("--crash-rounds", type=int, default=None)
     parser.add_argument("--waiters", type=int, nargs="+", default=None, help="parked waits before SIGTERM")
+    parser.add_argument("--trials", type=int, default=1, help="SIGTERM trials per size (medians)")
+    parser.add_argument(
+        "--before",
+        metavar="PYTHON",
+        help="another tree's interpreter (its .venv/bin/python): SIGTERM trials alternate between the two",
+    )
     parser.add_argument("--batch-queries", type=int, default=None, help="parked big batch queries")
     parser.add_argument("--seconds", type=float, default=None, help="each /health measurement")
     parser.add_argument("--slowloris", type=int, default=None, help="slowloris connections")
@@ -328,10 +405,11 @@ async def main(argv: Sequence[str] | None = None) -> int:
         if max(waiters) + 64 > limit - 64:
             print(f"\n(the open file limit {limit:,} is too low for {max(waiters):,} parked waits)")
         table(
-            "Shutdown: parked long-polls, then SIGTERM",
-            ["parked", "connect + park (s)", "server RSS (MiB)", "answered 503", "SIGTERM to exit (s)",
-             "exit status", "not answered"],
-            [await shutdown_time(count) for count in waiters],
+            "Shutdown: parked long-polls, then SIGTERM"
+            + (f" (medians of {args.trials})" if args.trials > 1 else ""),
+            [*(["tree"] if args.before else []), "parked", "connect + park (s)", "server RSS (MiB)",
+             "answered 503", "SIGTERM to exit (s)", "exit status", "not answered"],
+            await shutdown_rows(waiters, args.trials, args.before),
         )  # fmt: skip
     if "memory" in args.only:
         table(
