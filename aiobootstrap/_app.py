@@ -49,17 +49,20 @@ from ._metrics import (
 )
 from ._openapi import openapi
 from ._registry import Registry
+from ._replies import SEPARATE_BODY_OVER, EarlyReply, ReplyWire, WireReply
 from .exceptions import BadRequest, BootstrapError, StoreUnavailable, TooManyWaiters
 from .store import DEFAULT_ROLE, TRANSFER_ENGINE_INFO, Key, Record, StoreLimits
 from .store._url import open_store
 
-__all__ = ["CONFIG", "REGISTRY", "create_app"]
+__all__ = ["CONFIG", "REGISTRY", "REPLY_WIRE", "create_app"]
 
 log = logging.getLogger("aiobootstrap")
 
 CONFIG = web.AppKey("config", ServerConfig)
 REGISTRY = web.AppKey("registry", Registry)
 """The registry of every namespace, and through it the store."""
+REPLY_WIRE = web.AppKey("reply_wire", ReplyWire)
+"""Gets' 200 replies as pre-built bytes (see ``_replies``)."""
 
 
 def create_app(config: ServerConfig | None = None) -> web.Application:
@@ -119,6 +122,9 @@ async def _registry_context(app: web.Application) -> AsyncIterator[None]:
     registry = Registry(store, encode_reply=encode_reply, max_waiters=config.max_waiters)
     await store.open(registry)
     app[REGISTRY] = registry
+    # The bytes carry the boot-id stamp themselves: only when nothing else hooks a reply's headers.
+    stamps_only = list(app.on_response_prepare) == [_boot_header]
+    app[REPLY_WIRE] = ReplyWire(registry.reply, lambda: store.incarnation, enabled=stamps_only)
     log.info("store: %s", store.description)
     try:
         yield
@@ -227,7 +233,7 @@ def info_key(request: web.Request, rank: int) -> Key:
     return Key(namespace_of(request), TRANSFER_ENGINE_INFO, DEFAULT_ROLE, rank)
 
 
-_SEPARATE_BODY_OVER = 256 * 1024
+_SEPARATE_BODY_OVER = SEPARATE_BODY_OVER
 
 
 async def json_reply(request: web.Request, body: bytes, version: int | None = None) -> web.StreamResponse:
@@ -318,14 +324,30 @@ def _get(kind: RecordKind) -> Handler:
         after = protocol.parse_after(_param(request, "after"))
         whole = protocol.parse_form(_param(request, "form"))
         protocol.check_world_size(rank, request.app[CONFIG].world_size)
-        registry = request.app[REGISTRY]
+        app = request.app
+        registry = app[REGISTRY]
+        wire = app[REPLY_WIRE]
+        # A woken waiter's reply is written by the registry's delivery, before this task resumes.
+        early = EarlyReply(request, wire) if wire.enabled and not whole and wait > 0 else None
         since = time.time()
-        record = await registry.wait(kind.key(namespace_of(request), role, rank), wait, after)
-        request.app[METRICS].count_get(since, [] if record is None else [record], expired=record is None)
+        try:
+            record = await registry.wait(
+                kind.key(namespace_of(request), role, rank), wait, after, early=early
+            )
+        except BootstrapError:
+            if early is None or early.record is None:
+                raise
+            record = None  # answered already: a shutdown or an outage came after the reply
+        if early is not None and early.record is not None:
+            record = early.record
+        app[METRICS].count_get(since, [] if record is None else [record], expired=record is None)
         if record is None:
             return _not_registered(kind, [rank])
-        body = kind.encode_object(record) if whole else registry.reply(record)
-        return await json_reply(request, body, version=record.version)
+        if whole:
+            return await json_reply(request, kind.encode_object(record), version=record.version)
+        if wire.enabled:
+            return WireReply(request, wire, record, early)
+        return await json_reply(request, registry.reply(record), version=record.version)
 
     return _named(get, "get", kind)
 
