@@ -293,10 +293,13 @@ def _register(kind: RecordKind) -> Handler:
         value = kind.parse(protocol.field_of(payload, kind.field))
         protocol.check_world_size(rank, config.world_size)
         key = kind.key(namespace_of(request), role, rank)
-        record = await request.app[REGISTRY].register(key, value)
-        request.app[METRICS].count_registration(key.namespace, kind.name)
-        _log_change("registered", record, kind)
-        return web.Response(text="OK")
+        app = request.app
+        record = await app[REGISTRY].register(key, value)
+        app[METRICS].count_registration(key.namespace, kind.name)
+        if log.isEnabledFor(logging.INFO):
+            _log_change("registered", record, kind)
+        wire = app[REPLY_WIRE]
+        return WireReply(request, wire, None) if wire.enabled else web.Response(text="OK")
 
     return _named(register, "register", kind)
 

@@ -125,6 +125,20 @@ class ReplyWire:
         self._cache[id(body) << 3 | variant] = entry
         return entry[1], entry[2]
 
+    def ok(self, variant: int) -> bytes:
+        """The whole ``200`` text ``OK`` of a registration (or a deletion)."""
+        second = int(time.time())
+        boot = self._boot()
+        if second != self._second or boot != self._boot_id or len(self._cache) >= _MAX_CACHED:
+            self._renew(second, boot)
+        cached = self._cache.get(variant)  # no body's id is below 8: the keys do not collide
+        if cached is not None:
+            return cached[1]
+        head = self._head(None, 2, variant)
+        data = head if variant & _HEAD else head + b"OK"
+        self._cache[variant] = (b"OK", data, None)
+        return data
+
     def _renew(self, second: int, boot: str) -> None:
         self._cache.clear()
         self._second = second
@@ -134,31 +148,39 @@ class ReplyWire:
             f"Date: {date}\r\nServer: {SERVER_SOFTWARE}\r\n{protocol.BOOT_HEADER}: {boot}\r\n".encode()
         )
 
-    def _head(self, version: int, length: int, variant: int) -> bytes:
+    def _head(self, version: int | None, length: int, variant: int) -> bytes:
+        """A 200's head: JSON with the record's ``version``, or (``None``) aiohttp's ``text="OK"``."""
         status = b"HTTP/1.0 200 OK\r\n" if variant & _HTTP10 else b"HTTP/1.1 200 OK\r\n"
+        if version is None:
+            kind = b"Content-Type: text/plain; charset=utf-8\r\n"
+        else:
+            kind = f"Content-Type: application/json\r\n{protocol.VERSION_HEADER}: {version}\r\n".encode()
         return b"".join(
             (
                 status,
-                b"Content-Type: application/json\r\n",
-                f"{protocol.VERSION_HEADER}: {version}\r\nContent-Length: {length}\r\n".encode(),
+                kind,
+                f"Content-Length: {length}\r\n".encode(),
                 self._stamp,
                 _connection(variant),
                 b"\r\n",
             )
         )
 
-    def headers(self, record: Record, variant: int) -> CIMultiDict[str]:
+    def headers(self, record: Record | None, variant: int) -> CIMultiDict[str]:
         """The headers the bytes carry, for whoever reads a reply's ``headers`` (an access log format)."""
-        headers = CIMultiDict(
-            {
-                "Content-Type": protocol.JSON_TYPE,
-                protocol.VERSION_HEADER: str(record.version),
-                "Content-Length": str(len(self.reply(record))),
-                "Date": email.utils.formatdate(self._second, usegmt=True),
-                "Server": SERVER_SOFTWARE,
-                protocol.BOOT_HEADER: self._boot_id,
-            }
-        )
+        if record is None:
+            headers = CIMultiDict({"Content-Type": "text/plain; charset=utf-8", "Content-Length": "2"})
+        else:
+            headers = CIMultiDict(
+                {
+                    "Content-Type": protocol.JSON_TYPE,
+                    protocol.VERSION_HEADER: str(record.version),
+                    "Content-Length": str(len(self.reply(record))),
+                }
+            )
+        headers["Date"] = email.utils.formatdate(self._second, usegmt=True)
+        headers["Server"] = SERVER_SOFTWARE
+        headers[protocol.BOOT_HEADER] = self._boot_id
         connection = _connection(variant)
         if connection:
             headers["Connection"] = connection.decode().partition(": ")[2].strip()
@@ -205,15 +227,16 @@ class EarlyReply:
 
 
 class WireReply(web.StreamResponse):
-    """A get's ``200`` to return from a handler: its bytes are pre-built, written by ``prepare``.
+    """A ``200`` to return from a handler: its bytes are pre-built, written by ``prepare``.
 
+    A get's reply of ``record``, or with ``None`` a registration's text ``OK``.
     When an :class:`EarlyReply` already wrote them, ``prepare`` writes nothing.
     aiohttp's request handler reads ``keep_alive``, ``body_length`` and
     ``status`` from it after ``prepare`` and ``write_eof``, as from any response.
     """
 
     def __init__(
-        self, request: web.Request, wire: ReplyWire, record: Record, early: EarlyReply | None
+        self, request: web.Request, wire: ReplyWire, record: Record | None, early: EarlyReply | None = None
     ) -> None:
         super().__init__(status=200)
         self._record = record
@@ -252,7 +275,10 @@ class WireReply(web.StreamResponse):
         if self._sent:
             return None
         self._sent = True
-        data, body = self._wire.parts(self._record, self._variant)
+        if self._record is None:
+            data, body = self._wire.ok(self._variant), None
+        else:
+            data, body = self._wire.parts(self._record, self._variant)
         if not _write(request, data):
             raise ConnectionResetError("The client closed the connection before its reply.")
         self._length = len(data)

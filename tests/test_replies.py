@@ -341,3 +341,23 @@ async def test_another_prepare_hook_still_sees_woken_replies(plain: Served) -> N
     async for served in _serve(app):
         await _one(served, 16, VARIANTS["1.1 keep-alive"], woken=True)
     assert seen == [200]
+
+
+@pytest.mark.parametrize("name", [name for name in VARIANTS if not name.startswith("HEAD")])
+async def test_registration_ok_is_what_aiohttp_sends(fast: Served, plain: Served, name: str) -> None:
+    """A registration's pre-built 200 OK matches aiohttp's text="OK" reply, header by header."""
+    _, version, extra = VARIANTS[name]
+    body = json.dumps({"rank": 1, "transfer_engine_info": {"session_id": "s", "weights_info_dict": {}}})
+    replies = []
+    for served in (fast, plain):
+        reader, writer = await _connect(served)
+        head = f"PUT /register_transfer_engine_info HTTP/{version}\r\nHost: test\r\n{extra}"
+        writer.write(f"{head}Content-Length: {len(body)}\r\n\r\n{body}".encode())
+        replies.append(await _read_reply(reader))
+        writer.close()
+    ours, theirs = replies
+    assert (ours.status_line, ours.body) == (theirs.status_line, theirs.body) == (theirs.status_line, b"OK")
+    for header in ("Date", "X-Aiobootstrap-Boot"):
+        assert ours.headers.pop(header)
+        assert theirs.headers.pop(header)
+    assert ours.headers == theirs.headers
