@@ -70,9 +70,12 @@ class Server:
         self.target = Target(host, int(port))
 
     @classmethod
-    async def start(cls, label: str, tree: Path, profile_to: Path | None) -> Server:
+    async def start(cls, label: str, tree: Path, profile_to: Path | None, reference: bool = False) -> Server:
         args = ["--port", "0", "--log-level", "warning"]
-        if profile_to is None:
+        banner = BANNER
+        if reference:
+            argv, banner = ["-m", "bench.reference", "--port", "0"], "reference listening on "
+        elif profile_to is None:
             argv = ["-m", "aiobootstrap", *args]
         else:
             argv = ["-c", _PROFILED, str(profile_to / f"{label}.pstats"), *args]
@@ -89,8 +92,8 @@ class Server:
                 line = (await process.stdout.readline()).decode()
                 if not line:
                     raise RuntimeError(f"{label} exited before listening")
-                if line.startswith(BANNER):
-                    return cls(label, tree, process, line[len(BANNER) :].strip())
+                if line.startswith(banner):
+                    return cls(label, tree, process, line[len(banner) :].strip())
 
     def cpu_ns(self) -> int:
         total = 0
@@ -140,6 +143,7 @@ async def trial(server: Server, rank: int, waiters: int, profiling: bool) -> dic
         "p99_ms": percentile(delays, 0.99) * 1e3,
         "sent_p50_ms": statistics.median(since_sent) * 1e3,
         "sent_p99_ms": percentile(since_sent, 0.99) * 1e3,
+        "sent_max_ms": max(since_sent) * 1e3,
     }
 
 
@@ -206,12 +210,18 @@ async def run(args: argparse.Namespace) -> None:
                 for load, (_, tensors, ranks) in THROUGHPUT_LOADS.items()
                 if tensors
             }
-            for server in servers:
+            loaded = list(servers)
+            if args.reference:
+                # The FastAPI reference (bench/reference.py), for the ratios; throughput only.
+                reference = await Server.start("reference", ROOT, None, reference=True)
+                servers.append(reference)
+                loaded.append(reference)
+            for server in loaded:
                 await _register(server.target, 0, 4)
                 await _register(server.target, 1, 1000)
             for index in range(args.rounds):
                 for load in ("get_small", "put_32", "put_real"):
-                    order = servers if index % 2 == 0 else servers[::-1]
+                    order = loaded if index % 2 == 0 else loaded[::-1]
                     for server in order:
                         figures = await throughput(server, load, bodies.get(load), args.wrk)
                         rates.setdefault((load, server.label), []).append(figures)
@@ -243,7 +253,8 @@ def _line(figures: dict[str, float]) -> str:
     return (
         f"{figures['cpu_us_per_waiter']:5.1f} µs CPU/waiter; after the 200: "
         f"p50 {figures['p50_ms']:6.2f} ms, p99 {figures['p99_ms']:6.2f} ms; after the PUT was sent: "
-        f"p50 {figures['sent_p50_ms']:6.2f} ms, p99 {figures['sent_p99_ms']:6.2f} ms"
+        f"p50 {figures['sent_p50_ms']:6.2f} ms, p99 {figures['sent_p99_ms']:6.2f} ms, "
+        f"last {figures['sent_max_ms']:6.2f} ms"
     )
 
 
@@ -261,6 +272,9 @@ def main() -> int:
     parser.add_argument("--memory", type=int, default=0, help="waiters to park for the RSS figure (0: none)")
     parser.add_argument("--wrk", type=float, default=0, help="seconds per wrk round (0: no throughput)")
     parser.add_argument("--rounds", type=int, default=3, help="wrk rounds per load and server")
+    parser.add_argument(
+        "--reference", action="store_true", help="add the FastAPI reference server to the wrk rounds"
+    )
     parser.add_argument("--profile", type=Path, help="write each server's cProfile stats here")
     args = parser.parse_args()
     raise_open_file_limit()
