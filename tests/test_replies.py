@@ -21,7 +21,8 @@ from aiohttp import web
 from aiobootstrap import ServerConfig, create_app
 from aiobootstrap._app import REGISTRY, REPLY_WIRE
 from aiobootstrap._registry import Registry
-from aiobootstrap._replies import EarlyReply
+from aiobootstrap._replies import EarlyReply, ReplyWire
+from aiobootstrap.store import Key, Record
 
 from .conftest import GUARD, register_in, until
 
@@ -361,3 +362,34 @@ async def test_registration_ok_is_what_aiohttp_sends(fast: Served, plain: Served
         assert ours.headers.pop(header)
         assert theirs.headers.pop(header)
     assert ours.headers == theirs.headers
+
+
+async def test_woken_waiter_of_a_large_reply_gets_it_whole(fast: Served) -> None:
+    """A reply past the separate-body size is left to the handler (flow control), and arrives whole."""
+    weights = {f"layers.{i}.weight": [140234567890123 + i, 8388608, 2] for i in range(10_000)}
+    reader, writer = await _connect(fast)
+    writer.write(_request(_wait_path(17)))
+    await _parked(fast)
+    await register_in(fast.registry, 17, "big", weights)
+    reply = await _read_reply(reader)
+    assert reply.status_line == "HTTP/1.1 200 OK"
+    assert len(reply.body) > 256 * 1024
+    assert json.loads(reply.body)["remote_instance_transfer_engine_info"] == ["big", weights]
+    writer.write(_request(f"{GET}?rank=17"))
+    again = await _read_reply(reader)
+    assert again.body == reply.body
+    writer.close()
+
+
+def test_wire_follows_a_new_boot_id_at_once() -> None:
+    """A new boot id (a flushed Redis) is in the very next reply, not a second later."""
+    boot = ["first"]
+    wire = ReplyWire(lambda record: b"{}", lambda: boot[0], enabled=True)
+    record = Record(Key("default", "transfer_engine_info", "target", 0), {}, 7, 0.0)
+    data, _ = wire.parts(record, 0)
+    assert b"X-Aiobootstrap-Boot: first\r\n" in data
+    assert b"X-Aiobootstrap-Version: 7\r\n" in data
+    boot[0] = "second"
+    data, _ = wire.parts(record, 0)
+    assert b"X-Aiobootstrap-Boot: second\r\n" in data
+    assert b"X-Aiobootstrap-Boot: second\r\n" in wire.ok(0)
