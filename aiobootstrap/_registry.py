@@ -259,10 +259,12 @@ class Registry:
         """``key``'s record newer than ``after``, waiting up to ``timeout`` seconds.
 
         Returns ``None`` when the time runs out first and the store shows no such record.
-        ``early``, if given, is called with the record that wakes this wait,
-        before the wait returns (see the module's notes); a wait answered
-        without parking, or at its deadline, does not call it. The record a
-        wait returns may be newer than the one ``early`` was given.
+        ``early``, if given, is called with the record of a delivery that
+        wakes this wait, before the wait returns (see the module's notes); a
+        wait answered without parking, or that runs out, is not. Once called,
+        the wait may still end otherwise (its deadline, a shutdown, in the
+        same loop turn) or return a newer record: the caller holds to the
+        record ``early`` was given.
         """
         if timeout <= 0:
             return _fresh(await self.store.get(key), after)
