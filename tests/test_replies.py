@@ -393,3 +393,26 @@ def test_wire_follows_a_new_boot_id_at_once() -> None:
     data, _ = wire.parts(record, 0)
     assert b"X-Aiobootstrap-Boot: second\r\n" in data
     assert b"X-Aiobootstrap-Boot: second\r\n" in wire.ok(0)
+
+
+async def test_mounted_as_a_sub_app_the_outer_apps_hooks_still_run() -> None:
+    """Under another app (add_subapp), replies take aiohttp's path, so the outer app's prepare hook runs."""
+
+    async def stamp(request: web.Request, response: web.StreamResponse) -> None:
+        response.headers["X-Outer"] = "yes"
+
+    outer = web.Application()
+    outer.on_response_prepare.append(stamp)
+    inner = create_app(ServerConfig())
+    outer.add_subapp("/inner", inner)
+    async for served in _serve(outer):
+        registry = inner[REGISTRY]
+        reader, writer = await _connect(served)
+        writer.write(_request("/inner" + _wait_path(18)))
+        await until(lambda registry=registry: registry.parked == 1)  # type: ignore[misc]
+        await register_in(registry, 18, "s", {})
+        reply = await _read_reply(reader)
+        writer.close()
+        assert reply.status_line == "HTTP/1.1 200 OK"
+        assert reply.headers["X-Outer"] == "yes"
+        assert reply.headers["X-Aiobootstrap-Boot"] == registry.store.incarnation
