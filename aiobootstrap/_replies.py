@@ -33,7 +33,8 @@ then reads the request pipelined behind. A client gone while parked is never
 written to (its transport is closing). The bytes are the ones aiohttp would
 send (``tests/test_replies.py`` compares them header by header); the fast way
 is taken only when the app's ``on_response_prepare`` holds nothing but the
-boot-id stamp, whose header it writes itself.
+boot-id stamp, whose header it writes itself, and the app is not mounted
+under another (whose hooks would run too).
 
 Only public aiohttp API: the request's ``transport``, ``writer``
 (``output_size`` and ``drain``), ``version``, ``keep_alive`` and ``method``,
