@@ -44,10 +44,12 @@ from ._metrics import (
 )
 from ._openapi import openapi
 from ._registry import Registry
+from ._replies import SEPARATE_BODY_OVER, EarlyReply, ReplyWire, WireReply
 from .exceptions import (
     BadRequest,
     BodyBudgetExhausted,
     BootstrapError,
+    NotRegistered,
     PayloadTooLarge,
     RequestTimeout,
     StoreUnavailable,
@@ -57,13 +59,15 @@ from .exceptions import (
 from .store import DEFAULT_ROLE, TRANSFER_ENGINE_INFO, Key, Record, StoreLimits
 from .store._url import open_store
 
-__all__ = ["CONFIG", "REGISTRY", "create_app"]
+__all__ = ["CONFIG", "REGISTRY", "REPLY_WIRE", "create_app"]
 
 log = logging.getLogger("aiobootstrap")
 
 CONFIG = web.AppKey("config", ServerConfig)
 REGISTRY = web.AppKey("registry", Registry)
 """The registry of every namespace, and through it the store."""
+REPLY_WIRE = web.AppKey("reply_wire", ReplyWire)
+"""Gets' 200 replies as pre-built bytes (see ``_replies``)."""
 
 
 def create_app(config: ServerConfig | None = None) -> web.Application:
@@ -128,6 +132,9 @@ async def _registry_context(app: web.Application) -> AsyncIterator[None]:
     registry = Registry(store, encode_reply=encode_reply, max_waiters=config.max_waiters)
     await store.open(registry)
     app[REGISTRY] = registry
+    # The bytes carry the boot-id stamp themselves: only when nothing else hooks a reply's headers.
+    stamps_only = list(app.on_response_prepare) == [_boot_header]
+    app[REPLY_WIRE] = ReplyWire(registry.reply, lambda: store.incarnation, enabled=stamps_only)
     log.info("store: %s", store.description)
     try:
         yield
@@ -235,7 +242,7 @@ def info_key(request: web.Request, rank: int) -> Key:
     return Key(namespace_of(request), TRANSFER_ENGINE_INFO, DEFAULT_ROLE, rank)
 
 
-_SEPARATE_BODY_OVER = 256 * 1024
+_SEPARATE_BODY_OVER = SEPARATE_BODY_OVER
 
 
 async def json_reply(request: web.Request, body: bytes, version: int | None = None) -> web.StreamResponse:
@@ -295,10 +302,13 @@ def _register(kind: RecordKind) -> Handler:
         value = kind.parse(protocol.field_of(payload, kind.field))
         protocol.check_world_size(rank, config.world_size)
         key = kind.key(namespace_of(request), role, rank)
-        record = await request.app[REGISTRY].register(key, value)
-        request.app[METRICS].count_registration(key.namespace, kind.name)
-        _log_change("registered", record, kind)
-        return web.Response(text="OK")
+        app = request.app
+        record = await app[REGISTRY].register(key, value)
+        app[METRICS].count_registration(key.namespace, kind.name)
+        if log.isEnabledFor(logging.INFO):
+            _log_change("registered", record, kind)
+        wire = app[REPLY_WIRE]
+        return WireReply(request, wire, None) if _prebuilt(request, wire) else web.Response(text="OK")
 
     return _named(register, "register", kind)
 
@@ -317,23 +327,52 @@ def _unregister(kind: RecordKind) -> Handler:
     return _named(unregister, "unregister", kind)
 
 
+def _prebuilt(request: web.Request, wire: ReplyWire) -> bool:
+    """Whether this request's 200 may be pre-built bytes: nothing but the boot-id stamp hooks its headers.
+
+    Mounted as another app's sub-app, the outer app's ``on_response_prepare`` runs too.
+    """
+    return wire.enabled and len(request.match_info.apps) == 1
+
+
 def _get(kind: RecordKind) -> Handler:
-    @counts_gets
     async def get(request: web.Request) -> web.StreamResponse:
-        rank = protocol.parse_rank_param(_param(request, "rank"))
-        role = protocol.parse_role_param(_param(request, "role"))
-        wait = _wait_seconds(request)
-        after = protocol.parse_after(_param(request, "after"))
-        whole = protocol.parse_form(_param(request, "form"))
-        protocol.check_world_size(rank, request.app[CONFIG].world_size)
-        registry = request.app[REGISTRY]
-        since = time.time()
-        record = await registry.wait(kind.key(namespace_of(request), role, rank), wait, after)
-        request.app[METRICS].count_get(since, [] if record is None else [record], expired=record is None)
+        # Errors are counted here, not by @counts_gets: one coroutine frame less per parked waiter.
+        app = request.app
+        try:
+            rank = protocol.parse_rank_param(_param(request, "rank"))
+            role = protocol.parse_role_param(_param(request, "role"))
+            wait = _wait_seconds(request)
+            after = protocol.parse_after(_param(request, "after"))
+            whole = protocol.parse_form(_param(request, "form"))
+            protocol.check_world_size(rank, app[CONFIG].world_size)
+            key = kind.key(namespace_of(request), role, rank)
+            registry = app[REGISTRY]
+            wire = app[REPLY_WIRE]
+            # A woken waiter's reply is written by the registry's delivery, before this task resumes.
+            prebuilt = _prebuilt(request, wire)
+            early = EarlyReply(request, wire) if prebuilt and not whole and wait > 0 else None
+            since = time.time()
+            try:
+                record = await registry.wait(key, wait, after, early=early)
+            except BootstrapError:
+                if early is None or early.record is None:
+                    raise
+            if early is not None and early.record is not None:
+                record = early.record  # answered already, whatever came after (a shutdown, an outage)
+        except NotRegistered:
+            raise
+        except BootstrapError:
+            app[METRICS].gets["rejected"] += 1
+            raise
+        app[METRICS].count_get(since, [] if record is None else [record], expired=record is None)
         if record is None:
             return _not_registered(kind, [rank])
-        body = kind.encode_object(record) if whole else registry.reply(record)
-        return await json_reply(request, body, version=record.version)
+        if whole:
+            return await json_reply(request, kind.encode_object(record), version=record.version)
+        if prebuilt:
+            return WireReply(request, wire, record, early)
+        return await json_reply(request, registry.reply(record), version=record.version)
 
     return _named(get, "get", kind)
 

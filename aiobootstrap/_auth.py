@@ -176,7 +176,8 @@ class UnroutedExpect(web.AbstractResource):
         return web.UrlMappingMatchInfo({}, _UnroutedRoute(error, self._expect)), set()
 
     def add_prefix(self, prefix: str) -> None:
-        raise RuntimeError("the unrouted resource takes no prefix")
+        # Mounted as a sub-app: the sibling resources it defers to carry the prefix; it has no path of its own.
+        pass
 
     def get_info(self) -> _InfoDict:
         return {}

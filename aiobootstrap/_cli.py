@@ -21,6 +21,7 @@ from typing import NoReturn
 from . import __version__, _open_files
 from ._bind import AddressInUse, bind_sockets, explain_address_in_use
 from ._config import DEFAULT_MAX_WAITERS, DEFAULT_STORE, ServerConfig
+from ._gc import tune_collector
 from ._logging import LOG_FORMATS, setup_logging
 from ._tools import TOOLS, add_tool_parsers, run_tool
 from .exceptions import BootstrapError
@@ -319,6 +320,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         argv = argv[1:]
     args = _parser().parse_args(argv)
     setup_logging(args.log_level, args.log_format)
+    tune_collector()
     # Before the config: the default waiter limit fits the raised open file limit.
     _open_files.raise_open_file_limit()
     try:

@@ -47,6 +47,13 @@ again.
 Replies are encoded once per record version and kept per key, so a thousand
 waiters woken by one registration share one ``bytes`` object.
 
+A waiter may also leave an *early* callback (the HTTP layer writes its reply
+there): a delivery that answers it takes the callbacks it answers off the
+waitlist and runs them all in one loop callback, scheduled before the event
+is set. So they run after the step that made the change (a registration's
+own ``200`` leaves first) and before any woken waiter's task resumes: the
+k-th reply waits for k callbacks, not for k tasks to finish their requests.
+
 This module is pure asyncio: it knows nothing of HTTP.
 """
 
@@ -70,14 +77,29 @@ _SWEEP_CHUNK = 256
 """How many missing ranks a parked set-wait reads at once while it walks them in order."""
 
 
+Early = Callable[[Record], None]
+"""Called once, from the event loop, with the record that answers a waiter, before its task resumes."""
+
+
 class _Waitlist:
-    __slots__ = ("event", "record", "waiters")
+    __slots__ = ("early", "event", "record", "waiters")
 
     def __init__(self) -> None:
         self.event = asyncio.Event()
         self.waiters = 0
         self.record: Record | None = None
         """The newest record the feed delivered for the key while someone waited."""
+        self.early: dict[Early, int] | None = None
+        """The waiters' early callbacks not yet run, each with its ``after``."""
+
+
+def _run_early(callbacks: list[Early], record: Record) -> None:
+    for callback in callbacks:
+        try:
+            callback(record)
+        except Exception:
+            # The waiter's own task still answers it.
+            log.exception("An early reply failed")
 
 
 def _no_reply(record: Record) -> bytes:
@@ -223,6 +245,14 @@ class Registry:
     def _deliver(self, waitlist: _Waitlist, record: Record) -> None:
         if waitlist.record is None or waitlist.record.version < record.version:
             waitlist.record = record
+        early = waitlist.early
+        if early:
+            version = record.version
+            due = [callback for callback, after in early.items() if after < version]
+            if due:
+                for callback in due:
+                    del early[callback]
+                asyncio.get_running_loop().call_soon(_run_early, due, record)
         waitlist.event.set()
         waitlist.event = asyncio.Event()
 
@@ -254,10 +284,18 @@ class Registry:
 
     # -- waiting -------------------------------------------------------
 
-    async def wait(self, key: Key, timeout: float, after: int = 0) -> Record | None:
+    async def wait(
+        self, key: Key, timeout: float, after: int = 0, *, early: Early | None = None
+    ) -> Record | None:
         """``key``'s record newer than ``after``, waiting up to ``timeout`` seconds.
 
         Returns ``None`` when the time runs out first and the store shows no such record.
+        ``early``, if given, is called with the record of a delivery that
+        wakes this wait, before the wait returns (see the module's notes); a
+        wait answered without parking, or that runs out, is not. Once called,
+        the wait may still end otherwise (its deadline, a shutdown, in the
+        same loop turn) or return a newer record: the caller holds to the
+        record ``early`` was given.
         """
         if timeout <= 0:
             return _fresh(await self.store.get(key), after)
@@ -267,7 +305,7 @@ class Registry:
         self._park(key.namespace)
         try:
             async with asyncio.timeout(timeout):
-                return await self._arrival(key, after)
+                return await self._arrival(key, after, early)
         except TimeoutError:
             pass
         finally:
@@ -368,12 +406,16 @@ class Registry:
         if not by_namespace[namespace]:
             del by_namespace[namespace]
 
-    async def _arrival(self, key: Key, after: int) -> Record:
+    async def _arrival(self, key: Key, after: int, early: Early | None = None) -> Record:
         """Wait, with no time limit, until ``key`` has a record newer than ``after``."""
         waitlist = self._waitlists.get(key)
         if waitlist is None:
             waitlist = self._waitlists[key] = _Waitlist()
         waitlist.waiters += 1
+        if early is not None:
+            if waitlist.early is None:
+                waitlist.early = {}
+            waitlist.early[early] = after
         try:
             # Take the event before reading: a change landing during the read sets it.
             event = waitlist.event
@@ -386,6 +428,8 @@ class Registry:
                 record = _fresh(waitlist.record, after)
             return record
         finally:
+            if early is not None and waitlist.early is not None:
+                waitlist.early.pop(early, None)
             waitlist.waiters -= 1
             if waitlist.waiters == 0 and self._waitlists.get(key) is waitlist:
                 del self._waitlists[key]

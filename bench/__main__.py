@@ -50,6 +50,11 @@ def main() -> int:
     parser.add_argument("--only", default=",".join(SCENARIOS), help="comma-separated scenarios to run")
     parser.add_argument("--no-write", action="store_true", help="print only; leave docs/ alone")
     parser.add_argument(
+        "--python-load",
+        action="store_true",
+        help="throughput with the Python load generator even when wrk is installed",
+    )
+    parser.add_argument(
         "--render", action="store_true", help="measure nothing: rewrite the docs from bench/results/last.json"
     )
     args = parser.parse_args()
@@ -59,7 +64,7 @@ def main() -> int:
     unknown = set(only) - set(SCENARIOS)
     if unknown:
         parser.error(f"unknown scenarios: {', '.join(sorted(unknown))}")
-    settings = Settings.quick_run() if args.quick else Settings.full()
+    settings = (Settings.quick_run if args.quick else Settings.full)(args.python_load)
     # The lean waiters hold one socket each: 4,096 parked waiters need as many descriptors.
     raise_open_file_limit()
     started = time.perf_counter()

@@ -17,6 +17,7 @@ from ._data import registration, weights
 from ._load import LoadResult, closed_loop, percentile
 from ._servers import SERVERS, RunningServer
 from ._wire import Connection, Reply, Target, connect, get_request, put_request
+from ._wrk import find_wrk, run_wrk
 
 __all__ = ["Settings", "big_payload", "broadcast", "codec", "gather", "hundred_k", "throughput", "wake"]
 
@@ -47,14 +48,18 @@ class Settings:
     big_reference_getters: int
     many_ranks: int
     many_connections: int
+    python_load: bool = False
+    """Use the Python load generator for the throughput scenarios even when wrk is installed."""
 
     @classmethod
-    def full(cls) -> Settings:
-        return cls(False, 20, (100, 1000), 3, 1.5, 3, True, 4096, 4096, 340_000, 100, 4, 100_000, 256)
+    def full(cls, python_load: bool = False) -> Settings:
+        return cls(
+            False, 20, (100, 1000), 3, 1.5, 3, True, 4096, 4096, 340_000, 100, 4, 100_000, 256, python_load
+        )
 
     @classmethod
-    def quick_run(cls) -> Settings:
-        return cls(True, 5, (1000,), 1, 1.0, 1, False, 4096, 4096, 340_000, 20, 0, 10_000, 256)
+    def quick_run(cls, python_load: bool = False) -> Settings:
+        return cls(True, 5, (1000,), 1, 1.0, 1, False, 4096, 4096, 340_000, 20, 0, 10_000, 256, python_load)
 
 
 async def _connect_many(target: Target, count: int, keep_body: bool = True) -> list[Connection]:
@@ -92,14 +97,19 @@ def _summary(latencies: list[float]) -> dict[str, float]:
 
 async def _long_poll_crowd(
     server: RunningServer, rank: int, waiters: int
-) -> tuple[list[float], list[int], dict[str, float]]:
+) -> tuple[list[float], list[int], dict[str, float], list[float]]:
     """``waiters`` lean long-polls on ``rank``; registration at a random moment once all are parked.
 
-    Returns each waiter's delay from the registration's 200 to its first reply
-    byte, the requests each waiter sent, and the server's RSS (KiB) before and
-    while parked.
+    Returns each waiter's delay from the registration being sent to its first
+    reply byte, the requests each waiter sent, and the server's RSS (KiB)
+    before and while parked, its CPU for the wake-up, and the delays from the
+    registration's 200 (what earlier runs reported).
     """
     rss_before = server.rss()
+    # The registering rank's connection is open (and answered once) before the clock
+    # starts: the figure is the registration's, not a TCP accept's.
+    registrar = await connect(server.target)
+    await registrar.request(get_request("/health"))
     connections = await _connect_many(server.target, waiters)
     request = get_request(get_path(rank, LONG_WAIT))
     replies = [connection.send(request) for connection in connections]
@@ -108,17 +118,20 @@ async def _long_poll_crowd(
     rss_parked = server.rss()
     await asyncio.sleep(random.uniform(0.0, 0.05))
     cpu_before = server.cpu_seconds()
-    put = await _register(server.target, rank)
+    put = await registrar.request(put_request(REGISTER, registration(rank, weights(4))))
+    registrar.close()
+    if put.status != 200:
+        raise RuntimeError(f"registration of rank {rank} answered {put.status}: {put.body[:200]!r}")
     done = await asyncio.gather(*replies)
     cpu_ms = (server.cpu_seconds() - cpu_before) * 1e3
     for connection in connections:
         connection.close()
     if any(reply.status != 200 for reply in done):
         raise RuntimeError(f"a waiter on rank {rank} was not answered 200")
-    registered_at = put.first_byte_at
-    delays = [reply.first_byte_at - registered_at for reply in done]
+    delays = [reply.first_byte_at - put.sent_at for reply in done]
+    after_200 = [reply.first_byte_at - put.first_byte_at for reply in done]
     stats = {"before": rss_before, "parked": rss_parked, "cpu_ms": cpu_ms}
-    return delays, [c.requests for c in connections], stats
+    return delays, [c.requests for c in connections], stats, after_200
 
 
 async def _polling_crowds(
@@ -151,7 +164,7 @@ async def _polling_crowds(
         for rank in ranks:
             put = await registrations[rank]
             for reply in await asyncio.gather(*polls[rank]):
-                delays.append(reply.first_byte_at - put.first_byte_at)
+                delays.append(reply.first_byte_at - put.sent_at)
             requests.extend(c.requests for c in connections[rank])
             for connection in connections[rank]:
                 connection.close()
@@ -164,24 +177,33 @@ async def wake(settings: Settings) -> dict[str, Any]:
     async with await RunningServer.start(SERVERS["aiobootstrap"]) as server:
         rank = 1000
         single: list[float] = []
+        single_200: list[float] = []
         for _ in range(settings.wake_single_trials):
-            delays, requests, _ = await _long_poll_crowd(server, rank, 1)
+            delays, requests, stats, after_200 = await _long_poll_crowd(server, rank, 1)
             single.extend(delays)
+            single_200.extend(after_200)
             rank += 1
-        out["long_poll"][1] = _summary(single) | {"requests_per_waiter": 1.0}
+        out["long_poll"][1] = _summary(single) | {
+            "requests_per_waiter": 1.0,
+            "after_200_p50_ms": statistics.median(single_200) * 1e3,
+        }
         for crowd in settings.wake_crowds:
             pooled: list[float] = []
+            pooled_200: list[float] = []
             sent: list[int] = []
             cpu: list[float] = []
             for _ in range(settings.wake_crowd_trials):
-                delays, requests, stats = await _long_poll_crowd(server, rank, crowd)
+                delays, requests, stats, after_200 = await _long_poll_crowd(server, rank, crowd)
                 pooled.extend(delays)
+                pooled_200.extend(after_200)
                 sent.extend(requests)
                 cpu.append(stats["cpu_ms"])
                 rank += 1
             out["long_poll"][crowd] = _summary(pooled) | {
                 "requests_per_waiter": statistics.mean(sent),
                 "server_cpu_ms": statistics.median(cpu),
+                "after_200_p50_ms": statistics.median(pooled_200) * 1e3,
+                "after_200_p99_ms": percentile(pooled_200, 0.99) * 1e3,
             }
         ranks = list(range(rank, rank + settings.wake_single_trials))
         delays, requests = await _polling_crowds(server, ranks, 1)
@@ -211,7 +233,9 @@ async def broadcast(settings: Settings) -> dict[str, Any]:
             memory: list[float] = []
             cpu: list[float] = []
             for trial in range(settings.wake_crowd_trials):
-                delays, requests, rss = await _long_poll_crowd(server, 1 + trial, settings.broadcast_waiters)
+                delays, requests, rss, _ = await _long_poll_crowd(
+                    server, 1 + trial, settings.broadcast_waiters
+                )
                 pooled.extend(delays)
                 lasts.append(max(delays) * 1e3)
                 cpu.append(rss["cpu_ms"])
@@ -233,25 +257,40 @@ async def broadcast(settings: Settings) -> dict[str, Any]:
 # -- 2: throughput ------------------------------------------------------
 
 
+THROUGHPUT_LOADS = {
+    # load: (path of a GET, or the tensors of each PUT body, and how many ranks the PUTs cycle over)
+    "get_small": (get_path(0), 0, 0),
+    "get_real": (get_path(1), 0, 0),
+    "put_32": (REGISTER, 32, 1024),
+    "put_real": (REGISTER, 1000, 64),
+}
+"""GET of a small (4 tensors) and a realistic (1,000 tensors, ~60 KB) info; PUT of 32 tensors and of 1,000."""
+
+
 async def throughput(settings: Settings) -> dict[str, Any]:
-    """Scenario 2: PUT and GET at concurrency 64, every server variant, one load generator."""
-    small = weights(4)
-    real = weights(1000)
+    """Scenario 2: PUT and GET at concurrency 64, every server variant, one load generator.
+
+    The generator is ``wrk`` when it is installed (C: the load costs the
+    servers' cores little), the Python one (``_load``) otherwise.
+    """
+    wrk = None if settings.python_load else find_wrk()
     # Pre-encoded: the load generator must not spend its time in json.dumps.
-    put_small = [put_request(REGISTER, registration(2 + i, small)) for i in range(1024)]
-    put_real = [put_request(REGISTER, registration(2 + i, real)) for i in range(64)]
-    requests = {
-        "get_small": lambda i: get_request(get_path(0)),
-        "get_real": lambda i: get_request(get_path(1)),
-        "put_small": lambda i: put_small[i % 1024],
-        "put_real": lambda i: put_real[i % 64],
+    bodies = {
+        load: [registration(2 + i, weights(tensors)) for i in range(ranks)]
+        for load, (_, tensors, ranks) in THROUGHPUT_LOADS.items()
+        if tensors
     }
     kinds = ["aiobootstrap", "reference"]
     if settings.codec_matrix:
         kinds += ["plain", "orjson", "uvloop"]
-    out: dict[str, Any] = {"info_bytes": {"small": len(json.dumps(small)), "real": len(json.dumps(real))}}
+    out: dict[str, Any] = {
+        "info_bytes": {
+            name: len(json.dumps(weights(n))) for name, n in (("small", 4), ("32", 32), ("real", 1000))
+        },
+        "load_generator": wrk if wrk is not None else "python (bench/_load.py)",
+    }
     servers = {name: await RunningServer.start(SERVERS[name]) for name in kinds}
-    samples: dict[tuple[str, str], list[LoadResult]] = {}
+    samples: dict[tuple[str, str], list[dict[str, Any]]] = {}
     try:
         for server in servers.values():
             await _register(server.target, 0, 4)
@@ -259,24 +298,43 @@ async def throughput(settings: Settings) -> dict[str, Any]:
         # Rounds that take turns between the servers: a burst of other work on
         # this shared machine then hurts every server a little, not one a lot.
         for _ in range(settings.throughput_rounds):
-            for load, request_for in requests.items():
+            for load, (path, _, _) in THROUGHPUT_LOADS.items():
                 for name, server in servers.items():
-                    result = await closed_loop(
-                        server.target, request_for, concurrency=64, seconds=settings.throughput_seconds
-                    )
+                    result = await _load(server.target, path, bodies.get(load), settings, wrk is not None)
                     samples.setdefault((name, load), []).append(result)
     finally:
         for server in servers.values():
             await server.stop()
     for (name, load), results in samples.items():
         out.setdefault(name, {})[load] = {
-            "rps": statistics.median(r.rate for r in results),
-            "rps_per_round": [r.rate for r in results],
-            "p50_ms": statistics.median(r.p50 for r in results) * 1e3,
-            "p99_ms": statistics.median(r.p99 for r in results) * 1e3,
-            "statuses": {str(k): sum(r.statuses.get(k, 0) for r in results) for k in results[0].statuses},
+            "rps": statistics.median(r["rps"] for r in results),
+            "rps_per_round": [r["rps"] for r in results],
+            "p50_ms": statistics.median(r["p50_ms"] for r in results),
+            "p99_ms": statistics.median(r["p99_ms"] for r in results),
+            "errors": sum(r["errors"] for r in results),
         }
     return out
+
+
+async def _load(
+    target: Target, path: str, bodies: list[bytes] | None, settings: Settings, use_wrk: bool
+) -> dict[str, Any]:
+    """One round of one load on one server: requests/s, p50 and p99 (ms), replies that were not 200."""
+    if use_wrk:
+        # wrk has no warm-up: the round runs that much longer instead.
+        ran = await run_wrk(target, path, bodies, seconds=settings.throughput_seconds + 0.3)
+        rate, p50, p99, errors = ran.rate, ran.p50, ran.p99, sum(ran.errors.values())
+    else:
+        requests = [get_request(path)] if bodies is None else [put_request(path, body) for body in bodies]
+        result: LoadResult = await closed_loop(
+            target,
+            lambda i: requests[i % len(requests)],
+            concurrency=64,
+            seconds=settings.throughput_seconds,
+        )
+        rate, p50, p99 = result.rate, result.p50, result.p99
+        errors = sum(count for status, count in result.statuses.items() if status != 200)
+    return {"rps": rate, "p50_ms": p50 * 1e3, "p99_ms": p99 * 1e3, "errors": errors}
 
 
 # -- 4 and 6: gathers ---------------------------------------------------

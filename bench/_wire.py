@@ -33,7 +33,7 @@ class Target:
         return cls(parts.hostname, parts.port)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: a frozen dataclass's __init__ is several times slower
 class Reply:
     status: int
     body: bytes
@@ -101,18 +101,25 @@ class Connection(asyncio.Protocol):
         return await self.send(request)
 
     def data_received(self, data: bytes) -> None:
+        # Lean on purpose: a thousand replies arrive back to back, and this
+        # process must read them faster than the server writes them, or the
+        # figures measure the client (this takes about half the time it did).
         if self._first_byte_at == 0.0:
             self._first_byte_at = time.perf_counter()
         if self._body_start < 0:
-            self._buffer += data
-            end = self._buffer.find(b"\r\n\r\n")
-            if end < 0:
-                return
-            self._parse_head(bytes(self._buffer[:end]))
-            self._body_start = end + 4
-            self._received = len(self._buffer) - self._body_start
-            if not self._keep_body:
+            if self._buffer:
+                self._buffer += data
+                data = bytes(self._buffer)
                 self._buffer.clear()
+            end = data.find(b"\r\n\r\n")
+            if end < 0:
+                self._buffer += data
+                return
+            self._parse_head(data[:end])
+            self._body_start = end + 4
+            self._received = len(data) - self._body_start
+            if self._keep_body:
+                self._buffer += data
         else:
             self._received += len(data)
             if self._keep_body:
@@ -121,15 +128,13 @@ class Connection(asyncio.Protocol):
             self._finish()
 
     def _parse_head(self, head: bytes) -> None:
-        lines = head.split(b"\r\n")
-        self._status = int(lines[0].split(b" ", 2)[1])
-        self._length = -1
-        for line in lines[1:]:
-            name, _, value = line.partition(b":")
-            if name.strip().lower() == b"content-length":
-                self._length = int(value)
-        if self._length < 0:
+        self._status = int(head[9:12])  # "HTTP/1.1 200 ..."
+        lower = head.lower()
+        start = lower.find(b"\r\ncontent-length:")
+        if start < 0:
             raise ConnectionError("the reply has no Content-Length")
+        end = lower.find(b"\r\n", start + 2)
+        self._length = int(head[start + 17 : end if end >= 0 else len(head)])
 
     def _finish(self) -> None:
         done_at = time.perf_counter()

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import trustme
+from aiohttp import web
 from multidict import CIMultiDict
 
 from aiobootstrap import (
@@ -477,3 +478,18 @@ async def test_tool_refuses_a_missing_ca_file(tmp_path):
     _, stderr = await asyncio.wait_for(proc.communicate(), GUARD)
     assert proc.returncode == 2
     assert stderr.decode().strip().endswith("nope.pem: No such file or directory")
+
+
+async def test_mounted_under_another_app_expect_on_an_unknown_route_is_refused_first(aiohttp_client):
+    """As a sub-app, an unknown route under its prefix still gets the token's 401 before the body is invited."""
+    outer = web.Application()
+    outer.add_subapp("/bootstrap", create_app(ServerConfig(auth_token=TOKEN)))
+    client = await aiohttp_client(outer)
+    reader, writer = await asyncio.open_connection(client.host, client.port)
+    writer.write(
+        b"PUT /bootstrap/no/such/route HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 5\r\n\r\n"
+    )
+    await writer.drain()
+    reply = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), GUARD)
+    assert reply.split(b" ")[1] == b"401"
+    writer.close()
