@@ -113,10 +113,14 @@ class Server:
             return await self.proc.wait()
 
 
-async def start_server(*args: str) -> Server:
+async def start_server(*args: str, python: str = sys.executable) -> Server:
+    """``python -m aiobootstrap ARGS`` on a free port; ``python`` may be another tree's interpreter."""
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "aiobootstrap", "--port", "0", "--log-level", "warning", *args,
+        python, "-m", "aiobootstrap", "--port", "0", "--log-level", "warning", *args,
         stdout=asyncio.subprocess.PIPE,
+        # Outside any checkout: -m imports the working directory's package first, which
+        # would make another tree's interpreter run this tree.
+        cwd=tempfile.gettempdir(),
     )  # fmt: skip
     assert proc.stdout is not None
     async with asyncio.timeout(15):

@@ -47,7 +47,7 @@ import aiohttp
 from aiobootstrap import _protocol as protocol
 from aiobootstrap._open_files import open_file_limit, raise_open_file_limit
 
-from .durability import Server, crash_test, pct, running, table
+from .durability import crash_test, pct, running, start_server, table
 
 GET = protocol.GET_PATH
 BATCH = protocol.BATCH_PATH
@@ -121,23 +121,6 @@ class Parker:
 # -- shutdown: parked waits, then SIGTERM ---------------------------------
 
 
-async def start_with(python: str, *args: str) -> Server:
-    """``start_server``, with the server run by ``python`` (another tree's interpreter for ``--before``)."""
-    proc = await asyncio.create_subprocess_exec(
-        python, "-m", "aiobootstrap", "--port", "0", "--log-level", "warning", *args,
-        stdout=asyncio.subprocess.PIPE,
-        # Outside any checkout: -m imports the working directory's package first, which
-        # would make another tree's interpreter run this tree.
-        cwd=tempfile.gettempdir(),
-    )  # fmt: skip
-    assert proc.stdout is not None
-    async with asyncio.timeout(15):
-        line = (await proc.stdout.readline()).decode()
-    if not line.startswith("aiobootstrap listening on "):
-        raise RuntimeError(f"the server did not start: {line!r}")
-    return Server(proc, line.split()[-1])
-
-
 @dataclass
 class Stop:
     """One SIGTERM trial's figures."""
@@ -154,7 +137,7 @@ class Stop:
 
 async def shutdown_time(waiters: int, python: str = sys.executable) -> Stop:
     # --max-waiters: the default leaves 1,024 descriptors in reserve, below 19,000 under a 20,000 limit.
-    server = await start_with(python, "--max-wait", "600", "--max-waiters", str(waiters + 64))
+    server = await start_server("--max-wait", "600", "--max-waiters", str(waiters + 64), python=python)
     targets = [f"{GET}?rank={10**6 + index}&wait=600" for index in range(waiters)]
     start = time.perf_counter()
     parker = await Parker.open(server.url, targets)
