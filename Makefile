@@ -9,7 +9,7 @@ BENCH_INSTALLED := $(VENV)/.installed-bench
 
 help:
 	@echo "make run    serve on 127.0.0.1:6789 (ARGS='--port 0 --world-size 8' to change)"
-	@echo "make test   run the whole test suite"
+	@echo "make test   run the whole test suite, on every core (PYTEST_WORKERS=0 for one process)"
 	@echo "make lint   ruff and mypy, checking only"
 	@echo "make fmt    ruff fix and format, changing files"
 	@echo "make bench  run the benchmarks against the polling baseline and the reference server"
@@ -33,8 +33,11 @@ $(BENCH_INSTALLED): pyproject.toml | $(INSTALLED)
 run: $(INSTALLED)
 	$(BIN)/python -m aiobootstrap $(ARGS)
 
+# PYTEST_WORKERS=0 runs the suite in one process (for a debugger, or to read a test's output in order).
+PYTEST_WORKERS ?= auto
+
 test: $(INSTALLED)
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) $(PYTEST_ARGS)
 
 lint: $(INSTALLED)
 	$(BIN)/ruff check .
