@@ -10,23 +10,22 @@ raises :class:`~aiobootstrap.exceptions.UnexpectedReply`.
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ._json import dumps as dumps
+from ._json import loads as loads
+from ._json import stdlib_dumps as stdlib_dumps
 from ._ranks import MAX_RANK as MAX_RANK
 from ._ranks import RankSet, parse_int
+from ._ranks import is_rank as is_rank
 from ._ranks import rank_value as rank_value
 from .exceptions import BadRequest, UnexpectedReply
+from .store._base import DEFAULT_NAMESPACE as DEFAULT_NAMESPACE
 from .store._base import DEFAULT_ROLE
-
-try:  # optional (the `fast` extra): the same JSON, several times faster; see docs/benchmarks.md
-    import orjson
-except ImportError:
-    orjson = None  # type: ignore[assignment]
 
 if TYPE_CHECKING:
     from .store import Record
@@ -91,63 +90,12 @@ MAX_NESTING = 64
 # -- JSON ---------------------------------------------------------------
 
 
-# Every digit to "0", everything else to " ": a run of 19 digits becomes a
-# plain substring search, ten times faster than a regex on a 20 MB body.
-_DIGITS_ONLY = bytes(0x30 if 0x30 <= byte <= 0x39 else 0x20 for byte in range(256))
-_LONG_NUMBER = b"0" * 19
-
-
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
-
-
-def _finite_float(text: str) -> float:
-    # 1e400 is JSON, but as a float it is infinity, which a reply can only
-    # carry as null (orjson) or the invalid Infinity (stdlib): refuse it.
-    value = float(text)
-    if math.isinf(value):
-        raise ValueError(f"{text} is out of range")
-    return value
-
-
-def loads(data: bytes | str) -> Any:
-    """Parse strict JSON: ``NaN`` and ``Infinity`` are refused, as RFC 8259 does."""
-    # orjson is strict already, but reads integers past 64 bits as floats, and
-    # a 19-digit run is the shortest that can be one: leave those to the stdlib,
-    # as everything orjson refuses (lone surrogates, a BOM, 1e400).
-    if orjson is not None and isinstance(data, bytes) and _LONG_NUMBER not in data.translate(_DIGITS_ONLY):
-        try:
-            return orjson.loads(data)
-        except orjson.JSONDecodeError:
-            pass
-    return json.loads(data, parse_constant=_reject_constant, parse_float=_finite_float)
-
-
-def dumps(obj: Any) -> bytes:
-    if orjson is not None:
-        try:
-            # A right-sized copy: orjson's bytes keep its working buffer, 4 KB
-            # even for a 200-byte reply, and the registry keeps every reply.
-            return memoryview(orjson.dumps(obj)).tobytes()
-        except TypeError:  # what orjson refuses (lone surrogates, huge ints, int keys): the stdlib's job
-            pass
-    return stdlib_dumps(obj)
-
-
-def stdlib_dumps(obj: Any) -> bytes:
-    # ensure_ascii keeps any string a client sent (lone surrogates included)
-    # encodable, so a reply can never fail to serialise.
-    return json.dumps(obj, separators=(",", ":")).encode("ascii")
-
-
 def error_body(detail: str, **extra: Any) -> bytes:
     return dumps({"detail": detail, **extra})
 
 
 # -- namespaces ---------------------------------------------------------
 
-DEFAULT_NAMESPACE = "default"
-"""The namespace the unprefixed routes address."""
 NAMESPACE_PREFIX = "/ns/"
 
 _NAMESPACE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}")
@@ -184,11 +132,6 @@ class Registration:
     role: str = DEFAULT_ROLE
     info: dict[str, Any] | None = None
     """The whole ``transfer_engine_info`` object as sent (every field kept)."""
-
-
-def is_rank(value: object) -> bool:
-    """A JSON value that is a rank: an integer from 0 to :data:`MAX_RANK` (a JSON ``true`` is not)."""
-    return rank_value(value) is not None and not isinstance(value, str)
 
 
 def parse_body(body: bytes) -> dict[str, Any]:

@@ -41,6 +41,11 @@ def rank_value(value: object) -> int | None:
     return None
 
 
+def is_rank(value: object) -> bool:
+    """A JSON value that is a rank: an integer from 0 to :data:`MAX_RANK` (a JSON ``true`` is not)."""
+    return rank_value(value) is not None and not isinstance(value, str)
+
+
 def parse_int(text: str) -> int | None:
     """Plain ASCII digits, at most 18 of them; ``None`` otherwise.
 

@@ -512,10 +512,11 @@ async def big_payload(settings: Settings) -> dict[str, Any]:
 
 async def codec(settings: Settings) -> dict[str, Any]:
     """What orjson buys over the stdlib for a registration's parse and its reply's encoding."""
+    from aiobootstrap import _json
     from aiobootstrap import _protocol as protocol
 
-    switch = "orjson"  # the module attribute _protocol reads; None means "not installed"
-    fast_module = getattr(protocol, switch)
+    switch = "orjson"  # the module attribute the codec reads; None means "not installed"
+    fast_module = getattr(_json, switch)
     out: dict[str, Any] = {}
     for label, tensors in (("3 KB", 50), ("60 KB", 1000), ("21 MB", settings.big_tensors)):
         body = registration(0, weights(tensors))
@@ -523,12 +524,12 @@ async def codec(settings: Settings) -> dict[str, Any]:
         repeats = max(3, min(1000, 1_000_000 // len(body)))
         timings: dict[str, float] = {}
         for name, module in (("orjson", fast_module), ("stdlib", None)):
-            setattr(protocol, switch, module)
+            setattr(_json, switch, module)
             try:
                 timings[f"loads_{name}_ms"] = _median_ms(partial(protocol.loads, body), repeats)
                 timings[f"dumps_{name}_ms"] = _median_ms(partial(protocol.dumps, value), repeats)
             finally:
-                setattr(protocol, switch, fast_module)
+                setattr(_json, switch, fast_module)
         out[label] = {"bytes": len(body), **timings}
         await asyncio.sleep(0)
     return out

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from aiobootstrap import _json
 from aiobootstrap import _protocol as protocol
 from aiobootstrap.exceptions import BadRequest
 from aiobootstrap.store import Record
@@ -32,7 +33,7 @@ DOCUMENTS: list[Any] = [
 def codec(request, monkeypatch):
     """Run a test once with orjson and once as if it were not installed."""
     if request.param == "stdlib":
-        monkeypatch.setattr(protocol, "orjson", None)
+        monkeypatch.setattr(_json, "orjson", None)
     return request.param
 
 
@@ -104,7 +105,7 @@ def test_get_and_batch_replies_are_equal_with_both_codecs(monkeypatch):
     weights = {f"layers.{i}.weight": [1 << 40, i, 2] for i in range(50)} | {"名": "値"}
     record = Record(info_key(3), {"session_id": "10.0.0.7:18000", "weights_info_dict": weights}, 7, 0.0)
     fast = protocol.encode_info(record)
-    monkeypatch.setattr(protocol, "orjson", None)
+    monkeypatch.setattr(_json, "orjson", None)
     slow = protocol.encode_info(record)
     assert json.loads(fast) == json.loads(slow)
     assert json.loads(fast)["remote_instance_transfer_engine_info"] == ["10.0.0.7:18000", weights]

@@ -14,9 +14,9 @@ _WITHOUT_EXTRAS = (
     "import sys\n"
     "sys.modules['orjson'] = None\n"
     "sys.modules['uvloop'] = None\n"
-    "from aiobootstrap import _protocol\n"
+    "from aiobootstrap import _json\n"
     "from aiobootstrap._cli import main\n"
-    "assert _protocol.orjson is None\n"
+    "assert _json.orjson is None\n"
     "raise SystemExit(main(sys.argv[1:]))\n"
 )
 

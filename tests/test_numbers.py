@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from aiobootstrap import _protocol as protocol
+from aiobootstrap import _json
 
 from .conftest import registration
 
@@ -17,7 +17,7 @@ def codec(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> st
     if request.param == "orjson":
         pytest.importorskip("orjson", reason="the fast extra is not installed")
     else:
-        monkeypatch.setattr(protocol, "orjson", None)
+        monkeypatch.setattr(_json, "orjson", None)
     return str(request.param)
 
 

@@ -45,6 +45,7 @@ from .._ranks import RankSet
 from ..exceptions import TooManyRanks
 
 __all__ = [
+    "DEFAULT_NAMESPACE",
     "DEFAULT_ROLE",
     "MAX_MEMBERS",
     "MEMBERS",
@@ -62,6 +63,8 @@ __all__ = [
 TRANSFER_ENGINE_INFO = "transfer_engine_info"
 """The record kind of a rank's transfer-engine info."""
 
+DEFAULT_NAMESPACE = "default"
+"""The namespace the unprefixed routes address."""
 DEFAULT_ROLE = "target"
 """The role of a record whose writer named none."""
 

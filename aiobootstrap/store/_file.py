@@ -43,9 +43,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._protocol import DEFAULT_NAMESPACE
 from .._ranks import MAX_RANK
 from ._base import (
+    DEFAULT_NAMESPACE,
     DEFAULT_ROLE,
     TRANSFER_ENGINE_INFO,
     Change,

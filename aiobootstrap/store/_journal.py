@@ -28,7 +28,7 @@ it on load, with one warning, and leaves it out of the next compaction.
 
 The checksum lets a reader tell a line torn by a crash, a flipped bit or
 appended garbage from a good line, and skip only the bad one. The JSON is
-ASCII (``protocol.dumps``), so no line holds a raw newline.
+ASCII (``_json.dumps``), so no line holds a raw newline.
 
 Nothing here is asynchronous: :class:`~aiobootstrap.store._file.FileStore`
 calls every method from its one worker thread.
@@ -44,7 +44,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from .. import _protocol as protocol
+from .. import _json
+from .._ranks import is_rank
 from ..exceptions import StateFileError
 
 try:
@@ -65,7 +66,7 @@ def reason(exc: OSError) -> str:
 
 
 def encode_line(entry: dict[str, Any]) -> bytes:
-    body = protocol.dumps(entry)
+    body = _json.dumps(entry)
     return b"%08x %s\n" % (zlib.crc32(body), body)
 
 
@@ -75,7 +76,7 @@ def parse_line(line: bytes) -> dict[str, Any]:
     if crc != b"%08x" % zlib.crc32(body):
         raise ValueError("its checksum does not match")
     try:
-        entry = protocol.loads(body)
+        entry = _json.loads(body)
     except (ValueError, RecursionError):
         raise ValueError("it is not JSON") from None
     if not isinstance(entry, dict):
@@ -86,7 +87,7 @@ def parse_line(line: bytes) -> dict[str, Any]:
     for name in ("ns", "kind", "role", "inc"):
         if not isinstance(entry.get(name, ""), str):
             raise ValueError(f"its {name} is not a string")
-    if not protocol.is_rank(entry.get("version")):
+    if not is_rank(entry.get("version")):
         raise ValueError("its version is not a non-negative integer")
     rank = entry.get("rank")
     # A rank past 18 digits, which older versions accepted, still reads here:

@@ -71,7 +71,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from functools import partial
 from typing import Any, TypeVar, cast
 
-from .. import _protocol as protocol
+from .. import _json
 from .._ranks import RankSet
 from ..exceptions import StoreUnavailable, TooManyNamespaces, TooManyRanks
 from ._base import READ_BY_KEY, Change, ChangeListener, Key, Record, Store, StoreLimits, with_member
@@ -310,7 +310,7 @@ class RedisStore(Store):
                 key.role,
                 key.rank,
                 repr(registered_at),
-                protocol.dumps(value),
+                _json.dumps(value),
                 -1 if limits.max_ranks is None else limits.max_ranks,
                 -1 if limits.max_namespaces is None else limits.max_namespaces,
                 self._feed_length,
@@ -433,7 +433,7 @@ class RedisStore(Store):
         if isinstance(blob, str):  # never with decode_responses off, which is how we connect
             blob = blob.encode()
         version, registered_at, value = blob.split(b" ", 2)
-        return Record(key, protocol.loads(value), int(version), float(registered_at))
+        return Record(key, _json.loads(value), int(version), float(registered_at))
 
     # -- talking to Redis -------------------------------------------------
 
