@@ -10,6 +10,7 @@ is closed, so a few stalled uploads cannot hold the memory of many.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 
 from aiohttp import web
 
@@ -59,8 +60,10 @@ async def read_body(request: web.Request, config: ServerConfig) -> bytes:
     budget = request.app[BODY_BUDGET]
     charged = declared or 0
     budget.take(charged)
+    # The common case: the whole body came with the head, and a read that cannot wait needs no timer.
+    timer = contextlib.nullcontext() if request.content.is_eof() else asyncio.timeout(config.body_timeout)
     try:
-        async with asyncio.timeout(config.body_timeout):
+        async with timer:
             chunks: list[bytes] = []
             size = 0
             async for chunk in request.content.iter_any():
