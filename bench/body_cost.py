@@ -14,13 +14,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import sys
 import time
 import tracemalloc
 
 import aiohttp
 
 from aiobootstrap import _protocol as protocol
+
+from ._servers import rss_kib
+from .durability import start_server
 
 
 def body(mib: float, keys: int) -> bytes:
@@ -31,33 +33,14 @@ def body(mib: float, keys: int) -> bytes:
     )
 
 
-def vm(pid: int, field: str) -> int:
-    with open(f"/proc/{pid}/status") as status:
-        return next(int(line.split()[1]) * 1024 for line in status if line.startswith(field))
-
-
 async def served(data: bytes) -> tuple[float, float]:
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "aiobootstrap",
-        "--port",
-        "0",
-        "--log-level",
-        "warning",
-        "--max-body-size",
-        str(len(data)),
-        "--max-body-memory",
-        str(len(data)),
-        stdout=asyncio.subprocess.PIPE,
-    )
-    assert proc.stdout is not None
-    url = (await proc.stdout.readline()).decode().split()[-1]
+    server = await start_server("--max-body-size", str(len(data)), "--max-body-memory", str(len(data)))
+    url, pid = server.url, server.pid
     try:
         async with aiohttp.ClientSession() as session:
             async with session.get(url + "/health") as r:
                 await r.read()
-            before = vm(proc.pid, "VmRSS:")
+            before = rss_kib(pid)["VmRSS"] * 1024
             done = asyncio.Event()
             worst = 0.0
 
@@ -75,10 +58,9 @@ async def served(data: bytes) -> tuple[float, float]:
                 assert r.status == 200, await r.text()
             done.set()
             await prober
-            return vm(proc.pid, "VmHWM:") - before, worst
+            return rss_kib(pid)["VmHWM"] * 1024 - before, worst
     finally:
-        proc.terminate()
-        await proc.wait()
+        await server.stop()
 
 
 def main() -> None:

@@ -49,6 +49,8 @@ from typing import Any
 
 import aiohttp
 
+from ._servers import rss_kib
+
 REGISTER = "/register_transfer_engine_info"
 GET = "/get_transfer_engine_info"
 
@@ -94,10 +96,7 @@ class Server:
         return self.proc.pid
 
     def rss_kib(self) -> int:
-        for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-        return -1
+        return rss_kib(self.pid)["VmRSS"]
 
     def open_fds(self) -> int:
         return len(os.listdir(f"/proc/{self.pid}/fd"))
@@ -113,11 +112,12 @@ class Server:
             return await self.proc.wait()
 
 
-async def start_server(*args: str, python: str = sys.executable) -> Server:
+async def start_server(*args: str, python: str = sys.executable, env: dict[str, str] | None = None) -> Server:
     """``python -m aiobootstrap ARGS`` on a free port; ``python`` may be another tree's interpreter."""
     proc = await asyncio.create_subprocess_exec(
         python, "-m", "aiobootstrap", "--port", "0", "--log-level", "warning", *args,
         stdout=asyncio.subprocess.PIPE,
+        env=env,
         # Outside any checkout: -m imports the working directory's package first, which
         # would make another tree's interpreter run this tree.
         cwd=tempfile.gettempdir(),
@@ -131,8 +131,8 @@ async def start_server(*args: str, python: str = sys.executable) -> Server:
 
 
 @asynccontextmanager
-async def running(*args: str) -> AsyncIterator[Server]:
-    server = await start_server(*args)
+async def running(*args: str, env: dict[str, str] | None = None) -> AsyncIterator[Server]:
+    server = await start_server(*args, env=env)
     try:
         yield server
     finally:

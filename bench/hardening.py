@@ -11,49 +11,24 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import signal
 import statistics
-import sys
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 import aiohttp
 
+from ._servers import rss_kib
+from .durability import running
+
 TOKEN = "bench-token"
 
 
 @asynccontextmanager
 async def cli_server(*args: str) -> AsyncIterator[tuple[str, int]]:
-    env = {**os.environ, "AIOBOOTSTRAP_AUTH_TOKEN": TOKEN} if "--auth" in args else dict(os.environ)
-    args = tuple(a for a in args if a != "--auth")
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "aiobootstrap",
-        "--port",
-        "0",
-        "--log-level",
-        "warning",
-        *args,
-        stdout=asyncio.subprocess.PIPE,
-        env=env,
-    )
-    assert proc.stdout is not None
-    line = (await asyncio.wait_for(proc.stdout.readline(), 10)).decode()
-    try:
-        yield line.rsplit(" ", 1)[-1].strip(), proc.pid
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        await asyncio.wait_for(proc.wait(), 10)
-
-
-def rss_kib(pid: int) -> int:
-    with open(f"/proc/{pid}/status") as status:
-        for line in status:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    raise RuntimeError("no VmRSS")
+    env = {**os.environ, "AIOBOOTSTRAP_AUTH_TOKEN": TOKEN} if "--auth" in args else None
+    async with running(*(a for a in args if a != "--auth"), env=env) as server:
+        yield server.url, server.pid
 
 
 async def parked_wait_memory(waiters: int) -> tuple[float, float]:
@@ -67,7 +42,7 @@ async def parked_wait_memory(waiters: int) -> tuple[float, float]:
         # of it the server reuses instead of growing again.
         growth = []
         for _ in range(2):
-            before = rss_kib(pid)
+            before = rss_kib(pid)["VmRSS"]
             writers = []
             for index in range(waiters):
                 _, writer = await asyncio.open_connection("127.0.0.1", port)
@@ -82,9 +57,9 @@ async def parked_wait_memory(waiters: int) -> tuple[float, float]:
             while True:
                 async with session.get(url + "/health") as response:
                     await response.read()
-                grown = rss_kib(pid) - before
+                grown = rss_kib(pid)["VmRSS"] - before
                 await asyncio.sleep(0.2)
-                if rss_kib(pid) - before == grown:
+                if rss_kib(pid)["VmRSS"] - before == grown:
                     break
             growth.append(grown / waiters)
             for writer in writers:
