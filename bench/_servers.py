@@ -9,6 +9,8 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from aiohttp import web
+
 from ._wire import Target
 
 __all__ = ["SERVERS", "RunningServer", "ServerKind", "cpu_seconds", "rss_kib"]
@@ -150,3 +152,11 @@ class RunningServer:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.stop()
+
+
+async def serve_in_process(app: web.Application) -> tuple[web.AppRunner, int]:
+    """``app`` on a free loopback port in this process, with the CLI's runner options: the runner and the port."""
+    runner = web.AppRunner(app, handle_signals=False, handler_cancellation=True)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", 0).start()
+    return runner, runner.addresses[0][1]

@@ -26,6 +26,8 @@ from aiobootstrap import Registry, ServerConfig, create_app
 from aiobootstrap._app import REGISTRY
 from aiobootstrap._open_files import raise_open_file_limit
 
+from ._servers import serve_in_process
+
 BOUND = 512 * 1024
 """Bytes the server may grow by over the whole run (caches settling), leaks excluded."""
 
@@ -63,11 +65,7 @@ async def abandon_wave(runner: web.AppRunner, registry: Registry, port: int, fir
 
 async def run(waits: int, wave: int) -> int:
     app = create_app(ServerConfig(max_wait=300.0))
-    runner = web.AppRunner(app, handle_signals=False, handler_cancellation=True)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = runner.addresses[0][1]
+    runner, port = await serve_in_process(app)
     registry = app[REGISTRY]
     try:
         started = time.perf_counter()

@@ -30,13 +30,13 @@ import time
 import tracemalloc
 from typing import Any
 
-from aiohttp import web
-
 from aiobootstrap import ServerConfig, create_app
 from aiobootstrap._app import REGISTRY
 from aiobootstrap._open_files import raise_open_file_limit
 from aiobootstrap._protocol import DEFAULT_NAMESPACE
 from aiobootstrap.store import DEFAULT_ROLE, TRANSFER_ENGINE_INFO, Key
+
+from ._servers import serve_in_process
 
 BOUND = 256 * 1024
 """Bytes one parked 65,536-rank query may hold on the server (before rank sets: ~57 MiB for a million)."""
@@ -83,11 +83,7 @@ def _ms(seconds: float) -> str:
 
 async def run(parked: int, seconds: float) -> int:
     app = create_app(ServerConfig(max_wait=300.0, max_ranks=None))
-    runner = web.AppRunner(app, handle_signals=False, handler_cancellation=True)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = runner.addresses[0][1]
+    runner, port = await serve_in_process(app)
     registry = app[REGISTRY]
     batch = "/get_transfer_engine_info_batch?ranks="
     try:
