@@ -1,4 +1,5 @@
-"""A get's ``200`` as bytes on the wire: built once per registration, written in one call.
+"""Replies written as bytes, below ``web.Response``: a get's ``200``, built once per registration and
+written in one call, and the ``503`` a stop gives every parked wait.
 
 Theory of operation
 -------------------
@@ -54,11 +55,12 @@ from aiohttp.http import SERVER_SOFTWARE, HttpVersion10
 from multidict import CIMultiDict
 
 from . import _protocol as protocol
+from .exceptions import SHUTTING_DOWN_DETAIL
 
 if TYPE_CHECKING:
     from .store import Record
 
-__all__ = ["EarlyReply", "ReplyWire", "WireReply"]
+__all__ = ["EarlyReply", "ReplyWire", "WireReply", "shutting_down_reply"]
 
 SEPARATE_BODY_OVER = 256 * 1024
 """Bodies larger than this are written apart from their head, never copied per reply or second."""
@@ -67,6 +69,12 @@ _HEAD = 1
 _CLOSE = 2
 _HTTP10 = 4
 _MAX_CACHED = 256
+
+
+def _stamp_lines(second: int, boot: str) -> bytes:
+    """The header lines every reply of that second carries: ``Date``, ``Server`` and the boot id."""
+    date = email.utils.formatdate(second, usegmt=True)
+    return f"Date: {date}\r\nServer: {SERVER_SOFTWARE}\r\n{protocol.BOOT_HEADER}: {boot}\r\n".encode()
 
 
 def _variant(request: web.BaseRequest) -> int:
@@ -152,10 +160,7 @@ class ReplyWire:
         self._last = (None, -1, b"", None)
         self._second = second
         self._boot_id = boot
-        date = email.utils.formatdate(second, usegmt=True)
-        self._stamp = (
-            f"Date: {date}\r\nServer: {SERVER_SOFTWARE}\r\n{protocol.BOOT_HEADER}: {boot}\r\n".encode()
-        )
+        self._stamp = _stamp_lines(second, boot)
 
     def _head(self, version: int | None, length: int, variant: int) -> bytes:
         """A 200's head: JSON with the record's ``version``, or (``None``) aiohttp's ``text="OK"``."""
@@ -302,3 +307,27 @@ class WireReply(web.StreamResponse):
 
     async def write_eof(self, data: bytes = b"") -> None:
         pass
+
+
+def shutting_down_reply(boot: str) -> Callable[[web.BaseRequest], bytes]:
+    """The ``503`` a parked wait gets at a stop, as bytes for one write, by the request's HTTP version and method.
+
+    The very reply the error middleware would make of :class:`ShuttingDown`
+    (same headers, the boot id included), with ``Connection: close``: the
+    connection is closed after it.
+    """
+    body = protocol.error_body(SHUTTING_DOWN_DETAIL)
+    content = f"Content-Type: {protocol.JSON_TYPE}\r\nContent-Length: {len(body)}\r\n".encode()
+    fields = content + _stamp_lines(int(time.time()), boot)
+    # HTTP/1.0 closes unless told otherwise; HTTP/1.1 is told.
+    heads = {
+        False: b"HTTP/1.1 503 Service Unavailable\r\n" + fields + b"Connection: close\r\n\r\n",
+        True: b"HTTP/1.0 503 Service Unavailable\r\n" + fields + b"\r\n",
+    }
+    whole = {old: head + body for old, head in heads.items()}
+
+    def reply(request: web.BaseRequest) -> bytes:
+        old = request.version <= HttpVersion10
+        return heads[old] if request.method == "HEAD" else whole[old]
+
+    return reply

@@ -8,7 +8,6 @@ race.
 from __future__ import annotations
 
 import asyncio
-import email.utils
 import logging
 import socket
 import ssl
@@ -18,10 +17,8 @@ from types import TracebackType
 from typing import Any
 
 from aiohttp import web
-from aiohttp.http import SERVER_SOFTWARE, HttpVersion10
 from aiohttp.log import access_logger
 
-from . import _protocol as protocol
 from ._app import REGISTRY, create_app
 from ._bind import BACKLOG, AddressInUse, bind_sockets, explain_address_in_use
 from ._config import ServerConfig
@@ -30,7 +27,8 @@ from ._logging import http_logger
 from ._open_files import connection_limit
 from ._portinfo import host_port
 from ._registry import Registry
-from .exceptions import SHUTTING_DOWN_DETAIL, BootstrapError
+from ._replies import shutting_down_reply
+from .exceptions import BootstrapError
 
 __all__ = ["AddressInUse", "BootstrapServer", "runner_options", "ssl_context"]
 
@@ -103,33 +101,6 @@ def _reachable_address(family: socket.AddressFamily) -> str:
     except OSError:
         return loopback
     return address if address not in ("0.0.0.0", "::") else loopback
-
-
-def _shutting_down_reply(boot: str) -> Callable[[web.BaseRequest], bytes]:
-    """The ``503`` a parked wait gets at a stop, as bytes for one write, by the request's HTTP version and method.
-
-    The very reply the error middleware would make of :class:`ShuttingDown`
-    (same headers, the boot id included), with ``Connection: close``: the
-    connection is closed after it.
-    """
-    body = protocol.error_body(SHUTTING_DOWN_DETAIL)
-    fields = (
-        f"Content-Type: {protocol.JSON_TYPE}\r\nContent-Length: {len(body)}\r\n"
-        f"Date: {email.utils.formatdate(usegmt=True)}\r\nServer: {SERVER_SOFTWARE}\r\n"
-        f"{protocol.BOOT_HEADER}: {boot}\r\n"
-    ).encode()
-    # HTTP/1.0 closes unless told otherwise; HTTP/1.1 is told.
-    heads = {
-        False: b"HTTP/1.1 503 Service Unavailable\r\n" + fields + b"Connection: close\r\n\r\n",
-        True: b"HTTP/1.0 503 Service Unavailable\r\n" + fields + b"\r\n",
-    }
-    whole = {old: head + body for old, head in heads.items()}
-
-    def reply(request: web.BaseRequest) -> bytes:
-        old = request.version <= HttpVersion10
-        return heads[old] if request.method == "HEAD" else whole[old]
-
-    return reply
 
 
 class _Site(web.BaseSite):
@@ -254,7 +225,7 @@ class BootstrapServer:
         registry = runner.app[REGISTRY]
         connections = self._connections
         if connections is not None:
-            reply = _shutting_down_reply(registry.store.incarnation)
+            reply = shutting_down_reply(registry.store.incarnation)
             answered = connections.answer(registry.parked_tasks, reply)
             # Waits parked through other means (in-process readers) are answered by ShuttingDown;
             # new ones are refused.
