@@ -11,8 +11,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
-
+from ._version import __version__
 from .exceptions import (
     AddressInUse,
     BadRequest,
@@ -32,35 +31,35 @@ from .exceptions import (
 )
 
 if TYPE_CHECKING:
-    from ._app import create_app
-    from ._client import BootstrapClient
-    from ._config import ServerConfig
-    from ._protocol import EncoderUrls, ParallelismConfig, RankListing, RankSummary, TransferEngineInfo
     from ._registry import Registry
-    from ._retry import Backoff
-    from ._server import BootstrapServer
-    from ._sync import SyncBootstrapClient
-    from ._threaded import ThreadedBootstrapServer
+    from .client.client import BootstrapClient
+    from .client.retry import Backoff
+    from .client.sync import SyncBootstrapClient
+    from .server.app import create_app
+    from .server.config import ServerConfig
+    from .server.server import BootstrapServer
+    from .server.threaded import ThreadedBootstrapServer
     from .store import Key, MemoryStore, Record, Store
+    from .wire import EncoderUrls, ParallelismConfig, RankListing, RankSummary, TransferEngineInfo
 
 _LAZY = {
-    "create_app": "._app",
-    "Backoff": "._retry",
-    "BootstrapClient": "._client",
-    "ServerConfig": "._config",
-    "EncoderUrls": "._protocol",
-    "ParallelismConfig": "._protocol",
-    "RankListing": "._protocol",
-    "RankSummary": "._protocol",
-    "TransferEngineInfo": "._protocol",
+    "create_app": ".server.app",
+    "Backoff": ".client.retry",
+    "BootstrapClient": ".client.client",
+    "ServerConfig": ".server.config",
+    "EncoderUrls": ".wire",
+    "ParallelismConfig": ".wire",
+    "RankListing": ".wire",
+    "RankSummary": ".wire",
+    "TransferEngineInfo": ".wire",
     "Key": ".store",
     "MemoryStore": ".store",
     "Record": ".store",
     "Store": ".store",
     "Registry": "._registry",
-    "BootstrapServer": "._server",
-    "SyncBootstrapClient": "._sync",
-    "ThreadedBootstrapServer": "._threaded",
+    "BootstrapServer": ".server.server",
+    "SyncBootstrapClient": ".client.sync",
+    "ThreadedBootstrapServer": ".server.threaded",
 }
 
 

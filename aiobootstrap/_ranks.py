@@ -17,8 +17,6 @@ import bisect
 import itertools
 from collections.abc import Iterable, Iterator, Sequence
 
-from .exceptions import BadRequest
-
 __all__ = ["MAX_RANK", "RankSet", "rank_value"]
 
 MAX_RANK = 10**18 - 1
@@ -102,8 +100,9 @@ class RankSet:
     def parse(cls, spec: str, *, limit: int | None = None, name: str = "ranks") -> RankSet:
         """Read a spec such as ``0-3,8,10-11`` without expanding its ranges.
 
-        Raises :class:`BadRequest` naming the ``name`` parameter when a part is
-        not a rank or a range, or when the set holds more than ``limit`` ranks.
+        Raises ``ValueError`` naming the ``name`` parameter when a part is not a
+        rank or a range, or when the set holds more than ``limit`` ranks (the
+        wire turns it into a ``400``).
         """
         ranges: list[_Range] = []
         for part in spec.split(","):
@@ -111,11 +110,11 @@ class RankSet:
             first = rank_value(first_text)
             last = rank_value(last_text) if dash else first
             if first is None or last is None or last < first:
-                raise BadRequest(f"Invalid {name} parameter: {part.strip()[:40]!r} is not a rank or a range.")
+                raise ValueError(f"Invalid {name} parameter: {part.strip()[:40]!r} is not a rank or a range.")
             ranges.append((first, last))
         ranks = cls(ranges)
         if limit is not None and len(ranks) > limit:
-            raise BadRequest(
+            raise ValueError(
                 f"Invalid {name} parameter: it names {len(ranks)} ranks, and one request may name at most "
                 f"{limit}; split the set into several requests."
             )

@@ -28,13 +28,17 @@ Each class that maps to an HTTP reply carries its status in ``status``: the
 server turns a raised error into ``{"detail": ...}`` with that status, and the
 client turns a reply with that status back into the same class (see
 ``error_for_status``). Nothing here imports the rest of the package at import
-time: the CLI reports a taken port before aiohttp is even imported.
+time but the leaves beneath it (``_names``, ``_ranks``): the CLI reports a
+taken port before aiohttp is even imported.
 """
 
 from __future__ import annotations
 
 import errno
 from collections.abc import Iterable, Sequence
+
+from ._names import host_port
+from ._ranks import RankSet
 
 __all__ = [
     "AddressInUse",
@@ -56,6 +60,26 @@ __all__ = [
 ]
 
 SHUTTING_DOWN_DETAIL = "The server is shutting down."
+
+ENGINE_INFO_NOUN = "transfer engine info"
+"""How transfer-engine info is named in the sentences of its 404s."""
+
+_DETAIL_RANGES = 20
+"""How many ranges a "not registered" sentence names before it says "and N more"."""
+
+
+def missing_ranks_detail(missing: Sequence[int] | RankSet, noun: str = ENGINE_INFO_NOUN) -> str:
+    """The sentence for ranks not registered (SPEC sections 1 and 7), naming at most a few ranges.
+
+    ``noun`` names the record kind: ``No parallelism config for rank 3``. The
+    server's 404 says it, and a :class:`RankNotRegistered` the client raises.
+    """
+    ranks = missing if isinstance(missing, RankSet) else RankSet.from_ranks(missing)
+    if len(ranks) == 1:
+        return f"No {noun} for rank {ranks.first}"
+    more = len(ranks.ranges) - _DETAIL_RANGES
+    tail = f" and {more} more ranges" if more > 0 else ""
+    return f"No {noun} for ranks {ranks.format(_DETAIL_RANGES)}{tail}"
 
 
 class BootstrapError(Exception):
@@ -195,8 +219,6 @@ class AddressInUse(BootstrapError, OSError):
     """
 
     def __init__(self, host: str, port: int, holder: str = "") -> None:
-        from ._portinfo import host_port  # a leaf module: no cycle, nothing heavy
-
         held = f"another process already holds port {port}" + (f" ({holder})" if holder else "")
         super().__init__(f"Cannot listen on {host_port(host, port)}: {held}; pick another with --port.")
         self.errno = errno.EADDRINUSE
@@ -214,9 +236,6 @@ class RankNotRegistered(NotRegistered, TimeoutError):
     """
 
     def __init__(self, ranks: Iterable[int], detail: str | None = None, *, noun: str | None = None) -> None:
-        # The sentence is the wire's (SPEC sections 1 and 7): written once, in the protocol module.
-        from ._protocol import ENGINE_INFO_NOUN, missing_ranks_detail
-
         self.ranks: Sequence[int] = tuple(ranks)
         self.rank = self.ranks[0] if self.ranks else -1
         self.noun = ENGINE_INFO_NOUN if noun is None else noun

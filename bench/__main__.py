@@ -12,8 +12,8 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from aiobootstrap._cli import loop_factory
-from aiobootstrap._open_files import raise_open_file_limit
+from aiobootstrap.cli.main import loop_factory
+from aiobootstrap.server.open_files import raise_open_file_limit
 
 from . import _replicas, _report, _scenarios
 from ._scenarios import Settings

@@ -513,7 +513,6 @@ async def big_payload(settings: Settings) -> dict[str, Any]:
 async def codec(settings: Settings) -> dict[str, Any]:
     """What orjson buys over the stdlib for a registration's parse and its reply's encoding."""
     from aiobootstrap import _json
-    from aiobootstrap import _protocol as protocol
 
     switch = "orjson"  # the module attribute the codec reads; None means "not installed"
     fast_module = getattr(_json, switch)
@@ -526,8 +525,8 @@ async def codec(settings: Settings) -> dict[str, Any]:
         for name, module in (("orjson", fast_module), ("stdlib", None)):
             setattr(_json, switch, module)
             try:
-                timings[f"loads_{name}_ms"] = _median_ms(partial(protocol.loads, body), repeats)
-                timings[f"dumps_{name}_ms"] = _median_ms(partial(protocol.dumps, value), repeats)
+                timings[f"loads_{name}_ms"] = _median_ms(partial(_json.loads, body), repeats)
+                timings[f"dumps_{name}_ms"] = _median_ms(partial(_json.dumps, value), repeats)
             finally:
                 setattr(_json, switch, fast_module)
         out[label] = {"bytes": len(body), **timings}

@@ -23,8 +23,8 @@ import tracemalloc
 from aiohttp import web
 
 from aiobootstrap import Registry, ServerConfig, create_app
-from aiobootstrap._app import REGISTRY
-from aiobootstrap._open_files import raise_open_file_limit
+from aiobootstrap.server.app import REGISTRY
+from aiobootstrap.server.open_files import raise_open_file_limit
 
 from ._servers import serve_in_process
 

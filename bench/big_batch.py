@@ -31,10 +31,10 @@ import tracemalloc
 from typing import Any
 
 from aiobootstrap import ServerConfig, create_app
-from aiobootstrap._app import REGISTRY
-from aiobootstrap._open_files import raise_open_file_limit
-from aiobootstrap._protocol import DEFAULT_NAMESPACE
-from aiobootstrap.store import DEFAULT_ROLE, TRANSFER_ENGINE_INFO, Key
+from aiobootstrap._names import DEFAULT_NAMESPACE, DEFAULT_ROLE, TRANSFER_ENGINE_INFO
+from aiobootstrap.server.app import REGISTRY
+from aiobootstrap.server.open_files import raise_open_file_limit
+from aiobootstrap.store import Key
 
 from ._servers import serve_in_process
 

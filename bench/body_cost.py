@@ -19,7 +19,7 @@ import tracemalloc
 
 import aiohttp
 
-from aiobootstrap import _protocol as protocol
+from aiobootstrap import wire as protocol
 
 from ._servers import rss_kib
 from .durability import start_server

@@ -15,7 +15,8 @@ import statistics
 import sys
 import time
 
-from aiobootstrap import _protocol as protocol
+from aiobootstrap import wire as protocol
+from aiobootstrap.wire import bodies
 
 from ._data import registration, weights
 
@@ -33,12 +34,12 @@ def main() -> int:
     parser.add_argument("--calls", type=int, default=300)
     args = parser.parse_args()
     body = registration(3, weights(1000))
-    check = protocol._bytes_nest_within
+    check = bodies._bytes_nest_within
     timings: dict[str, list[float]] = {"without the check": [], "with the check": []}
     for _ in range(args.rounds):
-        protocol._bytes_nest_within = lambda body, limit: True
+        bodies._bytes_nest_within = lambda body, limit: True
         timings["without the check"].append(_per_call(body, args.calls))
-        protocol._bytes_nest_within = check
+        bodies._bytes_nest_within = check
         timings["with the check"].append(_per_call(body, args.calls))
     print(f"parse_body of a {len(body):,}-byte registration (1,000 tensors), CPU per call:")
     for name, values in timings.items():

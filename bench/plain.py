@@ -19,7 +19,7 @@ def main() -> int:
         argv = argv[2:]
     if argv[:1] == ["--"]:
         argv = argv[1:]
-    from aiobootstrap._cli import main as aiobootstrap_main
+    from aiobootstrap.cli.main import main as aiobootstrap_main
 
     return aiobootstrap_main(argv)
 

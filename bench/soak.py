@@ -44,8 +44,8 @@ from pathlib import Path
 
 import aiohttp
 
-from aiobootstrap import _protocol as protocol
-from aiobootstrap._open_files import open_file_limit, raise_open_file_limit
+from aiobootstrap import wire as protocol
+from aiobootstrap.server.open_files import open_file_limit, raise_open_file_limit
 
 from .durability import crash_test, pct, running, start_server, table
 

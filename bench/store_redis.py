@@ -36,8 +36,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from aiobootstrap.store import TRANSFER_ENGINE_INFO, Change, Key, MemoryStore, Store
-from aiobootstrap.store._redis import RedisStore
+from aiobootstrap._names import TRANSFER_ENGINE_INFO
+from aiobootstrap.store import Change, Key, MemoryStore, Store
+from aiobootstrap.store.redis import RedisStore
 
 VALUE = {
     "session_id": "10.0.0.7:18000",

@@ -34,8 +34,8 @@ import statistics
 import sys
 from pathlib import Path
 
-from aiobootstrap._cli import loop_factory
-from aiobootstrap._open_files import raise_open_file_limit
+from aiobootstrap.cli.main import loop_factory
+from aiobootstrap.server.open_files import raise_open_file_limit
 
 from ._data import registration, weights
 from ._load import percentile
@@ -50,7 +50,7 @@ BANNER = "aiobootstrap listening on "
 # Runs the CLI with cProfile toggled by signals: USR1 on, USR2 off (and dump).
 _PROFILED = """
 import cProfile, signal, sys
-from aiobootstrap._cli import main
+from aiobootstrap.cli.main import main
 profile = cProfile.Profile()
 out = sys.argv[1]
 signal.signal(signal.SIGUSR1, lambda *_: profile.enable())

@@ -14,9 +14,9 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient
 
 from aiobootstrap import Registry, ServerConfig, create_app
-from aiobootstrap._app import REGISTRY
-from aiobootstrap._protocol import DEFAULT_NAMESPACE
-from aiobootstrap.store import DEFAULT_ROLE, TRANSFER_ENGINE_INFO, Key, LocalStore, MemoryStore, Record, Store
+from aiobootstrap._names import DEFAULT_NAMESPACE, DEFAULT_ROLE, TRANSFER_ENGINE_INFO
+from aiobootstrap.server.app import REGISTRY
+from aiobootstrap.store import Key, LocalStore, MemoryStore, Record, Store
 
 # The `redis_server` fixture: a real redis-server of the test's own (tests/redis_server.py).
 pytest_plugins = ["tests.redis_server"]

@@ -23,7 +23,7 @@ from aiobootstrap import (
     Unauthorized,
     create_app,
 )
-from aiobootstrap._auth import bearer_matches
+from aiobootstrap.server.auth import bearer_matches
 
 from .conftest import stored
 

@@ -22,9 +22,9 @@ from hypothesis import strategies as st
 from yarl import URL
 
 from aiobootstrap import ServerConfig, create_app
-from aiobootstrap._app import REGISTRY
 from aiobootstrap._registry import Registry
-from aiobootstrap._server import runner_options
+from aiobootstrap.server.app import REGISTRY
+from aiobootstrap.server.server import runner_options
 
 from .conftest import until
 

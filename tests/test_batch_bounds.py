@@ -12,11 +12,11 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
-from aiobootstrap import BadRequest, BootstrapClient, RankNotRegistered, Registry, create_app
-from aiobootstrap import _protocol as protocol
-from aiobootstrap._app import REGISTRY
+from aiobootstrap import BadRequest, BootstrapClient, RankNotRegistered, Registry, _json, create_app
+from aiobootstrap import wire as protocol
+from aiobootstrap._names import DEFAULT_ROLE, TRANSFER_ENGINE_INFO
 from aiobootstrap._ranks import RankSet
-from aiobootstrap.store import DEFAULT_ROLE, TRANSFER_ENGINE_INFO
+from aiobootstrap.server.app import REGISTRY
 
 from .conftest import GUARD, info_key, open_registry, register_in, until
 
@@ -72,9 +72,13 @@ def test_rank_set_operations_agree_with_python_sets(seed: int) -> None:
     "spec", ["", "a", "3-1", "-1", "1,,2", "1-", "+1", " 1 2", "1.0", "1000000000000000000"]
 )
 def test_a_bad_spec_is_a_bad_request_naming_the_parameter(spec: str) -> None:
-    """Anything that is not a rank or a range is refused, naming the parameter."""
-    with pytest.raises(BadRequest, match="ranks"):
+    """Anything that is not a rank or a range is refused, naming the parameter: a ValueError in the
+    leaf, a BadRequest (400) on the wire."""
+    with pytest.raises(ValueError, match="ranks"):
         RankSet.parse(spec)
+    if spec.strip():
+        with pytest.raises(BadRequest, match="ranks"):
+            protocol.parse_ranks(spec)
 
 
 def test_the_cap_counts_distinct_ranks() -> None:
@@ -103,14 +107,14 @@ def test_split_rank_specs_keeps_each_request_under_the_cap_and_the_line() -> Non
 def test_a_single_rank_404_is_as_before() -> None:
     """A get's or a delete's 404 names its rank in missing, and nothing more."""
     body = protocol.encode_not_registered([7])
-    assert protocol.loads(body) == {"detail": "No transfer engine info for rank 7", "missing": [7]}
+    assert _json.loads(body) == {"detail": "No transfer engine info for rank 7", "missing": [7]}
 
 
 def test_a_batch_404_is_bounded_and_reads_back_whole() -> None:
     """missing lists at most 1,024 ranks, missing_ranks names them all, and the client reads them all back."""
     missing = RankSet.parse("0-4095,5000,6000-6001")
     body = protocol.encode_not_registered(missing)
-    reply = protocol.loads(body)
+    reply = _json.loads(body)
     assert reply["missing"] == list(range(protocol.MISSING_LIST_MAX))
     assert reply["missing_truncated"] is True
     assert reply["missing_ranks"] == "0-4095,5000,6000-6001"
@@ -121,7 +125,7 @@ def test_a_batch_404_is_bounded_and_reads_back_whole() -> None:
 
 def test_a_small_batch_404_lists_every_rank_untruncated() -> None:
     """Up to 1,024 missing ranks are all in missing, with no truncation flag."""
-    reply = protocol.loads(protocol.encode_not_registered(RankSet.parse("0-1023")))
+    reply = _json.loads(protocol.encode_not_registered(RankSet.parse("0-1023")))
     assert reply["missing"] == list(range(1024))
     assert "missing_truncated" not in reply
     assert reply["missing_ranks"] == "0-1023"
@@ -130,7 +134,7 @@ def test_a_small_batch_404_lists_every_rank_untruncated() -> None:
 def test_the_detail_names_a_few_ranges_only() -> None:
     """A scattered missing set keeps the sentence short: twenty ranges, then a count of the rest."""
     missing = RankSet.from_ranks(range(0, 2 * CAP, 2))
-    detail = protocol.loads(protocol.encode_not_registered(missing))["detail"]
+    detail = _json.loads(protocol.encode_not_registered(missing))["detail"]
     assert detail.endswith(f"and {CAP - 20} more ranges")
     assert len(detail) < 200
 
@@ -168,7 +172,7 @@ async def test_a_capped_range_with_nothing_registered_is_a_small_404(
         assert reply.status == 404
         body = await reply.read()
     assert len(body) < 8 * 1024
-    reply_json = protocol.loads(body)
+    reply_json = _json.loads(body)
     assert reply_json["missing_ranks"] == f"0-{CAP - 1}"
     assert reply_json["missing_truncated"] is True
     assert len(reply_json["missing"]) == protocol.MISSING_LIST_MAX

@@ -7,9 +7,9 @@ import asyncio
 import pytest
 
 from aiobootstrap import BootstrapServer, ServerConfig, create_app
-from aiobootstrap._app import REGISTRY
-from aiobootstrap._body import BODY_BUDGET
-from aiobootstrap._cli import _config, _parser
+from aiobootstrap.cli.main import _config, _parser
+from aiobootstrap.server.app import REGISTRY
+from aiobootstrap.server.body import BODY_BUDGET
 
 from .conftest import GUARD, stored, until
 

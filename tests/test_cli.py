@@ -163,8 +163,8 @@ def test_registration_is_logged_once() -> None:
 def test_serving_binds_before_importing_the_server() -> None:
     """The package and the CLI import without aiohttp, so a taken port is reported without waiting for it."""
     probe = (
-        "import sys, aiobootstrap, aiobootstrap._cli; "
-        "print(sorted(m for m in ('aiohttp', 'aiobootstrap._server', 'aiobootstrap._client') if m in sys.modules))"
+        "import sys, aiobootstrap, aiobootstrap.cli.main; "
+        "print(sorted(m for m in ('aiohttp', 'aiobootstrap.server.server', 'aiobootstrap.client.client') if m in sys.modules))"
     )
     result = subprocess.run(
         [sys.executable, "-c", probe], capture_output=True, text=True, timeout=GUARD, check=True
@@ -177,7 +177,7 @@ def test_serving_without_options_is_serving_with_the_configs_defaults() -> None:
     import dataclasses
 
     from aiobootstrap import ServerConfig
-    from aiobootstrap._cli import _config, _parser
+    from aiobootstrap.cli.main import _config, _parser
 
     config = _config(_parser().parse_args([]), {})
     assert config == dataclasses.replace(ServerConfig(), max_waiters=config.max_waiters)
@@ -186,7 +186,7 @@ def test_serving_without_options_is_serving_with_the_configs_defaults() -> None:
 def test_help_shows_the_configs_defaults() -> None:
     """--help names ServerConfig's values, so the two cannot disagree."""
     from aiobootstrap import ServerConfig
-    from aiobootstrap._cli import _parser
+    from aiobootstrap.cli.main import _parser
 
     text = " ".join(_parser().format_help().split())
     defaults = ServerConfig()
@@ -275,7 +275,7 @@ def test_localhost_is_served_on_each_of_its_addresses() -> None:
 
 def test_one_port_on_every_address_a_name_resolves_to(monkeypatch: pytest.MonkeyPatch) -> None:
     """A name that resolves to 127.0.0.1 and ::1 gets a listening socket on each, on the same port."""
-    from aiobootstrap._bind import bind_sockets
+    from aiobootstrap.server.bind import bind_sockets
 
     try:
         with socket.socket(socket.AF_INET6) as probe:

@@ -25,7 +25,7 @@ from aiobootstrap import (
     UnexpectedReply,
     create_app,
 )
-from aiobootstrap._app import REGISTRY
+from aiobootstrap.server.app import REGISTRY
 
 from .conftest import GUARD, register_in, stored, until
 

@@ -9,8 +9,9 @@ from typing import Any
 import pytest
 
 from aiobootstrap import _json
-from aiobootstrap import _protocol as protocol
+from aiobootstrap import wire as protocol
 from aiobootstrap.exceptions import BadRequest
+from aiobootstrap.server import records
 from aiobootstrap.store import Record
 
 from .conftest import info_key
@@ -40,7 +41,7 @@ def codec(request, monkeypatch):
 @pytest.mark.parametrize("document", DOCUMENTS)
 def test_dumps_is_compact_json_equal_to_the_stdlib(codec, document):
     """dumps writes JSON that parses back to the same value the stdlib's encoding does."""
-    encoded = protocol.dumps(document)
+    encoded = _json.dumps(document)
     assert json.loads(encoded) == document
     assert json.loads(encoded) == json.loads(json.dumps(document))
 
@@ -49,7 +50,7 @@ def test_dumps_is_compact_json_equal_to_the_stdlib(codec, document):
 def test_loads_reads_what_the_stdlib_reads(codec, document):
     """loads of the stdlib's encoding gives the same value as json.loads."""
     text = json.dumps(document).encode()
-    assert protocol.loads(text) == json.loads(text)
+    assert _json.loads(text) == json.loads(text)
 
 
 @pytest.mark.parametrize(
@@ -58,9 +59,9 @@ def test_loads_reads_what_the_stdlib_reads(codec, document):
 )
 def test_integers_past_64_bits_stay_exact_integers(codec, text):
     """An integer orjson would read as a float is read exactly, as the stdlib does."""
-    value = protocol.loads(text)
+    value = _json.loads(text)
     assert value == json.loads(text)
-    assert protocol.dumps(value) == json.dumps(value, separators=(",", ":")).encode()
+    assert _json.dumps(value) == json.dumps(value, separators=(",", ":")).encode()
 
 
 @pytest.mark.parametrize(
@@ -73,14 +74,14 @@ def test_integers_past_64_bits_stay_exact_integers(codec, text):
 )
 def test_loads_falls_back_to_the_stdlib_for_what_orjson_refuses(codec, text, expected):
     """Input the stdlib accepts and orjson does not still parses, to the same value."""
-    assert protocol.loads(text) == expected
+    assert _json.loads(text) == expected
 
 
 @pytest.mark.parametrize("text", [b"NaN", b'{"a": Infinity}', b"[-Infinity]", b"{", b"\xff"])
 def test_loads_still_refuses_what_is_not_json(codec, text):
     """NaN, Infinity and broken input raise ValueError with either codec."""
-    with pytest.raises(ValueError):  # noqa: PT011 - the one type parse_registration catches
-        protocol.loads(text)
+    with pytest.raises(ValueError):  # noqa: PT011 - the one type parse_body catches
+        _json.loads(text)
 
 
 @pytest.mark.parametrize(
@@ -89,27 +90,27 @@ def test_loads_still_refuses_what_is_not_json(codec, text):
 )
 def test_dumps_handles_what_orjson_refuses(codec, document):
     """Lone surrogates, huge ints and int keys encode exactly as the stdlib does."""
-    assert protocol.dumps(document) == json.dumps(document, separators=(",", ":")).encode()
+    assert _json.dumps(document) == json.dumps(document, separators=(",", ":")).encode()
 
 
 def test_registration_body_keeps_nan_invalid(codec):
     """A NaN the caller passes stays NaN on the wire (which the server refuses), never null."""
-    body = protocol.registration_body(0, "s", {"x": float("nan")})
+    body = protocol.engine_info_body(0, "s", {"x": float("nan")})
     assert b"NaN" in body
     with pytest.raises(BadRequest, match="not valid JSON"):
-        protocol.parse_registration(body)
+        protocol.parse_body(body)
 
 
 def test_get_and_batch_replies_are_equal_with_both_codecs(monkeypatch):
     """A record's reply and a batch reply parse to the same JSON whichever codec built them."""
     weights = {f"layers.{i}.weight": [1 << 40, i, 2] for i in range(50)} | {"名": "値"}
     record = Record(info_key(3), {"session_id": "10.0.0.7:18000", "weights_info_dict": weights}, 7, 0.0)
-    fast = protocol.encode_info(record)
+    fast = records.encode_info(record)
     monkeypatch.setattr(_json, "orjson", None)
-    slow = protocol.encode_info(record)
+    slow = records.encode_info(record)
     assert json.loads(fast) == json.loads(slow)
     assert json.loads(fast)["remote_instance_transfer_engine_info"] == ["10.0.0.7:18000", weights]
-    batch = protocol.encode_batch([fast], 9)
+    batch = protocol.encode_items("infos", [fast], 9)
     assert json.loads(batch) == {"infos": [json.loads(slow)], "version": 9}
 
 
@@ -118,7 +119,7 @@ def test_dumps_returns_right_sized_bytes(codec):
     document = {"rank": 1, "remote_instance_transfer_engine_info": ["s", {"w": [1, 2, 3]}], "version": 1}
     tracemalloc.start()
     try:
-        encoded = protocol.dumps(document)
+        encoded = _json.dumps(document)
         held, _ = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()

@@ -13,7 +13,7 @@ import aiohttp
 import pytest
 
 from aiobootstrap import BootstrapServer, ServerConfig
-from aiobootstrap._cli import _config, _parser
+from aiobootstrap.cli.main import _config, _parser
 
 from .conftest import GUARD, info_key, until
 from .test_cli import serve
@@ -149,7 +149,7 @@ def test_max_connections_option_reaches_the_config() -> None:
 
 def test_the_derived_cap_leaves_descriptors_free() -> None:
     """The default cap is the open file limit less 128 (half of a tiny limit)."""
-    from aiobootstrap._open_files import connection_limit
+    from aiobootstrap.server.open_files import connection_limit
 
     soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
     expected = None if soft == resource.RLIM_INFINITY else max(1, soft // 2, soft - 128)

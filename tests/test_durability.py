@@ -11,7 +11,7 @@ import aiohttp
 import pytest
 
 from aiobootstrap import BootstrapClient, ServerConfig, create_app
-from aiobootstrap._app import REGISTRY
+from aiobootstrap.server.app import REGISTRY
 
 from .conftest import GUARD, info_key, registration
 from .test_cli import Served, launch, serve

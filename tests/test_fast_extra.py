@@ -8,14 +8,14 @@ import subprocess
 import sys
 import urllib.request
 
-from aiobootstrap import _cli
+from aiobootstrap.cli import main as _cli
 
 _WITHOUT_EXTRAS = (
     "import sys\n"
     "sys.modules['orjson'] = None\n"
     "sys.modules['uvloop'] = None\n"
     "from aiobootstrap import _json\n"
-    "from aiobootstrap._cli import main\n"
+    "from aiobootstrap.cli.main import main\n"
     "assert _json.orjson is None\n"
     "raise SystemExit(main(sys.argv[1:]))\n"
 )

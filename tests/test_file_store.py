@@ -16,12 +16,12 @@ from typing import Any
 import pytest
 
 from aiobootstrap import Registry
-from aiobootstrap._protocol import DEFAULT_NAMESPACE, encode_info
+from aiobootstrap._names import DEFAULT_NAMESPACE, DEFAULT_ROLE, TRANSFER_ENGINE_INFO
 from aiobootstrap.exceptions import TooManyNamespaces, TooManyRanks
-from aiobootstrap.store import DEFAULT_ROLE, TRANSFER_ENGINE_INFO, Key, Record, StoreLimits
-from aiobootstrap.store import _file as file_store
-from aiobootstrap.store import _journal as journal
-from aiobootstrap.store._file import FileStore, StateFileError
+from aiobootstrap.server.records import encode_info
+from aiobootstrap.store import Key, Record, StoreLimits, journal
+from aiobootstrap.store import file as file_store
+from aiobootstrap.store.file import FileStore, StateFileError
 
 from .conftest import GUARD, info_key, until
 from .test_stores import ODD_VALUE, Feed, exact, info

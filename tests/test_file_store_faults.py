@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from aiobootstrap.store import _file as file_store
-from aiobootstrap.store import _journal as journal
-from aiobootstrap.store._file import FileStore, StateFileError
-from aiobootstrap.store._memory import ignore_changes
+from aiobootstrap.store import file as file_store
+from aiobootstrap.store import journal
+from aiobootstrap.store.file import FileStore, StateFileError
+from aiobootstrap.store.memory import ignore_changes
 
 from .conftest import GUARD, info_key
 from .test_cli import launch

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from aiobootstrap._gc import YOUNG_THRESHOLD, tune_collector
+from aiobootstrap.cli.gc import YOUNG_THRESHOLD, tune_collector
 
 
 @pytest.fixture

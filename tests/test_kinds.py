@@ -12,10 +12,11 @@ from typing import Any
 
 import pytest
 
-from aiobootstrap import ServerConfig, _kinds, create_app
-from aiobootstrap import _protocol as protocol
-from aiobootstrap._app import REGISTRY
-from aiobootstrap._kinds import RecordKind
+from aiobootstrap import ServerConfig, _json, create_app
+from aiobootstrap import wire as protocol
+from aiobootstrap.server import kinds as _kinds
+from aiobootstrap.server.app import REGISTRY
+from aiobootstrap.server.kinds import RecordKind
 from aiobootstrap.store import Record
 
 from .conftest import GUARD, registration, until
@@ -382,7 +383,7 @@ async def test_metrics_count_registrations_by_kind_and_encoder_urls(client):
 
 
 def _layout_reply(record: Record) -> bytes:
-    return protocol.dumps({"rank": record.rank, "layout": record.value, "version": record.version})
+    return _json.dumps({"rank": record.rank, "layout": record.value, "version": record.version})
 
 
 LAYOUT = RecordKind(

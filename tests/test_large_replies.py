@@ -5,9 +5,9 @@ from __future__ import annotations
 import asyncio
 import json
 
-from aiobootstrap import _app
-from aiobootstrap._app import create_app
-from aiobootstrap._config import ServerConfig
+from aiobootstrap.server import app as _app
+from aiobootstrap.server.app import create_app
+from aiobootstrap.server.config import ServerConfig
 
 
 def _weights(tensors: int) -> dict[str, list[int]]:

@@ -16,11 +16,11 @@ from aiobootstrap import (
     TooManyRanks,
     create_app,
 )
-from aiobootstrap import _open_files as open_files
-from aiobootstrap._app import REGISTRY
-from aiobootstrap._config import DEFAULT_MAX_WAITERS
-from aiobootstrap._protocol import BATCH_QUERY_CHARS
+from aiobootstrap.server import open_files
+from aiobootstrap.server.app import REGISTRY
+from aiobootstrap.server.config import DEFAULT_MAX_WAITERS
 from aiobootstrap.store import MemoryStore, StoreLimits
+from aiobootstrap.wire import BATCH_QUERY_CHARS
 
 from .conftest import GUARD, open_registry, register_in, stored, stored_count, until
 
@@ -322,7 +322,7 @@ async def test_registry_refuses_a_new_rank_past_max_ranks():
 
 def test_max_ranks_zero_switches_the_cap_off():
     """--max-ranks 0 means no cap on distinct ranks, for a large deployment run without --world-size."""
-    from aiobootstrap._cli import _config, _parser
+    from aiobootstrap.cli.main import _config, _parser
 
     assert _config(_parser().parse_args(["--max-ranks", "0"]), {}).max_ranks is None
     assert _config(_parser().parse_args([]), {}).max_ranks == 65_536

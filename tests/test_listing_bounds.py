@@ -9,10 +9,10 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient
 
-from aiobootstrap import BootstrapClient, ServerConfig
-from aiobootstrap import _protocol as protocol
+from aiobootstrap import BootstrapClient, ServerConfig, _json
+from aiobootstrap import wire as protocol
 from aiobootstrap._ranks import RankSet
-from aiobootstrap._tools import add_tool_parsers, run_tool
+from aiobootstrap.cli.tools import add_tool_parsers, run_tool
 
 from .conftest import registration
 
@@ -37,7 +37,7 @@ async def test_a_listing_of_a_huge_world_is_a_small_reply(client: Client) -> Non
         assert reply.status == 200
         body = await reply.read()
     assert len(body) < 16 * 1024
-    listing = protocol.loads(body)
+    listing = _json.loads(body)
     assert listing["missing_ranks"] == f"0-4,6-8,10-{HUGE - 1}"
     assert listing["missing_truncated"] is True
     assert len(listing["missing"]) == protocol.MISSING_LIST_MAX
@@ -51,7 +51,7 @@ async def test_the_listing_and_its_decoding_stay_exact_past_the_list_cap(client:
     await register(client, *registered)
     expected = [rank for rank in range(WIDE) if rank not in registered]
     async with client.get("/ranks") as reply:
-        listing = protocol.loads(await reply.read())
+        listing = _json.loads(await reply.read())
     assert listing["missing"] == expected[: protocol.MISSING_LIST_MAX]
     assert listing["missing_truncated"] is True
     assert list(RankSet.parse(listing["missing_ranks"])) == expected
@@ -67,12 +67,12 @@ async def test_a_small_listing_names_every_missing_rank_untruncated(client: Clie
     """Under the cap, missing lists them all, missing_ranks says the same, and nothing says truncated."""
     await register(client, 0, 2)
     async with client.get("/ranks") as reply:
-        listing = protocol.loads(await reply.read())
+        listing = _json.loads(await reply.read())
     assert (listing["missing"], listing["missing_ranks"]) == ([1, 3], "1,3")
     assert "missing_truncated" not in listing
     await register(client, 1, 3)
     async with client.get("/ranks") as reply:
-        listing = protocol.loads(await reply.read())
+        listing = _json.loads(await reply.read())
     assert (listing["missing"], listing["missing_ranks"]) == ([], "")
 
 
@@ -86,7 +86,7 @@ async def test_without_a_world_size_nothing_is_missing(client: Client) -> None:
 
 def test_a_listing_from_an_older_server_reads_its_missing_list() -> None:
     """A listing without missing_ranks (an older server listed every missing rank) still gives the set."""
-    body = protocol.dumps({"version": 1, "world_size": 4, "ranks": [], "missing": [0, 1, 3]})
+    body = _json.dumps({"version": 1, "world_size": 4, "ranks": [], "missing": [0, 1, 3]})
     assert str(protocol.decode_listing(body).missing_ranks) == "0-1,3"
 
 

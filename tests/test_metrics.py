@@ -11,7 +11,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from pytest_aiohttp import AiohttpClient
 
 from aiobootstrap import create_app
-from aiobootstrap._app import REGISTRY
+from aiobootstrap.server.app import REGISTRY
 
 GUARD = 10.0
 

@@ -9,7 +9,7 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from aiobootstrap._metrics import _DURATION_BUCKETS, _LATENCY_BUCKETS, GET_OUTCOMES, Metrics
+from aiobootstrap.server.metrics import _DURATION_BUCKETS, _LATENCY_BUCKETS, GET_OUTCOMES, Metrics
 from aiobootstrap.store import Record
 
 from .conftest import info_key

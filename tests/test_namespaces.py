@@ -13,9 +13,9 @@ from aiobootstrap import (
     ServerConfig,
     create_app,
 )
-from aiobootstrap._app import REGISTRY, _namespaced, _routes
-from aiobootstrap._protocol import check_namespace, path
 from aiobootstrap.exceptions import BadRequest, ShuttingDown
+from aiobootstrap.server.app import REGISTRY, _namespaced, _routes
+from aiobootstrap.wire import check_namespace, path
 
 from .conftest import GUARD, info_key, open_registry, stored, until
 

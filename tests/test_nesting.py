@@ -16,11 +16,13 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient
 
-from aiobootstrap import ServerConfig, _kinds, create_app
-from aiobootstrap import _protocol as protocol
-from aiobootstrap._app import REGISTRY
+from aiobootstrap import ServerConfig, create_app
+from aiobootstrap import wire as protocol
+from aiobootstrap._names import TRANSFER_ENGINE_INFO
 from aiobootstrap.exceptions import BadRequest
-from aiobootstrap.store import TRANSFER_ENGINE_INFO
+from aiobootstrap.server import kinds as _kinds
+from aiobootstrap.server.app import REGISTRY
+from aiobootstrap.wire import bodies
 
 Client = TestClient[web.Request, web.Application]
 
@@ -170,9 +172,9 @@ def test_the_byte_check_and_the_value_walk_agree(text: str, limit: int) -> None:
     value = json.loads(text)
     expected = depth(value) <= limit
     body = text.encode()
-    fast = protocol._bytes_nest_within(body, limit)
+    fast = bodies._bytes_nest_within(body, limit)
     assert fast in (None, expected)
-    assert protocol._nests_within(value, limit) is expected
+    assert bodies._nests_within(value, limit) is expected
 
 
 def test_a_string_of_brackets_is_not_nesting() -> None:

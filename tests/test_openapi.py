@@ -9,9 +9,11 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 from pytest_aiohttp import AiohttpClient
 
-from aiobootstrap import ServerConfig, _kinds, create_app
-from aiobootstrap import _protocol as protocol
-from aiobootstrap._openapi import document
+from aiobootstrap import ServerConfig, create_app
+from aiobootstrap import wire as protocol
+from aiobootstrap._ranks import MAX_RANK, rank_value
+from aiobootstrap.server import kinds as _kinds
+from aiobootstrap.server.openapi import document
 
 _METHODS = {"get", "put", "post", "delete", "patch"}
 
@@ -130,15 +132,15 @@ def test_limits_come_from_the_protocol() -> None:
     ]
     integers = [p for p in parameters if p["schema"].get("type") == "integer"]
     assert {p["name"] for p in integers} == {"rank", "after"}
-    assert all(p["schema"]["maximum"] == protocol.MAX_RANK for p in integers)
-    assert protocol.rank_value(str(protocol.MAX_RANK)) == protocol.MAX_RANK
-    assert protocol.rank_value(str(protocol.MAX_RANK + 1)) is None
+    assert all(p["schema"]["maximum"] == MAX_RANK for p in integers)
+    assert rank_value(str(MAX_RANK)) == MAX_RANK
+    assert rank_value(str(MAX_RANK + 1)) is None
     ranks = next(p for p in parameters if p["name"] == "ranks")
     assert str(protocol.MAX_BATCH_RANKS) in ranks["description"]
     pattern = re.compile(ranks["schema"]["pattern"])
-    for good in ("0", "0-7,12", f" 3 , {protocol.MAX_RANK}", f"0-{protocol.MAX_RANK}"):
+    for good in ("0", "0-7,12", f" 3 , {MAX_RANK}", f"0-{MAX_RANK}"):
         assert pattern.search(good), good
-    for bad in ("", ",", "0-", "-1", "1,,2", f"{protocol.MAX_RANK}0", "0 - 3", "a"):
+    for bad in ("", ",", "0-", "-1", "1,,2", f"{MAX_RANK}0", "0 - 3", "a"):
         assert not pattern.search(bad), bad
 
 

@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from aiobootstrap import AddressInUse, ThreadedBootstrapServer, __version__
-from aiobootstrap._portinfo import describe_holder, find_holders, listening_inodes
+from aiobootstrap import AddressInUse, ThreadedBootstrapServer
+from aiobootstrap._version import __version__
+from aiobootstrap.server.portinfo import describe_holder, find_holders, listening_inodes
 
 from .conftest import GUARD
 

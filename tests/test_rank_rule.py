@@ -17,11 +17,13 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient
 
-from aiobootstrap import ServerConfig, _kinds, create_app
+from aiobootstrap import ServerConfig, create_app
+from aiobootstrap._names import DEFAULT_ROLE, TRANSFER_ENGINE_INFO
 from aiobootstrap.exceptions import TooManyRanks
-from aiobootstrap.store import DEFAULT_ROLE, TRANSFER_ENGINE_INFO, StoreLimits
-from aiobootstrap.store._file import FileStore
-from aiobootstrap.store._journal import MAGIC
+from aiobootstrap.server import kinds as _kinds
+from aiobootstrap.store import StoreLimits
+from aiobootstrap.store.file import FileStore
+from aiobootstrap.store.journal import MAGIC
 
 from .conftest import info_key
 from .test_file_store import line

@@ -21,19 +21,10 @@ from typing import Any
 import pytest
 import trustme
 
+from aiobootstrap._names import TRANSFER_ENGINE_INFO
 from aiobootstrap.exceptions import StoreUnavailable, TooManyNamespaces, TooManyRanks
-from aiobootstrap.store import (
-    TRANSFER_ENGINE_INFO,
-    Change,
-    Key,
-    MemoryStore,
-    Record,
-    Store,
-    StoreLimits,
-    describe,
-    open_store,
-)
-from aiobootstrap.store._redis import RedisStore
+from aiobootstrap.store import Change, Key, MemoryStore, Record, Store, StoreLimits, describe, open_store
+from aiobootstrap.store.redis import RedisStore
 
 from .conftest import GUARD
 from .redis_server import REDIS_SERVER, SKIP_REASON, RedisServer, free_port

@@ -9,8 +9,9 @@ from typing import Any
 import pytest
 
 from aiobootstrap import MemoryStore, Record, Registry, ShuttingDown, StoreUnavailable, TooManyWaiters
+from aiobootstrap._names import DEFAULT_ROLE, TRANSFER_ENGINE_INFO
 from aiobootstrap._ranks import RankSet
-from aiobootstrap.store import DEFAULT_ROLE, TRANSFER_ENGINE_INFO, Change, Key
+from aiobootstrap.store import Change, Key
 
 from .conftest import GUARD, info_key, open_registry, register_in, stored, stored_count, until
 

@@ -6,8 +6,8 @@ import asyncio
 from typing import Any
 
 from aiobootstrap import ServerConfig, create_app
-from aiobootstrap._app import REGISTRY
-from aiobootstrap._protocol import BOOT_HEADER
+from aiobootstrap._names import BOOT_HEADER
+from aiobootstrap.server.app import REGISTRY
 
 from .conftest import GUARD, registration, until
 from .redis_server import RedisServer

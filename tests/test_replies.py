@@ -19,9 +19,9 @@ import pytest
 from aiohttp import web
 
 from aiobootstrap import ServerConfig, create_app
-from aiobootstrap._app import REGISTRY, REPLY_WIRE
 from aiobootstrap._registry import Registry
-from aiobootstrap._replies import EarlyReply, ReplyWire
+from aiobootstrap.server.app import REGISTRY, REPLY_WIRE
+from aiobootstrap.server.replies import EarlyReply, ReplyWire
 from aiobootstrap.store import Key, Record
 
 from .conftest import GUARD, register_in, until

@@ -7,7 +7,7 @@ import asyncio
 import pytest
 
 from aiobootstrap import BootstrapClient, BootstrapServer, ServerConfig, create_app
-from aiobootstrap._protocol import BOOT_HEADER
+from aiobootstrap._names import BOOT_HEADER
 
 from .conftest import GUARD, peek, register_in, stored, stored_count, until
 

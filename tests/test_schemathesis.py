@@ -30,9 +30,10 @@ import requests
 import schemathesis
 from pytest_aiohttp import AiohttpClient
 
-from aiobootstrap import _protocol as protocol
 from aiobootstrap import create_app
-from aiobootstrap._openapi import RANKS_FORMAT, document
+from aiobootstrap import wire as protocol
+from aiobootstrap._ranks import MAX_RANK
+from aiobootstrap.server.openapi import RANKS_FORMAT, document
 
 from .conftest import GUARD
 
@@ -62,7 +63,7 @@ def _config(*, coverage: bool, **extra: Any) -> schemathesis.Config:
 
 
 def _rank_part() -> st.SearchStrategy[str]:
-    first = st.one_of(st.integers(0, 300), st.integers(0, protocol.MAX_RANK - 64))
+    first = st.one_of(st.integers(0, 300), st.integers(0, MAX_RANK - 64))
     return st.builds(
         lambda start, span: str(start) if span < 0 else f"{start}-{start + span}",
         first,

@@ -12,7 +12,7 @@ import aiohttp
 import pytest
 
 from aiobootstrap import BootstrapServer
-from aiobootstrap import _protocol as protocol
+from aiobootstrap._names import BOOT_HEADER
 from aiobootstrap.exceptions import SHUTTING_DOWN_DETAIL, ShuttingDown
 
 from .conftest import GUARD, info_key, register_in, until
@@ -42,7 +42,8 @@ async def test_a_stuck_reader_delays_stopping_by_shutdown_timeout_at_most() -> N
 
 _SIGNAL_DURING_START = """
 import os, signal, sys
-from aiobootstrap import _cli, _server
+from aiobootstrap.cli import main as _cli
+from aiobootstrap.server import server as _server
 init = _server.BootstrapServer.__init__
 def signal_then_init(self, *args, **kwargs):
     os.kill(os.getpid(), signal.SIG{name})
@@ -177,14 +178,14 @@ async def test_close_answers_as_the_error_middleware_would() -> None:
     head, _, body = data.partition(b"\r\n\r\n")
     lines = head.decode().split("\r\n")
     headers = dict(line.split(": ", 1) for line in lines[1:])
-    ignored = {"Date", "Connection", protocol.BOOT_HEADER}
+    ignored = {"Date", "Connection", BOOT_HEADER}
     assert (lines[0], {k: v for k, v in headers.items() if k not in ignored}, body) == (
         "HTTP/1.1 503 Service Unavailable",
         {k: v for k, v in made[1].items() if k not in ignored},
         made[2],
     )
     assert made[0] == 503
-    assert headers[protocol.BOOT_HEADER] == boot
+    assert headers[BOOT_HEADER] == boot
     assert headers["Connection"] == "close"
 
 

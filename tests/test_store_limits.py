@@ -10,7 +10,7 @@ import pytest
 from aiohttp.test_utils import TestClient
 
 from aiobootstrap import ServerConfig, create_app
-from aiobootstrap._app import REGISTRY
+from aiobootstrap.server.app import REGISTRY
 
 from .conftest import registration, stored_count
 

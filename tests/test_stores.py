@@ -15,19 +15,11 @@ from typing import Any
 
 import pytest
 
+from aiobootstrap._names import DEFAULT_ROLE, TRANSFER_ENGINE_INFO
 from aiobootstrap._ranks import RankSet
 from aiobootstrap.exceptions import TooManyNamespaces, TooManyRanks
-from aiobootstrap.store import (
-    DEFAULT_ROLE,
-    TRANSFER_ENGINE_INFO,
-    Change,
-    Key,
-    MemoryStore,
-    Record,
-    Store,
-    StoreLimits,
-)
-from aiobootstrap.store._file import FileStore
+from aiobootstrap.store import Change, Key, MemoryStore, Record, Store, StoreLimits
+from aiobootstrap.store.file import FileStore
 
 from .conftest import until
 
@@ -80,7 +72,7 @@ def _file(request: pytest.FixtureRequest, limits: StoreLimits) -> Store:
 
 
 def _redis(request: pytest.FixtureRequest, limits: StoreLimits) -> Store:
-    from aiobootstrap.store._redis import RedisStore
+    from aiobootstrap.store.redis import RedisStore
 
     server = request.getfixturevalue("redis_server")
     return RedisStore(server.url, limits=limits)
@@ -546,7 +538,7 @@ async def test_a_new_set_record_counts_against_the_namespace_cap(open_store: Ope
 
 async def test_a_full_set_refuses_one_more_member(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
     """Past MAX_MEMBERS a new member is TooManyRanks and nothing changes; a member already in still is."""
-    monkeypatch.setattr("aiobootstrap.store._base.MAX_MEMBERS", 2)
+    monkeypatch.setattr("aiobootstrap.store.interface.MAX_MEMBERS", 2)
     k = members_key()
     await store.set_member(k, "a", present=True)
     await store.set_member(k, "b", present=True)

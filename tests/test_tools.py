@@ -22,7 +22,7 @@ from aiohttp import web
 from prometheus_client.parser import text_string_to_metric_families
 from pytest_aiohttp import AiohttpServer
 
-from aiobootstrap._tools import format_age
+from aiobootstrap.cli.tools import format_age
 
 GUARD = 30.0
 """Seconds a test waits for a subprocess that should finish at once."""

@@ -7,7 +7,7 @@ import asyncio
 import pytest
 
 from aiobootstrap import BootstrapClient, BootstrapServer, ServerConfig, create_app
-from aiobootstrap._app import REGISTRY
+from aiobootstrap.server.app import REGISTRY
 
 from .conftest import GUARD, stored, until
 

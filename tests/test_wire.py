@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from aiobootstrap import UnexpectedReply
-from aiobootstrap import _protocol as protocol
+from aiobootstrap import UnexpectedReply, _json
+from aiobootstrap import wire as protocol
 
 
 @pytest.mark.parametrize(
@@ -33,7 +33,7 @@ def test_a_not_registered_reply_reads_back_as_its_ranks() -> None:
     """What the server writes for missing ranks, the client reads back as those ranks."""
     body = protocol.encode_not_registered([0, 1, 2, 9])
     assert protocol.decode_not_registered(404, body) == [0, 1, 2, 9]
-    assert protocol.loads(body)["detail"] == "No transfer engine info for ranks 0-2,9"
+    assert _json.loads(body)["detail"] == "No transfer engine info for ranks 0-2,9"
 
 
 @pytest.mark.parametrize("body", [b"<html>", b"{}", b'{"infos": 3}', b'{"rank": "x"}'])
@@ -125,8 +125,9 @@ def test_the_kinds_queries_and_bodies_are_the_ones_the_server_reads() -> None:
     assert protocol.parse_url_body(protocol.url_body("http://e:1")) == "http://e:1"
     body = protocol.parse_body(protocol.config_body(1, {"tp": 2}, "draft"))
     assert (protocol.parse_rank_field(body), protocol.parse_role_field(body)) == (1, "draft")
-    tagged = protocol.parse_registration(protocol.engine_info_body(0, None, {}, {"backend": "nixl"}))
-    assert tagged.info == {"backend": "nixl", "weights_info_dict": {}}
+    tagged = protocol.parse_body(protocol.engine_info_body(0, None, {}, {"backend": "nixl"}))
+    info = protocol.parse_engine_info(protocol.field_of(tagged, "transfer_engine_info"))
+    assert info == {"backend": "nixl", "weights_info_dict": {}}
 
 
 def test_an_older_servers_listing_is_transfer_engine_info_of_the_target() -> None:

@@ -4,7 +4,7 @@
 and the HTTP layer see only :class:`Store`.
 """
 
-from ._base import (
+from .interface import (
     DEFAULT_ROLE,
     MAX_MEMBERS,
     MEMBERS,
@@ -18,8 +18,8 @@ from ._base import (
     members_of,
     with_member,
 )
-from ._memory import LocalStore, MemoryStore
-from ._url import describe, open_store
+from .memory import LocalStore, MemoryStore
+from .url import describe, open_store
 
 __all__ = [
     "DEFAULT_ROLE",

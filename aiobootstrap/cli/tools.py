@@ -1,0 +1,455 @@
+"""The operator's tools: ``get``, ``register``, ``status`` and ``wait``.
+
+``get``, ``status`` and ``wait`` cover every kind of record (``--kind``:
+transfer-engine info, parallelism configs, and for ``get`` and ``status`` the
+encoder URL list) and role (``--role``).
+
+Each is a thin layer over :class:`BootstrapClient`. ``_cli`` parses the
+environment and hands over the token and the output streams; failures become
+one line on the error stream and an exit status (see ``EXIT_*``), never a
+traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import ssl
+import sys
+import urllib.parse
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, TextIO
+
+from .. import _json
+from .. import wire as protocol
+from .._logging import printable
+from .._names import (
+    DEFAULT_NAMESPACE,
+    DEFAULT_ROLE,
+    ENCODER_URLS,
+    PARALLELISM_CONFIG,
+    RANK_KINDS,
+    TRANSFER_ENGINE_INFO,
+)
+from ..exceptions import BadRequest, BootstrapError, RankNotRegistered, Unauthorized
+from ..server.config import DEFAULT_HOST, DEFAULT_PORT
+
+if TYPE_CHECKING:
+    # Imported when a tool runs: serving never pays for the client's imports.
+    from ..client.client import BootstrapClient
+    from ..wire import RankListing
+
+    _Tool = Callable[[BootstrapClient, argparse.Namespace, TextIO, TextIO], Awaitable[int]]
+
+__all__ = ["EXIT_ABSENT", "EXIT_SERVER", "EXIT_USAGE", "TOOLS", "add_tool_parsers", "run_tool"]
+
+EXIT_ABSENT = 1
+"""The rank(s) were not registered when the time ran out."""
+EXIT_USAGE = 2
+"""A bad argument or file, or a request the server refused (400, 401)."""
+EXIT_SERVER = 3
+"""The server could not be reached, or failed."""
+
+_PROGRESS_EVERY = 1.0
+"""Seconds between progress lines of a ``wait`` shown on a terminal."""
+
+
+class ToolError(Exception):
+    """A failure the tool explains in one line."""
+
+    def __init__(self, message: str, status: int = EXIT_USAGE) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+# -- arguments ------------------------------------------------------------
+
+
+def _rank(text: str) -> int:
+    if not text.isascii() or not text.isdigit():
+        raise argparse.ArgumentTypeError(f"{text!r} is not a rank (a non-negative integer)")
+    return int(text)
+
+
+def _version(text: str) -> int:
+    if not text.isascii() or not text.isdigit():
+        raise argparse.ArgumentTypeError(f"{text!r} is not a version (a non-negative integer)")
+    return int(text)
+
+
+def _count(text: str) -> int:
+    if not text.isascii() or not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive integer")
+    return int(text)
+
+
+def _url(text: str) -> str:
+    parts = urllib.parse.urlsplit(text)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an http:// or https:// URL")
+    return text
+
+
+def _seconds(text: str) -> float:
+    # The protocol's reader: what a tool takes is what wait= takes on the wire.
+    seconds = protocol.parse_seconds(text)
+    if seconds is None:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a non-negative number of seconds")
+    return seconds
+
+
+def _role(text: str) -> str:
+    if not text:
+        raise argparse.ArgumentTypeError("a role is a non-empty name, such as target or draft")
+    return text
+
+
+KINDS = (*RANK_KINDS, ENCODER_URLS)
+"""What ``--kind`` of ``get`` and ``status`` may name."""
+
+
+def add_tool_parsers(parser: argparse.ArgumentParser) -> None:
+    """Add the tools to ``parser`` as subcommands."""
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "--url",
+        type=_url,
+        default=f"http://{DEFAULT_HOST}:{DEFAULT_PORT}",
+        help="the server (default: %(default)s)",
+    )
+    common.add_argument(
+        "--namespace",
+        default=DEFAULT_NAMESPACE,
+        help="the deployment's namespace on the server (default: %(default)s)",
+    )
+    common.add_argument(
+        "--token",
+        default=None,
+        help="bearer token, if the server requires one (default: $AIOBOOTSTRAP_AUTH_TOKEN)",
+    )
+    common.add_argument(
+        "--cacert",
+        metavar="PATH",
+        help="PEM file of the CA that signed an https server's certificate (default: the system's CAs)",
+    )
+    tools = parser.add_subparsers(dest="tool", metavar="COMMAND", required=True)
+
+    role = argparse.ArgumentParser(add_help=False)
+    role.add_argument(
+        "--role",
+        type=_role,
+        default=DEFAULT_ROLE,
+        help="the records of this role, such as draft (default: %(default)s)",
+    )
+
+    get = tools.add_parser(
+        "get",
+        parents=[common, role],
+        help="print a rank's info, parallelism config, or the encoder URL list as JSON",
+        description="Print a rank's record of one kind, or the encoder URL list, as JSON.",
+    )
+    get.add_argument("--rank", type=_rank, help="the rank (every kind but encoder_urls)")
+    get.add_argument(
+        "--kind",
+        choices=KINDS,
+        default=TRANSFER_ENGINE_INFO,
+        help="what to get (default: %(default)s)",
+    )
+    get.add_argument(
+        "--wait",
+        type=_seconds,
+        default=0.0,
+        metavar="SECONDS",
+        help="wait this long for the rank to register, or the encoder URL list to change (default: do not wait)",
+    )
+    get.add_argument(
+        "--after",
+        type=_version,
+        default=0,
+        metavar="VERSION",
+        help="only a record (or list) newer than this version (default: any)",
+    )
+
+    register = tools.add_parser(
+        "register", parents=[common], help="register a rank's info", description="Register a rank's info."
+    )
+    register.add_argument("--rank", type=_rank, required=True)
+    register.add_argument("--session-id", required=True)
+    register.add_argument(
+        "--weights-file",
+        required=True,
+        metavar="FILE",
+        help="a JSON object: the weights_info_dict ('-' reads standard input)",
+    )
+    register.add_argument(
+        "--timeout",
+        type=_seconds,
+        default=10.0,
+        metavar="SECONDS",
+        help="keep trying this long while the server is unreachable (default: %(default)g)",
+    )
+
+    status = tools.add_parser(
+        "status",
+        parents=[common],
+        help="list the registered ranks of each kind and role",
+        description="List the registered ranks of each kind and role and, with a known world size, "
+        "the missing ones; and the encoder URLs.",
+    )
+    status.add_argument(
+        "--kind",
+        action="append",
+        choices=KINDS,
+        help="show this kind; repeat for several (default: every kind)",
+    )
+    status.add_argument(
+        "--role",
+        action="append",
+        type=_role,
+        help=f"show the ranks of this role; repeat for several (default: {DEFAULT_ROLE})",
+    )
+    status.add_argument(
+        "--world-size",
+        type=_count,
+        default=None,
+        metavar="N",
+        help="ranks 0 to N-1 are expected (default: the server's --world-size, if it has one)",
+    )
+
+    wait = tools.add_parser(
+        "wait",
+        parents=[common, role],
+        help="exit 0 once every rank is registered",
+        description="Wait until ranks 0 to N-1 have all registered a record of the kind and role, then "
+        "exit 0 (for scripts and init containers). Exit 1 if the timeout runs out first.",
+    )
+    wait.add_argument("--world-size", type=_count, required=True, metavar="N")
+    wait.add_argument(
+        "--kind",
+        choices=RANK_KINDS,
+        default=TRANSFER_ENGINE_INFO,
+        help="what each rank registers (default: %(default)s)",
+    )
+    wait.add_argument(
+        "--timeout",
+        type=_seconds,
+        default=None,
+        metavar="SECONDS",
+        help="give up after this long (default: wait for ever)",
+    )
+
+
+# -- running --------------------------------------------------------------
+
+
+def _tls(cacert: str | None) -> ssl.SSLContext | bool:
+    if cacert is None:
+        return True
+    try:
+        return ssl.create_default_context(cafile=cacert)
+    except OSError as exc:  # ssl.SSLError included
+        raise ToolError(f"cannot load the CA file {cacert}: {exc.strerror or exc}") from None
+
+
+async def run_tool(args: argparse.Namespace, *, token: str | None, out: TextIO, err: TextIO) -> int:
+    """Run the tool ``args.tool``; its exit status."""
+    from ..client.client import BootstrapClient
+
+    tool = _TOOLS[args.tool]
+    try:
+        tls = _tls(args.cacert)
+        async with BootstrapClient(
+            args.url, token=token or None, namespace=args.namespace, ssl=tls
+        ) as client:
+            return await tool(client, args, out, err)
+    except ToolError as exc:
+        message, status = str(exc), exc.status
+    except RankNotRegistered as exc:
+        message, status = exc.detail, EXIT_ABSENT
+    except (BadRequest, Unauthorized) as exc:
+        message, status = exc.detail, EXIT_USAGE
+    except BootstrapError as exc:
+        message, status = exc.detail, EXIT_SERVER
+    print(f"aiobootstrap {args.tool}: {message}", file=err)
+    return status
+
+
+async def _get(client: BootstrapClient, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    if args.kind == ENCODER_URLS:
+        return await _get_encoder_urls(client, args, out)
+    if args.rank is None:
+        raise ToolError(f"--rank is required for --kind {args.kind}")
+    shown: dict[str, Any] = {"rank": args.rank}
+    if args.role != DEFAULT_ROLE:
+        shown["role"] = args.role
+    if args.kind == PARALLELISM_CONFIG:
+        config = await client.get_parallelism_config(
+            args.rank, timeout=args.wait, after=args.after, role=args.role
+        )
+        shown.update(parallelism_config=config.config, version=config.version)
+    else:
+        # Whole: an operator sees every field the rank sent, classic info included.
+        info = await client.get(args.rank, timeout=args.wait, after=args.after, role=args.role, whole=True)
+        shown.update(info.fields, version=info.version)
+    print(json.dumps(shown, indent=2), file=out)
+    return 0
+
+
+async def _get_encoder_urls(client: BootstrapClient, args: argparse.Namespace, out: TextIO) -> int:
+    if args.rank is not None:
+        raise ToolError(f"--rank does not apply to --kind {ENCODER_URLS}")
+    if args.role != DEFAULT_ROLE:
+        raise ToolError(f"--role does not apply to --kind {ENCODER_URLS}")
+    urls = await client.wait_encoder_urls(args.after, timeout=args.wait)
+    if args.wait > 0 and urls.version == args.after:
+        raise ToolError(
+            f"the encoder URL list did not change after version {args.after} in {args.wait:g}s "
+            f"(it is at version {urls.version})",
+            EXIT_ABSENT,
+        )
+    print(json.dumps({"encoder_urls": urls.urls, "version": urls.version}, indent=2), file=out)
+    return 0
+
+
+async def _register(client: BootstrapClient, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    weights = _read_weights(args.weights_file)
+    await client.register(
+        args.rank, session_id=args.session_id, weights_info_dict=weights, timeout=args.timeout
+    )
+    print(f"registered rank {args.rank} in namespace {client.namespace}", file=out)
+    return 0
+
+
+def _read_weights(name: str) -> dict[str, Any]:
+    try:
+        if name == "-":
+            text = sys.stdin.read()
+        else:
+            with open(name, encoding="utf-8") as file:
+                text = file.read()
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise ToolError(f"cannot read the weights file {name}: {reason}") from None
+    try:
+        weights = _json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        raise ToolError(f"the weights file {name} is not valid JSON: {exc}") from None
+    if not isinstance(weights, dict):
+        raise ToolError(f"the weights file {name} must hold a JSON object, not {type(weights).__name__}")
+    return weights
+
+
+async def _status(client: BootstrapClient, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    kinds = args.kind or list(KINDS)
+    roles = args.role or [DEFAULT_ROLE]
+    sections: list[str] = []
+    version = 0
+    for kind in (kind for kind in KINDS if kind in kinds and kind in RANK_KINDS):
+        for role in dict.fromkeys(roles):
+            listing = await client.list_ranks(kind=kind, role=role)
+            version = max(version, listing.version)
+            sections += _ranks_section(listing, args.world_size)
+    if ENCODER_URLS in kinds:
+        urls = await client.wait_encoder_urls(timeout=0)
+        version = max(version, urls.version)
+        sections.append(f"{ENCODER_URLS}: {len(urls.urls)} listed, version {urls.version}")
+        sections += [f"  {printable(url)}" for url in urls.urls]
+    print(f"namespace {client.namespace}, version {version}", file=out)
+    for line in sections:
+        print(line, file=out)
+    return 0
+
+
+def _ranks_section(listing: RankListing, asked_world_size: int | None) -> list[str]:
+    """One kind and role: a heading, a table of its ranks, and the missing ones."""
+    world_size = asked_world_size if asked_world_size is not None else listing.world_size
+    heading = f"{listing.kind}, role {printable(listing.role)}: {len(listing.ranks)} registered"
+    if world_size is not None:
+        heading += f" of world size {world_size}"
+    lines = [heading]
+    if listing.ranks:
+        tagged = any(rank.backend is not None for rank in listing.ranks)
+        header = ["RANK"]
+        if listing.kind == TRANSFER_ENGINE_INFO:
+            header += ["SESSION ID", "BACKEND"] if tagged else ["SESSION ID"]
+        rows = [[*header, "VERSION", "AGE"]]
+        for rank in listing.ranks:
+            row = [str(rank.rank)]
+            if listing.kind == TRANSFER_ENGINE_INFO:
+                row.append(printable(rank.session_id or "-"))
+                if tagged:
+                    row.append(printable(rank.backend or "-"))
+            rows.append([*row, str(rank.version), format_age(rank.age)])
+        widths = [max(len(row[column]) for row in rows) for column in range(len(rows[0]) - 1)]
+        for *cells, age in rows:
+            padded = [cell.ljust(width) for cell, width in zip(cells, widths, strict=True)]
+            lines.append("  " + "  ".join([*padded, age]))
+    if world_size is not None:
+        missing = listing.missing_ranks
+        if missing is None or world_size != listing.world_size:
+            missing = protocol.missing_in_world(world_size, (rank.rank for rank in listing.ranks))
+        lines.append(f"  missing: {missing or 'none'}")
+    return lines
+
+
+def format_age(seconds: float) -> str:
+    """``seconds`` for a human: ``4.2s``, ``3m05s``, ``2h07m``, ``3d04h``."""
+    if seconds < 60:
+        return f"{seconds:.1f}s"
+    minutes, secs = divmod(int(seconds), 60)
+    if minutes < 60:
+        return f"{minutes}m{secs:02d}s"
+    hours, minutes = divmod(minutes, 60)
+    if hours < 24:
+        return f"{hours}h{minutes:02d}m"
+    days, hours = divmod(hours, 24)
+    return f"{days}d{hours:02d}h"
+
+
+async def _wait(client: BootstrapClient, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    world_size: int = args.world_size
+    kind, role = args.kind, args.role
+    progress = (
+        asyncio.create_task(_show_progress(client, world_size, kind, role, err)) if err.isatty() else None
+    )
+    try:
+        if kind == PARALLELISM_CONFIG:
+            await client.get_parallelism_configs(range(world_size), timeout=args.timeout, role=role)
+        else:
+            await client.get_many(range(world_size), timeout=args.timeout, role=role)
+    except RankNotRegistered as exc:
+        missing = protocol.format_ranks(exc.ranks)
+        raise ToolError(
+            f"{len(exc.ranks)} of {world_size} ranks still missing after {args.timeout:g}s: {missing}",
+            EXIT_ABSENT,
+        ) from None
+    finally:
+        if progress is not None:
+            progress.cancel()
+            # wait(), unlike await, leaves the task's CancelledError inside the task.
+            await asyncio.wait({progress})
+            print(file=err)
+    what = (
+        "" if (kind, role) == (TRANSFER_ENGINE_INFO, DEFAULT_ROLE) else f" {kind} of role {printable(role)}"
+    )
+    print(f"all {world_size} ranks registered{what} in namespace {client.namespace}", file=out)
+    return 0
+
+
+async def _show_progress(client: BootstrapClient, world_size: int, kind: str, role: str, err: TextIO) -> None:
+    """Rewrite one line with the count registered so far, until cancelled."""
+    while True:
+        try:
+            listing = await client.list_ranks(kind=kind, role=role)
+        except BootstrapError:
+            shown = "server not answering yet"
+        else:
+            count = sum(1 for rank in listing.ranks if rank.rank < world_size)
+            shown = f"{count}/{world_size} ranks registered"
+        print(f"\r{shown:<40}", end="", file=err, flush=True)
+        await asyncio.sleep(_PROGRESS_EVERY)
+
+
+_TOOLS: dict[str, _Tool] = {"get": _get, "register": _register, "status": _status, "wait": _wait}
+TOOLS = tuple(_TOOLS)

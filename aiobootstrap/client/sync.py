@@ -1,0 +1,144 @@
+"""The blocking client, for engines whose ranks run plain threads.
+
+It is :class:`BootstrapClient` on a private event loop in a daemon thread (see
+``_loopthread``): the same wire code, the same retries, the same errors; each
+method submits the async call and blocks until it answers. Threads may share
+one client: their calls run side by side on its loop, over one session.
+
+The methods are not written twice: each is made from :class:`BootstrapClient`'s
+by :func:`_blocking`, which keeps its signature (for type checkers, through
+``ParamSpec``; for ``help()`` and ``inspect``, through ``functools.wraps``) and
+its docstring. A method added to the async client and not listed here fails
+a test, as does a constructor argument that differs. The one method written
+out is ``watch_encoder_urls``: an async iterator is not a coroutine, so it is
+the blocking ``wait_encoder_urls`` in a loop (a test keeps its parameters
+the async one's).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import ssl
+from collections.abc import Callable, Coroutine, Iterator, Sequence
+from typing import Any, Concatenate, ParamSpec, TypeVar
+
+from .._loopthread import LoopThread, LoopThreadOwner
+from .._names import DEFAULT_NAMESPACE
+from ..wire import EncoderUrls
+from .client import BootstrapClient
+from .retry import Backoff
+
+__all__ = ["SyncBootstrapClient"]
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+
+def _blocking(
+    method: Callable[Concatenate[BootstrapClient, P], Coroutine[Any, Any, T]],
+) -> Callable[Concatenate[SyncBootstrapClient, P], T]:
+    """``method`` of the async client as a blocking method of the sync one."""
+
+    @functools.wraps(method)
+    def blocking(self: SyncBootstrapClient, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        # The coroutine is made here but runs on the loop thread, while this thread waits.
+        return self._run(method(self._client, *args, **kwargs))
+
+    return blocking
+
+
+class SyncBootstrapClient(LoopThreadOwner):
+    """A blocking client for an aiobootstrap (or compatible) server.
+
+    ::
+
+        with SyncBootstrapClient("http://10.0.0.1:6789") as client:
+            client.register(3, session_id="10.0.0.7:18000", weights_info_dict={})
+            info = client.get(3, timeout=60.0)
+
+    Arguments, methods and errors are :class:`BootstrapClient`'s (but for
+    ``session=`` and ``connector=``, which belong to an event loop, and this
+    client's loop is its own, in its thread). Calling
+    a method from a thread that runs an event loop raises ``RuntimeError``:
+    it would stall that loop for as long as the call waits; use
+    :class:`BootstrapClient` there. Close the client (or use ``with``) to stop
+    its thread and release its connections; calls still waiting in other
+    threads then raise ``RuntimeError``.
+    """
+
+    # Written out, unlike the methods: type checkers ignore an __init__ made by
+    # a function, and a constructor they cannot check is worse than one
+    # signature to keep in step (a test compares it with BootstrapClient's).
+    def __init__(
+        self,
+        url: str | Sequence[str],
+        *,
+        token: str | None = None,
+        ssl: ssl.SSLContext | bool = True,
+        backoff: Backoff | None = None,
+        namespace: str = DEFAULT_NAMESPACE,
+        reregister: bool = False,
+    ) -> None:
+        self._client = BootstrapClient(
+            url, token=token, ssl=ssl, backoff=backoff, namespace=namespace, reregister=reregister
+        )
+        self._loop_thread = LoopThread(f"aiobootstrap client {self._client.url}")
+
+    @property
+    def url(self) -> str:
+        """The base URL calls go to now."""
+        return self._client.url
+
+    @property
+    def urls(self) -> tuple[str, ...]:
+        """Every base URL the client was given, in order."""
+        return self._client.urls
+
+    @property
+    def namespace(self) -> str:
+        return self._client.namespace
+
+    def close(self) -> None:
+        """Stop waiting calls, close the connections, stop the thread; idempotent."""
+        self._loop_thread.close(self._client.close)
+
+    # -- the API: BootstrapClient's, blocking -----------------------------
+
+    health = _blocking(BootstrapClient.health)
+    register = _blocking(BootstrapClient.register)
+    unregister = _blocking(BootstrapClient.unregister)
+    get = _blocking(BootstrapClient.get)
+    get_many = _blocking(BootstrapClient.get_many)
+    register_parallelism_config = _blocking(BootstrapClient.register_parallelism_config)
+    unregister_parallelism_config = _blocking(BootstrapClient.unregister_parallelism_config)
+    get_parallelism_config = _blocking(BootstrapClient.get_parallelism_config)
+    get_parallelism_configs = _blocking(BootstrapClient.get_parallelism_configs)
+    register_encoder_url = _blocking(BootstrapClient.register_encoder_url)
+    unregister_encoder_url = _blocking(BootstrapClient.unregister_encoder_url)
+    list_encoder_urls = _blocking(BootstrapClient.list_encoder_urls)
+    wait_encoder_urls = _blocking(BootstrapClient.wait_encoder_urls)
+    list_ranks = _blocking(BootstrapClient.list_ranks)
+
+    def watch_encoder_urls(self, *, after: int = 0) -> Iterator[EncoderUrls]:
+        """Each new encoder URL list, for ever: ``for urls in client.watch_encoder_urls(): ...``.
+
+        :meth:`BootstrapClient.watch_encoder_urls`, blocking: an async
+        iterator cannot be made blocking by ``_blocking``, so this one is
+        :meth:`wait_encoder_urls` in a loop, as the async one is.
+        """
+        while True:
+            current = self.wait_encoder_urls(after)
+            after = current.version
+            yield current
+
+    def _run(self, coro: Coroutine[Any, Any, T]) -> T:
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return self._loop_thread.run(coro)
+        coro.close()
+        raise RuntimeError(
+            "SyncBootstrapClient blocks its caller and would stall this thread's running event loop; "
+            "use BootstrapClient (await client.get(...)) here instead."
+        )

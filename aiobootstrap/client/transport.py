@@ -1,0 +1,312 @@
+"""The client's transport: requests to one registry, made to succeed across replicas and restarts.
+
+Theory of operation
+-------------------
+Three layers, each with one job:
+
+* ``_exchange`` sends one request to one URL. It is the only code that sees
+  aiohttp's exceptions: a reply is a status and a body; no reply at all
+  (refused, reset, DNS, a read timeout) is ``_Unreachable``.
+* :meth:`Transport.call` makes one exchange succeed: while no replica answers
+  (or one answers ``503``), it moves to the next URL, and after a round of
+  failures backs off, until the deadline; then :class:`ServerUnavailable`.
+  Before a request that parks, it learns the server's boot id (see
+  ``_restarts``), and after a restart it replays the registrations it was
+  asked to remember.
+* :meth:`Transport.long_poll` makes a wait last the caller's timeout: it asks
+  again past the server's ``--max-wait``, and backs off when the server
+  answers "not registered" sooner than asked (an old polling server). What
+  ends a wait is the caller's to say: a ``200`` for a rank's record, a new
+  version for the encoder URL list (which answers ``200`` unchanged at the
+  server's deadline).
+
+Where and how long to wait between tries (replicas, backoff, deadlines) is
+``_retry``'s; what a reply means is ``_protocol``'s and the client's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import ssl
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from functools import partial
+from typing import NamedTuple
+
+import aiohttp
+
+from .. import wire as protocol
+from .._names import BOOT_HEADER, VERSION_HEADER
+from ..exceptions import BootstrapError, ServerUnavailable, UnexpectedReply, error_for_status
+from .restarts import Replay, RestartWatch
+from .retry import Backoff, Deadline, Replicas
+
+__all__ = ["Reply", "Transport"]
+
+log = logging.getLogger("aiobootstrap.client")
+
+_POLL_CHUNK = 300.0
+"""The longest one request asks the server to wait; longer waits ask again."""
+_READ_GRACE = 10.0
+"""How much longer than its wait a long-poll may take before we call the server hung."""
+_HELD_ENOUGH = 1.0
+"""A "not registered" held this long (or the whole wait asked) may be asked again at once."""
+_POLL_BASE = 0.1
+_POLL_CAP = 1.0
+"""Back-off between asks of a server that does not wait: at most ~1 request a second once settled."""
+_RETRY_STATUSES = frozenset({502, 503, 504})
+"""Replies that mean "not now": a server shutting down or full, or a proxy whose server is away."""
+
+# aiohttp 3.10+ refuses a URL that is not http(s) with its own error, not an
+# InvalidURL: without it here, such a URL would be retried as unreachable.
+_BAD_URL: tuple[type[Exception], ...] = (
+    aiohttp.InvalidURL,
+    getattr(aiohttp, "NonHttpUrlClientError", aiohttp.InvalidURL),
+)
+
+
+class _Unreachable(Exception):
+    """The server did not answer: not up yet, restarting, or the network failed."""
+
+
+class Reply(NamedTuple):
+    """A reply: its status, its body, and the version its ``X-Aiobootstrap-Version`` header names."""
+
+    status: int
+    body: bytes
+    version: str | None
+
+
+def _replayed(key: Hashable) -> str:
+    """What a replayed registration is, for a log line."""
+    if isinstance(key, tuple) and len(key) == 3:
+        path, role, rank = key
+        return f"rank {rank} ({path}, role {role})"
+    return f"{key!r}"
+
+
+class Transport:
+    """Requests to the replicas of one registry, over one ``aiohttp.ClientSession``.
+
+    The session is the caller's (``session=``), or made on first use over the
+    caller's ``connector=`` or a connector with no cap on connections (every
+    parked long-poll holds one); :meth:`close` closes only a session made here.
+    """
+
+    def __init__(
+        self,
+        url: str | Sequence[str],
+        *,
+        token: str | None,
+        ssl: ssl.SSLContext | bool,
+        backoff: Backoff | None,
+        namespace: str,
+        reregister: bool,
+        session: aiohttp.ClientSession | None,
+        connector: aiohttp.BaseConnector | None,
+    ) -> None:
+        if session is not None and connector is not None:
+            raise ValueError("pass session= or connector=, not both: a session has its own connector")
+        self._replicas = Replicas(url)
+        self.namespace = protocol.check_namespace(namespace)
+        self._headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self._ssl = ssl
+        self._backoff_template = backoff if backoff is not None else Backoff()
+        self._given_session = session
+        self._connector = connector
+        self._session: aiohttp.ClientSession | None = None
+        self._restarts = RestartWatch(reregister)
+
+    @property
+    def url(self) -> str:
+        """The base URL calls go to now (the first of ``urls`` until one fails)."""
+        return self._replicas.current
+
+    @property
+    def urls(self) -> tuple[str, ...]:
+        """Every base URL the transport was given, in order."""
+        return self._replicas.urls
+
+    def open(self) -> aiohttp.ClientSession:
+        """The session calls go through, made now if there is none (or it was closed)."""
+        if self._given_session is not None:
+            if self._given_session.closed:
+                raise BootstrapError("The session given to BootstrapClient is closed.")
+            return self._given_session
+        if self._session is None or self._session.closed:
+            # limit=0: no cap on connections, for every parked get holds one.
+            connector = self._connector if self._connector is not None else aiohttp.TCPConnector(limit=0)
+            self._session = aiohttp.ClientSession(
+                connector=connector, connector_owner=self._connector is None
+            )
+        return self._session
+
+    async def close(self) -> None:
+        """Close the session made here; a session or connector given stays open."""
+        session, self._session = self._session, None
+        if session is not None and session is not self._given_session:
+            await session.close()
+
+    async def send_registration(self, key: Hashable, replay: Replay, timeout: float | None) -> None:
+        """Send a registration, remembered (with ``reregister=True``) to be sent again after a restart."""
+        # Remembered before sending, so a replay racing this call sends the newest one.
+        self._restarts.remember(key, replay)
+        try:
+            reply = await self.call(
+                replay.method, replay.path, Deadline(timeout), body=replay.body, read_timeout=60.0
+            )
+        except ServerUnavailable:
+            self._restarts.forget(key, replay)
+            raise
+        if reply.status != 200:
+            self._restarts.forget(key, replay)
+            raise self.error(reply.status, replay.path, reply.body)
+
+    def forget_registration(self, key: Hashable) -> None:
+        """Send the registration named ``key`` no more after a restart."""
+        self._restarts.forget(key)
+
+    async def long_poll(
+        self,
+        path: str,
+        query: Callable[[float], Mapping[str, str]],
+        deadline: Deadline,
+        done: Callable[[str, Reply], bool],
+    ) -> Reply:
+        """Wait until ``done`` says a reply ends the wait or the deadline passes, asking again
+        past the server's cap; the last reply (which ``done`` may have refused: the time ran out)."""
+        loop = asyncio.get_running_loop()
+        early = Backoff(_POLL_BASE, _POLL_CAP)
+        while True:
+            wait = min(deadline.remaining(), _POLL_CHUNK)
+            asked_at = loop.time()
+            reply = await self.call(
+                "GET",
+                path,
+                deadline,
+                params=query(wait),
+                read_timeout=wait + _READ_GRACE,
+                parks=wait > 0,
+            )
+            if done(path, reply) or deadline.expired():
+                return reply
+            held = loop.time() - asked_at
+            if held < min(wait, _HELD_ENOUGH):
+                # Answered before the wait we asked for: a server that does not
+                # wait (an old polling one, --max-wait 0). Asking again at once
+                # would be thousands of requests a second; one request per
+                # backoff step instead, the time the server held counted in.
+                pause = early.next_delay() - held
+                if pause > 0:
+                    await asyncio.sleep(min(pause, deadline.remaining()))
+            else:
+                early.reset()
+
+    async def call(
+        self,
+        method: str,
+        path: str,
+        deadline: Deadline,
+        *,
+        params: Mapping[str, str] | None = None,
+        body: bytes | None = None,
+        read_timeout: float,
+        parks: bool = False,
+    ) -> Reply:
+        """One exchange, moved to the next replica and retried with backoff while
+        none answers (or all answer ``503``), until the deadline."""
+        backoff = Backoff(self._backoff_template.base, self._backoff_template.cap)
+        failures = 0  # in this round of the replicas
+        while True:
+            url = self._replicas.current
+            try:
+                if self._restarts.should_probe(parks):
+                    # Learn the boot before asking: a parked request would learn it only when it ends.
+                    await self._restarts.probe(partial(self._probe, url))
+                    await self._refill_if_restarted(url)
+                reply = await self._exchange(
+                    url, method, path, params=params, body=body, timeout=read_timeout
+                )
+                if await self._refill_if_restarted(url):
+                    continue  # ask again: the answer came from the server before it was refilled
+            except _Unreachable as exc:
+                failure: str = f"{self._replicas.describe()} could not be reached: {exc}"
+            else:
+                if reply.status not in _RETRY_STATUSES:
+                    return reply
+                failure = protocol.error_detail(reply.status, reply.body)
+            self._restarts.went_away()
+            self._replicas.failed(url)
+            failures += 1
+            if failures < len(self._replicas.urls):
+                continue  # the next replica, at once
+            if deadline.expired():
+                raise ServerUnavailable(failure)
+            failures = 0
+            # Not up yet, shutting down or full: it (or another) may answer soon.
+            await asyncio.sleep(min(backoff.next_delay(), deadline.remaining()))
+
+    def error(self, status: int, path: str, payload: bytes) -> BootstrapError:
+        """The error a reply other than the one asked for means."""
+        detail = protocol.error_detail(status, payload)
+        if status == 404:
+            # Not "not registered" (the protocol module said so): the route itself is not there.
+            return UnexpectedReply(
+                f"{self.url}{protocol.path(path, self.namespace)} answered 404 ({detail}): "
+                "is that the base URL of an aiobootstrap server?"
+            )
+        return error_for_status(status, detail)
+
+    async def _exchange(
+        self,
+        url: str,
+        method: str,
+        path: str,
+        *,
+        params: Mapping[str, str] | None = None,
+        body: bytes | None = None,
+        timeout: float,
+    ) -> Reply:
+        session = self.open()
+        headers = dict(self._headers)
+        if body is not None:
+            headers["Content-Type"] = protocol.JSON_TYPE
+        try:
+            async with session.request(
+                method,
+                url + protocol.path(path, self.namespace),
+                params=params,
+                data=body,
+                headers=headers,
+                ssl=self._ssl,
+                timeout=aiohttp.ClientTimeout(total=None, sock_connect=10.0, sock_read=timeout),
+            ) as response:
+                self._restarts.saw(response.headers.get(BOOT_HEADER))
+                body = await response.read()
+                return Reply(response.status, body, response.headers.get(VERSION_HEADER))
+        except _BAD_URL as exc:
+            raise BootstrapError(f"Invalid server URL {url!r}.") from exc
+        except aiohttp.ClientSSLError as exc:
+            raise BootstrapError(f"TLS with {url} failed: {exc}") from exc
+        except (TimeoutError, aiohttp.ClientError, OSError) as exc:
+            raise _Unreachable(str(exc) or type(exc).__name__) from exc
+
+    async def _probe(self, url: str) -> Reply:
+        return await self._exchange(url, "GET", protocol.HEALTH_PATH, timeout=10.0)
+
+    async def _refill_if_restarted(self, url: str) -> bool:
+        """Re-register our ranks if the server restarted since we registered them; whether we did."""
+        async with self._restarts.lock:
+            replay = self._restarts.take_replay()
+            for key, (method, path, body) in replay.items():
+                try:
+                    reply = await self._exchange(url, method, path, body=body, timeout=60.0)
+                except _Unreachable:
+                    self._restarts.replay_failed()
+                    raise
+                if reply.status != 200:
+                    detail = protocol.error_detail(reply.status, reply.body)
+                    log.warning("re-registering %s failed: %s", _replayed(key), detail)
+            if replay:
+                log.info("the server at %s restarted; re-registered %d records", url, len(replay))
+            return bool(replay)

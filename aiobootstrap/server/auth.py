@@ -1,0 +1,192 @@
+"""Who may talk to the server: the bearer token, checked before anything is read.
+
+The token check runs twice over: as a middleware for every request, and in
+the ``Expect: 100-continue`` handler, because aiohttp answers ``Expect``
+before any middleware runs and its own handler would invite the body of a
+request the token check is about to refuse.
+"""
+
+from __future__ import annotations
+
+import hmac
+from collections.abc import Awaitable, Callable, Collection, Iterator
+from typing import TYPE_CHECKING
+
+from aiohttp import web
+from aiohttp.typedefs import Handler, Middleware
+from yarl import URL
+
+if TYPE_CHECKING:  # the return type aiohttp's get_info declares (a TypedDict, all keys optional)
+    from aiohttp.web_urldispatcher import _InfoDict
+
+from .body import too_large_detail
+from .config import ServerConfig
+from .errors import json_error
+
+__all__ = [
+    "ExpectHandler",
+    "UnroutedExpect",
+    "auth_middleware",
+    "bearer_matches",
+    "expect_handler",
+]
+
+ExpectHandler = Callable[[web.Request], Awaitable[web.StreamResponse | None]]
+
+
+def _unauthorized(detail: str) -> web.Response:
+    return json_error(401, detail, {"WWW-Authenticate": 'Bearer realm="aiobootstrap"'})
+
+
+def bearer_matches(header: str | None, token: bytes) -> bool:
+    """Whether an ``Authorization`` header carries ``token``, compared in constant time."""
+    if header is None:
+        return False
+    scheme, _, credentials = header.strip().partition(" ")
+    if scheme.lower() != "bearer":
+        return False
+    # compare_digest on bytes: its time does not depend on where the first
+    # difference is, so the token cannot be guessed byte by byte.
+    # surrogatepass: header text the parser could not decode still encodes, never raises.
+    given = credentials.strip().encode("utf-8", "surrogatepass")
+    return hmac.compare_digest(given, token)
+
+
+def _refusal(request: web.Request, token: str | None, public: Collection[Handler]) -> web.Response | None:
+    """The 401 for a request without the right token, or ``None`` to let it through."""
+    if token is None or request.match_info.handler in public:
+        return None
+    headers = request.headers.getall("Authorization", [])
+    if not headers:
+        return _unauthorized("This server requires an Authorization: Bearer token.")
+    if len(headers) > 1:
+        # Which one a proxy or a framework would pick differs: refuse rather than guess.
+        return _unauthorized("Send exactly one Authorization header.")
+    header = headers[0]
+    if not bearer_matches(header, token.encode("ascii")):
+        return _unauthorized("The bearer token is not valid for this server.")
+    return None
+
+
+def auth_middleware(token: str, public: Collection[Handler]) -> Middleware:
+    """Refuse, before the handler reads anything, a request without the bearer ``token``.
+
+    Handlers in ``public`` (``/health``) answer anyone.
+    """
+
+    @web.middleware
+    async def require_token(request: web.Request, handler: Handler) -> web.StreamResponse:
+        refusal = _refusal(request, token, public)
+        return refusal if refusal is not None else await handler(request)
+
+    return require_token
+
+
+def expect_handler(config: ServerConfig, public: Collection[Handler]) -> ExpectHandler:
+    """A route's ``Expect: 100-continue`` handling that refuses before inviting the body.
+
+    aiohttp answers ``Expect`` before any middleware runs; its own handler
+    invites the body of a request the token check is about to refuse, and
+    answers an unknown expectation in plain text.
+    """
+
+    async def expect(request: web.Request) -> web.StreamResponse | None:
+        if request.headers.get("Expect", "").strip().lower() != "100-continue":
+            return json_error(417, "The only expectation this server meets is Expect: 100-continue.")
+        refusal = _refusal(request, config.auth_token, public)
+        if refusal is not None:
+            return refusal
+        limit = config.max_body_size
+        if request.content_length is not None and request.content_length > limit:
+            return json_error(413, too_large_detail(limit))
+        if request.version >= (1, 1):
+            await request.writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+            # The interim reply is not the response: let aiohttp still send one.
+            request.writer.output_size = 0
+        return None
+
+    return expect
+
+
+class _UnroutedRoute(web.AbstractRoute):
+    """No route matched: answers the router's own 404 or 405, with an ``Expect`` handler of ours."""
+
+    def __init__(self, error: web.HTTPException, expect: ExpectHandler) -> None:
+        async def no_route(request: web.Request) -> web.StreamResponse:
+            raise error
+
+        super().__init__("*", no_route, expect_handler=expect)
+
+    @property
+    def name(self) -> str | None:
+        return None
+
+    def get_info(self) -> _InfoDict:
+        return {}
+
+    def url_for(self, *args: str, **kwargs: str) -> URL:
+        raise RuntimeError("an unrouted request has no URL to build")
+
+
+class UnroutedExpect(web.AbstractResource):
+    """Tried last, and only for a request with ``Expect`` that no route matched.
+
+    aiohttp gives such a request its default ``Expect`` handler, which
+    invites the body (``100 Continue``) before the token check refuses it and
+    answers an unknown expectation in plain text. This resource gives it the
+    app's answers instead: a JSON ``417``, the token's ``401``, or the JSON
+    ``404``/``405``, each before any body is sent. It holds no route, so the
+    route table (and the OpenAPI check of it) does not see it.
+    """
+
+    def __init__(self, router: web.UrlDispatcher, config: ServerConfig, public: Collection[Handler]) -> None:
+        super().__init__()
+        self._router = router
+
+        async def expect(request: web.Request) -> web.StreamResponse | None:
+            if request.headers.get("Expect", "").strip().lower() != "100-continue":
+                return json_error(417, "The only expectation this server meets is Expect: 100-continue.")
+            # No 100 Continue: the handler refuses at once, the body never invited.
+            return _refusal(request, config.auth_token, public)
+
+        self._expect = expect
+
+    @property
+    def canonical(self) -> str:
+        # Indexed under "/", the last place the router looks.
+        return "/"
+
+    def url_for(self, **kwargs: str) -> URL:
+        raise RuntimeError("an unrouted request has no URL to build")
+
+    async def resolve(self, request: web.Request) -> tuple[web.UrlMappingMatchInfo | None, set[str]]:
+        if not request.headers.get("Expect"):
+            return None, set()
+        allowed: set[str] = set()
+        for resource in self._router.resources():
+            if resource is self:
+                continue
+            match, methods = await resource.resolve(request)
+            if match is not None:  # a route matched after all: let the router give it
+                return None, set()
+            allowed |= methods
+        error: web.HTTPException = (
+            web.HTTPMethodNotAllowed(request.method, allowed) if allowed else web.HTTPNotFound()
+        )
+        return web.UrlMappingMatchInfo({}, _UnroutedRoute(error, self._expect)), set()
+
+    def add_prefix(self, prefix: str) -> None:
+        # Mounted as a sub-app: the sibling resources it defers to carry the prefix; it has no path of its own.
+        pass
+
+    def get_info(self) -> _InfoDict:
+        return {}
+
+    def raw_match(self, path: str) -> bool:
+        return False
+
+    def __len__(self) -> int:
+        return 0
+
+    def __iter__(self) -> Iterator[web.AbstractRoute]:
+        return iter(())

@@ -1,0 +1,92 @@
+"""Reading a request body: refused early when it announces too much, read in bounded time and memory.
+
+Every body being read counts against one budget for the whole server
+(``max_body_memory``): a body announced by ``Content-Length`` is charged in
+full before a byte of it is read, a chunked one as its chunks arrive. A
+request that does not fit gets ``503`` with ``Retry-After`` and its connection
+is closed, so a few stalled uploads cannot hold the memory of many.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+from aiohttp import web
+
+from ..exceptions import (
+    BodyBudgetExhausted,
+    PayloadTooLarge,
+    RequestTimeout,
+    UnreadableBody,
+    UnsupportedEncoding,
+)
+from .config import ServerConfig
+
+__all__ = ["BODY_BUDGET", "BodyBudget", "read_body", "too_large_detail"]
+
+
+class BodyBudget:
+    """The bytes of request bodies being read now, against a limit."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.used = 0
+
+    def take(self, size: int) -> None:
+        """Charge ``size`` bytes, or raise :class:`BodyBudgetExhausted` when they do not fit."""
+        if self.used + size > self.limit:
+            raise BodyBudgetExhausted(
+                "The server is reading as many request bodies as its memory allows; retry shortly."
+            )
+        self.used += size
+
+    def give(self, size: int) -> None:
+        self.used -= size
+
+
+BODY_BUDGET = web.AppKey("body_budget", BodyBudget)
+
+
+async def read_body(request: web.Request, config: ServerConfig) -> bytes:
+    """The request body, refused early when it announces more than the limit, read in bounded time and memory."""
+    encoding = request.headers.get("Content-Encoding", "identity").strip().lower()
+    if encoding not in ("", "identity"):
+        raise UnsupportedEncoding("The request body must be sent uncompressed, without Content-Encoding.")
+    declared = request.content_length
+    limit = config.max_body_size
+    if declared is not None and declared > limit:
+        raise PayloadTooLarge(too_large_detail(limit))
+    budget = request.app[BODY_BUDGET]
+    charged = declared or 0
+    budget.take(charged)
+    # The common case: the whole body came with the head, and a read that cannot wait needs no timer.
+    timer = contextlib.nullcontext() if request.content.is_eof() else asyncio.timeout(config.body_timeout)
+    try:
+        async with timer:
+            chunks: list[bytes] = []
+            size = 0
+            async for chunk in request.content.iter_any():
+                size += len(chunk)
+                if size > limit:
+                    raise PayloadTooLarge(too_large_detail(limit))
+                if size > charged:  # chunked: charged as it arrives
+                    budget.take(size - charged)
+                    charged = size
+                chunks.append(chunk)
+            return b"".join(chunks)
+    except TimeoutError:
+        raise RequestTimeout(
+            f"The request body did not arrive within {config.body_timeout:g} "
+            f"second{'' if config.body_timeout == 1 else 's'}."
+        ) from None
+    except web.RequestPayloadError:
+        raise UnreadableBody(
+            "The request body could not be read: check its Content-Encoding and chunked framing."
+        ) from None
+    finally:
+        budget.give(charged)
+
+
+def too_large_detail(limit: int) -> str:
+    return f"The request body is larger than the server's limit of {limit} bytes."

@@ -1,0 +1,307 @@
+"""Metrics in the Prometheus text format, served at ``GET /metrics``.
+
+Each app has its own ``CollectorRegistry`` (never the process-wide default),
+so two apps in one process, as in the tests, count apart.
+
+What the registry and the namespaces already know (parked waits, records,
+registrations) is read when scraped, by a collector: nothing to keep in step,
+and a forgotten namespace's series vanish with it. What only the HTTP layer
+sees (how gets end, how long requests take, how fast waiters wake) is counted
+here as it happens. Every label has few values: the route label is the route
+template, not the path, and the namespace label covers live namespaces only.
+"""
+
+from __future__ import annotations
+
+import collections
+import functools
+import time
+from bisect import bisect_left
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from dataclasses import dataclass
+
+from aiohttp import web
+from aiohttp.typedefs import Handler
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.utils import floatToGoString
+
+from ..exceptions import BootstrapError, NotRegistered
+from ..store import Record
+
+__all__ = [
+    "METRICS",
+    "NAMESPACE_FIGURES",
+    "Metrics",
+    "NamespaceFigures",
+    "counts_gets",
+    "metrics",
+    "metrics_middleware",
+]
+
+GET_OUTCOMES = ("hit", "woken", "expired", "rejected")
+
+_LATENCY_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0)
+# Long-polls last up to --max-wait (300 s by default), plain requests milliseconds.
+_DURATION_BUCKETS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
+_METHODS = frozenset({"GET", "HEAD", "PUT", "POST", "DELETE", "PATCH", "OPTIONS"})
+
+
+@dataclass(frozen=True, slots=True)
+class NamespaceFigures:
+    """What a scrape shows of one namespace, read from the store and the registry just before."""
+
+    name: str
+    ranks: int
+    parked: int
+    version: int
+    encoder_urls: int = 0
+
+
+class _NamespaceCollector:
+    """Shows the namespace figures the scrape read last (see :func:`metrics`)."""
+
+    def __init__(self, metrics: Metrics) -> None:
+        self._metrics = metrics
+
+    def collect(self) -> Iterator[Metric]:
+        registrations = CounterMetricFamily(
+            "aiobootstrap_registrations",
+            "Registrations answered by this server, by namespace.",
+            labels=["namespace"],
+        )
+        ranks = GaugeMetricFamily(
+            "aiobootstrap_registered_ranks", "Ranks registered right now, by namespace.", labels=["namespace"]
+        )
+        parked = GaugeMetricFamily(
+            "aiobootstrap_parked_waiters",
+            "Get requests waiting right now, by namespace.",
+            labels=["namespace"],
+        )
+        version = GaugeMetricFamily(
+            "aiobootstrap_version", "The latest version in each namespace.", labels=["namespace"]
+        )
+        by_kind = CounterMetricFamily(
+            "aiobootstrap_kind_registrations",
+            "Registrations answered by this server, by namespace and record kind "
+            "(transfer_engine_info, parallelism_config, encoder_urls).",
+            labels=["namespace", "kind"],
+        )
+        encoders = GaugeMetricFamily(
+            "aiobootstrap_encoder_urls", "Encoder URLs listed right now, by namespace.", labels=["namespace"]
+        )
+        figures = self._metrics.namespaces
+        counted = self._metrics.registrations_by_kind
+        for namespace in figures:
+            registrations.add_metric([namespace.name], self._metrics.registrations[namespace.name])
+            ranks.add_metric([namespace.name], namespace.ranks)
+            parked.add_metric([namespace.name], namespace.parked)
+            version.add_metric([namespace.name], namespace.version)
+            encoders.add_metric([namespace.name], namespace.encoder_urls)
+            for (name, kind), count in sorted(counted.items()):
+                if name == namespace.name:
+                    by_kind.add_metric([name, kind], count)
+        yield by_kind
+        yield encoders
+        yield registrations
+        yield ranks
+        yield parked
+        yield version
+        yield GaugeMetricFamily(
+            "aiobootstrap_namespaces", "Namespaces holding records or waits right now.", value=len(figures)
+        )
+
+
+class _Histogram:
+    """One histogram series: a count per bucket, kept as plain numbers.
+
+    prometheus_client's ``Histogram.observe`` takes a lock per bucket and per
+    sum and walks the buckets in Python; with ``.labels()`` before it and the
+    get counter's ``labels().inc()``, that was about a quarter of the profiled
+    time per woken waiter (docs/benchmarks.md). Everything here runs
+    on the app's one event loop thread, the scrape included, so nothing needs
+    a lock; ``bisect`` finds the bucket (``le`` is an inclusive upper bound).
+    """
+
+    __slots__ = ("counts", "created", "sum")
+
+    def __init__(self, bounds: Sequence[float]) -> None:
+        self.counts = [0] * (len(bounds) + 1)  # the last one is +Inf
+        self.sum = 0.0
+        self.created = time.time()
+
+    def samples(
+        self, name: str, labels: dict[str, str], bounds: Sequence[float]
+    ) -> Iterator[tuple[str, dict[str, str], float]]:
+        """The series' samples in prometheus_client's order: buckets (cumulative), count, sum, created."""
+        total = 0
+        for bound, count in zip((*bounds, float("inf")), self.counts, strict=True):
+            total += count
+            le = floatToGoString(bound)  # type: ignore[no-untyped-call]
+            yield f"{name}_bucket", {**labels, "le": le}, float(total)
+        yield f"{name}_count", labels, float(total)
+        yield f"{name}_sum", labels, self.sum
+        yield f"{name}_created", labels, self.created
+
+
+class Metrics:
+    """One app's metrics.
+
+    The counters and histograms of the request path are plain numbers written
+    on the event loop and turned into Prometheus families when scraped
+    (``collect``): a woken waiter costs a few list and dict operations instead
+    of prometheus_client's locked ``labels().inc()`` and ``observe()``. The
+    text a scrape returns is the same as theirs with its default settings,
+    ``_created`` series included. That part is ours to decide, always on: its
+    switch (``disable_created_metrics()``) has no public reader, and a
+    series that comes and goes with another library's global would surprise.
+    """
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        self.registrations: collections.Counter[str] = collections.Counter()
+        """Registrations answered, by namespace (every kind, encoder URLs included)."""
+        self.registrations_by_kind: collections.Counter[tuple[str, str]] = collections.Counter()
+        """Registrations answered, by namespace and record kind."""
+        self.namespaces: list[NamespaceFigures] = []
+        """The namespaces as the latest scrape read them."""
+        created = time.time()
+        self.gets = dict.fromkeys(GET_OUTCOMES, 0)
+        self._gets_created = dict.fromkeys(GET_OUTCOMES, created)
+        self.wake_latency = _Histogram(_LATENCY_BUCKETS)
+        self.request_duration: dict[tuple[str, str, str], _Histogram] = {}
+        """By label values: route template, method, status."""
+        self._series: dict[tuple[web.AbstractResource | None, str, int], _Histogram] = {}
+        self.registry.register(self)
+        self.registry.register(_NamespaceCollector(self))
+
+    def count_registration(self, namespace: str, kind: str) -> None:
+        """Count an answered registration of ``kind`` (a kind name, or ``encoder_urls``)."""
+        self.registrations[namespace] += 1
+        self.registrations_by_kind[namespace, kind] += 1
+
+    def count_get(self, since: float, found: Sequence[Record], expired: bool) -> None:
+        """Count an answered get; ``since`` is the wall-clock time it began."""
+        if expired:
+            self.gets["expired"] += 1
+            return
+        # The registration that completed the answer is the latest one. A plain
+        # loop: this runs once per woken waiter, a thousand times in a row.
+        woken = False
+        registered = 0.0
+        for record in found:
+            if record.registered_at > since:
+                woken = True
+                registered = max(registered, record.registered_at)
+        if not woken:
+            self.gets["hit"] += 1
+            return
+        self.gets["woken"] += 1
+        if registered > 0:
+            latency = max(0.0, time.time() - registered)
+            series = self.wake_latency
+            series.counts[bisect_left(_LATENCY_BUCKETS, latency)] += 1
+            series.sum += latency
+
+    def observe_request(
+        self, resource: web.AbstractResource | None, method: str, status: int, seconds: float
+    ) -> None:
+        """Time a request answered by ``resource`` (``None``: no route matched); ``method`` is a label."""
+        # Found by the resource object itself, not its label: no label to build
+        # per request. Resources, methods (already labels) and statuses are few.
+        key = (resource, method, status)
+        series = self._series.get(key)
+        if series is None:
+            route = resource.canonical if resource is not None else "unmatched"
+            labels = (route, method, str(status))
+            series = self.request_duration.get(labels)
+            if series is None:
+                series = self.request_duration[labels] = _Histogram(_DURATION_BUCKETS)
+            self._series[key] = series
+        series.counts[bisect_left(_DURATION_BUCKETS, seconds)] += 1
+        series.sum += seconds
+
+    def collect(self) -> Iterator[Metric]:
+        """The request path's families, for the ``CollectorRegistry``."""
+        gets = Metric(
+            "aiobootstrap_gets",
+            "Get requests (single and batch) by outcome: hit (already registered), woken (arrived "
+            "while waiting), expired (not registered when the wait ran out), rejected (an error reply).",
+            "counter",
+        )
+        for outcome, count in self.gets.items():
+            gets.add_sample("aiobootstrap_gets_total", {"outcome": outcome}, float(count))
+            gets.add_sample("aiobootstrap_gets_created", {"outcome": outcome}, self._gets_created[outcome])
+        yield gets
+        name = "aiobootstrap_wake_latency_seconds"
+        wake = Metric(name, "From a registration to a get waiting for it being answered.", "histogram")
+        for sample in self.wake_latency.samples(name, {}, _LATENCY_BUCKETS):
+            wake.add_sample(*sample)
+        yield wake
+        name = "aiobootstrap_request_duration_seconds"
+        duration = Metric(
+            name, "Time to answer a request, by route template, method and status.", "histogram"
+        )
+        for (route, method, status), series in list(self.request_duration.items()):
+            labels = {"route": route, "method": method, "status": status}
+            for sample in series.samples(name, labels, _DURATION_BUCKETS):
+                duration.add_sample(*sample)
+        yield duration
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)
+
+
+METRICS = web.AppKey("metrics", Metrics)
+
+
+def counts_gets(handler: Handler) -> Handler:
+    """Count the errors a get handler raises as rejected gets (its answers count themselves)."""
+
+    @functools.wraps(handler)
+    async def counted(request: web.Request) -> web.StreamResponse:
+        try:
+            return await handler(request)
+        except NotRegistered:
+            raise
+        except BootstrapError:
+            request.app[METRICS].gets["rejected"] += 1
+            raise
+
+    return counted
+
+
+@web.middleware
+async def metrics_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Time every request by route template; outermost, so it sees the error replies too."""
+    started = time.perf_counter()
+    try:
+        response = await handler(request)
+    except web.HTTPException as exc:
+        _observe(request, exc.status, started)
+        raise
+    _observe(request, response.status, started)
+    return response
+
+
+def _observe(request: web.Request, status: int, started: float) -> None:
+    seconds = time.perf_counter() - started
+    metrics = request.app.get(METRICS)
+    if metrics is None:
+        return
+    method = request.method
+    resource = request.match_info.route.resource
+    metrics.observe_request(resource, method if method in _METHODS else "other", status, seconds)
+
+
+async def metrics(request: web.Request) -> web.Response:
+    """``GET /metrics``: every metric, in the Prometheus text format."""
+    figures = request.app[METRICS]
+    figures.namespaces = await request.app[NAMESPACE_FIGURES]()
+    return web.Response(body=figures.render(), headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+
+NAMESPACE_FIGURES: web.AppKey[Callable[[], Awaitable[list[NamespaceFigures]]]] = web.AppKey(
+    "namespace_figures"
+)
+"""How a scrape reads the namespaces: the app reads them from its store and registry."""

@@ -1,0 +1,164 @@
+"""The server hosted in a daemon thread, for engines that are not asyncio programs.
+
+Engines today start a bootstrap server in a thread of their own process and
+read it in-process; :class:`ThreadedBootstrapServer` is the drop-in for that.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Coroutine, Iterator, Mapping
+from typing import Any, TypeVar
+
+from .. import _json
+from .._loopthread import LoopThread, LoopThreadOwner
+from .._names import DEFAULT_NAMESPACE, DEFAULT_ROLE, PARALLELISM_CONFIG, TRANSFER_ENGINE_INFO
+from ..store import Key, LocalStore, Record, Store
+from .config import DEFAULT_HOST, DEFAULT_PORT
+from .kinds import encoder_list_key, encoder_urls
+from .server import BootstrapServer
+
+_T = TypeVar("_T")
+
+__all__ = ["ThreadedBootstrapServer"]
+
+
+class ThreadedBootstrapServer(LoopThreadOwner):
+    """An aiobootstrap server on its own event loop, in a daemon thread.
+
+    ::
+
+        server = ThreadedBootstrapServer("0.0.0.0", 6789, world_size=8)
+        ...
+        server.get_transfer_engine_info(3)   # (session_id, weights_info_dict) or None
+        server.get_parallelism_config_info(3)  # the config dict or None
+        server.get_encoder_urls()            # ["http://...", ...]
+        server.close()
+
+    The constructor returns once the server listens; a port that is taken
+    raises :class:`AddressInUse` here, in the caller's thread. Keyword
+    arguments are :class:`ServerConfig` fields.
+    """
+
+    _open_state = "listening"
+
+    def __init__(self, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, **options: Any) -> None:
+        self._server = BootstrapServer(host=host, port=port, **options)
+        self._loop_thread = LoopThread(f"aiobootstrap server {host}:{port}")
+        try:
+            self._loop_thread.run(self._server.start())
+        except BaseException:
+            self._loop_thread.close()
+            raise
+        self._registry = self._server.registry
+
+    def close(self) -> None:
+        """Answer parked waits with 503, stop listening and join the thread; idempotent."""
+        self._loop_thread.close(self._server.close)
+
+    @property
+    def host(self) -> str:
+        return self._server.host
+
+    @property
+    def port(self) -> int:
+        """The port listened on: the real one when ``port=0`` asked the system to choose."""
+        return self._server.port
+
+    @property
+    def url(self) -> str:
+        return self._server.url
+
+    @property
+    def parked(self) -> int:
+        """How many get requests are waiting right now, in the default namespace."""
+        return self._registry.parked
+
+    @property
+    def transfer_engine_info(self) -> Mapping[int, tuple[str, dict[str, Any]]]:
+        """A live, read-only ``{rank: (session_id, weights_info_dict)}``.
+
+        The mapping engines' own bootstrap servers expose under this name.
+        """
+        return _InfoView(self)
+
+    def get_transfer_engine_info(self, rank: int) -> tuple[str, dict[str, Any]] | None:
+        """``rank``'s ``(session_id, weights_info_dict)`` in the default namespace, or ``None``.
+
+        A tagged backend's info without a session id reads ``("", weights_info_dict)``;
+        :meth:`get_transfer_engine_info_object` reads it whole. Read in-process, without HTTP, from any thread, also after
+        :meth:`close`; the dict is the caller's own copy, the same a remote
+        getter receives.
+        """
+        record = self._record(_info_key(rank))
+        if record is None:
+            return None
+        info = _copy(record.value)
+        return info.get("session_id", ""), info.get("weights_info_dict", {})
+
+    def get_transfer_engine_info_object(
+        self, rank: int, *, role: str = DEFAULT_ROLE
+    ) -> dict[str, Any] | None:
+        """``rank``'s transfer-engine info whole, as registered (a tagged backend's fields too), or ``None``."""
+        record = self._record(Key(DEFAULT_NAMESPACE, TRANSFER_ENGINE_INFO, role, rank))
+        return None if record is None else _copy(record.value)
+
+    def get_parallelism_config_info(self, rank: int, *, role: str = DEFAULT_ROLE) -> dict[str, Any] | None:
+        """``rank``'s parallelism config in the default namespace, as registered, or ``None``.
+
+        Read in-process like :meth:`get_transfer_engine_info`; the dict is the caller's own copy.
+        """
+        record = self._record(Key(DEFAULT_NAMESPACE, PARALLELISM_CONFIG, role, rank))
+        return None if record is None else _copy(record.value)
+
+    def get_encoder_urls(self) -> list[str]:
+        """The encoder URLs of the default namespace, in order of first registration (a new list)."""
+        return list(encoder_urls(self._record(encoder_list_key(DEFAULT_NAMESPACE))))
+
+    def _record(self, key: Key) -> Record | None:
+        return self._read(lambda store: store.peek(key), lambda store: store.get(key))
+
+    def _records(self) -> list[Record]:
+        key = _info_key(0)
+        return self._read(
+            lambda store: store.peek_records(key.namespace, key.kind, key.role),
+            lambda store: store.records(key.namespace, key.kind, key.role),
+        )
+
+    def _read(
+        self,
+        local: Callable[[LocalStore], _T],
+        shared: Callable[[Store], Coroutine[Any, Any, _T]],
+    ) -> _T:
+        # A store in this process is read across threads without the loop (see
+        # LocalStore), also after close; a shared one through the server's loop.
+        store = self._registry.store
+        if isinstance(store, LocalStore):
+            return local(store)
+        return self._loop_thread.run(shared(store))
+
+
+def _copy(value: dict[str, Any]) -> dict[str, Any]:
+    """The caller's own copy of a stored value: what a remote getter would decode."""
+    copied: dict[str, Any] = _json.loads(_json.dumps(value))
+    return copied
+
+
+def _info_key(rank: int) -> Key:
+    return Key(DEFAULT_NAMESPACE, TRANSFER_ENGINE_INFO, DEFAULT_ROLE, rank)
+
+
+class _InfoView(Mapping[int, tuple[str, dict[str, Any]]]):
+    def __init__(self, server: ThreadedBootstrapServer) -> None:
+        self._server = server
+
+    def __getitem__(self, rank: int) -> tuple[str, dict[str, Any]]:
+        info = self._server.get_transfer_engine_info(rank)
+        if info is None:
+            raise KeyError(rank)
+        return info
+
+    def __iter__(self) -> Iterator[int]:
+        return iter([record.rank for record in self._server._records()])
+
+    def __len__(self) -> int:
+        return len(self._server._records())

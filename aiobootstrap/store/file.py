@@ -1,0 +1,510 @@
+"""The file store: records in memory, every change journaled and synced before it is acknowledged.
+
+Theory of operation
+-------------------
+The records live in :class:`~._memory.Tables`, the memory store's own rules;
+the journal (``_journal``) is their durable history. A ``put`` or ``delete``
+is stamped and checked against the limits at once, on the event loop, then
+queued; it is acknowledged, applied to the tables and announced on the feed
+only after its line is on disk, so nothing a reader or a waiter ever saw can
+be lost by a crash. Reloading replays the lines with the rules a live change
+follows: a put replaces an older version of its key, a delete removes an
+older one, and every namespace's versions go on above the highest in the file.
+
+Changes queued but not yet on disk are *staged*: they hold their versions and
+the room they take (a new rank, a new namespace), so two writes in flight can
+never both take the last place under a limit, nor the same version. A write
+that fails gives its room back; its version is never reused by a write that
+succeeds before it (counters only grow), so nothing can be acknowledged twice
+under one version.
+
+Group commit: changes queue up while the worker thread writes and syncs the
+previous batch, and the next batch takes everything queued, in one write and
+one sync. A storm of registrations pays one sync per batch, not one per
+registration. All file I/O happens on the journal's one worker thread, so the
+event loop never blocks on the disk and the writes keep their order; lines are
+encoded on the loop, because on the worker thread the encoding would hold the
+GIL against the loop while the write and the sync release it.
+
+Compaction: on open, and whenever the file has grown to several times what the
+live records need, the journal is rewritten to a ``base`` line and the live
+records, atomically (side file, sync, rename, sync the directory).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import errno
+import logging
+import secrets
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from .._ranks import MAX_RANK
+from .interface import (
+    DEFAULT_NAMESPACE,
+    DEFAULT_ROLE,
+    TRANSFER_ENGINE_INFO,
+    Change,
+    ChangeListener,
+    Key,
+    Record,
+    StoreLimits,
+    with_member,
+)
+from .journal import JournalFile, JournalMissing, StateFileError, encode_line, reason
+from .memory import LocalStore, ignore_changes
+
+__all__ = ["FileStore", "StateFileError"]
+
+log = logging.getLogger("aiobootstrap")
+
+COMPACT_MIN_BYTES = 1 << 20
+"""A journal smaller than this is never compacted while running."""
+
+COMPACT_RATIO = 4
+"""Compact once the journal is this many times larger than its live records."""
+
+_WARN_LINES = 3
+"""How many unreadable lines a load names one by one before it only counts them."""
+
+_CLOSED = "The state file is closed: the server is shutting down."
+
+_DISK_FULL = frozenset({errno.ENOSPC, errno.EDQUOT})
+
+_FAILURE_LOG_SECONDS = 60.0
+"""While writes keep failing, one error line per this many seconds, with a count of the rest."""
+
+
+class _FailureLog:
+    """Logs failed writes without flooding: the first at once, then one line a minute, then the recovery."""
+
+    def __init__(self) -> None:
+        self._failing = False
+        self._last = 0.0
+        self._unlogged = 0
+
+    def failed(self, path: str, changes: int, exc: Exception) -> None:
+        now = time.monotonic()
+        if self._failing and now - self._last < _FAILURE_LOG_SECONDS:
+            self._unlogged += changes
+            return
+        more = f" ({self._unlogged} more change(s) failed since the last line)" if self._unlogged else ""
+        log.error(
+            "state file %s: cannot write %d change(s): %s%s",
+            path,
+            changes,
+            exc,
+            more,
+            exc_info=not isinstance(exc, OSError),
+        )
+        self._failing, self._last, self._unlogged = True, now, 0
+
+    def recovered(self, path: str) -> None:
+        if self._failing:
+            more = f" ({self._unlogged} more change(s) failed meanwhile)" if self._unlogged else ""
+            log.warning("state file %s: writes succeed again%s", path, more)
+            self._failing, self._unlogged = False, 0
+
+
+def _entry(op: str, key: Key, version: int) -> dict[str, Any]:
+    entry: dict[str, Any] = {"op": op}
+    if key.namespace != DEFAULT_NAMESPACE:
+        entry["ns"] = key.namespace
+    if key.kind != TRANSFER_ENGINE_INFO:
+        entry["kind"] = key.kind
+    if key.role != DEFAULT_ROLE:
+        entry["role"] = key.role
+    entry["rank"] = key.rank
+    entry["version"] = version
+    return entry
+
+
+def _put_entry(record: Record) -> dict[str, Any]:
+    entry = _entry("put", record.key, record.version)
+    entry["at"] = record.registered_at
+    entry["value"] = record.value
+    return entry
+
+
+def _key_of(entry: dict[str, Any]) -> Key:
+    return Key(
+        entry.get("ns", DEFAULT_NAMESPACE),
+        entry.get("kind", TRANSFER_ENGINE_INFO),
+        entry.get("role", DEFAULT_ROLE),
+        entry["rank"],
+    )
+
+
+@dataclass(slots=True)
+class _Change:
+    key: Key
+    version: int
+    line: bytes
+    record: Record | None
+    """The record a put writes; ``None`` for a delete."""
+    done: asyncio.Future[Record | None]
+
+
+_Group = tuple[str, str, str]
+"""A namespace, kind and role: one table of ranks."""
+
+
+@dataclass(slots=True)
+class _Staged:
+    """What the puts queued but not yet on disk hold: versions, and room under the limits."""
+
+    versions: dict[str, int] = field(default_factory=dict)
+    ranks: dict[_Group, collections.Counter[int]] = field(default_factory=dict)
+    namespaces: collections.Counter[str] = field(default_factory=collections.Counter)
+
+    def hold(self, key: Key) -> None:
+        group = (key.namespace, key.kind, key.role)
+        self.ranks.setdefault(group, collections.Counter())[key.rank] += 1
+        self.namespaces[key.namespace] += 1
+
+    def release(self, key: Key) -> None:
+        group = (key.namespace, key.kind, key.role)
+        ranks = self.ranks[group]
+        ranks[key.rank] -= 1
+        if not ranks[key.rank]:
+            del ranks[key.rank]
+            if not ranks:
+                del self.ranks[group]
+        self.namespaces[key.namespace] -= 1
+        if not self.namespaces[key.namespace]:
+            del self.namespaces[key.namespace]
+
+
+class FileStore(LocalStore):
+    """Records in memory, made durable in a journal file (``--state-file``, ``file:PATH``)."""
+
+    def __init__(self, path: str, limits: StoreLimits | None = None) -> None:
+        super().__init__(limits)
+        self._file = JournalFile(path)
+        self._incarnation = ""
+        self._listener = ignore_changes()
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="aiobootstrap-journal")
+        self._staged = _Staged()
+        self._pending: list[_Change] = []
+        self._latest: dict[Key, _Change] = {}
+        """Each key's last change queued and not yet on disk: what a set member change builds on."""
+        self._flusher: asyncio.Task[None] | None = None
+        self._live_bytes: dict[Key, int] = {}
+        """Each live record's line length: what a compacted journal holds for it."""
+        self.skipped = 0
+        """How many unreadable lines the load skipped."""
+        self.skipped_ranks = 0
+        """How many registrations of ranks past 18 digits (an older version's) the load skipped."""
+        self._failures = _FailureLog()
+        self._closed = False
+
+    @property
+    def incarnation(self) -> str:
+        return self._incarnation
+
+    @property
+    def description(self) -> str:
+        return f"file {self._file.path}"
+
+    @property
+    def path(self) -> str:
+        return str(self._file.path)
+
+    def __len__(self) -> int:
+        """How many records the file holds."""
+        return len(self._tables)
+
+    # -- opening and closing -------------------------------------------
+
+    async def open(self, listener: ChangeListener) -> None:
+        """Load the file (created when missing), compact it, and hold it open for appends.
+
+        Raises :class:`StateFileError` with a one-line detail when the file
+        cannot be used; a torn or corrupt line never does.
+        """
+        loop = asyncio.get_running_loop()
+        try:
+            await loop.run_in_executor(self._executor, self._load)
+        except BaseException:
+            await loop.run_in_executor(self._executor, self._file.close)
+            self._executor.shutdown(wait=False)
+            raise
+        self._listener = listener
+        log.info(
+            "state file %s: loaded %d registration(s), version %d",
+            self.path,
+            len(self._tables),
+            self._tables.high,
+        )
+
+    def _load(self) -> None:
+        # On the worker thread, before anyone else can see the store.
+        entries, problems = self._file.read()
+        tables = self._tables
+        beyond: dict[Key, int] = {}  # the records of ranks past 18 digits the journal holds
+        for entry, size in entries:
+            op = entry["op"]
+            if op == "base":
+                tables.raise_floor(entry["version"])
+                self._incarnation = entry.get("inc", self._incarnation)
+            elif entry["rank"] > MAX_RANK:
+                # Written by an older version: no route can read or delete it, so
+                # it is not loaded (nor counted under max_ranks); its version stays taken.
+                key = _key_of(entry)
+                tables.note_version(key.namespace, entry["version"])
+                if op == "put":
+                    beyond[key] = entry["rank"]
+                else:
+                    beyond.pop(key, None)
+            elif op == "put":
+                key = _key_of(entry)
+                record = Record(key, entry["value"], entry["version"], float(entry["at"]))
+                tables.apply_put(record)
+                if tables.get(key) is record:
+                    self._live_bytes[key] = size
+            else:
+                key = _key_of(entry)
+                if tables.apply_delete(key, entry["version"]) is not None:
+                    self._live_bytes.pop(key, None)
+        # A journal from before incarnations, or a new one: its data starts a life here.
+        self._incarnation = self._incarnation or secrets.token_hex(8)
+        self.skipped = len(problems)
+        if problems:
+            shown = "; ".join(problems[:_WARN_LINES])
+            more = f" and {len(problems) - _WARN_LINES} more" if len(problems) > _WARN_LINES else ""
+            log.warning(
+                "state file %s: skipped %d unreadable line(s): %s%s; loaded the rest",
+                self.path,
+                len(problems),
+                shown,
+                more,
+            )
+        self.skipped_ranks = len(beyond)
+        if beyond:
+            shown = ", ".join(str(rank)[:24] for rank in list(beyond.values())[:_WARN_LINES])
+            more = f" and {len(beyond) - _WARN_LINES} more" if len(beyond) > _WARN_LINES else ""
+            log.warning(
+                "state file %s: skipped %d registration(s) of ranks past %d digits, which no route can "
+                "read or delete (written by an older version): %s%s; they leave the file at its next compaction",
+                self.path,
+                len(beyond),
+                len(str(MAX_RANK)),
+                shown,
+                more,
+            )
+        try:
+            self._rewrite(self._snapshot())
+        except OSError as exc:
+            if exc.errno not in _DISK_FULL:
+                raise StateFileError(f"Cannot use the state file {self.path}: {reason(exc)}.") from None
+            # The journal as it is loads fine: a full disk must not keep the
+            # server from starting on it. A torn tail is cut at the first append.
+            log.warning(
+                "state file %s: cannot compact it at start (%s); serving from it as it is",
+                self.path,
+                reason(exc),
+            )
+        self._file.keep_reserve()
+
+    async def close(self) -> None:
+        """Finish the changes already asked for, then close the file."""
+        if self._closed:
+            return
+        self._closed = True
+        self._listener = ignore_changes()
+        if self._flusher is not None:
+            await self._flusher
+        await asyncio.get_running_loop().run_in_executor(self._executor, self._file.close)
+        self._executor.shutdown(wait=False)
+
+    # -- reading -------------------------------------------------------
+
+    async def ping(self) -> None:
+        if self._closed:
+            raise StateFileError(_CLOSED)
+
+    # -- changing ------------------------------------------------------
+
+    async def put(self, key: Key, value: dict[str, Any]) -> Record:
+        staged = self._staged
+        self._tables.check_room(
+            key,
+            staged_ranks=staged.ranks.get((key.namespace, key.kind, key.role), ()),
+            staged_namespaces=staged.namespaces,
+        )
+        record = Record(key, value, self._stamp(key.namespace), time.time())
+        line = encode_line(_put_entry(record))
+        change = _Change(key, record.version, line, record, self._future())
+        # The room is held until the change has landed or failed, even when
+        # the caller stops waiting for it.
+        staged.hold(key)
+        change.done.add_done_callback(lambda _: self._release(key, put=True))
+        await self._commit(change)
+        return record
+
+    async def set_member(self, key: Key, member: str, *, present: bool) -> Record | None:
+        # Built on the key's latest change, queued or landed, and queued before
+        # the first await: two member changes in flight never lose each other.
+        pending = self._latest.get(key)
+        current = self._tables.get(key) if pending is None else pending.record
+        value = with_member(None if current is None else current.value, member, present=present)
+        if value is not None:
+            return await self.put(key, value)
+        if pending is not None:
+            # Unchanged, but only once what it is unchanged from is on disk.
+            await asyncio.shield(pending.done)
+        return current
+
+    async def delete(self, key: Key) -> Record | None:
+        pending = self._latest.get(key)
+        if (self._tables.get(key) if pending is None else pending.record) is None:
+            return None
+        version = self._stamp(key.namespace)
+        change = _Change(key, version, encode_line(_entry("del", key, version)), None, self._future())
+        # The staged version is let go once the change has landed or failed.
+        change.done.add_done_callback(lambda _: self._release(key, put=False))
+        return await self._commit(change)
+
+    def _stamp(self, namespace: str) -> int:
+        version = max(self._tables.version(namespace), self._staged.versions.get(namespace, 0)) + 1
+        self._staged.versions[namespace] = version
+        return version
+
+    def _release(self, key: Key, *, put: bool) -> None:
+        if put:
+            self._staged.release(key)
+        versions = self._staged.versions
+        if versions.get(key.namespace, 0) <= self._tables.version(key.namespace):
+            versions.pop(key.namespace, None)
+
+    @staticmethod
+    def _future() -> asyncio.Future[Record | None]:
+        return asyncio.get_running_loop().create_future()
+
+    async def _commit(self, change: _Change) -> Record | None:
+        if self._closed:
+            raise StateFileError(_CLOSED)
+        self._pending.append(change)
+        self._latest[change.key] = change
+        if self._flusher is None:
+            self._flusher = asyncio.get_running_loop().create_task(self._flush())
+        # Cancelling this wait does not cancel the change: the flusher writes,
+        # applies and announces it anyway, so memory always matches the file.
+        return await asyncio.shield(change.done)
+
+    def _landed(self, change: _Change) -> None:
+        if self._latest.get(change.key) is change:
+            del self._latest[change.key]
+
+    async def _flush(self) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            while self._pending:
+                batch, self._pending = self._pending, []
+                try:
+                    batch = await self._write(loop, batch)
+                except Exception as exc:
+                    self._fail(batch, exc)
+                    continue
+                self._failures.recovered(self.path)
+                changes = [self._apply(change) for change in batch]
+                self._listener.changed([c for c in changes if c is not None])
+                if self._file.size > max(COMPACT_MIN_BYTES, COMPACT_RATIO * sum(self._live_bytes.values())):
+                    await self._compact(loop)
+        finally:
+            self._flusher = None
+
+    async def _write(self, loop: asyncio.AbstractEventLoop, batch: list[_Change]) -> list[_Change]:
+        """Append ``batch``; what was written, which may be less (its deletions alone, on a full disk)."""
+        data = b"".join(change.line for change in batch)
+        try:
+            await loop.run_in_executor(self._executor, self._file.append, data)
+            return batch
+        except JournalMissing:
+            # Deleted underneath: the whole state, written afresh at the path,
+            # is what a restart must find; then the batch goes on top of it.
+            await loop.run_in_executor(self._executor, self._rewrite, self._snapshot())
+            log.warning(
+                "state file %s: it was deleted while the server ran; wrote the whole state afresh", self.path
+            )
+            await loop.run_in_executor(self._executor, self._file.append, data)
+            return batch
+        except OSError as exc:
+            deletions = [change for change in batch if change.record is None]
+            if exc.errno not in _DISK_FULL or not deletions:
+                raise
+            # A full disk: the reserve kept beside the journal makes room for
+            # deletions, which is how an operator frees space through the API.
+            freed = await loop.run_in_executor(self._executor, self._file.release_reserve)
+            if not freed:
+                raise
+            self._fail([change for change in batch if change.record is not None], exc)
+            data = b"".join(change.line for change in deletions)
+            await loop.run_in_executor(self._executor, self._file.append, data)
+            log.warning("state file %s: the disk is full; used the reserve to write deletions", self.path)
+            return deletions
+
+    def _apply(self, change: _Change) -> Change | None:
+        self._landed(change)
+        tables = self._tables
+        key = change.key
+        if change.record is not None:
+            tables.apply_put(change.record)
+            self._live_bytes[key] = len(change.line)
+            change.done.set_result(change.record)
+            return Change(key, change.version, change.record)
+        removed = tables.apply_delete(key, change.version)
+        if removed is not None:
+            self._live_bytes.pop(key, None)
+        change.done.set_result(removed)
+        return Change(key, change.version, deleted=True) if removed is not None else None
+
+    def _fail(self, batch: list[_Change], exc: Exception) -> None:
+        if not batch:
+            return
+        # Anything but a disk error would be a bug; the callers must hear either way.
+        self._failures.failed(self.path, len(batch), exc)
+        if isinstance(exc, StateFileError):
+            why = exc.detail.removesuffix(".")
+        else:
+            why = reason(exc) if isinstance(exc, OSError) else type(exc).__name__
+        for change in batch:
+            self._landed(change)
+            change.done.set_exception(
+                StateFileError(
+                    f"The server could not save this change to its state file ({why}); nothing was changed."
+                )
+            )
+
+    # -- compaction ----------------------------------------------------
+
+    async def _compact(self, loop: asyncio.AbstractEventLoop) -> None:
+        before = self._file.size
+        try:
+            await loop.run_in_executor(self._executor, self._rewrite, self._snapshot())
+        except OSError as exc:
+            # The journal itself is intact: appends go on, and a later batch tries again.
+            log.warning("state file %s: compaction failed, journal kept as is: %s", self.path, exc)
+            return
+        log.info("state file %s: compacted from %d to %d bytes", self.path, before, self._file.size)
+        await loop.run_in_executor(self._executor, self._file.keep_reserve)
+
+    def _snapshot(self) -> list[bytes]:
+        # Taken on the loop while the flusher waits (or before anyone sees the
+        # store): no change lands until the rewrite is done.
+        tables = self._tables
+        lines = [encode_line({"op": "base", "version": tables.high, "inc": self._incarnation})]
+        self._live_bytes = {}
+        for record in tables.all_records():
+            line = encode_line(_put_entry(record))
+            self._live_bytes[record.key] = len(line)
+            lines.append(line)
+        return lines
+
+    def _rewrite(self, lines: list[bytes]) -> None:
+        """On the worker thread: the file becomes ``lines``."""
+        self._file.rewrite(lines)

@@ -1,0 +1,278 @@
+"""The store interface: records, their versions, the limits that need counts, the change feed.
+
+Theory of operation
+-------------------
+A store owns every record of every namespace. A record sits under a
+:class:`Key` (namespace, record kind, role, rank) and holds the JSON object a
+rank registered. The store, and nothing else, numbers changes: each put or
+delete that changes something takes the next *version* of its namespace (one
+counter per namespace, strictly increasing, never reused, not even after the
+namespace empties and its counter is forgotten: a new counter starts above a
+floor kept for that purpose). Several processes may share one store (Redis):
+the numbering is then atomic in the store, so versions grow across replicas.
+
+Most records are replaced whole (``put``). A *set record* (the encoder URL
+list) is changed one member at a time by :meth:`Store.set_member`, whose
+read-modify-write the store makes atomic like any put: adding a member in one
+replica never loses another replica's addition.
+
+The limits that need counts are the store's too, checked atomically with the
+write that would pass them: ``max_ranks`` distinct ranks per (namespace, kind,
+role), ``max_namespaces`` namespaces holding records. A check-then-write in the
+caller would race with other writers, in this process or another.
+
+Every change the store applies, whoever asked for it, is announced on its
+*change feed*: the listener handed to :meth:`Store.open` hears it, in order,
+on the event loop. Waiting is built on the feed alone (see ``_registry``), so
+a write through another replica wakes local waiters exactly as a local write
+does. A feed that may have missed changes (a reconnect, a trimmed stream)
+says so with :meth:`ChangeListener.resync`: the listener then re-reads every
+key it cares about.
+
+A store that cannot be reached raises :class:`StoreUnavailable` (a ``503``
+with ``Retry-After``), never an answer it cannot prove: a read that fails is
+not "absent".
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from .._names import DEFAULT_NAMESPACE, DEFAULT_ROLE, TRANSFER_ENGINE_INFO
+from .._ranks import RankSet
+from ..exceptions import TooManyRanks
+
+__all__ = [
+    "DEFAULT_NAMESPACE",
+    "DEFAULT_ROLE",
+    "MAX_MEMBERS",
+    "MEMBERS",
+    "TRANSFER_ENGINE_INFO",
+    "Change",
+    "ChangeListener",
+    "Key",
+    "Record",
+    "Store",
+    "StoreLimits",
+    "members_of",
+    "with_member",
+]
+
+MEMBERS = "members"
+"""The field of a *set record* (see :meth:`Store.set_member`): its members, in order of first addition."""
+
+
+READ_BY_KEY = 1024
+"""A rank set of at most this many ranks is read key by key (:meth:`Store.records_in`)."""
+
+MAX_MEMBERS = 4096
+"""The most members a set record holds: adding one more is refused (:class:`TooManyRanks`, a ``409``)."""
+
+
+def members_of(value: dict[str, Any] | None) -> list[str]:
+    """A set record's members (a new list); none when there is no record.
+
+    An empty ``members`` written as ``{}`` (Lua's cjson cannot tell an empty
+    array from an empty object) counts as no members.
+    """
+    members = None if value is None else value.get(MEMBERS)
+    return list(members) if isinstance(members, list) else []
+
+
+def with_member(value: dict[str, Any] | None, member: str, *, present: bool) -> dict[str, Any] | None:
+    """The set record's value once ``member`` is in it (``present``) or out of it; ``None`` if unchanged.
+
+    The rule every store follows for :meth:`Store.set_member`: an added member
+    goes last, a removed one leaves the others in order, and a set that loses
+    its last member stays, empty (so a waiter sees that change too). Adding a
+    new member to a set of :data:`MAX_MEMBERS` raises :class:`TooManyRanks`.
+    """
+    members = members_of(value)
+    if (member in members) == present:
+        return None
+    if present:
+        if len(members) >= MAX_MEMBERS:
+            raise TooManyRanks(
+                f"The list already holds {len(members)} entries, its limit; remove one before adding another."
+            )
+        members.append(member)
+    else:
+        members.remove(member)
+    return {MEMBERS: members}
+
+
+@dataclass(frozen=True, slots=True)
+class Key:
+    """Where a record lives: a rank's record of one kind and role, in one namespace."""
+
+    namespace: str
+    kind: str
+    role: str
+    rank: int
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """A stored record, stamped by its store."""
+
+    key: Key
+    value: dict[str, Any]
+    """The JSON object the rank registered (for transfer-engine info: ``session_id``, ``weights_info_dict``)."""
+    version: int
+    """The namespace's version this write took."""
+    registered_at: float
+    """Wall-clock time of the write (``time.time()`` of the process that made it)."""
+
+    @property
+    def rank(self) -> int:
+        return self.key.rank
+
+    @property
+    def session_id(self) -> str:
+        """The session id; ``""`` when there is none, or (another backend's info is not checked) not a string."""
+        session_id = self.value.get("session_id")
+        return session_id if isinstance(session_id, str) else ""
+
+    @property
+    def weights_info_dict(self) -> dict[str, Any]:
+        weights: dict[str, Any] = self.value.get("weights_info_dict", {})
+        return weights
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """One change a store applied, as its feed announces it."""
+
+    key: Key
+    version: int
+    """The version the change took."""
+    record: Record | None = None
+    """The record written, when the store has it at hand; ``None`` for a deletion,
+    or when only the key travelled (a feed between processes carries no values)."""
+    deleted: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class StoreLimits:
+    """The limits a store enforces atomically with each write (``None``: no limit)."""
+
+    max_ranks: int | None = None
+    """Distinct ranks one (namespace, kind, role) may hold; a replacement never needs room."""
+    max_namespaces: int | None = None
+    """Namespaces that may hold records at once."""
+
+
+class ChangeListener(Protocol):
+    """Who hears a store's change feed (the registry)."""
+
+    def changed(self, changes: Sequence[Change]) -> None:
+        """``changes`` were applied, in this order. Called on the event loop; must not block."""
+
+    def resync(self) -> None:
+        """The feed may have missed changes: re-read every key you care about."""
+
+
+class Store(abc.ABC):
+    """Where records live. Open with :meth:`open`, close with :meth:`close`.
+
+    Every method may raise :class:`~aiobootstrap.exceptions.StoreUnavailable`.
+    """
+
+    @property
+    @abc.abstractmethod
+    def incarnation(self) -> str:
+        """An id for the store's data: changes only when the data was lost (the boot id)."""
+
+    @property
+    @abc.abstractmethod
+    def description(self) -> str:
+        """What the store is, for one log line (``memory``, ``file /var/lib/...``, ``redis://host:port/0``)."""
+
+    @abc.abstractmethod
+    async def open(self, listener: ChangeListener) -> None:
+        """Connect or load, and start announcing changes to ``listener``."""
+
+    @abc.abstractmethod
+    async def close(self) -> None:
+        """Finish the writes already acknowledged, stop the feed, release everything."""
+
+    @abc.abstractmethod
+    async def put(self, key: Key, value: dict[str, Any]) -> Record:
+        """Store ``value`` under ``key`` with the namespace's next version; return the stamped record.
+
+        Raises :class:`~aiobootstrap.exceptions.TooManyRanks` or
+        :class:`~aiobootstrap.exceptions.TooManyNamespaces` when a limit would
+        be passed; nothing is changed then. When this returns, the record is as
+        safe as the store makes it, and the change is on the feed.
+        """
+
+    @abc.abstractmethod
+    async def delete(self, key: Key) -> Record | None:
+        """Remove ``key`` atomically, with the namespace's next version; return what was stored.
+
+        ``None`` (and no version taken, nothing on the feed) when nothing was.
+        """
+
+    @abc.abstractmethod
+    async def set_member(self, key: Key, member: str, *, present: bool) -> Record | None:
+        """Add ``member`` to (``present``) or remove it from the set record under ``key``, atomically.
+
+        A *set record*'s value is ``{"members": [...]}``: distinct strings in
+        order of first addition (a member removed and added again goes last).
+        A change follows :func:`with_member` (at most :data:`MAX_MEMBERS`
+        members: one more raises :class:`~aiobootstrap.exceptions.TooManyRanks`,
+        nothing changed), and is a put of the new value:
+        the namespace's next version, the limits checked when the record is
+        new, durable and on the feed when this returns; removing the last
+        member leaves the record with no members. Returns the record as it
+        now is, or ``None`` when there is none. When nothing changes (adding
+        a member already in, removing one that is not), no version is taken
+        and nothing goes on the feed.
+        """
+
+    @abc.abstractmethod
+    async def get(self, key: Key) -> Record | None:
+        """The record under ``key``, or ``None`` when the store proves there is none."""
+
+    @abc.abstractmethod
+    async def get_many(self, keys: Sequence[Key]) -> list[Record | None]:
+        """The records under ``keys``, in order, read in one round trip."""
+
+    @abc.abstractmethod
+    async def records(self, namespace: str, kind: str, role: str) -> list[Record]:
+        """Every record of one kind and role in ``namespace``, by rank."""
+
+    async def records_in(self, namespace: str, kind: str, role: str, ranks: RankSet) -> list[Record]:
+        """The records of one kind and role in ``namespace`` whose ranks are in ``ranks``, by rank.
+
+        A read whose cost grows with what exists, however many ranks the set
+        names: a small set is read key by key (:meth:`get_many`), a large one as
+        the table, kept by membership. A store may read its table more cheaply.
+        """
+        if len(ranks) <= READ_BY_KEY:
+            found = await self.get_many([Key(namespace, kind, role, rank) for rank in ranks])
+            return [record for record in found if record is not None]
+        table = await self.records(namespace, kind, role)
+        parts = ranks.select([record.key.rank for record in table])
+        return (
+            table if parts == [slice(0, len(table))] else [record for part in parts for record in table[part]]
+        )
+
+    @abc.abstractmethod
+    async def version(self, namespace: str) -> int:
+        """The namespace's latest version.
+
+        A namespace that holds nothing answers the floor its first change will
+        number above (0 on a store that never forgot a namespace).
+        """
+
+    @abc.abstractmethod
+    async def namespaces(self) -> list[str]:
+        """The namespaces holding records, sorted."""
+
+    @abc.abstractmethod
+    async def ping(self) -> None:
+        """Return when the store answers; raise ``StoreUnavailable`` when it does not (``/ready``)."""

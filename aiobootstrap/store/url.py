@@ -1,0 +1,100 @@
+"""``--store URL`` to a store, and a URL fit for a log line.
+
+The schemes: ``memory:`` (the default), ``file:PATH`` (the journal),
+``redis://[user:password@]host[:port][/db]``, ``rediss://...`` (TLS) and
+``unix:///path/redis.sock[?db=N]``. A URL that cannot be served, whatever the
+reason (malformed, an unknown scheme, its extra not installed), is a
+:class:`ValueError` with a one-line message: the CLI turns it into exit status 2.
+"""
+
+from __future__ import annotations
+
+from urllib.parse import parse_qs, urlsplit
+
+from .._names import check_name
+from .interface import Store, StoreLimits
+from .memory import MemoryStore
+from .redacted import describe
+
+__all__ = ["check_store_url", "describe", "open_store"]
+
+REDIS_SCHEMES = ("redis", "rediss", "unix")
+
+
+def check_store_url(url: str) -> None:
+    """Raise the one-line ``ValueError`` of :func:`open_store` for a URL that names no store; open nothing.
+
+    The config calls it, so a malformed URL fails at start like a taken port.
+    """
+    _parse(url)
+
+
+def _parse(url: str) -> tuple[str, str]:
+    """``url``'s scheme and what follows its colon, checked."""
+    scheme, _, rest = url.partition(":")
+    scheme = scheme.lower()
+    if not _ or not scheme:
+        raise ValueError(
+            f"The store URL {url!r} has no scheme; use memory:, file:PATH, redis://, rediss:// or unix://."
+        )
+    if scheme == "memory":
+        if rest not in ("", "//"):
+            raise ValueError(f"The store URL {url!r} is malformed: memory: takes nothing after the colon.")
+    elif scheme == "file":
+        if not (rest[2:] if rest.startswith("//") else rest):
+            raise ValueError(f"The store URL {url!r} names no file; use file:PATH.")
+    elif scheme in REDIS_SCHEMES:
+        _check_redis_url(url)
+    else:
+        raise ValueError(
+            f"The store URL {describe(url)} has an unknown scheme {scheme!r}; "
+            "use memory:, file:PATH, redis://, rediss:// or unix://."
+        )
+    return scheme, rest
+
+
+def open_store(url: str, *, prefix: str = "aiobootstrap", limits: StoreLimits | None = None) -> Store:
+    """The store ``url`` names, not yet opened (call :meth:`Store.open`)."""
+    limits = limits if limits is not None else StoreLimits()
+    scheme, rest = _parse(url)
+    if scheme == "memory":
+        return MemoryStore(limits)
+    if scheme == "file":
+        from .file import FileStore
+
+        return FileStore(rest[2:] if rest.startswith("//") else rest, limits)
+    if scheme in REDIS_SCHEMES:
+        check_name(prefix, "store prefix")
+        from .redis import RedisStore, redis_missing
+
+        if redis_missing():
+            raise ValueError(
+                f"The store URL {describe(url)} needs the redis extra: pip install 'aiobootstrap[redis]'."
+            )
+        return RedisStore(url, prefix=prefix, limits=limits)
+    raise AssertionError(f"unreachable: {scheme}")
+
+
+def _check_redis_url(url: str) -> None:
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError as exc:
+        raise ValueError(f"The store URL {describe(url)} is malformed: {exc}.") from exc
+    if parts.scheme == "unix":
+        if not parts.path or (parts.netloc not in ("", "localhost") and "@" not in parts.netloc):
+            raise ValueError(
+                f"The store URL {describe(url)} is malformed: use unix:///path/redis.sock[?db=N]."
+            )
+        db_values = parse_qs(parts.query).get("db", ["0"])
+        db = db_values[-1]
+    else:
+        if not parts.hostname:
+            raise ValueError(
+                f"The store URL {describe(url)} names no host: use {parts.scheme}://host[:port][/db]."
+            )
+        if port is not None and port == 0:
+            raise ValueError(f"The store URL {describe(url)} has port 0.")
+        db = parts.path.strip("/") or "0"
+    if not db.isdigit():
+        raise ValueError(f"The store URL {describe(url)} names database {db!r}; a database is a number.")

@@ -1,0 +1,195 @@
+"""Request bodies, both ways: what the server accepts, and what the client sends.
+
+The server's readers raise :class:`~aiobootstrap.exceptions.BadRequest` with a
+detail naming the field; the client's writers build exactly what they read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from .._json import loads, stdlib_dumps
+from .._names import DEFAULT_ROLE, PARALLELISM_CONFIG, TRANSFER_ENGINE_INFO
+from .._ranks import MAX_RANK, rank_value
+from ..exceptions import BadRequest
+
+MAX_NESTING = 64
+
+
+def parse_body(body: bytes) -> dict[str, Any]:
+    """A request body that must be a JSON object, nested at most :data:`MAX_NESTING` levels deep."""
+    try:
+        payload = loads(body)
+    except (ValueError, RecursionError):
+        raise BadRequest("The request body is not valid JSON.") from None
+    if not isinstance(payload, dict):
+        raise BadRequest("The request body must be a JSON object.")
+    within = _bytes_nest_within(body, MAX_NESTING)
+    if not (within if within is not None else _nests_within(payload, MAX_NESTING)):
+        # Deeper than any registration needs, and deeper than a reply can always be written.
+        raise BadRequest(f"The request body nests objects and arrays more than {MAX_NESTING} levels deep.")
+    return payload
+
+
+# The nesting check on the bytes of a body already parsed, at the speed of
+# bytes methods: keep only brackets and quotes. When every string is now two
+# adjacent quotes (no string held a bracket), the brackets alone are the
+# structure: peel its innermost level off per pass. A body with an escape, or
+# a bracket inside a string, is checked on its parsed value (_nests_within):
+# slower, and as exact.
+_STRUCTURE = b'[]{}"'
+_NOT_STRUCTURE = bytes(byte for byte in range(256) if byte not in _STRUCTURE)
+_SQUARE_AS_CURLY = bytes.maketrans(b"[]", b"{}")
+
+
+def _bytes_nest_within(body: bytes, limit: int) -> bool | None:
+    """Whether valid JSON ``body`` nests at most ``limit`` levels; ``None`` when the bytes cannot tell."""
+    if b"\\" in body:
+        return None
+    kept = body.translate(None, _NOT_STRUCTURE)
+    # Counted left to right, adjacent pairs cover every quote only when each
+    # string's two quotes are adjacent: no bracket inside any string.
+    if kept.count(b'""') * 2 != kept.count(b'"'):
+        return None
+    brackets = kept.translate(_SQUARE_AS_CURLY, b'"')
+    for _ in range(limit):
+        if not brackets:
+            return True
+        brackets = brackets.replace(b"{}", b"")
+    return not brackets
+
+
+def _nests_within(value: Any, limit: int) -> bool:
+    """Whether a parsed JSON value nests at most ``limit`` levels of objects and arrays."""
+    if limit <= 0:
+        return False
+    for item in value.values() if isinstance(value, dict) else value:
+        if isinstance(item, dict | list) and not _nests_within(item, limit - 1):
+            return False
+    return True
+
+
+def parse_rank_field(payload: Mapping[str, Any]) -> int:
+    """The rank of a register body: ``rank``, or from older clients ``tp_rank`` (``rank`` wins)."""
+    if "rank" in payload:
+        rank = payload["rank"]
+    elif "tp_rank" in payload:
+        rank = payload["tp_rank"]
+    else:
+        raise BadRequest("The field rank is missing: send a non-negative integer rank.")
+    if isinstance(rank, str) or (checked := rank_value(rank)) is None:
+        raise BadRequest(
+            f"The field rank must be a non-negative integer of at most {len(str(MAX_RANK))} digits."
+        )
+    return checked
+
+
+def parse_role_field(payload: Mapping[str, Any]) -> str:
+    """The role of a register body: a non-empty string, ``target`` when absent."""
+    role = payload.get("role", DEFAULT_ROLE)
+    if not isinstance(role, str) or not role:
+        raise BadRequest("The field role must be a non-empty string.")
+    return role
+
+
+def parse_role_param(value: str | None) -> str:
+    """The role of a query: a non-empty string, ``target`` when absent."""
+    if value is None:
+        return DEFAULT_ROLE
+    if not value:
+        raise BadRequest("Invalid role parameter: give a non-empty role, such as target or draft.")
+    return value
+
+
+def field_of(payload: Mapping[str, Any], name: str) -> Any:
+    """A required field of a body."""
+    if payload.get(name) is None:
+        raise BadRequest(f"The field {name} is missing.")
+    return payload[name]
+
+
+CLASSIC_BACKEND = "mooncake"
+"""The backend whose info is served in the classic list form ``[session_id, weights_info_dict]``."""
+
+
+def is_classic(info: Mapping[str, Any]) -> bool:
+    """Whether transfer-engine info is served as the classic list (no ``backend``, or ``mooncake``)."""
+    return info.get("backend") in (None, CLASSIC_BACKEND)
+
+
+def parse_engine_info(info: object) -> dict[str, Any]:
+    """Validate a ``transfer_engine_info`` object; it is kept whole, every field as sent."""
+    name = "transfer_engine_info"
+    if not isinstance(info, dict):
+        raise BadRequest(f"The field {name} must be a JSON object.")
+    backend = info.get("backend")
+    if backend is not None and (not isinstance(backend, str) or not backend):
+        raise BadRequest(f"The field {name}.backend must be a non-empty string.")
+    if is_classic(info):
+        if not isinstance(info.get("session_id"), str):
+            raise BadRequest(f"The field {name}.session_id must be a string.")
+        if not isinstance(info.get("weights_info_dict"), dict):
+            raise BadRequest(f"The field {name}.weights_info_dict must be a JSON object.")
+    return info
+
+
+def parse_object(value: object, name: str) -> dict[str, Any]:
+    """A body field that must be a JSON object, kept whole."""
+    if not isinstance(value, dict):
+        raise BadRequest(f"The field {name} must be a JSON object.")
+    return value
+
+
+def parse_url_body(body: bytes) -> str:
+    """The ``url`` of an encoder URL body: a non-empty string."""
+    url = parse_body(body).get("url")
+    if url is None:
+        raise BadRequest("The field url is missing: send the encoder's URL as a string.")
+    if not isinstance(url, str) or not url:
+        raise BadRequest("The field url must be a non-empty string.")
+    return url
+
+
+def check_world_size(rank: int, world_size: int | None) -> None:
+    if world_size is not None and rank >= world_size:
+        raise BadRequest(
+            f"Rank {rank} is outside the world size {world_size} (valid ranks are 0 to {world_size - 1})."
+        )
+
+
+# -- the client's bodies ------------------------------------------------
+
+
+def _register_body(rank: int, field_name: str, value: Mapping[str, Any], role: str) -> bytes:
+    body: dict[str, Any] = {"rank": rank, field_name: value}
+    if role != DEFAULT_ROLE:
+        body["role"] = role
+    # The stdlib, whatever is installed: a NaN the caller passed is sent as NaN,
+    # which the server refuses, where orjson would quietly send null.
+    return stdlib_dumps(body)
+
+
+def engine_info_body(
+    rank: int,
+    session_id: str | None,
+    weights_info_dict: Mapping[str, Any],
+    fields: Mapping[str, Any] | None = None,
+    role: str = DEFAULT_ROLE,
+) -> bytes:
+    """A register body of transfer-engine info: the classic fields, and any others (``backend``...)."""
+    info: dict[str, Any] = dict(fields or {})
+    if session_id is not None:
+        info["session_id"] = session_id
+    info["weights_info_dict"] = dict(weights_info_dict)
+    return _register_body(rank, TRANSFER_ENGINE_INFO, info, role)
+
+
+def config_body(rank: int, config: Mapping[str, Any], role: str = DEFAULT_ROLE) -> bytes:
+    """A register body of a parallelism config."""
+    return _register_body(rank, PARALLELISM_CONFIG, dict(config), role)
+
+
+def url_body(url: str) -> bytes:
+    """The body of an encoder URL's registration or removal: what ``parse_url_body`` reads."""
+    return stdlib_dumps({"url": url})

@@ -1,0 +1,58 @@
+"""The routes and the limits both ends size their requests by.
+
+The default namespace's routes are unprefixed; every other namespace's sit
+under ``/ns/{name}``. Nothing here does I/O.
+"""
+
+from __future__ import annotations
+
+from .._names import DEFAULT_NAMESPACE, check_name
+from ..exceptions import BadRequest
+
+HEALTH_PATH = "/health"
+READY_PATH = "/ready"
+REGISTER_PATH = "/register_transfer_engine_info"
+GET_PATH = "/get_transfer_engine_info"
+BATCH_PATH = "/get_transfer_engine_info_batch"
+CONFIG_REGISTER_PATH = "/register_parallelism_config"
+CONFIG_GET_PATH = "/get_parallelism_config"
+CONFIG_BATCH_PATH = "/get_parallelism_config_batch"
+ENCODER_REGISTER_PATH = "/register_encoder_url"
+ENCODER_UNREGISTER_PATH = "/unregister_encoder_url"
+ENCODER_LIST_PATH = "/list_encoder_urls"
+RANKS_PATH = "/ranks"
+METRICS_PATH = "/metrics"
+OPENAPI_PATH = "/openapi.json"
+
+JSON_TYPE = "application/json"
+
+BATCH_QUERY_CHARS = 4000
+"""The longest rank spec a client puts in one batch query: well inside an 8 KiB request line."""
+
+MAX_BATCH_RANKS = 1 << 16
+"""The most ranks one batch request may name (65,536): past it a ``400``; the client splits larger sets.
+
+A set is kept as ranges, so naming many ranks is cheap to parse; the cap bounds
+what one request may make the server look at and report.
+"""
+
+MISSING_LIST_MAX = 1024
+"""The most ranks a batch ``404`` or a listing names in ``missing``; ``missing_ranks`` holds them all, as ranges."""
+
+NAMESPACE_PREFIX = "/ns/"
+
+
+def check_namespace(name: str) -> str:
+    """``name`` if it may name a namespace (the one name rule); else a ``BadRequest`` saying the rule."""
+    try:
+        return check_name(name, "namespace")
+    except ValueError as exc:
+        raise BadRequest(str(exc)) from None
+
+
+def path(route: str, namespace: str = DEFAULT_NAMESPACE) -> str:
+    """The path of ``route`` in ``namespace``; the default namespace's routes are unprefixed.
+
+    The server builds its route templates with ``path(route, "{namespace}")``.
+    """
+    return route if namespace == DEFAULT_NAMESPACE else f"{NAMESPACE_PREFIX}{namespace}{route}"
