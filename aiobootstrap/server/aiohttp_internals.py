@@ -29,6 +29,8 @@ from .._names import host_port
 if TYPE_CHECKING:
     # The return type aiohttp declares for get_info (a TypedDict, every key optional): a custom
     # resource or route must return it to type-check, and aiohttp exports it under no public name.
+    # For annotations only, so the server still starts on an aiohttp without it: import it
+    # under TYPE_CHECKING too.
     from aiohttp.web_urldispatcher import _InfoDict as InfoDict
 
 __all__ = [
