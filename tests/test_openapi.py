@@ -55,7 +55,9 @@ async def test_openapi_json_is_served(aiohttp_client: AiohttpClient) -> None:
 def test_every_served_route_is_described() -> None:
     """A route added to the app without a description here fails this test, by name."""
     undescribed = served_operations() - described_operations(document())
-    assert not undescribed, f"describe these routes in aiobootstrap/_openapi.py: {sorted(undescribed)}"
+    assert not undescribed, (
+        f"describe these routes in aiobootstrap/server/openapi/paths.py: {sorted(undescribed)}"
+    )
 
 
 def test_every_described_route_is_served() -> None:

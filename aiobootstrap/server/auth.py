@@ -16,12 +16,13 @@ from aiohttp import web
 from aiohttp.typedefs import Handler, Middleware
 from yarl import URL
 
-if TYPE_CHECKING:  # the return type aiohttp's get_info declares (a TypedDict, all keys optional)
-    from aiohttp.web_urldispatcher import _InfoDict
-
+from .aiohttp_internals import send_continue
 from .body import too_large_detail
 from .config import ServerConfig
 from .errors import json_error
+
+if TYPE_CHECKING:
+    from .aiohttp_internals import InfoDict
 
 __all__ = [
     "ExpectHandler",
@@ -100,9 +101,7 @@ def expect_handler(config: ServerConfig, public: Collection[Handler]) -> ExpectH
         if request.content_length is not None and request.content_length > limit:
             return json_error(413, too_large_detail(limit))
         if request.version >= (1, 1):
-            await request.writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
-            # The interim reply is not the response: let aiohttp still send one.
-            request.writer.output_size = 0
+            await send_continue(request)
         return None
 
     return expect
@@ -121,7 +120,7 @@ class _UnroutedRoute(web.AbstractRoute):
     def name(self) -> str | None:
         return None
 
-    def get_info(self) -> _InfoDict:
+    def get_info(self) -> InfoDict:
         return {}
 
     def url_for(self, *args: str, **kwargs: str) -> URL:
@@ -179,7 +178,7 @@ class UnroutedExpect(web.AbstractResource):
         # Mounted as a sub-app: the sibling resources it defers to carry the prefix; it has no path of its own.
         pass
 
-    def get_info(self) -> _InfoDict:
+    def get_info(self) -> InfoDict:
         return {}
 
     def raw_match(self, path: str) -> bool:

@@ -20,36 +20,38 @@ ten thousand parked waits (docs/benchmarks.md).
 
 Each connection's asyncio protocol is aiohttp's own, wrapped in a
 :class:`_Tracked` that notes when bytes last arrived; the server's request
-handler (``web.Server.request_handler``, a public attribute that aiohttp's
-protocol reads when a connection opens) is wrapped to note when a request
-starts and ends. ``tests/test_connections.py`` pins both hooks.
+handler is wrapped to note when a request starts and ends. Both hooks bend
+aiohttp, so both go through ``server/aiohttp_internals.py``, whose contract
+test pins them; ``tests/test_connections.py`` pins what the table makes of them.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from aiohttp import web
-from aiohttp.web_protocol import RequestHandler
 
 from .._logging import RateLimited
+from .aiohttp_internals import Handle, reply_begun, wrap_request_handler
 
 __all__ = ["ConnectionTable"]
 
 log = logging.getLogger("aiobootstrap")
 
-_Handle = Callable[[web.BaseRequest], Awaitable[web.StreamResponse]]
-
 
 class _Tracked(asyncio.Protocol):
-    """aiohttp's protocol for one connection, with the table told what happens to it."""
+    """aiohttp's protocol for one connection, with the table told what happens to it.
+
+    It forwards each ``asyncio.Protocol`` callback, which is all of aiohttp's
+    protocol (``tests/test_aiohttp_internals.py`` checks it is no ``BufferedProtocol``).
+    """
 
     __slots__ = ("busy", "closed", "handler", "table", "transport")
 
-    def __init__(self, handler: RequestHandler, table: ConnectionTable) -> None:
+    def __init__(self, handler: web.RequestHandler, table: ConnectionTable) -> None:
         self.handler = handler
         self.table = table
         self.transport: asyncio.BaseTransport | None = None
@@ -100,7 +102,7 @@ class ConnectionTable:
         self.shed = 0
         """Connections closed to make room, since the start."""
         self._server = server
-        self._by_handler: dict[RequestHandler, _Tracked] = {}
+        self._by_handler: dict[web.RequestHandler, _Tracked] = {}
         # Connections without a request in flight, longest idle first (dicts keep insertion order).
         self._idle: dict[_Tracked, None] = {}
         self._log = RateLimited(log)
@@ -109,10 +111,7 @@ class ConnectionTable:
         # Connections closed by answer() whose loss is still to come, and who waits for that.
         self._closing: set[_Tracked] = set()
         self._all_lost: asyncio.Future[None] | None = None
-        handle = server.request_handler
-        if not callable(handle):  # pragma: no cover - aiohttp moved the hook: see tests/test_connections.py
-            raise RuntimeError("aiohttp's web.Server has no request_handler to wrap")
-        server.request_handler = self._wrap(handle)
+        wrap_request_handler(server, self._wrap)
 
     def protocol(self) -> asyncio.Protocol:
         """A new connection's protocol: the protocol factory to serve with."""
@@ -154,7 +153,7 @@ class ConnectionTable:
             conn, request = entry
             transport = request.transport
             # Something written already (a reply begun): that request is not this one's to answer.
-            if transport is None or transport.is_closing() or request.writer.output_size:
+            if transport is None or transport.is_closing() or reply_begun(request):
                 continue
             transport.write(reply(request))
             conn.close()
@@ -203,7 +202,7 @@ class ConnectionTable:
         self._idle.pop(victim, None)
         victim.close()
 
-    def _wrap(self, handle: _Handle) -> _Handle:
+    def _wrap(self, handle: Handle) -> Handle:
         async def handle_tracked(request: web.BaseRequest) -> web.StreamResponse:
             conn = self._by_handler.get(request.protocol)
             if conn is None:  # not served through protocol() (a test server): nothing to track

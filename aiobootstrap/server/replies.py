@@ -57,6 +57,7 @@ from multidict import CIMultiDict
 from .. import wire as protocol
 from .._names import BOOT_HEADER, VERSION_HEADER
 from ..exceptions import SHUTTING_DOWN_DETAIL
+from .aiohttp_internals import count_written
 
 if TYPE_CHECKING:
     from ..store import Record
@@ -208,8 +209,7 @@ def _write(request: web.BaseRequest, data: bytes) -> bool:
     if transport is None or transport.is_closing():
         return False
     transport.write(data)
-    writer = request.writer
-    writer.output_size += len(data)
+    count_written(request, len(data))
     return True
 
 

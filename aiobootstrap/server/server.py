@@ -11,7 +11,7 @@ import asyncio
 import logging
 import socket
 import ssl
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 from types import TracebackType
 from typing import Any
@@ -23,6 +23,7 @@ from .._logging import http_logger
 from .._names import host_port
 from .._registry import Registry
 from ..exceptions import BootstrapError
+from .aiohttp_internals import ProtocolSite
 from .app import REGISTRY, create_app
 from .bind import BACKLOG, AddressInUse, bind_sockets, explain_address_in_use
 from .config import ServerConfig
@@ -103,38 +104,6 @@ def _reachable_address(family: socket.AddressFamily) -> str:
     return address if address not in ("0.0.0.0", "::") else loopback
 
 
-class _Site(web.BaseSite):
-    """A listening socket served through the connection table's protocol factory."""
-
-    __slots__ = ("_factory", "_name", "_sock")
-
-    def __init__(
-        self,
-        runner: web.BaseRunner,
-        sock: socket.socket,
-        factory: Callable[[], asyncio.Protocol],
-        *,
-        ssl_context: ssl.SSLContext | None,
-        backlog: int,
-    ) -> None:
-        super().__init__(runner, ssl_context=ssl_context, backlog=backlog)
-        self._sock = sock
-        self._factory = factory
-        host, port = sock.getsockname()[:2]
-        self._name = f"{'https' if ssl_context else 'http'}://{host_port(host, port)}"
-
-    @property
-    def name(self) -> str:
-        return self._name
-
-    async def start(self) -> None:
-        await super().start()
-        loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(
-            self._factory, sock=self._sock, ssl=self._ssl_context, backlog=self._backlog
-        )
-
-
 class BootstrapServer:
     """An aiobootstrap server running in the current event loop.
 
@@ -159,7 +128,7 @@ class BootstrapServer:
         """Bind, then serve; raises :class:`AddressInUse` if the port is taken.
 
         ``sock``, a socket (or several, one port on several addresses) already
-        bound and listening (``_bind.bind_sockets``), is served instead of
+        bound and listening (``server.bind.bind_sockets``), is served instead of
         binding ``host:port``.
         """
         if self._runner is not None:
@@ -192,7 +161,9 @@ class BootstrapServer:
             connections = ConnectionTable(runner.server, connection_limit(self.config.max_connections))
             for each in socks:
                 # A site listens again with a backlog of its own (128 unless told): keep ours.
-                await _Site(runner, each, connections.protocol, ssl_context=tls, backlog=BACKLOG).start()
+                await ProtocolSite(
+                    runner, each, connections.protocol, ssl_context=tls, backlog=BACKLOG
+                ).start()
         except BaseException:
             await runner.cleanup()
             for each in socks:

@@ -1,0 +1,155 @@
+"""The OpenAPI document's component schemas: the bodies and replies the paths refer to.
+
+A record kind's register body, reply and batch reply are described from its
+entry in the kind table (:func:`kind_schemas`); the rest are written here.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ... import wire as protocol
+from ..._names import DEFAULT_ROLE
+from ..._ranks import MAX_RANK
+from ..kinds import RecordKind
+
+__all__ = ["RANK", "ROLE", "SCHEMAS", "kind_schemas", "ref"]
+
+
+def ref(name: str) -> dict[str, str]:
+    """A reference to the component schema ``name``."""
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+RANK = {"type": "integer", "minimum": 0, "maximum": MAX_RANK}
+"""A rank, in a query or a body; in a query, any integer (a version too): plain digits, at most as many as ``MAX_RANK`` has."""
+ROLE = {"type": "string", "minLength": 1, "default": DEFAULT_ROLE}
+"""A role, in a query or a body."""
+
+
+def kind_schemas(kind: RecordKind) -> dict[str, Any]:
+    """A kind's register body, get reply and batch reply, from its table entry."""
+    item = ref(kind.title) if kind.item_schema is None else dict(kind.item_schema)
+    return {
+        f"{kind.title}Registration": {
+            "type": "object",
+            "required": [kind.field],
+            "description": "Give rank (or, from older clients, tp_rank). When rank is present it wins and "
+            "tp_rank is not read at all.",
+            "properties": {
+                "rank": RANK,
+                "tp_rank": {"description": "Read only when rank is absent; then it must be a rank."},
+                "role": ROLE,
+                kind.field: dict(kind.value_schema),
+            },
+            "anyOf": [
+                {"required": ["rank"]},
+                {"required": ["tp_rank"], "properties": {"tp_rank": RANK}},
+            ],
+        },
+        kind.title: dict(kind.reply_schema),
+        f"{kind.title}Batch": {
+            "type": "object",
+            "required": [kind.batch_field, "version"],
+            "properties": {
+                kind.batch_field: {"type": "array", "items": item},
+                "version": {"type": "integer", "description": "The namespace's latest version."},
+            },
+        },
+    }
+
+
+SCHEMAS: dict[str, Any] = {
+    "Error": {
+        "type": "object",
+        "required": ["detail"],
+        "properties": {"detail": {"type": "string", "description": "One sentence saying what went wrong."}},
+    },
+    "Missing": {
+        "type": "object",
+        "required": ["detail", "missing"],
+        "properties": {
+            "detail": {"type": "string"},
+            "missing": {
+                "type": "array",
+                "items": {"type": "integer"},
+                "description": (
+                    f"The ranks still missing, in order: all of them, or the first {protocol.MISSING_LIST_MAX} "
+                    "when missing_truncated is true."
+                ),
+            },
+            "missing_ranks": {
+                "type": "string",
+                "description": "A batch's every missing rank as a rank set such as 0-3,8 (a batch 404 only).",
+            },
+            "missing_truncated": {
+                "type": "boolean",
+                "description": f"True when more than {protocol.MISSING_LIST_MAX} ranks are missing.",
+            },
+        },
+    },
+    "EncoderUrl": {
+        "type": "object",
+        "required": ["url"],
+        "properties": {"url": {"type": "string", "minLength": 1, "example": "http://10.0.0.9:8000"}},
+    },
+    "EncoderUrls": {
+        "type": "object",
+        "required": ["encoder_urls", "version"],
+        "properties": {
+            "encoder_urls": {
+                "type": "array",
+                "items": {"type": "string"},
+                "description": "In order of first registration.",
+            },
+            "version": {
+                "type": "integer",
+                "description": "The list's version: pass it as after= to wait for a change.",
+            },
+        },
+    },
+    "Listing": {
+        "type": "object",
+        "required": ["version", "kind", "role", "world_size", "count", "ranks", "missing", "missing_ranks"],
+        "properties": {
+            "version": {"type": "integer"},
+            "kind": {"type": "string", "description": "The record kind listed."},
+            "role": {"type": "string", "description": "The role listed."},
+            "world_size": {"type": ["integer", "null"]},
+            "count": {"type": "integer"},
+            "ranks": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "rank": {"type": "integer"},
+                        "session_id": {"type": "string", "description": "Transfer-engine info only."},
+                        "backend": {"type": "string", "description": "Tagged transfer-engine info only."},
+                        "version": {"type": "integer"},
+                        "registered_at": {"type": "number", "description": "Unix time of the registration."},
+                        "age": {"type": "number", "description": "Seconds since the registration."},
+                    },
+                },
+            },
+            "missing": {
+                "type": ["array", "null"],
+                "items": {"type": "integer"},
+                "description": (
+                    f"The ranks of [0, world_size) not registered, in order: all of them, or the first "
+                    f"{protocol.MISSING_LIST_MAX} when missing_truncated is true; null without a world size."
+                ),
+            },
+            "missing_ranks": {
+                "type": ["string", "null"],
+                "description": (
+                    "Every rank of [0, world_size) not registered, as a rank set such as 0-3,8 "
+                    "(empty when none is missing); null without a world size."
+                ),
+            },
+            "missing_truncated": {
+                "type": "boolean",
+                "description": f"True when more than {protocol.MISSING_LIST_MAX} ranks are missing.",
+            },
+        },
+    },
+}
