@@ -38,12 +38,13 @@ KIND_PATTERN = re.compile(r"[a-z][a-z0-9_]{0,62}")
 NAME_RULE = "1 to 63 letters, digits, '.', '_' or '-', starting with a letter or digit"
 """Namespaces and store prefixes: safe in a URL path, in a metric label and inside a Redis hash tag."""
 
-_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}")
+NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}")
+""":data:`NAME_RULE` as a pattern (the OpenAPI document publishes it anchored)."""
 
 
 def is_name(text: str) -> bool:
     """Whether ``text`` follows :data:`NAME_RULE`."""
-    return _NAME.fullmatch(text) is not None
+    return NAME_PATTERN.fullmatch(text) is not None
 
 
 def check_name(text: str, what: str) -> str:

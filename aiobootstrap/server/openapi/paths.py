@@ -12,7 +12,7 @@ import copy
 from typing import Any
 
 from ... import wire as protocol
-from ..._names import TRANSFER_ENGINE_INFO
+from ..._names import NAME_PATTERN, TRANSFER_ENGINE_INFO
 from ..._ranks import MAX_RANK
 from ...wire import ENCODER_LIST_PATH, ENCODER_REGISTER_PATH, ENCODER_UNREGISTER_PATH
 from ..kinds import RecordKind
@@ -294,7 +294,7 @@ _NAMESPACE = {
     "in": "path",
     "required": True,
     "description": "The namespace (one deployment). The unprefixed routes are the namespace default.",
-    "schema": {"type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$"},
+    "schema": {"type": "string", "pattern": f"^{NAME_PATTERN.pattern}$"},
 }
 
 
