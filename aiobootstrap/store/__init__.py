@@ -18,7 +18,8 @@ from .interface import (
     members_of,
     with_member,
 )
-from .memory import LocalStore, MemoryStore
+from .memory import MemoryStore
+from .tables import LocalStore
 from .url import describe, open_store
 
 __all__ = [

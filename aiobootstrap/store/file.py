@@ -2,10 +2,10 @@
 
 Theory of operation
 -------------------
-The records live in :class:`~._memory.Tables`, the memory store's own rules;
-the journal (``_journal``) is their durable history. A ``put`` or ``delete``
-is stamped and checked against the limits at once, on the event loop, then
-queued; it is acknowledged, applied to the tables and announced on the feed
+The records live in :class:`~aiobootstrap.store.tables.Tables`, the memory
+store's own rules; the journal (``store.journal``) is their durable history.
+A ``put`` or ``delete`` is stamped and checked against the limits at once, on
+the event loop, then queued; it is acknowledged, applied to the tables and announced on the feed
 only after its line is on disk, so nothing a reader or a waiter ever saw can
 be lost by a crash. Reloading replays the lines with the rules a live change
 follows: a put replaces an older version of its key, a delete removes an
@@ -53,10 +53,11 @@ from .interface import (
     Key,
     Record,
     StoreLimits,
+    ignore_changes,
     with_member,
 )
 from .journal import JournalFile, JournalMissing, StateFileError, encode_line, reason
-from .memory import LocalStore, ignore_changes
+from .tables import LocalStore
 
 __all__ = ["FileStore", "StateFileError"]
 
