@@ -623,6 +623,26 @@ async def test_writes_of_one_loop_turn_survive_a_script_flush_and_run_once(
     assert await a.store.delete(key(1)) == records[0]
 
 
+async def test_a_put_redis_cannot_name_fails_alone_among_the_puts_of_its_loop_turn(
+    pair: tuple[Replica, Replica],
+) -> None:
+    """A put whose key cannot be encoded (a lone surrogate in its role) among good ones: they land, it raises."""
+    a, b = pair
+    bad = key(0, role="\ud800")
+    good = [key(rank) for rank in range(1, 5)]
+    async with asyncio.timeout(GUARD):
+        outcomes = await asyncio.gather(
+            *(a.store.put(k, info()) for k in [good[0], bad, *good[1:]]), return_exceptions=True
+        )
+    assert isinstance(outcomes[1], ValueError)
+    assert "Redis cannot name it" in str(outcomes[1])
+    stored = [outcome for index, outcome in enumerate(outcomes) if index != 1]
+    assert all(isinstance(outcome, Record) for outcome in stored), outcomes
+    assert await b.store.get_many(good) == stored
+    with pytest.raises(ValueError, match="Redis cannot name it"):
+        await a.store.get(bad)
+
+
 async def test_whatever_a_batch_raises_every_call_of_it_hears(
     pair: tuple[Replica, Replica], caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -16,6 +16,10 @@ live in one slot and the scripts stay valid on a cluster:
 Namespaces and kinds hold no colon and the role comes last, so two keys
 never share a name. The rank table's length is the rank cap's count, and
 ``{P}:counts``'s length is the namespace cap's.
+
+A key goes to Redis as UTF-8: a role that is not valid Unicode text (a lone
+surrogate, which JSON can spell) cannot be named, and is refused here, before
+it is sent, like a malformed namespace.
 """
 
 from __future__ import annotations
@@ -63,6 +67,13 @@ class Keys:
             raise ValueError(f"Record kind {key.kind!r} is not a valid kind.")
         if not key.role:
             raise ValueError("A role is a non-empty string.")
+        if not key.role.isascii():
+            try:
+                key.role.encode()
+            except UnicodeEncodeError:
+                raise ValueError(
+                    f"Role {key.role!r} is not valid Unicode text (a lone surrogate): Redis cannot name it."
+                ) from None
         return f"{self.records}{key.namespace}:{key.kind}:{key.role}"
 
     def write(self, table: str) -> list[str]:
