@@ -7,8 +7,8 @@ store's own rules; the journal (``store.journal``) is their durable history.
 A ``put`` or ``delete`` is stamped and checked against the limits at once, on
 the event loop, then queued; it is acknowledged, applied to the tables and
 announced on the feed only after its line is on disk, so nothing a reader or
-a waiter ever saw can be lost by a crash. Reloading replays the lines with the rules a live change
-follows (``store.entries``).
+a waiter ever saw can be lost by a crash. Reloading replays the lines with
+the rules a live change follows (``store.entries``).
 
 Changes queued but not yet on disk are *staged* (``store.staging``): they
 hold their versions and the room they take under the limits.

@@ -1,8 +1,8 @@
 """The Redis store: :class:`RedisStore`, the store interface over the rooms of ``store.redis``.
 
-A read is an ``HMGET`` (or ``HGETALL``, ``HKEYS``) on a rank table
-(``keys``), sent in the read batcher's pipeline of its loop turn
-(``batcher``). A write is one Lua script (``lua``), atomic in Redis, sent in
+A get is an ``HMGET`` on a rank table (``keys``), sent in the read
+batcher's pipeline of its loop turn (``batcher``); a whole table's read
+(``HGETALL``, ``HKEYS``) is a call of its own. A write is one Lua script (``lua``), atomic in Redis, sent in
 the write batcher's pipeline while the feed holds back the feed's entries
 for its key (``feed``); when it returns, the store announces its own change.
 A set member change is a read, then a put that happens only if the version
