@@ -186,7 +186,7 @@ async def one_round(url: str, count: int) -> dict[str, float]:
         always = await put_latency(a, count)
         result["put p50 ms (AOF always)"] = _ms(always)
         result["put p99 ms (AOF always)"] = sorted(always)[int(len(always) * 0.99)] * 1000
-        client = a._client
+        client = a._connection.client
         assert client is not None
         await client.config_set("appendfsync", "everysec")
         result["put p50 ms (AOF everysec)"] = _ms(await put_latency(a, count))

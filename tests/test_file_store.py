@@ -19,7 +19,7 @@ from aiobootstrap import Registry
 from aiobootstrap._names import DEFAULT_NAMESPACE, DEFAULT_ROLE, TRANSFER_ENGINE_INFO
 from aiobootstrap.exceptions import TooManyNamespaces, TooManyRanks
 from aiobootstrap.server.records import encode_info
-from aiobootstrap.store import Key, Record, StoreLimits, journal
+from aiobootstrap.store import Key, Record, StoreLimits, journal, staging
 from aiobootstrap.store import file as file_store
 from aiobootstrap.store.file import FileStore, StateFileError
 
@@ -477,7 +477,7 @@ async def test_nothing_stays_staged_once_every_change_has_landed(path: Path) -> 
         await asyncio.gather(*(store.put(info_key(rank, namespace), info()) for rank in range(3)))
         await asyncio.gather(*(store.delete(info_key(rank, namespace)) for rank in range(3)))
     assert await store.namespaces() == []
-    assert store._staged == file_store._Staged()
+    assert store._staged == staging.Staged()
     await store.close()
 
 

@@ -18,7 +18,7 @@ import pytest
 from aiobootstrap.store import file as file_store
 from aiobootstrap.store import journal
 from aiobootstrap.store.file import FileStore, StateFileError
-from aiobootstrap.store.memory import ignore_changes
+from aiobootstrap.store.interface import ignore_changes
 
 from .conftest import GUARD, info_key
 from .test_cli import launch

@@ -8,6 +8,7 @@ nothing sleeps to let things settle.
 from __future__ import annotations
 
 import asyncio
+import gc
 import itertools
 import logging
 import random
@@ -475,7 +476,7 @@ def pause_reader(replica: Replica) -> asyncio.Event:
     has nothing else to pause.)
     """
     gate = asyncio.Event()
-    client = replica.store._feed_client
+    client = replica.store._connection.feed_client
     assert client is not None
     original = client.xread
 
@@ -524,7 +525,7 @@ async def test_a_trimmed_feed_is_a_resync(redis_server: RedisServer) -> None:
 async def test_a_dead_reader_is_caught_by_the_watcher(pair: tuple[Replica, Replica]) -> None:
     """The backstop: a reader that stops reading (stuck, crashed) is restarted with a resync, and hears again."""
     a, b = pair
-    reader = a.store._reader
+    reader = a.store._feed.reader
     assert reader is not None
     reader.cancel()
     record = await b.store.put(key(3), info())
@@ -620,6 +621,52 @@ async def test_writes_of_one_loop_turn_survive_a_script_flush_and_run_once(
     assert sorted(record.version for record in records) == list(range(2, 22))
     assert await a.store.version("default") == 21
     assert await a.store.delete(key(1)) == records[0]
+
+
+async def test_a_put_redis_cannot_name_fails_alone_among_the_puts_of_its_loop_turn(
+    pair: tuple[Replica, Replica],
+) -> None:
+    """A put whose key cannot be encoded (a lone surrogate in its role) among good ones: they land, it raises."""
+    a, b = pair
+    bad = key(0, role="\ud800")
+    good = [key(rank) for rank in range(1, 5)]
+    async with asyncio.timeout(GUARD):
+        outcomes = await asyncio.gather(
+            *(a.store.put(k, info()) for k in [good[0], bad, *good[1:]]), return_exceptions=True
+        )
+    assert isinstance(outcomes[1], ValueError)
+    assert "Redis cannot name it" in str(outcomes[1])
+    stored = [outcome for index, outcome in enumerate(outcomes) if index != 1]
+    assert all(isinstance(outcome, Record) for outcome in stored), outcomes
+    assert await b.store.get_many(good) == stored
+    with pytest.raises(ValueError, match="Redis cannot name it"):
+        await a.store.get(bad)
+
+
+async def test_whatever_a_batch_raises_every_call_of_it_hears(
+    pair: tuple[Replica, Replica], caplog: pytest.LogCaptureFixture
+) -> None:
+    """A pipeline that raises what is no Redis error (redis-py cannot encode a command): each read hears it, none hangs.
+
+    The batch task ends cleanly (no "Task exception was never retrieved"), and
+    the next loop turn's batch is answered as usual.
+    """
+    a, _ = pair
+    record = await a.store.put(key(0), info())
+    reads = a.store._reads
+    async with asyncio.timeout(GUARD):
+        table = a.store._keys.table(key(0))
+        outcomes = await asyncio.gather(
+            a.store._hmget(table, ["0"]),
+            reads.submit(lambda _, pipe: pipe.hmget("\ud800", ["0"])),
+            a.store._hmget(table, ["1"]),
+            return_exceptions=True,
+        )
+        assert all(isinstance(outcome, UnicodeEncodeError) for outcome in outcomes), outcomes
+        assert not reads.tasks
+        assert await a.store.get(key(0)) == record
+    gc.collect()
+    assert not [r for r in caplog.records if "never retrieved" in r.getMessage()]
 
 
 async def test_a_busy_pool_waits_instead_of_failing(redis_server: RedisServer) -> None:

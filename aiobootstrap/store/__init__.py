@@ -1,7 +1,17 @@
 """Where records live: the store interface and its memory, file and Redis implementations.
 
-``open_store`` (in ``_url``) turns a ``--store`` URL into a store; the registry
-and the HTTP layer see only :class:`Store`.
+The rooms, each opening with how it works:
+
+- ``interface``: :class:`Store`, its keys, records and limits, and the change feed's listener
+- ``tables``: the records of a store kept in this process, and the rules of a put, a delete, a limit
+- ``memory``: the memory store, the default
+- ``file``: the file store, over ``journal`` (the file's format and I/O), ``entries`` (records as
+  its lines, and a journal replayed) and ``staging`` (changes on their way to disk)
+- ``redis``: the Redis store, a package of its own rooms
+- ``url``: ``open_store``, a ``--store`` URL to a store; ``redacted``, a URL fit for a log line
+
+The registry and the HTTP layer see only :class:`Store`; nothing here imports
+the wire or the server.
 """
 
 from .interface import (
@@ -18,7 +28,8 @@ from .interface import (
     members_of,
     with_member,
 )
-from .memory import LocalStore, MemoryStore
+from .memory import MemoryStore
+from .tables import LocalStore
 from .url import describe, open_store
 
 __all__ = [

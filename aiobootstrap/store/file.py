@@ -2,21 +2,16 @@
 
 Theory of operation
 -------------------
-The records live in :class:`~._memory.Tables`, the memory store's own rules;
-the journal (``_journal``) is their durable history. A ``put`` or ``delete``
-is stamped and checked against the limits at once, on the event loop, then
-queued; it is acknowledged, applied to the tables and announced on the feed
-only after its line is on disk, so nothing a reader or a waiter ever saw can
-be lost by a crash. Reloading replays the lines with the rules a live change
-follows: a put replaces an older version of its key, a delete removes an
-older one, and every namespace's versions go on above the highest in the file.
+The records live in :class:`~aiobootstrap.store.tables.Tables`, the memory
+store's own rules; the journal (``store.journal``) is their durable history.
+A ``put`` or ``delete`` is stamped and checked against the limits at once, on
+the event loop, then queued; it is acknowledged, applied to the tables and
+announced on the feed only after its line is on disk, so nothing a reader or
+a waiter ever saw can be lost by a crash. Reloading replays the lines with
+the rules a live change follows (``store.entries``).
 
-Changes queued but not yet on disk are *staged*: they hold their versions and
-the room they take (a new rank, a new namespace), so two writes in flight can
-never both take the last place under a limit, nor the same version. A write
-that fails gives its room back; its version is never reused by a write that
-succeeds before it (counters only grow), so nothing can be acknowledged twice
-under one version.
+Changes queued but not yet on disk are *staged* (``store.staging``): they
+hold their versions and the room they take under the limits.
 
 Group commit: changes queue up while the worker thread writes and syncs the
 previous batch, and the next batch takes everything queued, in one write and
@@ -34,29 +29,18 @@ records, atomically (side file, sync, rename, sync the directory).
 from __future__ import annotations
 
 import asyncio
-import collections
 import errno
 import logging
 import secrets
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from typing import Any
 
-from .._ranks import MAX_RANK
-from .interface import (
-    DEFAULT_NAMESPACE,
-    DEFAULT_ROLE,
-    TRANSFER_ENGINE_INFO,
-    Change,
-    ChangeListener,
-    Key,
-    Record,
-    StoreLimits,
-    with_member,
-)
+from .entries import delete_entry, put_entry, replay, snapshot
+from .interface import Change, ChangeListener, Key, Record, StoreLimits, ignore_changes, with_member
 from .journal import JournalFile, JournalMissing, StateFileError, encode_line, reason
-from .memory import LocalStore, ignore_changes
+from .staging import FailureLog, Pending, Staged, not_saved
+from .tables import LocalStore
 
 __all__ = ["FileStore", "StateFileError"]
 
@@ -68,115 +52,9 @@ COMPACT_MIN_BYTES = 1 << 20
 COMPACT_RATIO = 4
 """Compact once the journal is this many times larger than its live records."""
 
-_WARN_LINES = 3
-"""How many unreadable lines a load names one by one before it only counts them."""
-
 _CLOSED = "The state file is closed: the server is shutting down."
 
 _DISK_FULL = frozenset({errno.ENOSPC, errno.EDQUOT})
-
-_FAILURE_LOG_SECONDS = 60.0
-"""While writes keep failing, one error line per this many seconds, with a count of the rest."""
-
-
-class _FailureLog:
-    """Logs failed writes without flooding: the first at once, then one line a minute, then the recovery."""
-
-    def __init__(self) -> None:
-        self._failing = False
-        self._last = 0.0
-        self._unlogged = 0
-
-    def failed(self, path: str, changes: int, exc: Exception) -> None:
-        now = time.monotonic()
-        if self._failing and now - self._last < _FAILURE_LOG_SECONDS:
-            self._unlogged += changes
-            return
-        more = f" ({self._unlogged} more change(s) failed since the last line)" if self._unlogged else ""
-        log.error(
-            "state file %s: cannot write %d change(s): %s%s",
-            path,
-            changes,
-            exc,
-            more,
-            exc_info=not isinstance(exc, OSError),
-        )
-        self._failing, self._last, self._unlogged = True, now, 0
-
-    def recovered(self, path: str) -> None:
-        if self._failing:
-            more = f" ({self._unlogged} more change(s) failed meanwhile)" if self._unlogged else ""
-            log.warning("state file %s: writes succeed again%s", path, more)
-            self._failing, self._unlogged = False, 0
-
-
-def _entry(op: str, key: Key, version: int) -> dict[str, Any]:
-    entry: dict[str, Any] = {"op": op}
-    if key.namespace != DEFAULT_NAMESPACE:
-        entry["ns"] = key.namespace
-    if key.kind != TRANSFER_ENGINE_INFO:
-        entry["kind"] = key.kind
-    if key.role != DEFAULT_ROLE:
-        entry["role"] = key.role
-    entry["rank"] = key.rank
-    entry["version"] = version
-    return entry
-
-
-def _put_entry(record: Record) -> dict[str, Any]:
-    entry = _entry("put", record.key, record.version)
-    entry["at"] = record.registered_at
-    entry["value"] = record.value
-    return entry
-
-
-def _key_of(entry: dict[str, Any]) -> Key:
-    return Key(
-        entry.get("ns", DEFAULT_NAMESPACE),
-        entry.get("kind", TRANSFER_ENGINE_INFO),
-        entry.get("role", DEFAULT_ROLE),
-        entry["rank"],
-    )
-
-
-@dataclass(slots=True)
-class _Change:
-    key: Key
-    version: int
-    line: bytes
-    record: Record | None
-    """The record a put writes; ``None`` for a delete."""
-    done: asyncio.Future[Record | None]
-
-
-_Group = tuple[str, str, str]
-"""A namespace, kind and role: one table of ranks."""
-
-
-@dataclass(slots=True)
-class _Staged:
-    """What the puts queued but not yet on disk hold: versions, and room under the limits."""
-
-    versions: dict[str, int] = field(default_factory=dict)
-    ranks: dict[_Group, collections.Counter[int]] = field(default_factory=dict)
-    namespaces: collections.Counter[str] = field(default_factory=collections.Counter)
-
-    def hold(self, key: Key) -> None:
-        group = (key.namespace, key.kind, key.role)
-        self.ranks.setdefault(group, collections.Counter())[key.rank] += 1
-        self.namespaces[key.namespace] += 1
-
-    def release(self, key: Key) -> None:
-        group = (key.namespace, key.kind, key.role)
-        ranks = self.ranks[group]
-        ranks[key.rank] -= 1
-        if not ranks[key.rank]:
-            del ranks[key.rank]
-            if not ranks:
-                del self.ranks[group]
-        self.namespaces[key.namespace] -= 1
-        if not self.namespaces[key.namespace]:
-            del self.namespaces[key.namespace]
 
 
 class FileStore(LocalStore):
@@ -188,9 +66,9 @@ class FileStore(LocalStore):
         self._incarnation = ""
         self._listener = ignore_changes()
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="aiobootstrap-journal")
-        self._staged = _Staged()
-        self._pending: list[_Change] = []
-        self._latest: dict[Key, _Change] = {}
+        self._staged = Staged()
+        self._pending: list[Pending] = []
+        self._latest: dict[Key, Pending] = {}
         """Each key's last change queued and not yet on disk: what a set member change builds on."""
         self._flusher: asyncio.Task[None] | None = None
         self._live_bytes: dict[Key, int] = {}
@@ -199,7 +77,7 @@ class FileStore(LocalStore):
         """How many unreadable lines the load skipped."""
         self.skipped_ranks = 0
         """How many registrations of ranks past 18 digits (an older version's) the load skipped."""
-        self._failures = _FailureLog()
+        self._failures = FailureLog()
         self._closed = False
 
     @property
@@ -244,60 +122,13 @@ class FileStore(LocalStore):
     def _load(self) -> None:
         # On the worker thread, before anyone else can see the store.
         entries, problems = self._file.read()
-        tables = self._tables
-        beyond: dict[Key, int] = {}  # the records of ranks past 18 digits the journal holds
-        for entry, size in entries:
-            op = entry["op"]
-            if op == "base":
-                tables.raise_floor(entry["version"])
-                self._incarnation = entry.get("inc", self._incarnation)
-            elif entry["rank"] > MAX_RANK:
-                # Written by an older version: no route can read or delete it, so
-                # it is not loaded (nor counted under max_ranks); its version stays taken.
-                key = _key_of(entry)
-                tables.note_version(key.namespace, entry["version"])
-                if op == "put":
-                    beyond[key] = entry["rank"]
-                else:
-                    beyond.pop(key, None)
-            elif op == "put":
-                key = _key_of(entry)
-                record = Record(key, entry["value"], entry["version"], float(entry["at"]))
-                tables.apply_put(record)
-                if tables.get(key) is record:
-                    self._live_bytes[key] = size
-            else:
-                key = _key_of(entry)
-                if tables.apply_delete(key, entry["version"]) is not None:
-                    self._live_bytes.pop(key, None)
+        found = replay(entries, problems, self._tables, self.path)
         # A journal from before incarnations, or a new one: its data starts a life here.
-        self._incarnation = self._incarnation or secrets.token_hex(8)
-        self.skipped = len(problems)
-        if problems:
-            shown = "; ".join(problems[:_WARN_LINES])
-            more = f" and {len(problems) - _WARN_LINES} more" if len(problems) > _WARN_LINES else ""
-            log.warning(
-                "state file %s: skipped %d unreadable line(s): %s%s; loaded the rest",
-                self.path,
-                len(problems),
-                shown,
-                more,
-            )
-        self.skipped_ranks = len(beyond)
-        if beyond:
-            shown = ", ".join(str(rank)[:24] for rank in list(beyond.values())[:_WARN_LINES])
-            more = f" and {len(beyond) - _WARN_LINES} more" if len(beyond) > _WARN_LINES else ""
-            log.warning(
-                "state file %s: skipped %d registration(s) of ranks past %d digits, which no route can "
-                "read or delete (written by an older version): %s%s; they leave the file at its next compaction",
-                self.path,
-                len(beyond),
-                len(str(MAX_RANK)),
-                shown,
-                more,
-            )
+        self._incarnation = found.incarnation or secrets.token_hex(8)
+        self._live_bytes = found.live_bytes
+        self.skipped, self.skipped_ranks = len(problems), found.skipped_ranks
         try:
-            self._rewrite(self._snapshot())
+            self._file.rewrite(self._snapshot())
         except OSError as exc:
             if exc.errno not in _DISK_FULL:
                 raise StateFileError(f"Cannot use the state file {self.path}: {reason(exc)}.") from None
@@ -330,19 +161,15 @@ class FileStore(LocalStore):
     # -- changing ------------------------------------------------------
 
     async def put(self, key: Key, value: dict[str, Any]) -> Record:
-        staged = self._staged
-        self._tables.check_room(
-            key,
-            staged_ranks=staged.ranks.get((key.namespace, key.kind, key.role), ()),
-            staged_namespaces=staged.namespaces,
-        )
-        record = Record(key, value, self._stamp(key.namespace), time.time())
-        line = encode_line(_put_entry(record))
-        change = _Change(key, record.version, line, record, self._future())
+        staged, tables = self._staged, self._tables
+        tables.check_room(key, staged_ranks=staged.ranks_of(key), staged_namespaces=staged.namespaces)
+        record = Record(key, value, staged.stamp(key.namespace, tables), time.time())
+        line = encode_line(put_entry(record))
+        change = Pending(key, record.version, line, record, self._future())
         # The room is held until the change has landed or failed, even when
         # the caller stops waiting for it.
         staged.hold(key)
-        change.done.add_done_callback(lambda _: self._release(key, put=True))
+        change.done.add_done_callback(lambda _: staged.release(key, tables, put=True))
         await self._commit(change)
         return record
 
@@ -363,29 +190,18 @@ class FileStore(LocalStore):
         pending = self._latest.get(key)
         if (self._tables.get(key) if pending is None else pending.record) is None:
             return None
-        version = self._stamp(key.namespace)
-        change = _Change(key, version, encode_line(_entry("del", key, version)), None, self._future())
+        staged, tables = self._staged, self._tables
+        version = staged.stamp(key.namespace, tables)
+        change = Pending(key, version, encode_line(delete_entry(key, version)), None, self._future())
         # The staged version is let go once the change has landed or failed.
-        change.done.add_done_callback(lambda _: self._release(key, put=False))
+        change.done.add_done_callback(lambda _: staged.release(key, tables, put=False))
         return await self._commit(change)
-
-    def _stamp(self, namespace: str) -> int:
-        version = max(self._tables.version(namespace), self._staged.versions.get(namespace, 0)) + 1
-        self._staged.versions[namespace] = version
-        return version
-
-    def _release(self, key: Key, *, put: bool) -> None:
-        if put:
-            self._staged.release(key)
-        versions = self._staged.versions
-        if versions.get(key.namespace, 0) <= self._tables.version(key.namespace):
-            versions.pop(key.namespace, None)
 
     @staticmethod
     def _future() -> asyncio.Future[Record | None]:
         return asyncio.get_running_loop().create_future()
 
-    async def _commit(self, change: _Change) -> Record | None:
+    async def _commit(self, change: Pending) -> Record | None:
         if self._closed:
             raise StateFileError(_CLOSED)
         self._pending.append(change)
@@ -396,7 +212,7 @@ class FileStore(LocalStore):
         # applies and announces it anyway, so memory always matches the file.
         return await asyncio.shield(change.done)
 
-    def _landed(self, change: _Change) -> None:
+    def _landed(self, change: Pending) -> None:
         if self._latest.get(change.key) is change:
             del self._latest[change.key]
 
@@ -418,7 +234,7 @@ class FileStore(LocalStore):
         finally:
             self._flusher = None
 
-    async def _write(self, loop: asyncio.AbstractEventLoop, batch: list[_Change]) -> list[_Change]:
+    async def _write(self, loop: asyncio.AbstractEventLoop, batch: list[Pending]) -> list[Pending]:
         """Append ``batch``; what was written, which may be less (its deletions alone, on a full disk)."""
         data = b"".join(change.line for change in batch)
         try:
@@ -427,7 +243,7 @@ class FileStore(LocalStore):
         except JournalMissing:
             # Deleted underneath: the whole state, written afresh at the path,
             # is what a restart must find; then the batch goes on top of it.
-            await loop.run_in_executor(self._executor, self._rewrite, self._snapshot())
+            await loop.run_in_executor(self._executor, self._file.rewrite, self._snapshot())
             log.warning(
                 "state file %s: it was deleted while the server ran; wrote the whole state afresh", self.path
             )
@@ -448,7 +264,7 @@ class FileStore(LocalStore):
             log.warning("state file %s: the disk is full; used the reserve to write deletions", self.path)
             return deletions
 
-    def _apply(self, change: _Change) -> Change | None:
+    def _apply(self, change: Pending) -> Change | None:
         self._landed(change)
         tables = self._tables
         key = change.key
@@ -463,29 +279,21 @@ class FileStore(LocalStore):
         change.done.set_result(removed)
         return Change(key, change.version, deleted=True) if removed is not None else None
 
-    def _fail(self, batch: list[_Change], exc: Exception) -> None:
+    def _fail(self, batch: list[Pending], exc: Exception) -> None:
         if not batch:
             return
         # Anything but a disk error would be a bug; the callers must hear either way.
         self._failures.failed(self.path, len(batch), exc)
-        if isinstance(exc, StateFileError):
-            why = exc.detail.removesuffix(".")
-        else:
-            why = reason(exc) if isinstance(exc, OSError) else type(exc).__name__
         for change in batch:
             self._landed(change)
-            change.done.set_exception(
-                StateFileError(
-                    f"The server could not save this change to its state file ({why}); nothing was changed."
-                )
-            )
+            change.done.set_exception(not_saved(exc))
 
     # -- compaction ----------------------------------------------------
 
     async def _compact(self, loop: asyncio.AbstractEventLoop) -> None:
         before = self._file.size
         try:
-            await loop.run_in_executor(self._executor, self._rewrite, self._snapshot())
+            await loop.run_in_executor(self._executor, self._file.rewrite, self._snapshot())
         except OSError as exc:
             # The journal itself is intact: appends go on, and a later batch tries again.
             log.warning("state file %s: compaction failed, journal kept as is: %s", self.path, exc)
@@ -496,15 +304,5 @@ class FileStore(LocalStore):
     def _snapshot(self) -> list[bytes]:
         # Taken on the loop while the flusher waits (or before anyone sees the
         # store): no change lands until the rewrite is done.
-        tables = self._tables
-        lines = [encode_line({"op": "base", "version": tables.high, "inc": self._incarnation})]
-        self._live_bytes = {}
-        for record in tables.all_records():
-            line = encode_line(_put_entry(record))
-            self._live_bytes[record.key] = len(line)
-            lines.append(line)
+        lines, self._live_bytes = snapshot(self._tables, self._incarnation)
         return lines
-
-    def _rewrite(self, lines: list[bytes]) -> None:
-        """On the worker thread: the file becomes ``lines``."""
-        self._file.rewrite(lines)

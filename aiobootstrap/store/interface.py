@@ -57,6 +57,7 @@ __all__ = [
     "Record",
     "Store",
     "StoreLimits",
+    "ignore_changes",
     "members_of",
     "with_member",
 ]
@@ -173,6 +174,19 @@ class ChangeListener(Protocol):
 
     def resync(self) -> None:
         """The feed may have missed changes: re-read every key you care about."""
+
+
+def ignore_changes() -> ChangeListener:
+    """A listener for a store nobody listens to (not opened yet, or closed)."""
+
+    class _Nobody:
+        def changed(self, changes: Sequence[Change]) -> None:
+            pass
+
+        def resync(self) -> None:
+            pass
+
+    return _Nobody()
 
 
 class Store(abc.ABC):

@@ -91,7 +91,7 @@ def parse_line(line: bytes) -> dict[str, Any]:
         raise ValueError("its version is not a non-negative integer")
     rank = entry.get("rank")
     # A rank past 18 digits, which older versions accepted, still reads here:
-    # the store skips it knowingly (see FileStore._load), keeping its version.
+    # the store skips it knowingly (see ``store.entries``), keeping its version.
     if op != "base" and (not isinstance(rank, int) or isinstance(rank, bool) or rank < 0):
         raise ValueError("its rank is not a non-negative integer")
     if op == "put":

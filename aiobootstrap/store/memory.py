@@ -1,9 +1,9 @@
 """The memory store: the embedded default, one process, gone when it ends.
 
-Records sit in one dict per (namespace, kind, role), so the rank cap is that
-dict's length. Every method runs to completion without yielding, so each is
-atomic on the event loop: a count checked and a write made happen with
-nothing in between. The feed is a direct call to the listener after the
+Records sit in :class:`~aiobootstrap.store.tables.Tables`, one dict per
+(namespace, kind, role), so the rank cap is that dict's length. Every method
+runs to completion without yielding, so each is atomic on the event loop: a
+count checked and a write made happen with nothing in between. The feed is a direct call to the listener after the
 change, carrying the record itself.
 """
 
@@ -11,190 +11,12 @@ from __future__ import annotations
 
 import secrets
 import time
-from collections.abc import Collection, Sequence
 from typing import Any
 
-from ..exceptions import TooManyNamespaces, TooManyRanks
-from .interface import Change, ChangeListener, Key, Record, Store, StoreLimits, with_member
+from .interface import Change, ChangeListener, Key, Record, StoreLimits, ignore_changes, with_member
+from .tables import LocalStore
 
-__all__ = ["LocalStore", "MemoryStore", "Tables", "ignore_changes"]
-
-_Group = tuple[str, str]
-"""A (kind, role) pair: one table of ranks within a namespace."""
-
-
-def ignore_changes() -> ChangeListener:
-    """A listener for a store nobody listens to (not opened yet, or closed)."""
-
-    class _Nobody:
-        def changed(self, changes: Sequence[Change]) -> None:
-            pass
-
-        def resync(self) -> None:
-            pass
-
-    return _Nobody()
-
-
-class Tables:
-    """The records and version counters of every namespace, with the rules every local store follows.
-
-    Shared by the memory store and the file store (which journals each change
-    before applying it here): one place says what a put, a delete and a limit mean.
-    """
-
-    def __init__(self, limits: StoreLimits) -> None:
-        self.limits = limits
-        self._namespaces: dict[str, dict[_Group, dict[int, Record]]] = {}
-        self._versions: dict[str, int] = {}
-        self._floor = 0
-        """Above every version of a namespace whose counter was forgotten: new counters start here."""
-
-    # -- reading -------------------------------------------------------
-
-    def get(self, key: Key) -> Record | None:
-        groups = self._namespaces.get(key.namespace)
-        if groups is None:
-            return None
-        table = groups.get((key.kind, key.role))
-        return None if table is None else table.get(key.rank)
-
-    def records(self, namespace: str, kind: str, role: str) -> list[Record]:
-        table = self._namespaces.get(namespace, {}).get((kind, role), {})
-        return sorted(table.values(), key=lambda record: record.rank)
-
-    def all_records(self) -> list[Record]:
-        return [
-            record
-            for groups in self._namespaces.values()
-            for table in groups.values()
-            for record in table.values()
-        ]
-
-    def version(self, namespace: str) -> int:
-        return self._versions.get(namespace, self._floor)
-
-    @property
-    def high(self) -> int:
-        """The highest version any namespace has taken, forgotten ones included."""
-        return max([self._floor, *self._versions.values()])
-
-    def namespaces(self) -> list[str]:
-        return sorted(self._namespaces)
-
-    def __len__(self) -> int:
-        return sum(len(table) for groups in self._namespaces.values() for table in groups.values())
-
-    # -- changing ------------------------------------------------------
-
-    def check_room(
-        self, key: Key, *, staged_ranks: Collection[int] = (), staged_namespaces: Collection[str] = ()
-    ) -> None:
-        """Raise when writing ``key`` would pass a limit; a replacement always has room.
-
-        ``staged_ranks`` (of ``key``'s kind and role) and ``staged_namespaces``
-        are held by writes on their way in, which count as if they had landed.
-        """
-        groups = self._namespaces.get(key.namespace)
-        if groups is None and key.namespace not in staged_namespaces:
-            limit = self.limits.max_namespaces
-            held = len(self._namespaces) + sum(1 for ns in staged_namespaces if ns not in self._namespaces)
-            if limit is not None and held >= limit:
-                raise TooManyNamespaces(
-                    f"The server already holds records in {held} namespaces, its limit "
-                    "(--max-namespaces); a namespace is freed when its last record is deleted."
-                )
-        limit = self.limits.max_ranks
-        if limit is None or key.rank in staged_ranks:
-            return
-        table = {} if groups is None else groups.get((key.kind, key.role), {})
-        if key.rank in table:
-            return
-        held = len(table) + sum(1 for rank in staged_ranks if rank not in table)
-        if held >= limit:
-            raise TooManyRanks(
-                f"The server already stores {held} distinct ranks, its limit; "
-                "unregister one, or give the server a world size or a higher rank limit."
-            )
-
-    def next_version(self, namespace: str) -> int:
-        return self.version(namespace) + 1
-
-    def apply_put(self, record: Record) -> None:
-        """Keep ``record`` (its version already taken); an older version of the key never wins."""
-        key = record.key
-        groups = self._namespaces.setdefault(key.namespace, {})
-        table = groups.setdefault((key.kind, key.role), {})
-        current = table.get(key.rank)
-        if current is None or current.version < record.version:
-            table[key.rank] = record
-        self._noted(key.namespace, record.version)
-
-    def apply_delete(self, key: Key, version: int) -> Record | None:
-        """Remove ``key`` as of ``version``; return what was removed."""
-        self._noted(key.namespace, version)
-        groups = self._namespaces.get(key.namespace)
-        if groups is None:
-            return None
-        table = groups.get((key.kind, key.role))
-        current = None if table is None else table.get(key.rank)
-        if table is None or current is None or current.version > version:
-            return None
-        del table[key.rank]
-        if not table:
-            del groups[(key.kind, key.role)]
-            if not groups:
-                # An empty namespace is forgotten; the floor keeps its versions from coming back.
-                del self._namespaces[key.namespace]
-                self._floor = max(self._floor, self._versions.pop(key.namespace, 0))
-        return current
-
-    def note_version(self, namespace: str, version: int) -> None:
-        """Count ``version`` as taken in ``namespace`` without changing a record (a journal line skipped)."""
-        self._noted(namespace, version)
-
-    def raise_floor(self, version: int) -> None:
-        self._floor = max(self._floor, version)
-
-    def _noted(self, namespace: str, version: int) -> None:
-        if namespace in self._namespaces:
-            self._versions[namespace] = max(self.version(namespace), version)
-        else:
-            self._floor = max(self._floor, version)
-
-
-class LocalStore(Store):
-    """A store whose records sit in this process's :class:`Tables`: reads need no I/O.
-
-    ``peek`` and ``peek_records`` read them from any thread: a lookup in a dict
-    is atomic and a record is immutable (a write replaces it), so a reader
-    sees the old record or the new one, whole.
-    """
-
-    def __init__(self, limits: StoreLimits | None) -> None:
-        self._tables = Tables(limits if limits is not None else StoreLimits())
-
-    def peek(self, key: Key) -> Record | None:
-        return self._tables.get(key)
-
-    def peek_records(self, namespace: str, kind: str, role: str) -> list[Record]:
-        return self._tables.records(namespace, kind, role)
-
-    async def get(self, key: Key) -> Record | None:
-        return self._tables.get(key)
-
-    async def get_many(self, keys: Sequence[Key]) -> list[Record | None]:
-        get = self._tables.get
-        return [get(key) for key in keys]
-
-    async def records(self, namespace: str, kind: str, role: str) -> list[Record]:
-        return self._tables.records(namespace, kind, role)
-
-    async def version(self, namespace: str) -> int:
-        return self._tables.version(namespace)
-
-    async def namespaces(self) -> list[str]:
-        return self._tables.namespaces()
+__all__ = ["MemoryStore"]
 
 
 class MemoryStore(LocalStore):

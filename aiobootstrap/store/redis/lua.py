@@ -1,7 +1,14 @@
 """The Redis store's Lua scripts: each write is one of them, atomic in Redis.
 
+Each write (put, delete) is one script: get or create the incarnation, check
+the limits, take the namespace's next version (a counter starts at the floor,
+and a namespace emptied raises the floor to its last version, as
+:class:`~aiobootstrap.store.tables.Tables` does), write or delete the record,
+keep the counts, bump ``seq`` and ``XADD`` the change to the feed (``MAXLEN
+~``). A write that returned is on the feed.
+
 Every key comes in ``KEYS`` (they share the ``{prefix}`` hash tag, so the
-scripts stay valid on a cluster); ``_redis`` says what each key holds.
+scripts stay valid on a cluster); ``store.redis.keys`` says what each key holds.
 """
 
 __all__ = ["DELETE", "PUT", "VERSION", "WATCH"]
@@ -49,7 +56,7 @@ return {version, 0, incarnation}
 """
 )
 
-# KEYS: as _PUT.  ARGV: new-incarnation namespace kind role rank feed-length
+# KEYS: as PUT.  ARGV: new-incarnation namespace kind role rank feed-length
 DELETE = (
     GET_OR_CREATE_INCARNATION
     + """

@@ -1,0 +1,152 @@
+"""The file store's records as journal entries, and a journal replayed into tables, or taken from them.
+
+An entry is the JSON object of one journal line (``store.journal`` has the
+format): a put carries the record whole, a delete its key and version, and
+``ns``, ``kind`` and ``role`` are left out at their defaults, so a classic
+registration's line stays short. A snapshot of the tables (what compaction
+writes) is a ``base`` line, holding the highest version taken and the
+incarnation, then one put a live record.
+
+Replaying follows the rules a live change follows, because it applies each
+line through :class:`~aiobootstrap.store.tables.Tables`: a put replaces an
+older version of its key, a delete removes an older one, and every
+namespace's versions go on above the highest in the file (a ``base`` line,
+first after a compaction, raises the floor to what it holds). A line whose
+rank is past 18 digits, written by an older version, is not loaded (no route
+could read or delete it), but its version stays taken; the load says how
+many it skipped, and of the lines it could not read, in one warning each.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .._ranks import MAX_RANK
+from .interface import DEFAULT_NAMESPACE, DEFAULT_ROLE, TRANSFER_ENGINE_INFO, Key, Record
+from .journal import encode_line
+from .tables import Tables
+
+__all__ = ["Replayed", "delete_entry", "put_entry", "replay", "snapshot"]
+
+log = logging.getLogger("aiobootstrap")
+
+_WARN_LINES = 3
+"""How many unreadable lines a load names one by one before it only counts them."""
+
+
+def _entry(op: str, key: Key, version: int) -> dict[str, Any]:
+    entry: dict[str, Any] = {"op": op}
+    if key.namespace != DEFAULT_NAMESPACE:
+        entry["ns"] = key.namespace
+    if key.kind != TRANSFER_ENGINE_INFO:
+        entry["kind"] = key.kind
+    if key.role != DEFAULT_ROLE:
+        entry["role"] = key.role
+    entry["rank"] = key.rank
+    entry["version"] = version
+    return entry
+
+
+def put_entry(record: Record) -> dict[str, Any]:
+    """The entry of a put of ``record``."""
+    entry = _entry("put", record.key, record.version)
+    entry["at"] = record.registered_at
+    entry["value"] = record.value
+    return entry
+
+
+def delete_entry(key: Key, version: int) -> dict[str, Any]:
+    """The entry of a deletion of ``key`` that took ``version``."""
+    return _entry("del", key, version)
+
+
+def snapshot(tables: Tables, incarnation: str) -> tuple[list[bytes], dict[Key, int]]:
+    """What a compacted journal holds: a ``base`` line, then a put line a live record; and each one's size."""
+    lines = [encode_line({"op": "base", "version": tables.high, "inc": incarnation})]
+    sizes: dict[Key, int] = {}
+    for record in tables.all_records():
+        line = encode_line(put_entry(record))
+        sizes[record.key] = len(line)
+        lines.append(line)
+    return lines, sizes
+
+
+def _key_of(entry: dict[str, Any]) -> Key:
+    return Key(
+        entry.get("ns", DEFAULT_NAMESPACE),
+        entry.get("kind", TRANSFER_ENGINE_INFO),
+        entry.get("role", DEFAULT_ROLE),
+        entry["rank"],
+    )
+
+
+@dataclass(slots=True)
+class Replayed:
+    """What a replay found beside the records it applied."""
+
+    incarnation: str = ""
+    """The incarnation the journal's ``base`` line names; ``""`` when none does."""
+    live_bytes: dict[Key, int] = field(default_factory=dict)
+    """Each live record's line length."""
+    skipped_ranks: int = 0
+    """Registrations of ranks past 18 digits left out."""
+
+
+def replay(
+    entries: Sequence[tuple[dict[str, Any], int]], problems: Sequence[str], tables: Tables, path: str
+) -> Replayed:
+    """Apply a journal's ``entries`` (each with its line's size) to ``tables``; warn of what was skipped."""
+    found = Replayed()
+    live_bytes = found.live_bytes
+    beyond: dict[Key, int] = {}  # the records of ranks past 18 digits the journal holds
+    for entry, size in entries:
+        op = entry["op"]
+        if op == "base":
+            tables.raise_floor(entry["version"])
+            found.incarnation = entry.get("inc", found.incarnation)
+        elif entry["rank"] > MAX_RANK:
+            # Written by an older version: no route can read or delete it, so
+            # it is not loaded (nor counted under max_ranks); its version stays taken.
+            key = _key_of(entry)
+            tables.note_version(key.namespace, entry["version"])
+            if op == "put":
+                beyond[key] = entry["rank"]
+            else:
+                beyond.pop(key, None)
+        elif op == "put":
+            key = _key_of(entry)
+            record = Record(key, entry["value"], entry["version"], float(entry["at"]))
+            tables.apply_put(record)
+            if tables.get(key) is record:
+                live_bytes[key] = size
+        else:
+            key = _key_of(entry)
+            if tables.apply_delete(key, entry["version"]) is not None:
+                live_bytes.pop(key, None)
+    if problems:
+        shown = "; ".join(problems[:_WARN_LINES])
+        more = f" and {len(problems) - _WARN_LINES} more" if len(problems) > _WARN_LINES else ""
+        log.warning(
+            "state file %s: skipped %d unreadable line(s): %s%s; loaded the rest",
+            path,
+            len(problems),
+            shown,
+            more,
+        )
+    found.skipped_ranks = len(beyond)
+    if beyond:
+        shown = ", ".join(str(rank)[:24] for rank in list(beyond.values())[:_WARN_LINES])
+        more = f" and {len(beyond) - _WARN_LINES} more" if len(beyond) > _WARN_LINES else ""
+        log.warning(
+            "state file %s: skipped %d registration(s) of ranks past %d digits, which no route can "
+            "read or delete (written by an older version): %s%s; they leave the file at its next compaction",
+            path,
+            len(beyond),
+            len(str(MAX_RANK)),
+            shown,
+            more,
+        )
+    return found

@@ -1,0 +1,130 @@
+"""One pipeline per loop turn: the commands asked in one turn of the event loop go out together.
+
+Coalescing: the client's CPU per call, not Redis, bounds a replica (see
+docs/scale-out.md), and a pipeline pays it once. The gets of one loop turn
+share one pipeline of ``HMGET``s, one round trip and one connection; the
+writes share one pipeline of ``EVALSHA``s, each script still atomic on its
+own. Reads and writes are two instances of this one :class:`Batcher`, told
+how to send: a read batch with :meth:`Connection.read` (asked once more on a
+connection the server had closed), a write batch with :meth:`Connection.call`
+(never sent twice).
+
+Each command gets its own answer. The pipeline is sent with
+``raise_on_error=False``, so a command Redis refuses fails alone; a script
+Redis never ran (``NOSCRIPT``: a restarted Redis forgot it) is sent again
+alone, loading it, and is the only command ever sent twice. Whatever the
+batch as a whole raises (Redis unreachable, a deadline, a bug) every command
+of the batch hears it: a batch task never ends with a future unresolved, so
+one bad request cannot hang the others sent with it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ...exceptions import StoreUnavailable
+from .connection import NOT_OPEN, Connection, Operation, never_ran, unavailable
+
+if TYPE_CHECKING:
+    import redis.asyncio as aioredis
+    from redis.asyncio.client import Pipeline
+
+__all__ = ["Batcher", "Stage"]
+
+Stage = Callable[["aioredis.Redis", "Pipeline"], object]
+"""Adds one command to a pipeline (given the client, which a script registers with)."""
+
+Send = Callable[[Operation[list[Any]]], Awaitable[list[Any]]]
+"""How a batch goes out: :meth:`Connection.read` or :meth:`Connection.call`."""
+
+_CLOSED = "The Redis store was closed."
+
+
+@dataclass(slots=True)
+class _Command:
+    stage: Stage
+    future: asyncio.Future[Any]
+    alone: Callable[[], Awaitable[Any]] | None
+    """How to send the command by itself when Redis never ran it (``NOSCRIPT``); ``None``: it cannot say so."""
+
+
+class Batcher:
+    """The commands asked in this turn of the loop, sent together in one pipeline, each answered on its own."""
+
+    def __init__(self, connection: Connection, send: Send, *, name: str) -> None:
+        self._connection = connection
+        self._send = send
+        self._name = name
+        self._queue: list[_Command] = []
+        self.tasks: set[asyncio.Task[None]] = set()
+        """The batches sent and not yet answered."""
+
+    def submit(
+        self, stage: Stage, *, alone: Callable[[], Awaitable[Any]] | None = None
+    ) -> asyncio.Future[Any]:
+        """Queue one command for this loop turn's pipeline; its reply (or error) comes in the future."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[Any] = loop.create_future()
+        if self._connection.client is None:
+            future.set_exception(StoreUnavailable(NOT_OPEN))
+            return future
+        self._queue.append(_Command(stage, future, alone))
+        if len(self._queue) == 1:
+            loop.call_soon(self._send_queued)
+        return future
+
+    def _send_queued(self) -> None:
+        # A command whose caller gave up before it was sent is not sent: nobody would hear its answer.
+        batch = [command for command in self._queue if not command.future.done()]
+        self._queue = []
+        if batch:
+            task = asyncio.create_task(self._answer(batch), name=self._name)
+            self.tasks.add(task)
+            task.add_done_callback(self.tasks.discard)
+
+    async def _answer(self, batch: list[_Command]) -> None:
+        try:
+            await self._send_and_settle(batch)
+        except asyncio.CancelledError:  # the store is closing
+            _fail(batch, StoreUnavailable(_CLOSED))
+            raise
+        except BaseException as exc:  # whatever it is, every caller of the batch hears it
+            _fail(batch, exc)
+            if not isinstance(exc, Exception):
+                raise
+
+    async def _send_and_settle(self, batch: list[_Command]) -> None:
+        async def pipeline(client: aioredis.Redis) -> list[Any]:
+            pipe = client.pipeline(transaction=False)
+            for command in batch:
+                command.stage(client, pipe)
+            return await pipe.execute(raise_on_error=False)
+
+        replies = await self._send(pipeline)
+        where = self._connection.where
+        for command, reply in zip(batch, replies, strict=True):
+            if isinstance(reply, BaseException):
+                if command.alone is not None and never_ran(reply):
+                    try:
+                        reply = await command.alone()
+                    except Exception as exc:
+                        reply = exc
+                else:
+                    reply = unavailable(where, reply)
+            future = command.future
+            if future.done():
+                continue
+            if isinstance(reply, BaseException):
+                future.set_exception(reply)
+            else:
+                future.set_result(reply)
+
+
+def _fail(batch: list[_Command], error: BaseException) -> None:
+    """Fail every command of ``batch`` still waiting with ``error``."""
+    for command in batch:
+        if not command.future.done():
+            command.future.set_exception(error)

@@ -1,0 +1,216 @@
+"""Talking to Redis: redis-py, the store's two pools, one deadline per call, every failure mapped once.
+
+Outages: every call runs under one deadline, with redis-py's retries off (a
+script must not run twice behind our back) and a blocking pool (a busy pool
+waits, it is never "unreachable"). Any failure is
+:class:`~aiobootstrap.exceptions.StoreUnavailable`, and :func:`map_exceptions`
+is the one place that says so, in one format (as httpcore maps its
+transport's errors at one boundary). Connections come back by themselves on
+the next call, and a read (never a write) is asked once more when the pooled
+connection it drew had been closed by the server.
+
+The feed reader has a connection of its own: its ``XREAD`` blocks for up to a
+second, and must neither hold a pooled connection nor wait behind the calls.
+
+This is the one module that imports redis-py (the ``redis`` extra): without
+it the package still imports, and :func:`redis_missing` says so.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Awaitable, Callable, Iterator
+from typing import Any, TypeVar
+
+from ...exceptions import StoreUnavailable
+
+try:  # the `redis` extra
+    import redis.asyncio as aioredis
+    from redis.asyncio.retry import Retry
+    from redis.backoff import NoBackoff
+    from redis.commands.core import AsyncScript
+    from redis.exceptions import ConnectionError as RedisConnectionError
+    from redis.exceptions import NoScriptError, RedisError, ResponseError
+    from redis.exceptions import TimeoutError as RedisTimeout
+except ImportError:  # pragma: no cover - the extra is installed for the tests
+    aioredis = None  # type: ignore[assignment]
+
+__all__ = [
+    "NOT_OPEN",
+    "Connection",
+    "Operation",
+    "map_exceptions",
+    "never_ran",
+    "reason",
+    "redis_missing",
+    "reraise_cancellation",
+    "unavailable",
+]
+
+_T = TypeVar("_T")
+
+Operation = Callable[["aioredis.Redis"], Awaitable[_T]]
+"""A call to make with the pooled client."""
+
+NOT_OPEN = "The Redis store is not open."
+
+
+def redis_missing() -> bool:
+    """True when the `redis` extra is not installed."""
+    return aioredis is None
+
+
+def reason(exc: BaseException) -> str:
+    """What went wrong, in a few words: the first line of ``exc``'s message, or its type's name."""
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return text.rstrip(".")
+
+
+def reraise_cancellation() -> None:
+    """Raise ``CancelledError`` when this task was asked to stop.
+
+    A cancellation can be lost inside the client library: redis-py (8.1) can
+    return a reply, or raise a timeout, from a read cancelled as it
+    completed. A loop that goes round on errors or replies must look, or it
+    never stops.
+    """
+    task = asyncio.current_task()
+    if task is not None and task.cancelling():
+        raise asyncio.CancelledError
+
+
+def unavailable(where: str, exc: BaseException) -> StoreUnavailable:
+    """The :class:`StoreUnavailable` that a Redis error (raised, or a pipeline's reply) stands for."""
+    if isinstance(exc, ResponseError):
+        return StoreUnavailable(f"Redis at {where} refused the command: {reason(exc)}.")
+    return StoreUnavailable(f"Redis at {where} is unreachable: {reason(exc)}.")
+
+
+@contextlib.contextmanager
+def map_exceptions(where: str, timeout: float) -> Iterator[None]:
+    """Turn redis-py's errors, the socket's and the deadline's into :class:`StoreUnavailable` (``from`` them).
+
+    ``where`` names the Redis (its URL without the password) and ``timeout``
+    the deadline the block runs under. Anything else (a bug, a value redis-py
+    cannot encode) goes through as it is.
+    """
+    try:
+        yield
+    except (TimeoutError, RedisTimeout) as exc:
+        reraise_cancellation()
+        raise StoreUnavailable(f"Redis at {where} did not answer within {timeout:g} s.") from exc
+    except (RedisError, OSError) as exc:
+        reraise_cancellation()
+        raise unavailable(where, exc) from exc
+
+
+def never_ran(reply: Any) -> bool:
+    """True for a pipeline's reply saying Redis did not know the script (``NOSCRIPT``): it never ran."""
+    return isinstance(reply, NoScriptError)
+
+
+class Connection:
+    """The store's two pools (its calls', and the feed reader's), and every call made through them."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        where: str,
+        prefix: str,
+        timeout: float,
+        block_seconds: float,
+        max_connections: int,
+    ) -> None:
+        self._url = url
+        self.where = where
+        """The Redis, named for messages: its URL without the password."""
+        self._prefix = prefix
+        self.timeout = timeout
+        """The deadline of every call, in seconds."""
+        self._block_seconds = block_seconds
+        self._max_connections = max_connections
+        self.client: aioredis.Redis | None = None
+        """The pooled client the calls share; ``None`` while closed."""
+        self.feed_client: aioredis.Redis | None = None
+        """The feed reader's own client; ``None`` while closed."""
+        self._scripts: dict[str, AsyncScript] = {}
+
+    def connect(self) -> None:
+        common: dict[str, Any] = {
+            # No retries: a failed call is a 503 at once, and a write script never runs twice.
+            "retry": Retry(NoBackoff(), 0),
+            "retry_on_error": [],
+            "socket_connect_timeout": min(self.timeout, 1.0),
+            "health_check_interval": 0,
+        }
+        # A blocking pool: with every connection busy a call waits its turn
+        # (within its deadline); redis-py's default pool would raise a
+        # ConnectionError, and a busy Redis would look unreachable.
+        pool = aioredis.BlockingConnectionPool.from_url(
+            self._url,
+            max_connections=self._max_connections,
+            timeout=None,
+            socket_timeout=self.timeout,
+            client_name=f"{self._prefix}.calls",
+            **common,
+        )
+        self.client = aioredis.Redis(connection_pool=pool)
+        # The reader's own connection: its XREAD blocks for a second, so its
+        # socket waits that long plus the usual timeout before giving up.
+        feed_pool = aioredis.ConnectionPool.from_url(
+            self._url,
+            max_connections=2,
+            socket_timeout=self.timeout + self._block_seconds,
+            client_name=f"{self._prefix}.feed",
+            **common,
+        )
+        self.feed_client = aioredis.Redis(connection_pool=feed_pool)
+
+    async def disconnect(self) -> None:
+        clients = (self.client, self.feed_client)
+        self.client = self.feed_client = None
+        self._scripts.clear()
+        for client in clients:
+            if client is not None:
+                with contextlib.suppress(Exception):
+                    await client.aclose()
+                with contextlib.suppress(Exception):
+                    await client.connection_pool.disconnect()
+
+    async def call(self, operation: Operation[_T]) -> _T:
+        """Run ``operation`` under the deadline; every failure of Redis becomes ``StoreUnavailable``."""
+        client = self.client
+        if client is None:
+            raise StoreUnavailable(NOT_OPEN)
+        with map_exceptions(self.where, self.timeout):
+            async with asyncio.timeout(self.timeout):
+                result = await operation(client)
+        reraise_cancellation()
+        return result
+
+    async def read(self, operation: Operation[_T]) -> _T:
+        """A call that changes nothing (or nothing twice): tried again once on a broken connection.
+
+        A pooled connection the server closed a moment ago (``CLIENT KILL``, an
+        idle timeout) fails its next command. A read can simply be asked again
+        on a fresh connection; a write is never sent twice (it may have run).
+        """
+        try:
+            return await self.call(operation)
+        except StoreUnavailable as exc:
+            if not isinstance(exc.__cause__, RedisConnectionError) or self.client is None:
+                raise
+        return await self.call(operation)
+
+    def script(self, client: aioredis.Redis, script: str) -> AsyncScript:
+        """``script`` registered with ``client``: it knows its SHA."""
+        registered = self._scripts.get(script)
+        if registered is None:
+            registered = self._scripts[script] = client.register_script(script)
+        return registered
+
+    async def run(self, client: aioredis.Redis, script: str, keys: list[str], args: list[Any]) -> Any:
+        """Run ``script`` alone: ``EVALSHA``, loading the script again after ``NOSCRIPT`` (a restarted Redis)."""
+        return await self.script(client, script)(keys=keys, args=args, client=client)

@@ -1,0 +1,94 @@
+"""The Redis store's key schema, and how a record is kept in it.
+
+Every key sits under one hash tag, ``{prefix}``, so all of a registry's keys
+live in one slot and the scripts stay valid on a cluster:
+
+=================================  ======  ================================================
+``{P}:incarnation``                string  the store's incarnation id (the boot id)
+``{P}:seq``                        string  changes applied so far, all namespaces together
+``{P}:floor``                      string  above every version of a forgotten namespace
+``{P}:versions``                   hash    namespace -> its latest version (namespaces holding records)
+``{P}:counts``                     hash    namespace -> how many records it holds
+``{P}:feed``                       stream  one entry per change: seq, key, version, op; never a value
+``{P}:records:NS:KIND:ROLE``       hash    rank -> ``"VERSION REGISTERED_AT JSON"``
+=================================  ======  ================================================
+
+Namespaces and kinds hold no colon and the role comes last, so two keys
+never share a name. The rank table's length is the rank cap's count, and
+``{P}:counts``'s length is the namespace cap's.
+
+A key goes to Redis as UTF-8: a role that is not valid Unicode text (a lone
+surrogate, which JSON can spell) cannot be named, and is refused here, before
+it is sent, like a malformed namespace.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ... import _json
+from ..._names import KIND_PATTERN, is_name
+from ..interface import Key, Record
+
+__all__ = ["Keys", "decode", "text"]
+
+
+@dataclass(frozen=True, slots=True)
+class Keys:
+    """The names of one registry's keys (one prefix)."""
+
+    incarnation: str
+    seq: str
+    floor: str
+    versions: str
+    counts: str
+    feed: str
+    records: str
+    """What every rank table's name starts with."""
+
+    @classmethod
+    def of(cls, prefix: str) -> Keys:
+        tag = f"{{{prefix}}}"
+        return cls(
+            incarnation=f"{tag}:incarnation",
+            seq=f"{tag}:seq",
+            floor=f"{tag}:floor",
+            versions=f"{tag}:versions",
+            counts=f"{tag}:counts",
+            feed=f"{tag}:feed",
+            records=f"{tag}:records:",
+        )
+
+    def table(self, key: Key) -> str:
+        """The hash of ``key``'s ranks; ``ValueError`` for a key Redis cannot name."""
+        if not is_name(key.namespace):
+            raise ValueError(f"Namespace {key.namespace!r} is not a valid namespace name.")
+        if not KIND_PATTERN.fullmatch(key.kind):
+            raise ValueError(f"Record kind {key.kind!r} is not a valid kind.")
+        if not key.role:
+            raise ValueError("A role is a non-empty string.")
+        if not key.role.isascii():
+            try:
+                key.role.encode()
+            except UnicodeEncodeError:
+                raise ValueError(
+                    f"Role {key.role!r} is not valid Unicode text (a lone surrogate): Redis cannot name it."
+                ) from None
+        return f"{self.records}{key.namespace}:{key.kind}:{key.role}"
+
+    def write(self, table: str) -> list[str]:
+        """The ``KEYS`` of a write script (``lua.PUT``, ``lua.DELETE``) that changes ``table``."""
+        return [self.incarnation, self.seq, self.floor, self.versions, self.counts, table, self.feed]
+
+
+def decode(key: Key, blob: bytes | str) -> Record:
+    """The record a rank table holds for ``key``."""
+    if isinstance(blob, str):  # never with decode_responses off, which is how we connect
+        blob = blob.encode()
+    version, registered_at, value = blob.split(b" ", 2)
+    return Record(key, _json.loads(value), int(version), float(registered_at))
+
+
+def text(value: bytes | str) -> str:
+    """A reply's string (replies come as bytes: the clients do not decode)."""
+    return value.decode() if isinstance(value, bytes) else value

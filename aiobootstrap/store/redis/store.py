@@ -1,0 +1,292 @@
+"""The Redis store: :class:`RedisStore`, the store interface over the rooms of ``store.redis``.
+
+A get is an ``HMGET`` on a rank table (``keys``), sent in the read
+batcher's pipeline of its loop turn (``batcher``); a whole table's read
+(``HGETALL``, ``HKEYS``) is a call of its own. A write is one Lua script (``lua``), atomic in Redis, sent in
+the write batcher's pipeline while the feed holds back the feed's entries
+for its key (``feed``); when it returns, the store announces its own change.
+A set member change is a read, then a put that happens only if the version
+read is still the record's (the script compares), again on a lost race: so
+it is atomic across replicas. Every call runs under one deadline and every
+failure is :class:`~aiobootstrap.exceptions.StoreUnavailable`
+(``connection``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from ... import _json
+from ..._names import check_name
+from ..._ranks import RankSet
+from ...exceptions import StoreUnavailable, TooManyNamespaces, TooManyRanks
+from ..interface import READ_BY_KEY, Change, ChangeListener, Key, Record, Store, StoreLimits, with_member
+from ..redacted import describe
+from . import lua
+from .batcher import Batcher
+from .connection import Connection, reason, redis_missing
+from .durability import warn_if_lossy
+from .feed import Feed, block_seconds
+from .keys import Keys, decode, text
+
+if TYPE_CHECKING:
+    import redis.asyncio as aioredis
+    from redis.asyncio.client import Pipeline
+
+__all__ = ["RedisStore"]
+
+_READ_CHUNK = 4096
+"""Fields per HMGET when a large rank set is read (``records_in``)."""
+
+
+class RedisStore(Store):
+    """Records in Redis, shared by every replica that names the same Redis and prefix."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        prefix: str = "aiobootstrap",
+        limits: StoreLimits | None = None,
+        timeout: float = 3.0,
+        open_timeout: float = 3.0,
+        poll_interval: float = 1.0,
+        feed_length: int = 10_000,
+        max_connections: int = 64,
+    ) -> None:
+        if redis_missing():
+            raise ImportError("The Redis store needs the redis extra: pip install 'aiobootstrap[redis]'.")
+        check_name(prefix, "store prefix")
+        self._description = describe(url)
+        self._limits = limits if limits is not None else StoreLimits()
+        self._open_timeout = open_timeout
+        self._feed_length = feed_length
+        self._keys = Keys.of(prefix)
+        self._connection = connection = Connection(
+            url,
+            where=self._description,
+            prefix=prefix,
+            timeout=timeout,
+            block_seconds=block_seconds(poll_interval),
+            max_connections=max_connections,
+        )
+        self._feed = Feed(connection, self._keys, poll_interval=poll_interval)
+        self._reads = Batcher(connection, connection.read, name="aiobootstrap redis reads")
+        self._writes = Batcher(connection, connection.call, name="aiobootstrap redis writes")
+
+    # -- opening and closing --------------------------------------------------
+
+    @property
+    def incarnation(self) -> str:
+        return self._feed.incarnation
+
+    @property
+    def description(self) -> str:
+        return self._description
+
+    async def open(self, listener: ChangeListener) -> None:
+        """Connect, read the feed's tail, start the reader and the watcher.
+
+        Redis unreachable: retried for ``open_timeout`` seconds, then
+        :class:`StoreUnavailable` with one line saying so (the CLI exits 2).
+        """
+        connection = self._connection
+        if connection.client is not None:
+            raise RuntimeError("The Redis store is already open.")
+        connection.connect()
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self._open_timeout
+        delay = 0.05
+        while True:
+            try:
+                position = await self._feed.poll()
+                break
+            except StoreUnavailable as exc:
+                if loop.time() + delay >= deadline:
+                    await connection.disconnect()
+                    # The last failure's own words, without the "Redis at ..." its detail repeats.
+                    cause = exc.__cause__
+                    why = exc.detail if cause is None else reason(cause)
+                    raise StoreUnavailable(
+                        f"Redis at {self._description} is unreachable ({why}); "
+                        f"gave up after {self._open_timeout:g} s."
+                    ) from exc
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 0.5)
+        await warn_if_lossy(connection)
+        self._feed.start(listener, position)
+
+    async def close(self) -> None:
+        await self._feed.stop()
+        # Calls already sent get their answers (within their deadline): a write
+        # Redis applies is better acknowledged than reported as failed.
+        batches = [*self._reads.tasks, *self._writes.tasks]
+        if batches:
+            await asyncio.wait(batches, timeout=self._connection.timeout)
+            for batch in batches:
+                batch.cancel()
+            await asyncio.wait(batches)
+        await self._connection.disconnect()
+
+    # -- writing --------------------------------------------------------------
+
+    async def put(self, key: Key, value: dict[str, Any]) -> Record:
+        record = await self._put(key, value)
+        assert record is not None
+        return record
+
+    async def set_member(self, key: Key, member: str, *, present: bool) -> Record | None:
+        # Read, change, and write only if nobody wrote in between (the script
+        # compares versions); a lost race reads again. Atomic across replicas.
+        while True:
+            current = await self.get(key)
+            value = with_member(None if current is None else current.value, member, present=present)
+            if value is None:
+                return current
+            record = await self._put(key, value, expected=-1 if current is None else current.version)
+            if record is not None:
+                return record
+
+    async def _put(self, key: Key, value: dict[str, Any], expected: int | None = None) -> Record | None:
+        """Write ``value``; with ``expected``, only if the record's version is still that (else ``None``)."""
+        table = self._keys.table(key)
+        registered_at = time.time()
+        limits = self._limits
+        reply = await self._write(
+            key,
+            lua.PUT,
+            self._keys.write(table),
+            [
+                secrets.token_hex(8),
+                key.namespace,
+                key.kind,
+                key.role,
+                key.rank,
+                repr(registered_at),
+                _json.dumps(value),
+                -1 if limits.max_ranks is None else limits.max_ranks,
+                -1 if limits.max_namespaces is None else limits.max_namespaces,
+                self._feed_length,
+                *(() if expected is None else (expected,)),
+            ],
+        )
+        status, held = int(reply[0]), int(reply[1])
+        self._feed.saw(text(reply[2]))
+        if status < 0:
+            self._feed.wrote_nothing(key)
+        if status == -3:
+            return None
+        if status == -2:
+            raise TooManyNamespaces(
+                f"The server already holds records in {held} namespaces, its limit "
+                "(--max-namespaces); a namespace is freed when its last record is deleted."
+            )
+        if status == -1:
+            raise TooManyRanks(
+                f"The server already stores {held} distinct ranks, its limit; "
+                "unregister one, or give the server a world size or a higher rank limit."
+            )
+        record = Record(key, value, status, registered_at)
+        self._feed.wrote(Change(key, record.version, record))
+        return record
+
+    async def delete(self, key: Key) -> Record | None:
+        table = self._keys.table(key)
+        reply = await self._write(
+            key,
+            lua.DELETE,
+            self._keys.write(table),
+            [secrets.token_hex(8), key.namespace, key.kind, key.role, key.rank, self._feed_length],
+        )
+        version = int(reply[0])
+        self._feed.saw(text(reply[1]))
+        if version == 0:
+            self._feed.wrote_nothing(key)
+            return None
+        self._feed.wrote(Change(key, version, deleted=True))
+        return decode(key, reply[2])
+
+    async def _write(self, key: Key, script: str, keys: list[str], args: list[Any]) -> Any:
+        """Run a write script in this loop turn's pipeline, the feed holding back ``key``'s entries meanwhile."""
+        connection = self._connection
+
+        def stage(client: aioredis.Redis, pipe: Pipeline) -> None:
+            pipe.evalsha(connection.script(client, script).sha, len(keys), *keys, *args)
+
+        async def alone() -> Any:
+            return await connection.call(lambda client: connection.run(client, script, keys, args))
+
+        with self._feed.writing(key):
+            return await self._writes.submit(stage, alone=alone)
+
+    # -- reading --------------------------------------------------------------
+
+    async def get(self, key: Key) -> Record | None:
+        blobs = await self._hmget(self._keys.table(key), [str(key.rank)])
+        return None if blobs[0] is None else decode(key, blobs[0])
+
+    async def get_many(self, keys: Sequence[Key]) -> list[Record | None]:
+        if not keys:
+            return []
+        # One HMGET per table, all in the same batch: one round trip.
+        by_table: dict[str, list[int]] = {}
+        for index, key in enumerate(keys):
+            by_table.setdefault(self._keys.table(key), []).append(index)
+        reads = [
+            self._hmget(table, [str(keys[index].rank) for index in indexes])
+            for table, indexes in by_table.items()
+        ]
+        replies = await asyncio.gather(*reads)
+        found: list[Record | None] = [None] * len(keys)
+        for indexes, blobs in zip(by_table.values(), replies, strict=True):
+            for index, blob in zip(indexes, blobs, strict=True):
+                if blob is not None:
+                    found[index] = decode(keys[index], blob)
+        return found
+
+    async def records(self, namespace: str, kind: str, role: str) -> list[Record]:
+        table = self._keys.table(Key(namespace, kind, role, 0))
+        blobs = await self._connection.read(lambda client: client.hgetall(table))
+        found = [decode(Key(namespace, kind, role, int(rank)), blob) for rank, blob in blobs.items()]
+        return sorted(found, key=lambda record: record.rank)
+
+    async def records_in(self, namespace: str, kind: str, role: str, ranks: RankSet) -> list[Record]:
+        if len(ranks) <= READ_BY_KEY:
+            return await super().records_in(namespace, kind, role, ranks)
+        # The table's rank fields, then only the records asked for: a batch of
+        # a large set never transfers the table's other records.
+        table = self._keys.table(Key(namespace, kind, role, 0))
+        fields = await self._connection.read(lambda client: client.hkeys(table))
+        wanted = sorted(rank for rank in map(int, fields) if rank in ranks)
+        found: list[Record] = []
+        for start in range(0, len(wanted), _READ_CHUNK):
+            chunk = wanted[start : start + _READ_CHUNK]
+            blobs = await self._hmget(table, [str(rank) for rank in chunk])
+            found.extend(
+                decode(Key(namespace, kind, role, rank), blob)
+                for rank, blob in zip(chunk, blobs, strict=True)
+                if blob is not None
+            )
+        return found
+
+    async def version(self, namespace: str) -> int:
+        connection, keys = self._connection, self._keys
+        reply = await connection.read(
+            lambda client: connection.run(client, lua.VERSION, [keys.versions, keys.floor], [namespace])
+        )
+        return int(reply)
+
+    async def namespaces(self) -> list[str]:
+        names = await self._connection.read(lambda client: client.hkeys(self._keys.counts))
+        return sorted(text(name) for name in names)
+
+    async def ping(self) -> None:
+        await self._connection.read(lambda client: client.ping())
+
+    def _hmget(self, table: str, fields: list[str]) -> asyncio.Future[list[bytes | None]]:
+        """``HMGET table fields``, sent with every other read asked in this turn of the loop."""
+        return self._reads.submit(lambda _, pipe: pipe.hmget(table, fields))
