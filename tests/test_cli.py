@@ -177,18 +177,18 @@ def test_serving_without_options_is_serving_with_the_configs_defaults() -> None:
     import dataclasses
 
     from aiobootstrap import ServerConfig
-    from aiobootstrap.cli.main import _config, _parser
+    from aiobootstrap.cli.parser import server_config, server_parser
 
-    config = _config(_parser().parse_args([]), {})
+    config = server_config(server_parser().parse_args([]), {})
     assert config == dataclasses.replace(ServerConfig(), max_waiters=config.max_waiters)
 
 
 def test_help_shows_the_configs_defaults() -> None:
     """--help names ServerConfig's values, so the two cannot disagree."""
     from aiobootstrap import ServerConfig
-    from aiobootstrap.cli.main import _parser
+    from aiobootstrap.cli.parser import server_parser
 
-    text = " ".join(_parser().format_help().split())
+    text = " ".join(server_parser().format_help().split())
     defaults = ServerConfig()
     for shown in (defaults.max_wait, defaults.idle_timeout, defaults.body_timeout):
         assert f"(default: {shown:g})" in text
