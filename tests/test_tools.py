@@ -472,6 +472,12 @@ def test_bad_arguments_are_one_line_and_status_2(url: str, args: tuple[str, ...]
     assert_one_line_error(tool(*args, "--url", url), 2, text)
 
 
+@pytest.mark.parametrize("bad", ["ftp://127.0.0.1:1", "not a url", "127.0.0.1:6789"])
+def test_a_bad_url_is_a_bad_argument(bad: str) -> None:
+    """A --url that is not http(s):// is status 2 and one line naming --url, as for any bad argument."""
+    assert_one_line_error(tool("get", "--url", bad, "--rank", "0"), 2, "--url")
+
+
 @pytest.mark.parametrize(
     ("content", "text"),
     [
