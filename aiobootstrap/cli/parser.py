@@ -10,8 +10,9 @@ port before the server's libraries load.
 from __future__ import annotations
 
 import argparse
-from collections.abc import Mapping
-from typing import NoReturn
+from collections.abc import Callable, Mapping
+from functools import partial
+from typing import Any, NoReturn
 
 from .._logging import LOG_FORMATS
 from .._version import __version__
@@ -51,6 +52,19 @@ class OneLineParser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
 
 
+def _setting(
+    parser: argparse.ArgumentParser,
+    flag: str,
+    help: str,
+    *,
+    type: Callable[[str], Any] = str,
+    metavar: str | None = None,
+) -> None:
+    """An option whose default is the config's field of its name (``--max-wait``: ``max_wait``)."""
+    default = getattr(_DEFAULTS, flag.removeprefix("--").replace("-", "_"))
+    parser.add_argument(flag, type=type, default=default, metavar=metavar, help=help)
+
+
 def server_parser() -> argparse.ArgumentParser:
     """The options of ``serve``, the default command."""
     parser = OneLineParser(
@@ -59,127 +73,102 @@ def server_parser() -> argparse.ArgumentParser:
         epilog=f"Commands: serve (the default; takes the options above), {', '.join(TOOLS)}. "
         "See python -m aiobootstrap COMMAND --help.",
     )
+    setting = partial(_setting, parser)
+    mib = 2**20
     parser.add_argument("--version", action="version", version=f"aiobootstrap {__version__}")
-    parser.add_argument("--host", default=_DEFAULTS.host, help="address to listen on (default: %(default)s)")
-    parser.add_argument(
-        "--port",
-        type=int,
-        default=_DEFAULTS.port,
-        help="port to listen on; 0 picks a free one (default: %(default)s)",
-    )
-    parser.add_argument(
-        "--world-size",
-        type=int,
-        default=_DEFAULTS.world_size,
-        metavar="W",
-        help="number of ranks; others are refused (default: any)",
-    )
-    parser.add_argument(
+    setting("--host", "address to listen on (default: %(default)s)")
+    setting("--port", "port to listen on; 0 picks a free one (default: %(default)s)", type=int)
+    setting("--world-size", "number of ranks; others are refused (default: any)", type=int, metavar="W")
+    setting(
         "--max-wait",
+        "longest wait one request may ask for; longer asks are clamped (default: %(default)g)",
         type=float,
-        default=_DEFAULTS.max_wait,
         metavar="SECONDS",
-        help="longest wait one request may ask for; longer asks are clamped (default: %(default)g)",
     )
-    parser.add_argument(
+    setting(
         "--max-body-size",
+        f"largest request body accepted (default: %(default)d, {_DEFAULTS.max_body_size / mib:g} MiB)",
         type=int,
-        default=_DEFAULTS.max_body_size,
         metavar="BYTES",
-        help=f"largest request body accepted (default: %(default)d, {_DEFAULTS.max_body_size / 2**20:g} MiB)",
     )
-    parser.add_argument(
+    setting(
         "--max-body-memory",
+        "most bytes of request bodies read at once, all requests together; past it 503 with "
+        f"Retry-After (default: %(default)d, {_DEFAULTS.max_body_memory / mib:g} MiB)",
         type=int,
-        default=_DEFAULTS.max_body_memory,
         metavar="BYTES",
-        help=(
-            "most bytes of request bodies read at once, all requests together; past it 503 with "
-            f"Retry-After (default: %(default)d, {_DEFAULTS.max_body_memory / 2**20:g} MiB)"
-        ),
     )
     parser.add_argument(
         "--max-waiters",
         type=int,
-        default=None,
+        default=None,  # the config's, lowered to fit the open file limit: see server_config
         metavar="N",
         help=(
             "most waits parked at once; more get 503 with Retry-After "
             f"(default: {_DEFAULTS.max_waiters}, lowered to fit the open file limit)"
         ),
     )
-    parser.add_argument(
+    setting(
         "--max-namespaces",
+        "most namespaces with ranks or waits at once, default included (default: %(default)d)",
         type=int,
-        default=_DEFAULTS.max_namespaces,
         metavar="N",
-        help="most namespaces with ranks or waits at once, default included (default: %(default)d)",
     )
-    parser.add_argument(
+    setting(
         "--state-file",
-        default=_DEFAULTS.state_file,
+        "journal registrations to PATH and reload them on start; the same as --store file:PATH",
         metavar="PATH",
-        help="journal registrations to PATH and reload them on start; the same as --store file:PATH",
     )
     parser.add_argument(
         "--store",
-        default=None,
+        default=None,  # the environment's, else the config's: see _store_url
         metavar="URL",
         help=(
             "where records live: memory:, file:PATH, redis://[user:password@]host[:port][/db], "
             f"rediss://..., unix:///path/redis.sock[?db=N] (or set {STORE_ENV}; default: {DEFAULT_STORE})"
         ),
     )
-    parser.add_argument(
+    setting(
         "--store-prefix",
-        default=_DEFAULTS.store_prefix,
+        "prefix of every key in a Redis store, to keep registries apart (default: %(default)s)",
         metavar="NAME",
-        help="prefix of every key in a Redis store, to keep registries apart (default: %(default)s)",
     )
-    parser.add_argument(
+    setting(
         "--max-ranks",
+        "most distinct ranks per namespace without --world-size; more get 409; 0 for no cap (default: %(default)d)",
         type=int,
-        default=_DEFAULTS.max_ranks,
         metavar="N",
-        help="most distinct ranks per namespace without --world-size; more get 409; 0 for no cap (default: %(default)d)",
     )
-    parser.add_argument(
+    setting(
         "--max-request-line",
+        "longest request line (path and query) accepted (default: %(default)d)",
         type=int,
-        default=_DEFAULTS.max_request_line,
         metavar="BYTES",
-        help="longest request line (path and query) accepted (default: %(default)d)",
     )
-    parser.add_argument(
+    setting(
         "--max-header-size",
+        "longest single header line accepted (default: %(default)d)",
         type=int,
-        default=_DEFAULTS.max_header_size,
         metavar="BYTES",
-        help="longest single header line accepted (default: %(default)d)",
     )
-    parser.add_argument(
+    setting(
         "--max-connections",
+        "most connections open at once; a new one past it closes the longest-idle connection (never one "
+        f"with a request in flight) (default: the open file limit less {_open_files.CONNECTION_FD_RESERVE})",
         type=int,
-        default=_DEFAULTS.max_connections,
         metavar="N",
-        help=(
-            "most connections open at once; a new one past it closes the longest-idle connection "
-            f"(never one with a request in flight) (default: the open file limit less {_open_files.CONNECTION_FD_RESERVE})"
-        ),
     )
-    parser.add_argument(
+    setting(
         "--idle-timeout",
+        "close a connection that sends no complete request for this long (default: %(default)g)",
         type=float,
-        default=_DEFAULTS.idle_timeout,
         metavar="SECONDS",
-        help="close a connection that sends no complete request for this long (default: %(default)g)",
     )
-    parser.add_argument(
+    setting(
         "--body-timeout",
+        "longest a request body may take to arrive; then 408 (default: %(default)g)",
         type=float,
-        default=_DEFAULTS.body_timeout,
         metavar="SECONDS",
-        help="longest a request body may take to arrive; then 408 (default: %(default)g)",
     )
     parser.add_argument(
         "--auth-token-file",

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import urllib.parse
+from collections.abc import Callable
 
 from .. import wire as protocol
 from .._names import DEFAULT_NAMESPACE, DEFAULT_ROLE, ENCODER_URLS, RANK_KINDS, TRANSFER_ENGINE_INFO
@@ -17,16 +18,19 @@ from ..server.config import DEFAULT_HOST, DEFAULT_PORT
 __all__ = ["KINDS", "add_tool_parsers"]
 
 
-def _rank(text: str) -> int:
-    if not text.isascii() or not text.isdigit():
-        raise argparse.ArgumentTypeError(f"{text!r} is not a rank (a non-negative integer)")
-    return int(text)
+def _non_negative(what: str) -> Callable[[str], int]:
+    """The reader of a non-negative integer that names a ``what`` (a rank, a version)."""
+
+    def read(text: str) -> int:
+        if not text.isascii() or not text.isdigit():
+            raise argparse.ArgumentTypeError(f"{text!r} is not a {what} (a non-negative integer)")
+        return int(text)
+
+    return read
 
 
-def _version(text: str) -> int:
-    if not text.isascii() or not text.isdigit():
-        raise argparse.ArgumentTypeError(f"{text!r} is not a version (a non-negative integer)")
-    return int(text)
+_rank = _non_negative("rank")
+_version = _non_negative("version")
 
 
 def _count(text: str) -> int:
