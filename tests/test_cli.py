@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import resource
 import signal
 import socket
@@ -141,23 +140,6 @@ def test_open_file_limit_is_raised_to_the_hard_limit() -> None:
     finally:
         server.process.kill()
         server.process.communicate(timeout=GUARD)
-
-
-def test_registration_is_logged_once() -> None:
-    """Each registration logs one line naming rank, session id and version."""
-    server = serve()
-    body = json.dumps({"rank": 3, "transfer_engine_info": {"session_id": "a:1", "weights_info_dict": {}}})
-    request = urllib.request.Request(
-        server.url + "/register_transfer_engine_info", data=body.encode(), method="PUT"
-    )
-    with urllib.request.urlopen(request, timeout=GUARD) as response:
-        assert response.read() == b"OK"
-    server.process.send_signal(signal.SIGTERM)
-    _, err = server.process.communicate(timeout=GUARD)
-    assert [line for line in err.splitlines() if "registered rank" in line] == [
-        line for line in err.splitlines() if "registered rank 3 session a:1 version 1" in line
-    ]
-    assert "registered rank 3 session a:1 version 1" in err
 
 
 def test_serving_binds_before_importing_the_server() -> None:

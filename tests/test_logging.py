@@ -113,9 +113,16 @@ def test_json_log_lines_parse_and_carry_the_registration(json_lines: list[str]) 
     assert all({"time", "level", "logger", "message"} <= entry.keys() for entry in entries)
 
 
-def test_access_log_only_when_asked(text_lines: list[str], json_lines: list[str]) -> None:
-    """Text logs name the registration; requests are logged only with --access-log."""
+def test_registration_is_logged_once(text_lines: list[str]) -> None:
+    """Each registration logs one line naming rank, session id and version."""
+    assert [line for line in text_lines if "registered rank" in line] == [
+        line for line in text_lines if "registered rank 0 session 10.0.0.7:18000 version 1" in line
+    ]
     assert any("registered rank 0 session 10.0.0.7:18000 version 1" in line for line in text_lines)
+
+
+def test_access_log_only_when_asked(text_lines: list[str], json_lines: list[str]) -> None:
+    """Requests are logged only with --access-log."""
     assert not any("aiohttp.access" in line for line in text_lines)
     entries = [json.loads(line) for line in json_lines]
     access = [entry for entry in entries if entry["logger"] == "aiohttp.access"]
