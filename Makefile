@@ -36,8 +36,11 @@ run: $(INSTALLED)
 # PYTEST_WORKERS=0 runs the suite in one process (for a debugger, or to read a test's output in order).
 PYTEST_WORKERS ?= auto
 
+# Bytecode is cached even where the environment sets PYTHONDONTWRITEBYTECODE: without the
+# cache each run re-rewrites pytest's ~400 test and plugin modules in each worker (collection
+# 6.5 s instead of 2.5 s) and each server or tool subprocess compiles the package anew.
 test: $(INSTALLED)
-	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) $(PYTEST_ARGS)
+	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -n $(PYTEST_WORKERS) $(PYTEST_ARGS)
 
 lint: $(INSTALLED)
 	$(BIN)/ruff check .

@@ -7,7 +7,6 @@ import json
 import os
 import signal
 import ssl
-import sys
 from pathlib import Path
 
 import pytest
@@ -26,6 +25,8 @@ from aiobootstrap import (
 from aiobootstrap.server.auth import bearer_matches
 
 from .conftest import stored
+from .test_cli import launch, serve
+from .test_tools import tool
 
 TOKEN = "s3cret-token_value"
 GUARD = 10.0
@@ -228,21 +229,19 @@ def test_config_needs_both_cert_and_key():
 # -- the CLI ------------------------------------------------------------
 
 
-async def _run_cli(*args: str, env: dict[str, str] | None = None) -> tuple[int, str]:
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "aiobootstrap",
-        "--port",
-        "0",
-        *args,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        env={**{k: v for k, v in os.environ.items() if k != "AIOBOOTSTRAP_AUTH_TOKEN"}, **(env or {})},
-    )
-    _, stderr = await asyncio.wait_for(proc.communicate(), GUARD)
-    assert proc.returncode is not None
-    return proc.returncode, stderr.decode()
+def _environ(token: str | None = None) -> dict[str, str]:
+    """This process's environment without AIOBOOTSTRAP_AUTH_TOKEN, or with ``token`` as it."""
+    env = {k: v for k, v in os.environ.items() if k != "AIOBOOTSTRAP_AUTH_TOKEN"}
+    if token is not None:
+        env["AIOBOOTSTRAP_AUTH_TOKEN"] = token
+    return env
+
+
+def _refused(*args: str, env: dict[str, str] | None = None) -> tuple[int, str]:
+    """``python -m aiobootstrap --port 0 ARGS``, which should refuse to serve: its exit status and stderr."""
+    process = launch("--port", "0", *args, env=_environ() if env is None else env)
+    _, stderr = process.communicate(timeout=GUARD)
+    return process.returncode, stderr
 
 
 @pytest.mark.parametrize(
@@ -253,30 +252,30 @@ async def _run_cli(*args: str, env: dict[str, str] | None = None) -> tuple[int, 
         ("directory", "cannot read the auth token file"),
     ],
 )
-async def test_cli_refuses_a_bad_token_file(tmp_path, setup, message):
+def test_cli_refuses_a_bad_token_file(tmp_path, setup, message):
     """An unreadable or empty token file: one line on stderr, exit 2, no traceback."""
     path = tmp_path / "token"
     if setup == "empty":
         path.write_text("\n")
     elif setup == "directory":
         path.mkdir()
-    status, stderr = await _run_cli("--auth-token-file", str(path))
+    status, stderr = _refused("--auth-token-file", str(path))
     assert status == 2
     assert message in stderr
     assert len(stderr.strip().splitlines()) == 1
 
 
-async def test_cli_refuses_an_empty_token_variable():
+def test_cli_refuses_an_empty_token_variable():
     """AIOBOOTSTRAP_AUTH_TOKEN set but empty is a mistake, not a wish for no auth."""
-    status, stderr = await _run_cli(env={"AIOBOOTSTRAP_AUTH_TOKEN": " "})
+    status, stderr = _refused(env=_environ(" "))
     assert status == 2
     assert "AIOBOOTSTRAP_AUTH_TOKEN is set but empty" in stderr
 
 
-async def test_cli_refuses_a_missing_certificate(tmp_path):
+def test_cli_refuses_a_missing_certificate(tmp_path):
     """A TLS certificate that cannot be loaded: one line naming it, non-zero exit."""
     missing = str(tmp_path / "nope.pem")
-    status, stderr = await _run_cli("--tls-cert", missing, "--tls-key", missing)
+    status, stderr = _refused("--tls-cert", missing, "--tls-key", missing)
     assert status != 0
     assert "nope.pem" in stderr
     assert len(stderr.strip().splitlines()) == 1
@@ -285,30 +284,22 @@ async def test_cli_refuses_a_missing_certificate(tmp_path):
 @pytest.mark.parametrize("source", ["file", "env"])
 async def test_cli_serves_with_a_token(tmp_path, source):
     """The token from --auth-token-file or the environment guards the served routes."""
-    args = ["-m", "aiobootstrap", "--port", "0", "--log-level", "warning"]
-    env = {k: v for k, v in os.environ.items() if k != "AIOBOOTSTRAP_AUTH_TOKEN"}
     if source == "file":
         (tmp_path / "token").write_text(TOKEN + "\n")
-        args += ["--auth-token-file", str(tmp_path / "token")]
+        served = serve("--log-level", "warning", "--auth-token-file", str(tmp_path / "token"), env=_environ())
     else:
-        env["AIOBOOTSTRAP_AUTH_TOKEN"] = TOKEN
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, *args, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=env
-    )
+        served = serve("--log-level", "warning", env=_environ(TOKEN))
     try:
-        assert proc.stdout is not None
-        line = (await asyncio.wait_for(proc.stdout.readline(), GUARD)).decode()
-        url = line.rsplit(" ", 1)[-1].strip()
-        async with BootstrapClient(url, token=TOKEN) as client:
+        async with BootstrapClient(served.url, token=TOKEN) as client:
             await client.register(1, session_id="cli", weights_info_dict={})
-        async with BootstrapClient(url) as anonymous:
+        async with BootstrapClient(served.url) as anonymous:
             with pytest.raises(Unauthorized):
                 await anonymous.list_ranks()
     finally:
-        proc.send_signal(signal.SIGTERM)
-        _, stderr = await asyncio.wait_for(proc.communicate(), GUARD)
-    assert proc.returncode == 0, stderr.decode()
-    assert TOKEN not in stderr.decode()
+        served.process.send_signal(signal.SIGTERM)
+        _, stderr = await asyncio.to_thread(served.process.communicate, timeout=GUARD)
+    assert served.process.returncode == 0, stderr
+    assert TOKEN not in stderr
 
 
 @pytest.mark.parametrize(
@@ -404,80 +395,39 @@ async def test_unknown_routes_without_expect_are_unchanged(aiohttp_client):
     assert head.startswith(b"HTTP/1.1 404"), "no body invited for a route that does not exist"
 
 
-async def test_cli_serves_tls_and_the_tools_trust_a_given_ca(tls_files, ca, tmp_path, trusting):
+async def test_cli_serves_tls_and_the_tools_trust_a_given_ca(tls_files, ca, tmp_path, trusting, monkeypatch):
     """--tls-cert/--tls-key serve HTTPS from the CLI; the tools reach it with --cacert and the token."""
     cert, key = tls_files
     ca_file = tmp_path / "ca.pem"
     ca.cert_pem.write_to_path(str(ca_file))
     weights = tmp_path / "weights.json"
     weights.write_text("{}")
-    env = {k: v for k, v in os.environ.items() if k != "AIOBOOTSTRAP_AUTH_TOKEN"}
-    env["AIOBOOTSTRAP_AUTH_TOKEN"] = TOKEN
-    args = ["--port", "0", "--log-level", "warning", "--tls-cert", cert, "--tls-key", key]
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "aiobootstrap", *args, stdout=asyncio.subprocess.PIPE, env=env
-    )
+    monkeypatch.setenv("AIOBOOTSTRAP_AUTH_TOKEN", TOKEN)
+    served = serve("--log-level", "warning", "--tls-cert", cert, "--tls-key", key, env=_environ(TOKEN))
     try:
-        assert proc.stdout is not None
-        line = (await asyncio.wait_for(proc.stdout.readline(), GUARD)).decode()
-        url = line.rsplit(" ", 1)[-1].strip()
-        assert url.startswith("https://")
-        tool = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            "aiobootstrap",
-            "register",
-            "--url",
-            url,
-            "--cacert",
-            str(ca_file),
-            "--rank",
-            "4",
-            "--session-id",
-            "via-tool",
-            "--weights-file",
-            str(weights),
-            env=env,
-        )
-        assert await asyncio.wait_for(tool.wait(), GUARD) == 0
-        async with BootstrapClient(url, token=TOKEN, ssl=trusting) as client:
+        assert served.url.startswith("https://")
+        registered = await asyncio.to_thread(
+            tool, "register", "--url", served.url, "--cacert", str(ca_file), "--rank", "4",
+            "--session-id", "via-tool", "--weights-file", str(weights),
+        )  # fmt: skip
+        assert registered.returncode == 0, registered.stderr
+        async with BootstrapClient(served.url, token=TOKEN, ssl=trusting) as client:
             assert (await client.get(4, timeout=GUARD)).session_id == "via-tool"
-        untrusting = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            "aiobootstrap",
-            "status",
-            "--url",
-            url,
-            env=env,
-            stderr=asyncio.subprocess.PIPE,
-        )
-        _, stderr = await asyncio.wait_for(untrusting.communicate(), GUARD)
+        untrusting = await asyncio.to_thread(tool, "status", "--url", served.url)
         assert untrusting.returncode != 0
-        assert "TLS" in stderr.decode()
-        assert len(stderr.decode().strip().splitlines()) == 1
+        assert "TLS" in untrusting.stderr
+        assert len(untrusting.stderr.strip().splitlines()) == 1
     finally:
-        proc.send_signal(signal.SIGTERM)
-        await asyncio.wait_for(proc.wait(), GUARD)
-    assert proc.returncode == 0
+        served.process.send_signal(signal.SIGTERM)
+        await asyncio.to_thread(served.process.communicate, timeout=GUARD)
+    assert served.process.returncode == 0
 
 
-async def test_tool_refuses_a_missing_ca_file(tmp_path):
+def test_tool_refuses_a_missing_ca_file(tmp_path):
     """--cacert naming a missing file: one line, exit status 2."""
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "aiobootstrap",
-        "status",
-        "--url",
-        "https://127.0.0.1:1",
-        "--cacert",
-        str(tmp_path / "nope.pem"),
-        stderr=asyncio.subprocess.PIPE,
-    )
-    _, stderr = await asyncio.wait_for(proc.communicate(), GUARD)
-    assert proc.returncode == 2
-    assert stderr.decode().strip().endswith("nope.pem: No such file or directory")
+    result = tool("status", "--url", "https://127.0.0.1:1", "--cacert", str(tmp_path / "nope.pem"))
+    assert result.returncode == 2
+    assert result.stderr.strip().endswith("nope.pem: No such file or directory")
 
 
 async def test_mounted_under_another_app_expect_on_an_unknown_route_is_refused_first(aiohttp_client):

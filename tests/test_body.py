@@ -7,7 +7,7 @@ import asyncio
 import pytest
 
 from aiobootstrap import BootstrapServer, ServerConfig, create_app
-from aiobootstrap.cli.main import _config, _parser
+from aiobootstrap.cli.parser import server_config, server_parser
 from aiobootstrap.server.app import REGISTRY
 from aiobootstrap.server.body import BODY_BUDGET
 
@@ -130,7 +130,8 @@ async def test_the_budget_holds_in_the_app_alone(aiohttp_client) -> None:
 def test_max_body_memory_option_and_its_floor() -> None:
     """--max-body-memory reaches the config; a budget below the body limit is refused."""
     assert (
-        _config(_parser().parse_args(["--max-body-memory", "100000000"]), {}).max_body_memory == 100_000_000
+        server_config(server_parser().parse_args(["--max-body-memory", "100000000"]), {}).max_body_memory
+        == 100_000_000
     )
     with pytest.raises(ValueError, match="max body memory"):
         ServerConfig(max_body_size=1000, max_body_memory=999)

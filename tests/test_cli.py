@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import resource
 import signal
 import socket
@@ -143,23 +142,6 @@ def test_open_file_limit_is_raised_to_the_hard_limit() -> None:
         server.process.communicate(timeout=GUARD)
 
 
-def test_registration_is_logged_once() -> None:
-    """Each registration logs one line naming rank, session id and version."""
-    server = serve()
-    body = json.dumps({"rank": 3, "transfer_engine_info": {"session_id": "a:1", "weights_info_dict": {}}})
-    request = urllib.request.Request(
-        server.url + "/register_transfer_engine_info", data=body.encode(), method="PUT"
-    )
-    with urllib.request.urlopen(request, timeout=GUARD) as response:
-        assert response.read() == b"OK"
-    server.process.send_signal(signal.SIGTERM)
-    _, err = server.process.communicate(timeout=GUARD)
-    assert [line for line in err.splitlines() if "registered rank" in line] == [
-        line for line in err.splitlines() if "registered rank 3 session a:1 version 1" in line
-    ]
-    assert "registered rank 3 session a:1 version 1" in err
-
-
 def test_serving_binds_before_importing_the_server() -> None:
     """The package and the CLI import without aiohttp, so a taken port is reported without waiting for it."""
     probe = (
@@ -177,18 +159,18 @@ def test_serving_without_options_is_serving_with_the_configs_defaults() -> None:
     import dataclasses
 
     from aiobootstrap import ServerConfig
-    from aiobootstrap.cli.main import _config, _parser
+    from aiobootstrap.cli.parser import server_config, server_parser
 
-    config = _config(_parser().parse_args([]), {})
+    config = server_config(server_parser().parse_args([]), {})
     assert config == dataclasses.replace(ServerConfig(), max_waiters=config.max_waiters)
 
 
 def test_help_shows_the_configs_defaults() -> None:
     """--help names ServerConfig's values, so the two cannot disagree."""
     from aiobootstrap import ServerConfig
-    from aiobootstrap.cli.main import _parser
+    from aiobootstrap.cli.parser import server_parser
 
-    text = " ".join(_parser().format_help().split())
+    text = " ".join(server_parser().format_help().split())
     defaults = ServerConfig()
     for shown in (defaults.max_wait, defaults.idle_timeout, defaults.body_timeout):
         assert f"(default: {shown:g})" in text
@@ -199,21 +181,6 @@ def test_help_shows_the_configs_defaults() -> None:
         defaults.max_body_size,
     ):
         assert f"(default: {count}" in text
-
-
-@pytest.mark.parametrize("url", ["ftp://127.0.0.1:1", "not a url", "127.0.0.1:6789"])
-def test_tools_refuse_a_bad_url_as_a_bad_argument(url: str) -> None:
-    """A tool given a --url that is not http(s):// exits 2 with one line, as for any bad argument."""
-    done = subprocess.run(
-        [sys.executable, "-m", "aiobootstrap", "get", "--url", url, "--rank", "0"],
-        capture_output=True,
-        text=True,
-        timeout=GUARD,
-    )
-    assert done.returncode == 2
-    assert done.stderr.count("\n") == 1
-    assert "--url" in done.stderr
-    assert "Traceback" not in done.stderr
 
 
 def test_a_taken_ipv6_port_is_named_with_brackets() -> None:
@@ -227,14 +194,10 @@ def test_a_taken_ipv6_port_is_named_with_brackets() -> None:
     with holder:
         holder.listen()
         port = holder.getsockname()[1]
-        done = subprocess.run(
-            [sys.executable, "-m", "aiobootstrap", "--host", "::1", "--port", str(port)],
-            capture_output=True,
-            text=True,
-            timeout=GUARD,
-        )
-    assert done.returncode == 2
-    assert done.stderr.startswith(f"Cannot listen on [::1]:{port}: another process already holds port {port}")
+        process = launch("--host", "::1", "--port", str(port))
+        _, err = process.communicate(timeout=GUARD)
+    assert process.returncode == 2
+    assert err.startswith(f"Cannot listen on [::1]:{port}: another process already holds port {port}")
 
 
 def _health(url: str) -> str:

@@ -13,7 +13,7 @@ import aiohttp
 import pytest
 
 from aiobootstrap import BootstrapServer, ServerConfig
-from aiobootstrap.cli.main import _config, _parser
+from aiobootstrap.cli.parser import server_config, server_parser
 
 from .conftest import GUARD, info_key, until
 from .test_cli import serve
@@ -141,8 +141,8 @@ async def test_every_connection_busy_refuses_the_newcomer() -> None:
 
 def test_max_connections_option_reaches_the_config() -> None:
     """--max-connections N sets the cap; without it the server derives one from the open file limit."""
-    assert _config(_parser().parse_args(["--max-connections", "64"]), {}).max_connections == 64
-    assert _config(_parser().parse_args([]), {}).max_connections is None
+    assert server_config(server_parser().parse_args(["--max-connections", "64"]), {}).max_connections == 64
+    assert server_config(server_parser().parse_args([]), {}).max_connections is None
     with pytest.raises(ValueError, match="max connections must be at least 1"):
         ServerConfig(max_connections=0)
 

@@ -8,7 +8,7 @@ import subprocess
 import sys
 import urllib.request
 
-from aiobootstrap.cli import main as _cli
+from aiobootstrap.cli.main import loop_factory
 
 _WITHOUT_EXTRAS = (
     "import sys\n"
@@ -24,7 +24,7 @@ _WITHOUT_EXTRAS = (
 def test_loop_factory_is_none_without_uvloop(monkeypatch):
     """Without uvloop importable, the CLI runs on asyncio's own loop."""
     monkeypatch.setitem(sys.modules, "uvloop", None)
-    assert _cli.loop_factory() is None
+    assert loop_factory() is None
 
 
 def test_server_without_orjson_and_uvloop_registers_and_answers():

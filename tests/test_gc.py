@@ -1,4 +1,4 @@
-"""The server process's collector settings (``_gc``): raised, never lowered, and only by the CLI."""
+"""The server process's collector settings (``cli.gc``): raised, never lowered, and only by the CLI."""
 
 from __future__ import annotations
 

@@ -322,7 +322,7 @@ async def test_registry_refuses_a_new_rank_past_max_ranks():
 
 def test_max_ranks_zero_switches_the_cap_off():
     """--max-ranks 0 means no cap on distinct ranks, for a large deployment run without --world-size."""
-    from aiobootstrap.cli.main import _config, _parser
+    from aiobootstrap.cli.parser import server_config, server_parser
 
-    assert _config(_parser().parse_args(["--max-ranks", "0"]), {}).max_ranks is None
-    assert _config(_parser().parse_args([]), {}).max_ranks == 65_536
+    assert server_config(server_parser().parse_args(["--max-ranks", "0"]), {}).max_ranks is None
+    assert server_config(server_parser().parse_args([]), {}).max_ranks == 65_536

@@ -12,7 +12,8 @@ from aiohttp.test_utils import TestClient
 from aiobootstrap import BootstrapClient, ServerConfig, _json
 from aiobootstrap import wire as protocol
 from aiobootstrap._ranks import RankSet
-from aiobootstrap.cli.tools import add_tool_parsers, run_tool
+from aiobootstrap.cli.tool_parser import add_tool_parsers
+from aiobootstrap.cli.tools import run_tool
 
 from .conftest import registration
 

@@ -5,9 +5,7 @@ from __future__ import annotations
 import io
 import json
 import logging
-import selectors
 import signal
-import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -20,6 +18,7 @@ from aiobootstrap import SyncBootstrapClient
 from aiobootstrap._logging import JsonFormatter, setup_logging
 
 from .conftest import GUARD, registration
+from .test_cli import serve
 
 
 def test_json_formatter_writes_one_object_per_line() -> None:
@@ -74,34 +73,36 @@ def test_setup_logging_replaces_the_handlers() -> None:
 
 def run_server(*args: str) -> list[str]:
     """Serve with ``args``, register rank 0 and get it, stop with SIGTERM; the stderr lines."""
-    process = subprocess.Popen(
-        [sys.executable, "-m", "aiobootstrap", "--port", "0", *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    served = serve(*args)
     try:
-        assert process.stdout is not None
-        with selectors.DefaultSelector() as selector:
-            selector.register(process.stdout, selectors.EVENT_READ)
-            assert selector.select(GUARD), "the server did not start in time"
-        url = process.stdout.readline().split()[-1]
-        with SyncBootstrapClient(url) as client:
+        with SyncBootstrapClient(served.url) as client:
             client.register(0, session_id="10.0.0.7:18000", weights_info_dict={"w": 1})
             client.get(0, timeout=GUARD)
-        process.send_signal(signal.SIGTERM)
-        _, stderr = process.communicate(timeout=GUARD)
+        served.process.send_signal(signal.SIGTERM)
+        _, stderr = served.process.communicate(timeout=GUARD)
     finally:
-        if process.poll() is None:
-            process.kill()
-            process.communicate()
-    assert process.returncode == 0
+        if served.process.poll() is None:
+            served.process.kill()
+            served.process.communicate()
+    assert served.process.returncode == 0
     return stderr.splitlines()
 
 
-def test_json_log_lines_parse_and_carry_the_registration() -> None:
+@pytest.fixture(scope="module")
+def text_lines() -> list[str]:
+    """A server's log in the default text format, without the access log."""
+    return run_server()
+
+
+@pytest.fixture(scope="module")
+def json_lines() -> list[str]:
+    """A server's log as JSON lines, with the access log."""
+    return run_server("--access-log", "--log-format", "json")
+
+
+def test_json_log_lines_parse_and_carry_the_registration(json_lines: list[str]) -> None:
     """--log-format json: every stderr line is a JSON object; the registration has its own fields."""
-    entries = [json.loads(line) for line in run_server("--log-format", "json")]
+    entries = [json.loads(line) for line in json_lines]
     registrations = [entry for entry in entries if "rank" in entry]
     assert len(registrations) == 1
     [registration] = registrations
@@ -110,15 +111,20 @@ def test_json_log_lines_parse_and_carry_the_registration() -> None:
     assert (registration["rank"], registration["session_id"]) == (0, "10.0.0.7:18000")
     assert registration["version"] == 1
     assert all({"time", "level", "logger", "message"} <= entry.keys() for entry in entries)
-    assert not any(entry["logger"] == "aiohttp.access" for entry in entries)
 
 
-def test_access_log_only_when_asked() -> None:
-    """Text logs name the registration; requests are logged only with --access-log."""
-    quiet = run_server()
-    assert any("registered rank 0 session 10.0.0.7:18000 version 1" in line for line in quiet)
-    assert not any("aiohttp.access" in line for line in quiet)
-    entries = [json.loads(line) for line in run_server("--access-log", "--log-format", "json")]
+def test_registration_is_logged_once(text_lines: list[str]) -> None:
+    """Each registration logs one line naming rank, session id and version."""
+    assert [line for line in text_lines if "registered rank" in line] == [
+        line for line in text_lines if "registered rank 0 session 10.0.0.7:18000 version 1" in line
+    ]
+    assert any("registered rank 0 session 10.0.0.7:18000 version 1" in line for line in text_lines)
+
+
+def test_access_log_only_when_asked(text_lines: list[str], json_lines: list[str]) -> None:
+    """Requests are logged only with --access-log."""
+    assert not any("aiohttp.access" in line for line in text_lines)
+    entries = [json.loads(line) for line in json_lines]
     access = [entry for entry in entries if entry["logger"] == "aiohttp.access"]
     assert any('"PUT /register_transfer_engine_info' in entry["message"] for entry in access)
     assert any(

@@ -16,6 +16,7 @@ from aiobootstrap._names import BOOT_HEADER
 from aiobootstrap.exceptions import SHUTTING_DOWN_DETAIL, ShuttingDown
 
 from .conftest import GUARD, info_key, register_in, until
+from .test_cli import serve
 
 
 async def test_a_stuck_reader_delays_stopping_by_shutdown_timeout_at_most() -> None:
@@ -111,28 +112,15 @@ def _check_503(request: str, data: bytes) -> None:
 async def test_sigterm_answers_every_parked_wait_with_503_and_exits_0() -> None:
     """SIGTERM with a few hundred parked waits of every shape: each gets exactly one 503, the exit status is 0."""
     count = 300
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "aiobootstrap",
-        "--port",
-        "0",
-        "--log-level",
-        "info",
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
+    served = serve("--log-level", "info")
+    process = served.process
     try:
-        assert process.stdout is not None
-        assert process.stderr is not None
-        line = await asyncio.wait_for(process.stdout.readline(), GUARD)
-        url = line.decode().split()[-1]
-        host, port = url.removeprefix("http://").rsplit(":", 1)
+        host, port = served.url.removeprefix("http://").rsplit(":", 1)
         parked = await _park(host, int(port), count)
         async with aiohttp.ClientSession() as session:
 
             async def waiters() -> int:
-                async with session.get(url + "/ranks") as reply:
+                async with session.get(served.url + "/ranks") as reply:
                     return int((await reply.json())["waiters"])
 
             async with asyncio.timeout(GUARD):
@@ -141,16 +129,15 @@ async def test_sigterm_answers_every_parked_wait_with_503_and_exits_0() -> None:
                     await asyncio.sleep(0.01)
         process.send_signal(signal.SIGTERM)
         received = await asyncio.wait_for(asyncio.gather(*(reader.read() for _, reader, _ in parked)), GUARD)
-        status = await asyncio.wait_for(process.wait(), GUARD)
-        err = (await process.stderr.read()).decode()
+        _, err = await asyncio.to_thread(process.communicate, timeout=GUARD)
     finally:
-        if process.returncode is None:
+        if process.poll() is None:
             process.kill()
-            await process.wait()
+            process.communicate(timeout=GUARD)
     for (request, _, writer), data in zip(parked, received, strict=True):
         writer.close()
         _check_503(request, data)
-    assert status == 0, err
+    assert process.returncode == 0, err
     assert "Traceback" not in err
     assert f"answered {count} parked waits with 503" in err
 

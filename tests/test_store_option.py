@@ -1,17 +1,23 @@
-"""--store and AIOBOOTSTRAP_STORE as a user runs them: a real subprocess on a free port."""
+"""--store and AIOBOOTSTRAP_STORE: read into the config, and as a user runs them, a real subprocess."""
 
 from __future__ import annotations
 
-import os
+import re
 import signal
 from pathlib import Path
 
 import pytest
 
 from aiobootstrap import BootstrapClient, ServerConfig
+from aiobootstrap.cli.parser import server_config, server_parser
 
 from .conftest import GUARD
 from .test_cli import launch, serve
+
+
+def _config(*argv: str, environ: dict[str, str] | None = None) -> ServerConfig:
+    """The config ``python -m aiobootstrap ARGV`` would serve with, in ``environ``."""
+    return server_config(server_parser().parse_args(list(argv)), environ or {})
 
 
 @pytest.mark.parametrize(
@@ -27,33 +33,38 @@ from .test_cli import launch, serve
         ("memory:extra", "takes nothing after the colon"),
     ],
 )
-def test_a_malformed_store_url_fails_at_start_with_one_line_and_status_2(url: str, said: str) -> None:
-    """A store URL that names no store stops the server before it listens: exit 2, one line."""
-    process = launch("--port", "0", "--store", url)
+def test_a_malformed_store_url_is_refused_in_one_line(url: str, said: str) -> None:
+    """A store URL that names no store is refused with one line saying what is wrong with it."""
+    with pytest.raises(ValueError, match=re.escape(said)) as caught:
+        _config("--store", url)
+    assert "\n" not in str(caught.value)
+
+
+def test_a_malformed_store_url_fails_at_start_with_one_line_and_status_2_hiding_its_password() -> None:
+    """The server stops before it listens: exit 2, one line, and never the URL's password."""
+    process = launch("--port", "0", "--store", "redis://user:secret@host:port/0")
     out, err = process.communicate(timeout=GUARD)
     assert process.returncode == 2
     assert out == ""
-    lines = err.strip().splitlines()
-    assert len(lines) == 1, err
-    assert said in lines[0]
-
-
-def test_a_password_in_a_malformed_url_is_not_printed() -> None:
-    """The error line about a store URL never shows its password."""
-    process = launch("--port", "0", "--store", "redis://user:secret@host:port/0")
-    _, err = process.communicate(timeout=GUARD)
-    assert process.returncode == 2
+    assert len(err.strip().splitlines()) == 1, err
+    assert "malformed" in err
     assert "secret" not in err
     assert "***" in err
 
 
-def test_store_and_state_file_together_are_refused(tmp_path: Path) -> None:
+def test_store_and_state_file_together_are_refused() -> None:
     """--state-file is the store file:PATH: naming another store beside it is a mistake, said in one line."""
-    journal = str(tmp_path / "state.journal")
-    process = launch("--port", "0", "--store", "redis://127.0.0.1:1/0", "--state-file", journal)
-    _, err = process.communicate(timeout=GUARD)
-    assert process.returncode == 2
-    assert "either a state file or a store" in err
+    with pytest.raises(ValueError, match="either a state file or a store"):
+        _config("--store", "redis://127.0.0.1:1/0", "--state-file", "/tmp/state.journal")
+
+
+def test_the_store_comes_from_the_flag_the_state_file_or_the_environment() -> None:
+    """--store wins over AIOBOOTSTRAP_STORE, and so does --state-file; without either, the environment's."""
+    environ = {"AIOBOOTSTRAP_STORE": "redis://127.0.0.1:1/0"}
+    assert _config(environ=environ).store_url == "redis://127.0.0.1:1/0"
+    assert _config("--store", "file:/tmp/s.journal", environ=environ).store_url == "file:/tmp/s.journal"
+    assert _config("--state-file", "/tmp/s.journal", environ=environ).store_url == "file:/tmp/s.journal"
+    assert _config().store_url == "memory:"
 
 
 def _stop(process: object) -> None:
@@ -62,36 +73,22 @@ def _stop(process: object) -> None:
     process.communicate(timeout=GUARD)  # type: ignore[attr-defined]
 
 
-@pytest.mark.parametrize("how", ["flag", "environment"])
-async def test_a_file_store_keeps_registrations_across_a_restart(tmp_path: Path, how: str) -> None:
-    """--store file:PATH (or AIOBOOTSTRAP_STORE) journals registrations; a restarted server has them."""
-    url = f"file:{tmp_path / 'state.journal'}"
-    if how == "flag":
-        args, env = ["--store", url], None
-    else:
-        args, env = [], {**os.environ, "AIOBOOTSTRAP_STORE": url}
-    first = serve("--log-level", "warning", *args, env=env)
+async def test_a_file_store_keeps_registrations_across_a_restart(tmp_path: Path) -> None:
+    """--store file:PATH journals registrations; a restarted server has them."""
+    args = ["--log-level", "warning", "--store", f"file:{tmp_path / 'state.journal'}"]
+    first = serve(*args)
     try:
         async with BootstrapClient(first.url) as client:
             await client.register(2, session_id="kept", weights_info_dict={"w": [1]})
     finally:
         _stop(first.process)
-    second = serve("--log-level", "warning", *args, env=env)
+    second = serve(*args)
     try:
         async with BootstrapClient(second.url) as client:
             info = await client.get(2, timeout=GUARD)
             assert (info.session_id, info.weights_info_dict) == ("kept", {"w": [1]})
     finally:
         _stop(second.process)
-
-
-def test_the_state_file_wins_over_the_environment(tmp_path: Path) -> None:
-    """With AIOBOOTSTRAP_STORE set, an explicit --state-file still names the store."""
-    journal = tmp_path / "state.journal"
-    env = {**os.environ, "AIOBOOTSTRAP_STORE": "redis://127.0.0.1:1/0"}
-    served = serve("--log-level", "warning", "--state-file", str(journal), env=env)
-    _stop(served.process)
-    assert journal.exists()
 
 
 def test_the_config_validates_the_store_url() -> None:

@@ -1,8 +1,19 @@
-"""The operator tools (get, register, status, wait), run as real subprocesses against a real server."""
+"""The operator tools (get, register, status, wait) against a real server subprocess.
+
+One server serves the module (per xdist worker); each test works in a namespace
+of its own, so tests never see each other's ranks. A tool runs through the
+console script's ``main()`` in this process, which says all a subprocess would
+(its exit status and what it printed; an escaping exception fails the test)
+without a Python and aiohttp start-up per call. A tool that must outlive the
+call (``get --wait``, ``wait``, ``wait`` on a terminal) runs as a real
+``python -m aiobootstrap`` subprocess, as does ``serve``.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import io
 import json
 import os
 import pty
@@ -16,28 +27,42 @@ import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import pytest
 from aiohttp import web
 from prometheus_client.parser import text_string_to_metric_families
 from pytest_aiohttp import AiohttpServer
 
+from aiobootstrap import ServerConfig, create_app
+from aiobootstrap.cli.main import main
 from aiobootstrap.cli.tools import format_age
 
 GUARD = 30.0
 """Seconds a test waits for a subprocess that should finish at once."""
+
+_POLL = 0.005
+"""Seconds between two looks at a subprocess server's metrics: a busy loop would take the CPU
+that the waiting tool's subprocess needs to start."""
 
 
 def command(*args: str) -> list[str]:
     return [sys.executable, "-m", "aiobootstrap", *args]
 
 
-def tool(
-    *args: str, stdin: str | None = None, env: dict[str, str] | None = None
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        command(*args), capture_output=True, text=True, timeout=GUARD, input=stdin, env=env, check=False
-    )
+def tool(*args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
+    """``python -m aiobootstrap ARGS`` run by the console script's ``main()`` in this process."""
+    out, err = io.StringIO(), io.StringIO()
+    with (
+        contextlib.redirect_stdout(out),
+        contextlib.redirect_stderr(err),
+        mock.patch.object(sys, "stdin", io.StringIO(stdin)),
+    ):
+        try:
+            status = main(list(args))
+        except SystemExit as exc:  # argparse's, for a bad argument
+            status = int(exc.code or 0)
+    return subprocess.CompletedProcess(list(args), status, out.getvalue(), err.getvalue())
 
 
 def assert_one_line_error(result: subprocess.CompletedProcess[str], status: int, text: str) -> None:
@@ -91,6 +116,7 @@ def until_parked(url: str, namespace: str) -> None:
     deadline = time.monotonic() + GUARD
     while parked(url, namespace) < 1:
         assert time.monotonic() < deadline, "the waiting tool never parked"
+        time.sleep(_POLL)
 
 
 def free_port() -> int:
@@ -446,6 +472,12 @@ def test_bad_arguments_are_one_line_and_status_2(url: str, args: tuple[str, ...]
     assert_one_line_error(tool(*args, "--url", url), 2, text)
 
 
+@pytest.mark.parametrize("bad", ["ftp://127.0.0.1:1", "not a url", "127.0.0.1:6789"])
+def test_a_bad_url_is_a_bad_argument(bad: str) -> None:
+    """A --url that is not http(s):// is status 2 and one line naming --url, as for any bad argument."""
+    assert_one_line_error(tool("get", "--url", bad, "--rank", "0"), 2, "--url")
+
+
 @pytest.mark.parametrize(
     ("content", "text"),
     [
@@ -470,24 +502,14 @@ def test_a_bad_weights_file_is_one_line_and_status_2(
     assert "target: 0 registered" in tool("status", "--url", url, "--namespace", namespace).stdout
 
 
-def test_a_rank_outside_the_world_size_is_the_servers_detail_and_status_2(weights: Path) -> None:
+async def test_a_rank_outside_the_world_size_is_the_servers_detail_and_status_2(
+    aiohttp_server: AiohttpServer,
+) -> None:
     """A request the server refuses (400) ends with its detail and status 2."""
-    server = subprocess.Popen(
-        command("--port", "0", "--world-size", "2"),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-    )
-    try:
-        assert server.stdout is not None
-        url = server.stdout.readline().removeprefix("aiobootstrap listening on ").strip()
-        result = tool("get", "--url", url, "--rank", "5")
-        assert_one_line_error(result, 2, "Rank 5 is outside the world size 2")
-    finally:
-        server.terminate()
-        server.wait(GUARD)
-        assert server.stdout is not None
-        server.stdout.close()
+    server = await aiohttp_server(create_app(ServerConfig(world_size=2)))
+    url = str(server.make_url("")).rstrip("/")
+    result = await asyncio.to_thread(tool, "get", "--url", url, "--rank", "5")
+    assert_one_line_error(result, 2, "Rank 5 is outside the world size 2")
 
 
 # -- serving and tokens ---------------------------------------------------
@@ -511,7 +533,9 @@ def test_serve_subcommand_serves_like_the_bare_command() -> None:
         server.stdout.close()
 
 
-async def test_the_token_comes_from_the_flag_or_the_environment(aiohttp_server: AiohttpServer) -> None:
+async def test_the_token_comes_from_the_flag_or_the_environment(
+    aiohttp_server: AiohttpServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """--token, else AIOBOOTSTRAP_AUTH_TOKEN, is sent as a bearer token; a refusal is status 2."""
 
     async def ranks(request: web.Request) -> web.Response:
@@ -524,26 +548,17 @@ async def test_the_token_comes_from_the_flag_or_the_environment(aiohttp_server: 
     server = await aiohttp_server(app)
     url = str(server.make_url("")).rstrip("/")
 
-    async def status(*args: str, token: str | None = None) -> tuple[int, str]:
-        env = {k: v for k, v in os.environ.items() if k != "AIOBOOTSTRAP_AUTH_TOKEN"}
-        if token is not None:
-            env["AIOBOOTSTRAP_AUTH_TOKEN"] = token
-        process = await asyncio.create_subprocess_exec(
-            *command("status", "--url", url, "--kind", "transfer_engine_info", *args),
-            env=env,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-        )
-        _, err = await asyncio.wait_for(process.communicate(), GUARD)
-        assert process.returncode is not None
-        return process.returncode, err.decode()
+    async def status(*args: str, token: str | None = None) -> subprocess.CompletedProcess[str]:
+        if token is None:
+            monkeypatch.delenv("AIOBOOTSTRAP_AUTH_TOKEN", raising=False)
+        else:
+            monkeypatch.setenv("AIOBOOTSTRAP_AUTH_TOKEN", token)
+        return await asyncio.to_thread(tool, "status", "--url", url, "--kind", "transfer_engine_info", *args)
 
-    assert (await status("--token", "s3cret"))[0] == 0
-    assert (await status(token="s3cret"))[0] == 0
-    assert (await status("--token", "s3cret", token="wrong"))[0] == 0
-    code, err = await status(token="wrong")
-    assert code == 2
-    assert "A valid bearer token is required." in err
+    assert (await status("--token", "s3cret")).returncode == 0
+    assert (await status(token="s3cret")).returncode == 0
+    assert (await status("--token", "s3cret", token="wrong")).returncode == 0
+    assert_one_line_error(await status(token="wrong"), 2, "A valid bearer token is required.")
 
 
 @pytest.mark.parametrize(

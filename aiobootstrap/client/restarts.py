@@ -3,7 +3,7 @@
 Every reply names the server's boot id (``X-Aiobootstrap-Boot``); a new id
 means the server restarted, and an in-memory server lost what the client had
 registered, so the client replays its registrations. The HTTP side lives in
-``_transport``; this is the bookkeeping, and the single-flight probe.
+``transport``; this is the bookkeeping, and the single-flight probe.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Where and when the client tries again: its replicas, its backoff, its deadline.
 
-Pure asyncio, no aiohttp: ``_transport`` decides what counts as a failure, this
+Pure asyncio, no aiohttp: ``transport`` decides what counts as a failure, this
 module only how long to wait and which URL is next.
 """
 

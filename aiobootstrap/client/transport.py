@@ -11,7 +11,7 @@ Three layers, each with one job:
   (or one answers ``503``), it moves to the next URL, and after a round of
   failures backs off, until the deadline; then :class:`ServerUnavailable`.
   Before a request that parks, it learns the server's boot id (see
-  ``_restarts``), and after a restart it replays the registrations it was
+  ``restarts``), and after a restart it replays the registrations it was
   asked to remember.
 * :meth:`Transport.long_poll` makes a wait last the caller's timeout: it asks
   again past the server's ``--max-wait``, and backs off when the server
@@ -21,7 +21,7 @@ Three layers, each with one job:
   server's deadline).
 
 Where and how long to wait between tries (replicas, backoff, deadlines) is
-``_retry``'s; what a reply means is ``_protocol``'s and the client's.
+``retry``'s; what a reply means is the wire's (``aiobootstrap.wire``) and the client's.
 """
 
 from __future__ import annotations
@@ -250,7 +250,7 @@ class Transport:
         """The error a reply other than the one asked for means."""
         detail = protocol.error_detail(status, payload)
         if status == 404:
-            # Not "not registered" (the protocol module said so): the route itself is not there.
+            # Not "not registered" (the wire said so): the route itself is not there.
             return UnexpectedReply(
                 f"{self.url}{protocol.path(path, self.namespace)} answered 404 ({detail}): "
                 "is that the base URL of an aiobootstrap server?"

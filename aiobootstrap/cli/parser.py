@@ -1,0 +1,266 @@
+"""What the command line is asked: argv and the environment, read into a config.
+
+The only reader of the environment (``AIOBOOTSTRAP_STORE``,
+``AIOBOOTSTRAP_AUTH_TOKEN``). ``serve``'s options take their defaults from
+:class:`ServerConfig`, so ``--help`` cannot disagree with it; the tools'
+options are ``tool_parser``'s. Parsing imports no aiohttp: ``main`` binds the
+port before the server's libraries load.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable, Mapping
+from functools import partial
+from typing import Any, NoReturn
+
+from .._logging import LOG_FORMATS
+from .._version import __version__
+from ..server import open_files as _open_files
+from ..server.config import DEFAULT_MAX_WAITERS, DEFAULT_STORE, ServerConfig
+from .tool_parser import add_tool_parsers
+from .tools import TOOLS
+
+__all__ = [
+    "PROG",
+    "STORE_ENV",
+    "TOKEN_ENV",
+    "OneLineParser",
+    "server_config",
+    "server_parser",
+    "tool_parser",
+    "tool_token",
+]
+
+PROG = "python -m aiobootstrap"
+
+_LOG_LEVELS = ("debug", "info", "warning", "error")
+
+TOKEN_ENV = "AIOBOOTSTRAP_AUTH_TOKEN"
+STORE_ENV = "AIOBOOTSTRAP_STORE"
+
+
+_DEFAULTS = ServerConfig()
+"""Every option's default is the config's: ``--help`` cannot say otherwise."""
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse, but a bad argument is one line and exit status 2."""
+
+    def error(self, message: str) -> NoReturn:
+        # One line, not argparse's usage block: the CLI's failures fit on a line.
+        self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
+def _setting(
+    parser: argparse.ArgumentParser,
+    flag: str,
+    help: str,
+    *,
+    type: Callable[[str], Any] = str,
+    metavar: str | None = None,
+) -> None:
+    """An option whose default is the config's field of its name (``--max-wait``: ``max_wait``)."""
+    default = getattr(_DEFAULTS, flag.removeprefix("--").replace("-", "_"))
+    parser.add_argument(flag, type=type, default=default, metavar=metavar, help=help)
+
+
+def server_parser() -> argparse.ArgumentParser:
+    """The options of ``serve``, the default command."""
+    parser = OneLineParser(
+        prog=PROG,
+        description="Serve transfer-engine info to the ranks of a deployment; getters may wait.",
+        epilog=f"Commands: serve (the default; takes the options above), {', '.join(TOOLS)}. "
+        "See python -m aiobootstrap COMMAND --help.",
+    )
+    setting = partial(_setting, parser)
+    mib = 2**20
+    parser.add_argument("--version", action="version", version=f"aiobootstrap {__version__}")
+    setting("--host", "address to listen on (default: %(default)s)")
+    setting("--port", "port to listen on; 0 picks a free one (default: %(default)s)", type=int)
+    setting("--world-size", "number of ranks; others are refused (default: any)", type=int, metavar="W")
+    setting(
+        "--max-wait",
+        "longest wait one request may ask for; longer asks are clamped (default: %(default)g)",
+        type=float,
+        metavar="SECONDS",
+    )
+    setting(
+        "--max-body-size",
+        f"largest request body accepted (default: %(default)d, {_DEFAULTS.max_body_size / mib:g} MiB)",
+        type=int,
+        metavar="BYTES",
+    )
+    setting(
+        "--max-body-memory",
+        "most bytes of request bodies read at once, all requests together; past it 503 with "
+        f"Retry-After (default: %(default)d, {_DEFAULTS.max_body_memory / mib:g} MiB)",
+        type=int,
+        metavar="BYTES",
+    )
+    parser.add_argument(
+        "--max-waiters",
+        type=int,
+        default=None,  # the config's, lowered to fit the open file limit: see server_config
+        metavar="N",
+        help=(
+            "most waits parked at once; more get 503 with Retry-After "
+            f"(default: {_DEFAULTS.max_waiters}, lowered to fit the open file limit)"
+        ),
+    )
+    setting(
+        "--max-namespaces",
+        "most namespaces with ranks or waits at once, default included (default: %(default)d)",
+        type=int,
+        metavar="N",
+    )
+    setting(
+        "--state-file",
+        "journal registrations to PATH and reload them on start; the same as --store file:PATH",
+        metavar="PATH",
+    )
+    parser.add_argument(
+        "--store",
+        default=None,  # the environment's, else the config's: see _store_url
+        metavar="URL",
+        help=(
+            "where records live: memory:, file:PATH, redis://[user:password@]host[:port][/db], "
+            f"rediss://..., unix:///path/redis.sock[?db=N] (or set {STORE_ENV}; default: {DEFAULT_STORE})"
+        ),
+    )
+    setting(
+        "--store-prefix",
+        "prefix of every key in a Redis store, to keep registries apart (default: %(default)s)",
+        metavar="NAME",
+    )
+    setting(
+        "--max-ranks",
+        "most distinct ranks per namespace without --world-size; more get 409; 0 for no cap (default: %(default)d)",
+        type=int,
+        metavar="N",
+    )
+    setting(
+        "--max-request-line",
+        "longest request line (path and query) accepted (default: %(default)d)",
+        type=int,
+        metavar="BYTES",
+    )
+    setting(
+        "--max-header-size",
+        "longest single header line accepted (default: %(default)d)",
+        type=int,
+        metavar="BYTES",
+    )
+    setting(
+        "--max-connections",
+        "most connections open at once; a new one past it closes the longest-idle connection (never one "
+        f"with a request in flight) (default: the open file limit less {_open_files.CONNECTION_FD_RESERVE})",
+        type=int,
+        metavar="N",
+    )
+    setting(
+        "--idle-timeout",
+        "close a connection that sends no complete request for this long (default: %(default)g)",
+        type=float,
+        metavar="SECONDS",
+    )
+    setting(
+        "--body-timeout",
+        "longest a request body may take to arrive; then 408 (default: %(default)g)",
+        type=float,
+        metavar="SECONDS",
+    )
+    parser.add_argument(
+        "--auth-token-file",
+        metavar="PATH",
+        help=f"require 'Authorization: Bearer <token>' with the token in PATH (or set {TOKEN_ENV})",
+    )
+    parser.add_argument("--tls-cert", metavar="PATH", help="serve HTTPS with this PEM certificate chain")
+    parser.add_argument("--tls-key", metavar="PATH", help="the PEM private key for --tls-cert")
+    parser.add_argument("--log-level", choices=_LOG_LEVELS, default="info", help="(default: %(default)s)")
+    parser.add_argument(
+        "--log-format",
+        choices=LOG_FORMATS,
+        default="text",
+        help="text for people, json for log pipelines: one object per line (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--access-log",
+        action="store_true",
+        default=_DEFAULTS.access_log,
+        help="log one line per request (default: off)",
+    )
+    return parser
+
+
+def server_config(args: argparse.Namespace, environ: Mapping[str, str]) -> ServerConfig:
+    """The config ``serve``'s parsed ``args`` and ``environ`` ask for; ``ValueError`` says what is wrong."""
+    return ServerConfig(
+        host=args.host,
+        port=args.port,
+        world_size=args.world_size,
+        max_wait=args.max_wait,
+        max_body_size=args.max_body_size,
+        max_body_memory=args.max_body_memory,
+        max_waiters=_open_files.waiter_limit(args.max_waiters, DEFAULT_MAX_WAITERS),
+        # 0 switches the cap off; a world size lifts it anyway.
+        max_ranks=args.max_ranks or None,
+        max_request_line=args.max_request_line,
+        max_header_size=args.max_header_size,
+        max_connections=args.max_connections,
+        idle_timeout=args.idle_timeout,
+        body_timeout=args.body_timeout,
+        auth_token=_auth_token(args.auth_token_file, environ),
+        tls_cert=args.tls_cert,
+        tls_key=args.tls_key,
+        max_namespaces=args.max_namespaces,
+        access_log=args.access_log,
+        state_file=args.state_file,
+        store=_store_url(args.store, args.state_file, environ),
+        store_prefix=args.store_prefix,
+    )
+
+
+def _store_url(given: str | None, state_file: str | None, environ: Mapping[str, str]) -> str:
+    """``--store``, else the environment, else the embedded memory store.
+
+    ``--state-file`` names the store itself, so the environment gives way to it.
+    """
+    if given is not None:
+        return given
+    if state_file is not None:
+        return DEFAULT_STORE
+    return environ.get(STORE_ENV) or DEFAULT_STORE
+
+
+def _auth_token(path: str | None, environ: Mapping[str, str]) -> str | None:
+    """The token from ``--auth-token-file`` (which wins) or the environment; ``None`` for no auth."""
+    if path is not None:
+        try:
+            with open(path, encoding="utf-8") as file:
+                token = file.read().strip()
+        except (OSError, UnicodeDecodeError) as exc:
+            reason = exc.strerror if isinstance(exc, OSError) else "it is not UTF-8 text"
+            raise ValueError(f"cannot read the auth token file {path}: {reason}") from None
+        if not token:
+            raise ValueError(f"the auth token file {path} is empty")
+        return token
+    if TOKEN_ENV not in environ:
+        return None
+    token = environ[TOKEN_ENV].strip()
+    if not token:
+        # Set but empty is a mistake, not a wish to run without authentication.
+        raise ValueError(f"{TOKEN_ENV} is set but empty")
+    return token
+
+
+def tool_parser() -> argparse.ArgumentParser:
+    """The tools' parser: ``get``, ``register``, ``status`` and ``wait`` as subcommands."""
+    parser = OneLineParser(prog=PROG, description="Operator tools for an aiobootstrap server.")
+    add_tool_parsers(parser)
+    return parser
+
+
+def tool_token(given: str | None, environ: Mapping[str, str]) -> str | None:
+    """A tool's bearer token: ``--token``, else the environment's; ``None`` for none."""
+    return given if given is not None else environ.get(TOKEN_ENV)

@@ -1,0 +1,195 @@
+"""The tools' arguments: ``get``, ``register``, ``status`` and ``wait`` as subcommands.
+
+Every value is checked here, so a bad one is argparse's one line and exit
+status 2 before anything is sent; ``wait=`` and ``--wait`` share the wire's
+reader of seconds. What each tool does with its arguments is ``tools``'.
+"""
+
+from __future__ import annotations
+
+import argparse
+import urllib.parse
+from collections.abc import Callable
+
+from .. import wire as protocol
+from .._names import DEFAULT_NAMESPACE, DEFAULT_ROLE, ENCODER_URLS, RANK_KINDS, TRANSFER_ENGINE_INFO
+from ..server.config import DEFAULT_HOST, DEFAULT_PORT
+
+__all__ = ["KINDS", "add_tool_parsers"]
+
+
+def _non_negative(what: str) -> Callable[[str], int]:
+    """The reader of a non-negative integer that names a ``what`` (a rank, a version)."""
+
+    def read(text: str) -> int:
+        if not text.isascii() or not text.isdigit():
+            raise argparse.ArgumentTypeError(f"{text!r} is not a {what} (a non-negative integer)")
+        return int(text)
+
+    return read
+
+
+_rank = _non_negative("rank")
+_version = _non_negative("version")
+
+
+def _count(text: str) -> int:
+    if not text.isascii() or not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive integer")
+    return int(text)
+
+
+def _url(text: str) -> str:
+    parts = urllib.parse.urlsplit(text)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an http:// or https:// URL")
+    return text
+
+
+def _seconds(text: str) -> float:
+    # The protocol's reader: what a tool takes is what wait= takes on the wire.
+    seconds = protocol.parse_seconds(text)
+    if seconds is None:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a non-negative number of seconds")
+    return seconds
+
+
+def _role(text: str) -> str:
+    if not text:
+        raise argparse.ArgumentTypeError("a role is a non-empty name, such as target or draft")
+    return text
+
+
+KINDS = (*RANK_KINDS, ENCODER_URLS)
+"""What ``--kind`` of ``get`` and ``status`` may name."""
+
+
+def add_tool_parsers(parser: argparse.ArgumentParser) -> None:
+    """Add the tools to ``parser`` as subcommands."""
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "--url",
+        type=_url,
+        default=f"http://{DEFAULT_HOST}:{DEFAULT_PORT}",
+        help="the server (default: %(default)s)",
+    )
+    common.add_argument(
+        "--namespace",
+        default=DEFAULT_NAMESPACE,
+        help="the deployment's namespace on the server (default: %(default)s)",
+    )
+    common.add_argument(
+        "--token",
+        default=None,
+        help="bearer token, if the server requires one (default: $AIOBOOTSTRAP_AUTH_TOKEN)",
+    )
+    common.add_argument(
+        "--cacert",
+        metavar="PATH",
+        help="PEM file of the CA that signed an https server's certificate (default: the system's CAs)",
+    )
+    tools = parser.add_subparsers(dest="tool", metavar="COMMAND", required=True)
+
+    role = argparse.ArgumentParser(add_help=False)
+    role.add_argument(
+        "--role",
+        type=_role,
+        default=DEFAULT_ROLE,
+        help="the records of this role, such as draft (default: %(default)s)",
+    )
+
+    get = tools.add_parser(
+        "get",
+        parents=[common, role],
+        help="print a rank's info, parallelism config, or the encoder URL list as JSON",
+        description="Print a rank's record of one kind, or the encoder URL list, as JSON.",
+    )
+    get.add_argument("--rank", type=_rank, help="the rank (every kind but encoder_urls)")
+    get.add_argument(
+        "--kind",
+        choices=KINDS,
+        default=TRANSFER_ENGINE_INFO,
+        help="what to get (default: %(default)s)",
+    )
+    get.add_argument(
+        "--wait",
+        type=_seconds,
+        default=0.0,
+        metavar="SECONDS",
+        help="wait this long for the rank to register, or the encoder URL list to change (default: do not wait)",
+    )
+    get.add_argument(
+        "--after",
+        type=_version,
+        default=0,
+        metavar="VERSION",
+        help="only a record (or list) newer than this version (default: any)",
+    )
+
+    register = tools.add_parser(
+        "register", parents=[common], help="register a rank's info", description="Register a rank's info."
+    )
+    register.add_argument("--rank", type=_rank, required=True)
+    register.add_argument("--session-id", required=True)
+    register.add_argument(
+        "--weights-file",
+        required=True,
+        metavar="FILE",
+        help="a JSON object: the weights_info_dict ('-' reads standard input)",
+    )
+    register.add_argument(
+        "--timeout",
+        type=_seconds,
+        default=10.0,
+        metavar="SECONDS",
+        help="keep trying this long while the server is unreachable (default: %(default)g)",
+    )
+
+    status = tools.add_parser(
+        "status",
+        parents=[common],
+        help="list the registered ranks of each kind and role",
+        description="List the registered ranks of each kind and role and, with a known world size, "
+        "the missing ones; and the encoder URLs.",
+    )
+    status.add_argument(
+        "--kind",
+        action="append",
+        choices=KINDS,
+        help="show this kind; repeat for several (default: every kind)",
+    )
+    status.add_argument(
+        "--role",
+        action="append",
+        type=_role,
+        help=f"show the ranks of this role; repeat for several (default: {DEFAULT_ROLE})",
+    )
+    status.add_argument(
+        "--world-size",
+        type=_count,
+        default=None,
+        metavar="N",
+        help="ranks 0 to N-1 are expected (default: the server's --world-size, if it has one)",
+    )
+
+    wait = tools.add_parser(
+        "wait",
+        parents=[common, role],
+        help="exit 0 once every rank is registered",
+        description="Wait until ranks 0 to N-1 have all registered a record of the kind and role, then "
+        "exit 0 (for scripts and init containers). Exit 1 if the timeout runs out first.",
+    )
+    wait.add_argument("--world-size", type=_count, required=True, metavar="N")
+    wait.add_argument(
+        "--kind",
+        choices=RANK_KINDS,
+        default=TRANSFER_ENGINE_INFO,
+        help="what each rank registers (default: %(default)s)",
+    )
+    wait.add_argument(
+        "--timeout",
+        type=_seconds,
+        default=None,
+        metavar="SECONDS",
+        help="give up after this long (default: wait for ever)",
+    )

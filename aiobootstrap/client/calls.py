@@ -1,0 +1,151 @@
+"""The requests behind :class:`BootstrapClient`'s methods: one path for every kind.
+
+Every per-rank kind (transfer-engine info, parallelism config) is registered,
+removed and read the same way, given the kind's entry in the wire's kind
+table (``wire.kinds``) for its routes and the noun of its ``404``:
+:func:`register`, :func:`unregister`, :func:`get_record` and
+:func:`get_records`. A get waits on while the server says "not registered"
+and raises :class:`RankNotRegistered` when the time runs out; any other
+reply but a ``200`` is the transport's error for it. The encoder URL list's
+wait ends at a new version rather than at a ``200``: :func:`encoder_urls`.
+
+The client's public methods build each request's body or query and decode
+the reply; sending it (replicas, backoff, the long-poll, restarts) is the
+transport's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Iterable, Mapping
+from functools import partial
+
+from .. import wire as protocol
+from ..exceptions import RankNotRegistered
+from ..wire import EncoderUrls
+from ..wire.kinds import KindRoutes
+from .restarts import Replay
+from .retry import Deadline
+from .transport import Reply, Transport
+
+__all__ = ["encoder_urls", "get_record", "get_records", "register", "request", "unregister"]
+
+_READ_TIMEOUT = 60.0
+"""How long a request that does not park may take to answer."""
+
+
+async def request(
+    transport: Transport,
+    method: str,
+    path: str,
+    deadline: Deadline,
+    *,
+    params: Mapping[str, str] | None = None,
+    body: bytes | None = None,
+) -> Reply:
+    """The ``200`` of one request that does not park; any other reply raises its error."""
+    reply = await transport.call(method, path, deadline, params=params, body=body, read_timeout=_READ_TIMEOUT)
+    if reply.status != 200:
+        raise transport.error(reply.status, path, reply.body)
+    return reply
+
+
+async def register(
+    transport: Transport, kind: KindRoutes, rank: int, role: str, body: bytes, timeout: float | None
+) -> None:
+    """Register ``rank``'s record of ``kind`` (``body``), remembered for a restarted server."""
+    replay = Replay("PUT", kind.register_path, body)
+    await transport.send_registration((kind.register_path, role, rank), replay, timeout)
+
+
+async def unregister(
+    transport: Transport, kind: KindRoutes, rank: int, role: str, timeout: float | None
+) -> bool:
+    """Remove ``rank``'s record of ``kind``; whether there was one."""
+    transport.forget_registration((kind.register_path, role, rank))
+    reply = await transport.call(
+        "DELETE",
+        kind.register_path,
+        Deadline(timeout),
+        params=protocol.role_rank_query(rank, role),
+        read_timeout=_READ_TIMEOUT,
+    )
+    if reply.status == 200:
+        return True
+    if protocol.decode_absent(reply.status, reply.body, kind.noun) is not None:
+        return False
+    raise transport.error(reply.status, kind.register_path, reply.body)
+
+
+async def get_record(
+    transport: Transport,
+    kind: KindRoutes,
+    rank: int,
+    query: Callable[[float], Mapping[str, str]],
+    deadline: Deadline,
+) -> Reply:
+    """The ``200`` of a get of one rank's record of ``kind``, or :class:`RankNotRegistered`."""
+    reply = await transport.long_poll(kind.get_path, query, deadline, _found(transport, kind))
+    if reply.status != 200:
+        missing = protocol.decode_absent(reply.status, reply.body, kind.noun)
+        raise RankNotRegistered(missing or [rank], noun=kind.noun)
+    return reply
+
+
+async def get_records(
+    transport: Transport,
+    kind: KindRoutes,
+    ranks: Iterable[int],
+    query: Callable[[str, float], Mapping[str, str]],
+    deadline: Deadline,
+) -> list[Reply]:
+    """The ``200`` of each batch get of ``ranks``' records of ``kind``, or :class:`RankNotRegistered`
+    naming every rank still missing."""
+    wanted = sorted(set(ranks))
+    if not wanted:
+        return []
+    specs = protocol.split_rank_specs(wanted)
+    found = _found(transport, kind)
+    replies = await asyncio.gather(
+        *(transport.long_poll(kind.batch_path, partial(query, spec), deadline, found) for spec in specs)
+    )
+    missing: list[int] = []
+    for spec, reply in zip(specs, replies, strict=True):
+        if reply.status != 200:
+            missing.extend(
+                protocol.decode_absent(reply.status, reply.body, kind.noun) or protocol.parse_ranks(spec)
+            )
+    if missing:
+        raise RankNotRegistered(sorted(missing), noun=kind.noun)
+    return list(replies)
+
+
+def _found(transport: Transport, kind: KindRoutes) -> Callable[[str, Reply], bool]:
+    """Whether a get's reply ends the wait: a ``200``; "not registered" waits on; anything else raises."""
+
+    def found(path: str, reply: Reply) -> bool:
+        if reply.status == 200:
+            return True
+        if protocol.decode_absent(reply.status, reply.body, kind.noun) is None:
+            raise transport.error(reply.status, path, reply.body)
+        return False
+
+    return found
+
+
+async def encoder_urls(transport: Transport, after: int, deadline: Deadline) -> EncoderUrls:
+    """The encoder URL list once its version passes ``after``, or as it is when the deadline comes."""
+    newest: list[EncoderUrls] = []
+
+    def changed(path: str, reply: Reply) -> bool:
+        if reply.status != 200:
+            raise transport.error(reply.status, path, reply.body)
+        newest[:] = [protocol.decode_encoder_urls(reply.body)]
+        # Below after: the server lost the list (an in-memory one restarted, its
+        # versions begun again), and what it holds now is news to the caller.
+        return newest[0].version != after
+
+    await transport.long_poll(
+        protocol.ENCODER_LIST_PATH, partial(protocol.encoder_list_query, after), deadline, changed
+    )
+    return newest[0]
