@@ -61,7 +61,7 @@ from ..exceptions import SHUTTING_DOWN_DETAIL
 if TYPE_CHECKING:
     from ..store import Record
 
-__all__ = ["EarlyReply", "ReplyWire", "WireReply", "shutting_down_reply"]
+__all__ = ["REPLY_WIRE", "EarlyReply", "ReplyWire", "WireReply", "shutting_down_reply"]
 
 SEPARATE_BODY_OVER = 256 * 1024
 """Bodies larger than this are written apart from their head, never copied per reply or second."""
@@ -332,3 +332,7 @@ def shutting_down_reply(boot: str) -> Callable[[web.BaseRequest], bytes]:
         return heads[old] if request.method == "HEAD" else whole[old]
 
     return reply
+
+
+REPLY_WIRE = web.AppKey("reply_wire", ReplyWire)
+"""Gets' 200 replies as pre-built bytes."""
