@@ -105,12 +105,13 @@ async def _registry_context(app: web.Application) -> AsyncIterator[None]:
         max_namespaces=config.max_namespaces,
     )
     store = open_store(config.store_url, prefix=config.store_prefix, limits=limits)
-    registry = Registry(store, encode_reply=encode_reply, max_waiters=config.max_waiters)
-    await store.open(registry)
-    app[REGISTRY] = registry
     # The bytes carry the boot-id stamp themselves: only when nothing else hooks a reply's headers.
     stamps_only = list(app.on_response_prepare) == [_boot_header]
-    app[REPLY_WIRE] = ReplyWire(registry.reply, lambda: store.incarnation, enabled=stamps_only)
+    wire = ReplyWire(encode_reply, lambda: store.incarnation, enabled=stamps_only)
+    registry = Registry(store, max_waiters=config.max_waiters, on_delivery=wire.delivered)
+    await store.open(registry)
+    app[REGISTRY] = registry
+    app[REPLY_WIRE] = wire
     log.info("store: %s", store.description)
     try:
         yield

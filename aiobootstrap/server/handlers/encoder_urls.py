@@ -12,6 +12,7 @@ from ..appkeys import CONFIG, REGISTRY
 from ..body import read_body
 from ..kinds import encoder_list_key
 from ..metrics import METRICS, counts_gets
+from ..replies import REPLY_WIRE
 from .common import json_reply, namespace_of, param, wait_seconds
 from .log_lines import log_encoder_url
 
@@ -58,4 +59,4 @@ async def list_encoder_urls(request: web.Request) -> web.StreamResponse:
         record = await registry.get(key)
     if record is None:
         return await json_reply(request, protocol.encode_encoder_urls([], 0), version=0)
-    return await json_reply(request, registry.reply(record), version=record.version)
+    return await json_reply(request, request.app[REPLY_WIRE].body(record), version=record.version)

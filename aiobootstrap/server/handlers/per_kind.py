@@ -1,8 +1,8 @@
 """The per-rank record kinds: register, delete, get and batch get, one set of handlers made for each kind.
 
 A get's ``200`` takes the fast path (``replies``) whenever the app allows it:
-a parked waiter leaves an ``EarlyReply`` with the registry, and may be
-answered at the delivery that wakes it, before its task resumes.
+a waiter announces itself with ``ReplyWire.expect`` and may be answered at
+the delivery that wakes it, before its task resumes.
 """
 
 from __future__ import annotations
@@ -14,13 +14,14 @@ from aiohttp import web
 from aiohttp.typedefs import Handler
 
 from ... import wire as protocol
-from ...exceptions import BootstrapError, NotRegistered
+from ...exceptions import BootstrapError
+from ...store import Record
 from ..appkeys import CONFIG, REGISTRY
 from ..auth import ExpectHandler
 from ..body import read_body
 from ..kinds import RecordKind
 from ..metrics import METRICS, counts_gets
-from ..replies import REPLY_WIRE, EarlyReply, ReplyWire, WireReply
+from ..replies import REPLY_WIRE, ReplyWire, WireReply
 from .common import json_reply, namespace_of, not_registered, param, wait_seconds
 from .log_lines import log_change
 
@@ -87,35 +88,31 @@ def _unregister(kind: RecordKind) -> Handler:
 
 
 def _get(kind: RecordKind) -> Handler:
+    @counts_gets
     async def get(request: web.Request) -> web.StreamResponse:
-        # Errors are counted here, not by @counts_gets: one coroutine frame less per parked waiter.
         app = request.app
+        rank = protocol.parse_rank_param(param(request, "rank"))
+        role = protocol.parse_role_param(param(request, "role"))
+        wait = wait_seconds(request)
+        after = protocol.parse_after(param(request, "after"))
+        whole = protocol.parse_form(param(request, "form"))
+        protocol.check_world_size(rank, app[CONFIG].world_size)
+        key = kind.key(namespace_of(request), role, rank)
+        wire = app[REPLY_WIRE]
+        prebuilt = _prebuilt(request, wire)
+        # A woken waiter's reply may be written at its delivery, before this task resumes.
+        early = wire.expect(request, key, after) if prebuilt and not whole and wait > 0 else None
+        since = time.time()
+        record: Record | None = None
         try:
-            rank = protocol.parse_rank_param(param(request, "rank"))
-            role = protocol.parse_role_param(param(request, "role"))
-            wait = wait_seconds(request)
-            after = protocol.parse_after(param(request, "after"))
-            whole = protocol.parse_form(param(request, "form"))
-            protocol.check_world_size(rank, app[CONFIG].world_size)
-            key = kind.key(namespace_of(request), role, rank)
-            registry = app[REGISTRY]
-            wire = app[REPLY_WIRE]
-            # A woken waiter's reply is written by the registry's delivery, before this task resumes.
-            prebuilt = _prebuilt(request, wire)
-            early = EarlyReply(request, wire) if prebuilt and not whole and wait > 0 else None
-            since = time.time()
-            try:
-                record = await registry.wait(key, wait, after, early=early)
-            except BootstrapError:
-                if early is None or early.record is None:
-                    raise
-            if early is not None and early.record is not None:
-                record = early.record  # answered already, whatever came after (a shutdown, an outage)
-        except NotRegistered:
-            raise
+            record = await app[REGISTRY].wait(key, wait, after)
         except BootstrapError:
-            app[METRICS].gets["rejected"] += 1
-            raise
+            if early is None or early.record is None:
+                raise  # not answered yet: the error is the answer
+        finally:
+            sent = None if early is None else wire.settle(early)
+        if sent is not None:
+            record = sent  # answered already, whatever came after (a newer record, a shutdown, an outage)
         app[METRICS].count_get(since, [] if record is None else [record], expired=record is None)
         if record is None:
             return not_registered(kind, [rank])
@@ -123,7 +120,7 @@ def _get(kind: RecordKind) -> Handler:
             return await json_reply(request, kind.encode_object(record), version=record.version)
         if prebuilt:
             return WireReply(request, wire, record, early)
-        return await json_reply(request, registry.reply(record), version=record.version)
+        return await json_reply(request, wire.body(record), version=record.version)
 
     return _named(get, "get", kind)
 
@@ -145,7 +142,7 @@ def _get_batch(kind: RecordKind) -> Handler:
         if missing:
             return not_registered(kind, missing)
         version = await registry.store.version(namespace)
-        encode = kind.encode_object if whole else registry.reply
+        encode = kind.encode_object if whole else request.app[REPLY_WIRE].body
         items: list[bytes] = []
         for start in range(0, len(found), _ENCODE_CHUNK):
             if start:
