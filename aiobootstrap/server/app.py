@@ -6,14 +6,17 @@ with ``aiohttp_client(create_app(config))``. The handlers are in
 ``replies``.
 
 Start and stop: ``cleanup_ctx`` opens the store and makes the registry and
-the pre-built replies, and closes them; ``on_shutdown`` releases the parked
-waits before aiohttp waits for the requests in flight.
+the pre-built replies, and closes the store last. :func:`release_waiters` is
+the one way parked waits are let go, run by ``on_shutdown`` (so before
+aiohttp waits for the requests in flight), or earlier by a
+``BootstrapServer`` that answers them with ready-made bytes first.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator, Iterable
+from typing import TYPE_CHECKING
 
 from aiohttp import web
 from aiohttp.typedefs import Middleware
@@ -38,7 +41,10 @@ from .metrics import METRICS, NAMESPACE_FIGURES, Metrics, NamespaceFigures, metr
 from .openapi import openapi
 from .replies import REPLY_WIRE, ReplyWire
 
-__all__ = ["CONFIG", "REGISTRY", "REPLY_WIRE", "create_app"]
+if TYPE_CHECKING:
+    from .connections import ConnectionTable
+
+__all__ = ["CONFIG", "REGISTRY", "REPLY_WIRE", "create_app", "release_waiters"]
 
 log = logging.getLogger("aiobootstrap")
 
@@ -58,7 +64,7 @@ def create_app(config: ServerConfig | None = None) -> web.Application:
     app[NAMESPACE_FIGURES] = lambda: _namespace_figures(app)
     app.on_response_prepare.append(_boot_header)
     app.cleanup_ctx.append(_registry_context)
-    app.on_shutdown.append(_release_waiters)
+    app.on_shutdown.append(release_waiters)
     # aiohttp answers Expect before any middleware: this one checks the token and size first.
     expect = expect_handler(config, public=PUBLIC)
     routes = _routes(expect)
@@ -116,13 +122,34 @@ async def _registry_context(app: web.Application) -> AsyncIterator[None]:
     try:
         yield
     finally:
-        registry.close()
+        # The registry was closed by release_waiters (on_shutdown runs before any cleanup).
         await store.close()
 
 
-async def _release_waiters(app: web.Application) -> None:
-    # Parked long-polls answer 503 now, instead of holding shutdown until they expire.
-    app[REGISTRY].close()
+async def release_waiters(
+    app: web.Application, connections: ConnectionTable | None = None, grace: float = 0.0
+) -> None:
+    """Let every parked wait go, and refuse new waits and changes: the one way a stop does it.
+
+    With ``connections`` (a ``BootstrapServer`` stopping), the parked waits
+    of its connections are answered first with ready-made ``503`` bytes, one
+    write each, their connections closed and their handlers cancelled; then
+    those connections are given up to ``grace`` seconds to go. Every other
+    wait (in-process, or on a test server's connections) gets
+    :class:`~aiobootstrap.exceptions.ShuttingDown` from the registry. Once
+    done, running it again does nothing.
+    """
+    registry = app[REGISTRY]
+    if registry.closed:
+        return
+    answered = 0
+    if connections is not None:
+        answered = connections.answer(registry.parked_tasks, app[REPLY_WIRE].shutting_down())
+    registry.close()
+    if connections is not None and answered:
+        log.info("answered %d parked waits with 503", answered)
+        # Their connections out of aiohttp's table first: its shutdown then walks only the rest.
+        await connections.answered_closed(grace)
 
 
 async def _boot_header(request: web.Request, response: web.StreamResponse) -> None:

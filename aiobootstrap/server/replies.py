@@ -37,7 +37,7 @@ is never written to. The bytes are aiohttp's own (``tests/test_replies.py``
 compares them header by header); the fast way is taken only when the app's
 ``on_response_prepare`` holds nothing but the boot-id stamp, which the bytes
 carry, and the app is not mounted under another. A stop's ``503`` to each
-parked wait is built here too (:func:`shutting_down_reply`).
+parked wait comes from the same head builder (:meth:`ReplyWire.shutting_down`).
 
 Only public aiohttp API: the request's ``transport``, ``writer``
 (``output_size`` and ``drain``), ``version``, ``keep_alive`` and ``method``,
@@ -65,7 +65,7 @@ from ..exceptions import SHUTTING_DOWN_DETAIL
 if TYPE_CHECKING:
     from ..store import Key, Record
 
-__all__ = ["REPLY_WIRE", "SEPARATE_BODY_OVER", "EarlyReply", "ReplyWire", "WireReply", "shutting_down_reply"]
+__all__ = ["REPLY_WIRE", "SEPARATE_BODY_OVER", "EarlyReply", "ReplyWire", "WireReply"]
 
 log = logging.getLogger("aiobootstrap")
 
@@ -212,6 +212,25 @@ class ReplyWire:
         data = head if variant & _HEAD else head + b"OK"
         self._cache[variant] = (b"OK", data, None)
         return data
+
+    def shutting_down(self) -> Callable[[web.BaseRequest], bytes]:
+        """The ``503`` a parked wait gets at a stop, as bytes for one write, by the request's HTTP version and method.
+
+        The very reply the error middleware would make of :class:`ShuttingDown`
+        (same headers, the boot id included), with ``Connection: close``: the
+        connection is closed after it.
+        """
+        body = protocol.error_body(SHUTTING_DOWN_DETAIL)
+        stamp = _stamp_lines(int(time.time()), self._boot())
+        replies = {}
+        for variant in (_CLOSE, _CLOSE | _HEAD, _CLOSE | _HTTP10, _CLOSE | _HEAD | _HTTP10):
+            head = _head(b"503 Service Unavailable", _JSON, len(body), stamp, variant)
+            replies[variant] = head if variant & _HEAD else head + body
+
+        def reply(request: web.BaseRequest) -> bytes:
+            return replies[_variant(request) | _CLOSE]
+
+        return reply
 
     def _renew_each_second(self) -> None:
         second = int(time.time())
@@ -361,30 +380,6 @@ class WireReply(web.StreamResponse):
 
     async def write_eof(self, data: bytes = b"") -> None:
         pass
-
-
-def shutting_down_reply(boot: str) -> Callable[[web.BaseRequest], bytes]:
-    """The ``503`` a parked wait gets at a stop, as bytes for one write, by the request's HTTP version and method.
-
-    The very reply the error middleware would make of :class:`ShuttingDown`
-    (same headers, the boot id included), with ``Connection: close``: the
-    connection is closed after it.
-    """
-    body = protocol.error_body(SHUTTING_DOWN_DETAIL)
-    content = f"Content-Type: {protocol.JSON_TYPE}\r\nContent-Length: {len(body)}\r\n".encode()
-    fields = content + _stamp_lines(int(time.time()), boot)
-    # HTTP/1.0 closes unless told otherwise; HTTP/1.1 is told.
-    heads = {
-        False: b"HTTP/1.1 503 Service Unavailable\r\n" + fields + b"Connection: close\r\n\r\n",
-        True: b"HTTP/1.0 503 Service Unavailable\r\n" + fields + b"\r\n",
-    }
-    whole = {old: head + body for old, head in heads.items()}
-
-    def reply(request: web.BaseRequest) -> bytes:
-        old = request.version <= HttpVersion10
-        return heads[old] if request.method == "HEAD" else whole[old]
-
-    return reply
 
 
 REPLY_WIRE = web.AppKey("reply_wire", ReplyWire)
