@@ -480,3 +480,25 @@ async def test_a_get_settled_before_its_write_is_never_written() -> None:
     assert wire.settle(early) is None
     await asyncio.sleep(0)
     assert not transport.write.called
+
+
+async def test_a_crowd_woken_together_shares_one_reply_per_variant() -> None:
+    """A delivery makes each variant's bytes once for all the gets it answers, and writes that one object to each."""
+    wire = ReplyWire(lambda record: b"{}", lambda: "boot", enabled=True)
+    made: list[int] = []
+    parts = wire.parts
+
+    def counted(record: Record, variant: int) -> tuple[bytes, bytes | None]:
+        made.append(variant)
+        return parts(record, variant)
+
+    wire.parts = counted  # type: ignore[method-assign]
+    crowd = [_mocked_get(wire) for _ in range(5)]
+    key = _record(1).key
+    for request, _ in crowd:
+        wire.expect(request, key, after=0)
+    wire.delivered(key, _record(1))
+    await asyncio.sleep(0)
+    assert made == [0]
+    [first] = crowd[0][1].write.call_args.args
+    assert all(transport.write.call_args.args[0] is first for _, transport in crowd)

@@ -22,11 +22,11 @@ Two ways out:
 - A *woken* waiter's reply is written at its delivery. The handler announces
   the get (:meth:`ReplyWire.expect`); the registry's one hook, ``on_delivery``
   (:meth:`ReplyWire.delivered`), hands over each record it delivers, and the
-  gets it answers are written back to back from one loop callback, after the
-  registration's own ``200`` and before the waiters' tasks resume: the k-th
-  waiter's first byte waits for k writes, not for k handler completions. As
-  the wait returns, :meth:`ReplyWire.settle` says what was written; nothing
-  is written after it.
+  gets it answers are written back to back from one loop callback (each
+  variant's bytes made once for the crowd), after the registration's own
+  ``200`` and before the waiters' tasks resume: the k-th waiter's first byte
+  waits for k writes, not for k handler completions. As the wait returns,
+  :meth:`ReplyWire.settle` says what was written; nothing is written after it.
 - Every other get (a hit, a wait answered at its deadline) returns a
   :class:`WireReply`, a ``web.StreamResponse`` whose ``prepare`` writes them.
 
@@ -125,7 +125,7 @@ class ReplyWire:
         self.enabled = enabled
         """Whether replies may skip ``on_response_prepare`` (it holds only the boot-id stamp)."""
         self._bodies: dict[Key, tuple[int, bytes]] = {}
-        self._expecting: dict[Key, dict[EarlyReply, None]] = {}
+        self._expecting: dict[Key, dict[EarlyReply, bool]] = {}
         """The gets that may be answered at a delivery, by key, in the order they came."""
         self._second = -1
         self._stamp = b""
@@ -146,21 +146,20 @@ class ReplyWire:
 
     def expect(self, request: web.Request, key: Key, after: int) -> EarlyReply:
         """Announce a get of ``key`` newer than ``after``: a delivery may write its reply. Settle it after."""
-        early = EarlyReply(request, self, key, after)
-        expecting = self._expecting.get(key)
-        if expecting is None:
-            expecting = self._expecting[key] = {}
-        expecting[early] = None
+        peers = self._expecting.get(key)
+        if peers is None:
+            peers = self._expecting[key] = {}
+        early = EarlyReply(request, key, after, peers)
+        peers[early] = True
         return early
 
     def settle(self, early: EarlyReply) -> Record | None:
         """The get's wait is over: nothing more is written for it. Returns the record written, if any."""
         early.settled = True
-        expecting = self._expecting.get(early.key)
-        if expecting is not None:
-            expecting.pop(early, None)
-            if not expecting:
-                del self._expecting[early.key]
+        # Found by its own entry, not by key: a woken crowd hashes no key here.
+        peers = early.peers
+        if peers.pop(early, False) and not peers and self._expecting.get(early.key) is peers:
+            del self._expecting[early.key]
         return early.record
 
     def delivered(self, key: Key, record: Record | None) -> None:
@@ -168,18 +167,33 @@ class ReplyWire:
         if record is None:
             self._bodies.pop(key, None)
             return
-        expecting = self._expecting.get(key)
-        if expecting is None:
+        peers = self._expecting.get(key)
+        if peers is None:
             return
         version = record.version
-        due = [early for early in expecting if early.after < version]
+        due = [early for early in peers if early.after < version]
         if due:
             for early in due:
-                del expecting[early]
-            if not expecting:
+                del peers[early]
+            if not peers:
                 del self._expecting[key]
             # After the step that made the change (its own reply first), before the woken tasks resume.
-            asyncio.get_running_loop().call_soon(_write_early, due, record)
+            asyncio.get_running_loop().call_soon(self._answer, due, record)
+
+    def _answer(self, due: list[EarlyReply], record: Record) -> None:
+        """Write ``record``'s reply to each of ``due``: the bytes made once per variant, for the whole crowd."""
+        made: dict[int, tuple[bytes, bytes | None]] = {}
+        for early in due:
+            try:
+                # The variant is read now, not when the get is announced: its first reading fills
+                # the request's cache of properties, 200 bytes per parked waiter otherwise.
+                variant = _variant(early.request)
+                parts = made.get(variant)
+                if parts is None:
+                    parts = made[variant] = self.parts(record, variant)
+                early.write(record, *parts)
+            except Exception:
+                log.exception("An early reply failed")  # the get's own task still answers it
 
     # -- the bytes ----------------------------------------------------
 
@@ -273,15 +287,6 @@ def _write(request: web.BaseRequest, data: bytes) -> bool:
     return True
 
 
-def _write_early(due: list[EarlyReply], record: Record) -> None:
-    for early in due:
-        try:
-            early.write(record)
-        except Exception:
-            # The get's own task still answers it.
-            log.exception("An early reply failed")
-
-
 class EarlyReply:
     """A get that a delivery may answer before its handler resumes (see :meth:`ReplyWire.expect`).
 
@@ -289,24 +294,23 @@ class EarlyReply:
     record sent, whatever the wait goes on to return.
     """
 
-    __slots__ = ("after", "key", "record", "request", "sent", "settled", "wire")
+    __slots__ = ("after", "key", "peers", "record", "request", "sent", "settled")
 
-    def __init__(self, request: web.Request, wire: ReplyWire, key: Key, after: int) -> None:
+    def __init__(self, request: web.Request, key: Key, after: int, peers: dict[EarlyReply, bool]) -> None:
         self.request = request
-        self.wire = wire
         self.key = key
         self.after = after
+        self.peers = peers
+        """The gets of the same key awaiting a delivery, this one among them until delivered or settled."""
         self.record: Record | None = None
         self.sent = 0
         """Bytes written; 0 until then, or when the client had gone."""
         self.settled = False
 
-    def write(self, record: Record) -> None:
+    def write(self, record: Record, data: bytes, body: bytes | None) -> None:
+        """Send ``record``'s reply, ``data`` (the whole reply, or with ``body`` its head)."""
         if self.settled or self.record is not None:
             return
-        # The variant is read now, not when the get is announced: its first reading fills the
-        # request's cache of properties, 200 bytes per parked waiter otherwise.
-        data, body = self.wire.parts(record, _variant(self.request))
         if body is not None:
             return  # a large body waits for its handler, which writes it with flow control
         self.record = record
