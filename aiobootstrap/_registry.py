@@ -3,7 +3,7 @@
 Theory of operation
 -------------------
 The store owns the records, their versions and the limits (see
-``store/_base.py``); the registry owns the waiting. Every change the store
+``store/interface.py``); the registry owns the waiting. Every change the store
 applies, made through this process or any other sharing the store, reaches
 :meth:`Registry.changed`, and only that wakes waiters: a local registration
 wakes nobody directly, so the path is the same on one process and on many.
@@ -34,7 +34,7 @@ every waiter with :class:`~aiobootstrap.exceptions.ShuttingDown`. The
 registry also knows the task of each parked wait (``parked_tasks``): a server
 that stops can answer those requests itself, one write each, and cancel their
 tasks, which is much cheaper than waking thousands of handlers to build a
-``503`` each (``_server.BootstrapServer.close``).
+``503`` each (``server/app.py``, ``release_waiters``).
 
 A set-wait (a batch get) names its ranks as a :class:`~._ranks.RankSet`,
 ranges never expanded. It reads what exists of the set (``Store.records_in``),
@@ -44,15 +44,12 @@ and one waitlist, whatever the size of the set. When the last has arrived it
 reads the whole set again, since a rank unregistered meanwhile is missing
 again.
 
-Replies are encoded once per record version and kept per key, so a thousand
-waiters woken by one registration share one ``bytes`` object.
-
-A waiter may also leave an *early* callback (the HTTP layer writes its reply
-there): a delivery that answers it takes the callbacks it answers off the
-waitlist and runs them all in one loop callback, scheduled before the event
-is set. So they run after the step that made the change (a registration's
-own ``200`` leaves first) and before any woken waiter's task resumes: the
-k-th reply waits for k callbacks, not for k tasks to finish their requests.
+One hook, ``on_delivery``, shows a host what the feed brings: each record
+delivered to a key's waiters, called just before they are woken (what it
+schedules with ``call_soon`` runs after the step that made the change and
+before any of them resumes), and ``None`` for a key deleted. It must not
+block; what it raises is logged. The server's pre-built replies
+(``server/replies.py``) hang on it.
 
 This module is pure asyncio: it knows nothing of HTTP.
 """
@@ -77,33 +74,18 @@ _SWEEP_CHUNK = 256
 """How many missing ranks a parked set-wait reads at once while it walks them in order."""
 
 
-Early = Callable[[Record], None]
-"""Called once, from the event loop, with the record that answers a waiter, before its task resumes."""
+Delivery = Callable[[Key, Record | None], None]
+"""The ``on_delivery`` hook: a key's record just delivered to its waiters, or ``None``: the key was deleted."""
 
 
 class _Waitlist:
-    __slots__ = ("early", "event", "record", "waiters")
+    __slots__ = ("event", "record", "waiters")
 
     def __init__(self) -> None:
         self.event = asyncio.Event()
         self.waiters = 0
         self.record: Record | None = None
         """The newest record the feed delivered for the key while someone waited."""
-        self.early: dict[Early, int] | None = None
-        """The waiters' early callbacks not yet run, each with its ``after``."""
-
-
-def _run_early(callbacks: list[Early], record: Record) -> None:
-    for callback in callbacks:
-        try:
-            callback(record)
-        except Exception:
-            # The waiter's own task still answers it.
-            log.exception("An early reply failed")
-
-
-def _no_reply(record: Record) -> bytes:
-    return b""
 
 
 def _missing(ranks: RankSet, found: dict[int, Record]) -> RankSet:
@@ -123,18 +105,14 @@ class Registry:
     """
 
     def __init__(
-        self,
-        store: Store,
-        *,
-        encode_reply: Callable[[Record], bytes] = _no_reply,
-        max_waiters: int | None = None,
+        self, store: Store, *, max_waiters: int | None = None, on_delivery: Delivery | None = None
     ) -> None:
-        """``max_waiters`` limits the parked waits (:class:`TooManyWaiters` past it)."""
+        """``max_waiters`` limits the parked waits (:class:`TooManyWaiters` past it); ``on_delivery``
+        hears each record delivered to waiters and each key deleted (see the module's notes)."""
         self.store = store
-        self._encode_reply = encode_reply
         self._max_waiters = max_waiters
+        self._on_delivery = on_delivery
         self._waitlists: dict[Key, _Waitlist] = {}
-        self._replies: dict[Key, tuple[int, bytes]] = {}
         self._parked = 0
         # In order of parking: waiters cancelled in that order leave each event's
         # list of waiters from its front (a thousand on one key cost no more than one each).
@@ -176,15 +154,6 @@ class Registry:
     async def get(self, key: Key) -> Record | None:
         return await self.store.get(key)
 
-    def reply(self, record: Record) -> bytes:
-        """The encoded reply to a get of ``record``, built once per version."""
-        cached = self._replies.get(record.key)
-        if cached is not None and cached[0] == record.version:
-            return cached[1]
-        reply = self._encode_reply(record)
-        self._replies[record.key] = (record.version, reply)
-        return reply
-
     # -- changing ------------------------------------------------------
 
     async def register(self, key: Key, value: dict[str, Any]) -> Record:
@@ -214,7 +183,10 @@ class Registry:
 
         A wait whose task was cancelled meanwhile (see :attr:`parked_tasks`)
         ends cancelled. The store stays open: whoever opened it closes it.
+        Closing again does nothing.
         """
+        if self._closed:
+            return
         self._closed = True
         for waitlist in self._waitlists.values():
             waitlist.event.set()
@@ -227,7 +199,7 @@ class Registry:
         """The store applied ``changes``: wake the waiters of their keys."""
         for change in changes:
             if change.deleted:
-                self._replies.pop(change.key, None)
+                self._tell(change.key, None)
                 continue
             waitlist = self._waitlists.get(change.key)
             if waitlist is None:
@@ -245,16 +217,16 @@ class Registry:
     def _deliver(self, waitlist: _Waitlist, record: Record) -> None:
         if waitlist.record is None or waitlist.record.version < record.version:
             waitlist.record = record
-        early = waitlist.early
-        if early:
-            version = record.version
-            due = [callback for callback, after in early.items() if after < version]
-            if due:
-                for callback in due:
-                    del early[callback]
-                asyncio.get_running_loop().call_soon(_run_early, due, record)
+        self._tell(record.key, record)
         waitlist.event.set()
         waitlist.event = asyncio.Event()
+
+    def _tell(self, key: Key, record: Record | None) -> None:
+        try:
+            if self._on_delivery is not None:
+                self._on_delivery(key, record)
+        except Exception:
+            log.exception("The on_delivery hook failed")  # the waiters are woken all the same
 
     def _read_later(self, key: Key) -> None:
         # Changes from another process carry only their key: one read per key
@@ -284,18 +256,10 @@ class Registry:
 
     # -- waiting -------------------------------------------------------
 
-    async def wait(
-        self, key: Key, timeout: float, after: int = 0, *, early: Early | None = None
-    ) -> Record | None:
+    async def wait(self, key: Key, timeout: float, after: int = 0) -> Record | None:
         """``key``'s record newer than ``after``, waiting up to ``timeout`` seconds.
 
         Returns ``None`` when the time runs out first and the store shows no such record.
-        ``early``, if given, is called with the record of a delivery that
-        wakes this wait, before the wait returns (see the module's notes); a
-        wait answered without parking, or that runs out, is not. Once called,
-        the wait may still end otherwise (its deadline, a shutdown, in the
-        same loop turn) or return a newer record: the caller holds to the
-        record ``early`` was given.
         """
         if timeout <= 0:
             return _fresh(await self.store.get(key), after)
@@ -305,7 +269,7 @@ class Registry:
         self._park(key.namespace)
         try:
             async with asyncio.timeout(timeout):
-                return await self._arrival(key, after, early)
+                return await self._arrival(key, after)
         except TimeoutError:
             pass
         finally:
@@ -406,16 +370,12 @@ class Registry:
         if not by_namespace[namespace]:
             del by_namespace[namespace]
 
-    async def _arrival(self, key: Key, after: int, early: Early | None = None) -> Record:
+    async def _arrival(self, key: Key, after: int) -> Record:
         """Wait, with no time limit, until ``key`` has a record newer than ``after``."""
         waitlist = self._waitlists.get(key)
         if waitlist is None:
             waitlist = self._waitlists[key] = _Waitlist()
         waitlist.waiters += 1
-        if early is not None:
-            if waitlist.early is None:
-                waitlist.early = {}
-            waitlist.early[early] = after
         try:
             # Take the event before reading: a change landing during the read sets it.
             event = waitlist.event
@@ -428,8 +388,6 @@ class Registry:
                 record = _fresh(waitlist.record, after)
             return record
         finally:
-            if early is not None and waitlist.early is not None:
-                waitlist.early.pop(early, None)
             waitlist.waiters -= 1
             if waitlist.waiters == 0 and self._waitlists.get(key) is waitlist:
                 del self._waitlists[key]

@@ -62,7 +62,7 @@ async def fill(path: Path, count: int = 3) -> list[Record]:
 async def open_registry(path: Path) -> tuple[Registry, FileStore]:
     """A registry listening to a file store on ``path``."""
     store = FileStore(str(path))
-    registry = Registry(store, encode_reply=encode_info)
+    registry = Registry(store)
     await store.open(registry)
     return registry, store
 

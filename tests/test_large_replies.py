@@ -5,9 +5,9 @@ from __future__ import annotations
 import asyncio
 import json
 
-from aiobootstrap.server import app as _app
 from aiobootstrap.server.app import create_app
 from aiobootstrap.server.config import ServerConfig
+from aiobootstrap.server.replies import SEPARATE_BODY_OVER
 
 
 def _weights(tensors: int) -> dict[str, list[int]]:
@@ -27,7 +27,7 @@ async def test_large_get_reply_is_the_same_json_with_its_length(aiohttp_client):
     await _register(client, 0, weights)
     response = await client.get("/get_transfer_engine_info", params={"rank": "0"})
     body = await response.read()
-    assert len(body) > _app._SEPARATE_BODY_OVER
+    assert len(body) > SEPARATE_BODY_OVER
     assert response.status == 200
     assert response.content_type == "application/json"
     assert int(response.headers["Content-Length"]) == len(body)
@@ -46,7 +46,7 @@ async def test_large_batch_reply_is_the_same_json_with_its_length(aiohttp_client
         await _register(client, rank, weights)
     response = await client.get("/get_transfer_engine_info_batch", params={"ranks": "0-2"})
     body = await response.read()
-    assert len(body) > _app._SEPARATE_BODY_OVER
+    assert len(body) > SEPARATE_BODY_OVER
     assert response.status == 200
     assert int(response.headers["Content-Length"]) == len(body)
     payload = json.loads(body)

@@ -1,4 +1,4 @@
-"""A get's 200 written as pre-built bytes (``_replies``) stays an aiohttp reply on the wire.
+"""A get's 200 written as pre-built bytes (``server/replies.py``) stays an aiohttp reply on the wire.
 
 Each test speaks raw HTTP/1.x over a socket to a real server, so what a
 client sees is checked byte by byte: the same headers as aiohttp's own reply,
@@ -13,10 +13,12 @@ import json
 import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from unittest import mock
 
 import aiohttp
 import pytest
 from aiohttp import web
+from aiohttp.test_utils import make_mocked_request
 
 from aiobootstrap import ServerConfig, create_app
 from aiobootstrap._registry import Registry
@@ -274,13 +276,13 @@ async def test_client_gone_while_parked_leaves_nothing_and_others_are_answered(f
     await _parked(fast, 2)
     gone.close()
     await until(lambda: fast.registry.parked == 1)
-    waitlist = fast.registry._waitlists[next(iter(fast.registry._waitlists))]
-    assert waitlist.early is not None
-    assert len(waitlist.early) == 1
+    [expecting] = fast.app[REPLY_WIRE]._expecting.values()
+    assert len(expecting) == 1
     await _register(fast, 12)
     reply = await _read_reply(stays_reader)
     assert reply.status_line == "HTTP/1.1 200 OK"
     await until(lambda: fast.registry.parked == 0 and fast.registry.waiting_keys == 0)
+    assert fast.app[REPLY_WIRE]._expecting == {}
     stays.close()
 
 
@@ -291,8 +293,7 @@ async def test_client_gone_after_delivery_before_its_write_is_skipped(fast: Serv
     await _parked(fast)
     # Close the server's side of the connection in the same step as the registration:
     # the early write, one loop turn later, finds the transport closing.
-    pending = next(iter(fast.registry._waitlists.values())).early
-    assert pending is not None
+    [pending] = fast.app[REPLY_WIRE]._expecting.values()
     [early] = list(pending)
     assert isinstance(early, EarlyReply)
     transport = early.request.transport
@@ -416,3 +417,88 @@ async def test_mounted_as_a_sub_app_the_outer_apps_hooks_still_run() -> None:
         assert reply.status_line == "HTTP/1.1 200 OK"
         assert reply.headers["X-Outer"] == "yes"
         assert reply.headers["X-Aiobootstrap-Boot"] == registry.store.incarnation
+
+
+# -- the cache and the early writes, without a socket ---------------------
+
+
+def _record(version: int, rank: int = 0) -> Record:
+    return Record(Key("default", "transfer_engine_info", "target", rank), {}, version, 0.0)
+
+
+def _mocked_get(wire: ReplyWire) -> tuple[web.Request, mock.Mock]:
+    transport = mock.Mock()
+    transport.is_closing.return_value = False
+    request = make_mocked_request("GET", GET, transport=transport, writer=mock.Mock(output_size=0))
+    return request, transport
+
+
+def test_a_records_reply_is_encoded_once_per_version_and_forgotten_with_its_key() -> None:
+    """Every get of one version shares one bytes object; a new version is encoded anew; a deletion drops it."""
+    encoded: list[int] = []
+
+    def encode(record: Record) -> bytes:
+        encoded.append(record.version)
+        return f"v{record.version}".encode()
+
+    wire = ReplyWire(encode, lambda: "boot", enabled=True)
+    first = wire.body(_record(1))
+    assert wire.body(_record(1)) is first
+    assert wire.body(_record(2)) == b"v2"
+    assert encoded == [1, 2]
+    wire.delivered(_record(2).key, None)
+    assert wire._bodies == {}
+
+
+async def test_a_delivery_writes_the_gets_it_answers_one_loop_turn_later() -> None:
+    """Due gets (after < version) are written after the delivering step; settle then returns the record sent."""
+    wire = ReplyWire(lambda record: b"{}", lambda: "boot", enabled=True)
+    request, transport = _mocked_get(wire)
+    old_request, old_transport = _mocked_get(wire)
+    key = _record(5).key
+    due = wire.expect(request, key, after=4)
+    not_due = wire.expect(old_request, key, after=5)
+    wire.delivered(key, _record(5))
+    assert not transport.write.called  # the step that made the change goes first
+    await asyncio.sleep(0)
+    [(data,)] = [call.args for call in transport.write.call_args_list]
+    assert data.startswith(b"HTTP/1.1 200 OK\r\n")
+    assert data.endswith(b"{}")
+    assert not old_transport.write.called
+    assert wire.settle(due) == _record(5)
+    assert due.sent == len(data)
+    assert wire.settle(not_due) is None
+    assert wire._expecting == {}
+
+
+async def test_a_get_settled_before_its_write_is_never_written() -> None:
+    """A wait that returned on its own before the early write ran is answered by its handler alone."""
+    wire = ReplyWire(lambda record: b"{}", lambda: "boot", enabled=True)
+    request, transport = _mocked_get(wire)
+    early = wire.expect(request, _record(1).key, after=0)
+    wire.delivered(early.key, _record(1))
+    assert wire.settle(early) is None
+    await asyncio.sleep(0)
+    assert not transport.write.called
+
+
+async def test_a_crowd_woken_together_shares_one_reply_per_variant() -> None:
+    """A delivery makes each variant's bytes once for all the gets it answers, and writes that one object to each."""
+    wire = ReplyWire(lambda record: b"{}", lambda: "boot", enabled=True)
+    made: list[int] = []
+    parts = wire.parts
+
+    def counted(record: Record, variant: int) -> tuple[bytes, bytes | None]:
+        made.append(variant)
+        return parts(record, variant)
+
+    wire.parts = counted  # type: ignore[method-assign]
+    crowd = [_mocked_get(wire) for _ in range(5)]
+    key = _record(1).key
+    for request, _ in crowd:
+        wire.expect(request, key, after=0)
+    wire.delivered(key, _record(1))
+    await asyncio.sleep(0)
+    assert made == [0]
+    [first] = crowd[0][1].write.call_args.args
+    assert all(transport.write.call_args.args[0] is first for _, transport in crowd)

@@ -1,18 +1,20 @@
-"""A registration's caller goes on before the waiters it wakes: its reply is not queued behind theirs."""
+"""A registration's caller goes on before the waiters it wakes, and the registry's one hook hears each delivery in between."""
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
+import logging
 
-from aiobootstrap.store import Record
+import pytest
+
+from aiobootstrap.store import Key, Record
 
 from .conftest import GUARD, info_key, open_registry, register_in, until
 
 
 async def test_register_returns_before_its_waiters_resume() -> None:
     """When register() returns, its woken waiters have not run yet, and they all get the record next."""
-    registry = await open_registry(encode_reply=lambda record: b"reply")
+    registry = await open_registry()
     waiters = [asyncio.create_task(registry.wait(info_key(7), timeout=GUARD)) for _ in range(50)]
     await until(lambda: registry.parked == 50)
     record = await register_in(registry, 7, "s", {})
@@ -25,60 +27,54 @@ async def test_register_returns_before_its_waiters_resume() -> None:
     assert registry.waiting_keys == 0
 
 
-async def test_early_callbacks_run_after_register_returns_and_before_waiters_resume() -> None:
-    """A waiter's early callback runs once, with the record, after register() returns and before it resumes."""
-    registry = await open_registry(encode_reply=lambda record: b"reply")
-    calls: list[tuple[int, object]] = []
+async def test_on_delivery_hears_each_delivery_before_any_waiter_resumes() -> None:
+    """The hook is called once per delivery, with key and record; what it schedules runs before any waiter resumes."""
     waiters: list[asyncio.Task[Record | None]] = []
-    resumed_before: list[bool] = []
-    for index in range(20):
+    calls: list[tuple[Key, Record | None, bool]] = []
+    scheduled: list[bool] = []
 
-        def early(record: Record, index: int = index) -> None:
-            calls.append((index, record))
-            resumed_before.append(any(waiter.done() for waiter in waiters))
+    def hook(key: Key, record: Record | None) -> None:
+        calls.append((key, record, any(waiter.done() for waiter in waiters)))
+        asyncio.get_running_loop().call_soon(
+            lambda: scheduled.append(any(waiter.done() for waiter in waiters))
+        )
 
-        waiters.append(asyncio.create_task(registry.wait(info_key(8), timeout=GUARD, early=early)))
+    registry = await open_registry(on_delivery=hook)
+    waiters.extend(asyncio.create_task(registry.wait(info_key(8), timeout=GUARD)) for _ in range(20))
     await until(lambda: registry.parked == 20)
     record = await register_in(registry, 8, "s", {})
-    assert calls == []  # the registration's caller goes first
+    assert calls == [(info_key(8), record, False)]
+    assert scheduled == []  # the registration's caller goes first
     await asyncio.sleep(0)
-    # One loop turn later every callback has run, each before any waiter had resumed.
-    assert calls == [(index, record) for index in range(20)]
-    assert resumed_before == [False] * 20
+    assert scheduled == [False]  # one loop turn later, before any waiter had resumed
     async with asyncio.timeout(GUARD):
         assert await asyncio.gather(*waiters) == [record] * 20
-    assert len(calls) == 20
     assert registry.waiting_keys == 0
 
 
-async def test_early_callback_waits_for_a_record_newer_than_after() -> None:
-    """A waiter with after=V is not called early for version V, only for the next one."""
-    registry = await open_registry(encode_reply=lambda record: b"reply")
-    first = await register_in(registry, 9, "old", {})
-    calls: list[Record] = []
-    waiter = asyncio.create_task(
-        registry.wait(info_key(9), timeout=GUARD, after=first.version, early=calls.append)
-    )
-    await until(lambda: registry.parked == 1)
-    await register_in(registry, 10, "other", {})
-    await asyncio.sleep(0)
+async def test_on_delivery_hears_deletions_but_not_records_nobody_waits_for() -> None:
+    """A registration no one waits for is not delivered; a deletion is heard as None, waited for or not."""
+    calls: list[tuple[Key, Record | None]] = []
+    registry = await open_registry(on_delivery=lambda key, record: calls.append((key, record)))
+    await register_in(registry, 3, "s", {})
     assert calls == []
-    second = await register_in(registry, 9, "new", {})
+    await registry.unregister(info_key(3))
+    assert calls == [(info_key(3), None)]
+
+
+async def test_a_failing_on_delivery_hook_is_logged_and_the_waiters_still_wake(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """What the hook raises does not reach the store's feed: it is logged, and the waiters get their record."""
+
+    def hook(key: Key, record: Record | None) -> None:
+        raise RuntimeError("boom")
+
+    registry = await open_registry(on_delivery=hook)
+    waiter = asyncio.create_task(registry.wait(info_key(9), timeout=GUARD))
+    await until(lambda: registry.parked == 1)
+    with caplog.at_level(logging.ERROR, logger="aiobootstrap"):
+        record = await register_in(registry, 9, "s", {})
     async with asyncio.timeout(GUARD):
-        assert await waiter == second
-    assert calls == [second]
-
-
-async def test_cancelled_waiter_leaves_no_early_callback() -> None:
-    """A waiter cancelled while parked takes its early callback with it: a later registration calls nothing."""
-    registry = await open_registry(encode_reply=lambda record: b"reply")
-    calls: list[Record] = []
-    waiter = asyncio.create_task(registry.wait(info_key(11), timeout=GUARD, early=calls.append))
-    await until(lambda: registry.parked == 1)
-    waiter.cancel()
-    with contextlib.suppress(asyncio.CancelledError):
-        await waiter
-    assert registry.waiting_keys == 0
-    await register_in(registry, 11, "s", {})
-    await asyncio.sleep(0)
-    assert calls == []
+        assert await waiter is record
+    assert "The on_delivery hook failed" in caplog.text

@@ -1,18 +1,34 @@
 """The server's one error reply: JSON ``{"detail": "<one clear sentence>"}`` with its status.
 
 Every error the server answers goes through :func:`json_error`: the error
-middleware's (``_app``, for every error a handler raises) and the token and
-``Expect`` checks' (``_auth``, which answer before any handler runs). The
-body is ``_protocol``'s, the one writer of the wire.
+middleware's (for every error a handler raises) and the token and
+``Expect`` checks' (``auth``, which answer before any handler runs). The
+body is the wire's (``wire.errors``), the one writer of its shape.
 """
 
 from __future__ import annotations
 
+import logging
+
 from aiohttp import web
+from aiohttp.typedefs import Handler
 
 from .. import wire as protocol
+from ..exceptions import (
+    BodyBudgetExhausted,
+    BootstrapError,
+    PayloadTooLarge,
+    RequestTimeout,
+    StoreUnavailable,
+    TooManyWaiters,
+    UnreadableBody,
+)
+from .appkeys import CONFIG
+from .body import too_large_detail
 
-__all__ = ["json_error"]
+__all__ = ["error_middleware", "json_error"]
+
+log = logging.getLogger("aiobootstrap")
 
 
 def json_error(status: int, detail: str, headers: dict[str, str] | None = None) -> web.Response:
@@ -20,3 +36,41 @@ def json_error(status: int, detail: str, headers: dict[str, str] | None = None) 
     return web.Response(
         status=status, body=protocol.error_body(detail), content_type=protocol.JSON_TYPE, headers=headers
     )
+
+
+_HTTP_DETAILS = {
+    404: "No such route; see the API reference for the routes this server answers.",
+    405: "This route does not take that method.",
+}
+
+
+_BODY_LEFT_UNREAD = (UnreadableBody, RequestTimeout, PayloadTooLarge, BodyBudgetExhausted)
+"""Errors answered before the body was read in full: the connection is closed after the reply."""
+
+
+@web.middleware
+async def error_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Turn every error into a JSON ``{"detail": ...}`` reply; never a traceback."""
+    try:
+        return await handler(request)
+    except BootstrapError as exc:
+        headers = None
+        if isinstance(exc, TooManyWaiters | StoreUnavailable | BodyBudgetExhausted):
+            headers = {"Retry-After": f"{exc.retry_after:g}"}
+        response = json_error(exc.status, exc.detail, headers)
+        if isinstance(exc, _BODY_LEFT_UNREAD):
+            # The rest of the body may still be on its way: the connection cannot carry another request.
+            response.force_close()
+        return response
+    except web.HTTPRequestEntityTooLarge:
+        response = json_error(413, too_large_detail(request.app[CONFIG].max_body_size))
+        response.force_close()
+        return response
+    except web.HTTPException as exc:
+        if exc.status < 400:
+            raise
+        detail = _HTTP_DETAILS.get(exc.status, exc.reason)
+        return json_error(exc.status, detail, {k: v for k, v in exc.headers.items() if k == "Allow"})
+    except Exception:
+        log.exception("Unexpected error answering %s %s", request.method, request.path)
+        return json_error(500, "The server failed to answer this request; see its log.")

@@ -4,9 +4,9 @@ A kind is data, not a code path. Each per-rank kind is a :class:`RecordKind`
 naming its routes, the register body's field that holds the record, how that
 field is checked, how a get, a ``form=object`` get and a batch item are
 written, what the listing shows of a record and the ``404`` sentence. One set
-of handlers (``_app``), one OpenAPI builder (``_openapi``), the registry and
-every store serve all of them: the store keys records by kind and role, and
-the registry waits on keys whatever their kind.
+of handlers (``handlers/per_kind``), one OpenAPI builder (``openapi``), the
+registry and every store serve all of them: the store keys records by kind
+and role, and the registry waits on keys whatever their kind.
 
 Adding a kind is an entry in :data:`KINDS`: its paths, its field, a parser for
 the field (raising :class:`~aiobootstrap.exceptions.BadRequest` naming it),
@@ -56,7 +56,7 @@ class RecordKind(KindRoutes):
     parse: Callable[[object], dict[str, Any]]
     """The body field to the value stored (kept whole); ``BadRequest`` naming the field."""
     encode: Callable[[Record], bytes]
-    """A get's reply (cached by the registry, one per record version)."""
+    """A get's reply (cached by the pre-built replies, ``replies``, one per record version)."""
     encode_object: Callable[[Record], bytes]
     """A ``form=object`` get's reply: the registration whole."""
     item: Callable[[Record, bytes], bytes]
@@ -211,7 +211,7 @@ def encoder_urls(record: Record | None) -> list[str]:
 
 
 def encode_reply(record: Record) -> bytes:
-    """A get's reply for a record of any kind: what the registry caches per version."""
+    """A get's reply for a record of any kind: what ``replies.ReplyWire.body`` caches per version."""
     if record.key.kind == ENCODER_URLS:
         return protocol.encode_encoder_urls(encoder_urls(record), record.version)
     kind = _find(record.key.kind)

@@ -1,41 +1,43 @@
-"""Replies written as bytes, below ``web.Response``: a get's ``200``, built once per registration and
-written in one call, and the ``503`` a stop gives every parked wait.
+"""The fast path: gets' replies encoded once per record version, and written as bytes below ``web.Response``.
 
 Theory of operation
 -------------------
-aiohttp answers a handler's ``web.Response`` by filling a header multidict,
-sending the ``on_response_prepare`` signal, serialising the headers and
-writing them with the body: about 30 µs a reply, which a thousand waiters
-woken by one registration used to pay one after another before the last of
-them saw a byte. Yet a get's ``200`` differs from one getter to the next only
-in what the request itself decides (HTTP/1.0 or 1.1, keep-alive or not,
-``HEAD`` or ``GET``) and, once a second, in its ``Date``. So
-:class:`ReplyWire` keeps, per record version, variant and second, the whole
-reply as one ``bytes`` object (status line, headers with the boot id and the
-record's version, body), and every getter of that record is sent that object
-with one ``transport.write``.
+aiohttp answers a ``web.Response`` by filling a header multidict, sending
+``on_response_prepare``, serialising the headers and writing them with the
+body: about 30 µs a reply, which a thousand waiters woken by one
+registration paid one after another. Yet a get's ``200`` differs from one
+getter to the next only in what the request decides (HTTP/1.0 or 1.1,
+keep-alive or not, ``HEAD``) and, once a second, in its ``Date``.
 
-Two ways out, one object each:
+:class:`ReplyWire` is this module's one object, and it owns both caches:
 
-- A *woken* waiter's reply is written by the registry's delivery: the handler
-  parks with an :class:`EarlyReply`, which the registry calls from one loop
-  callback that writes every woken waiter's reply back to back, after the
-  registration's own ``200`` and before the waiters' handler tasks resume.
-  The k-th waiter's first byte then waits for k writes, not for k handler
-  completions.
+- the encoded reply of each record (``body``), per key and version, which
+  every get path and the batch items share; a deleted key's is dropped;
+- the whole ``200`` as one ``bytes`` object (status line, headers with the
+  boot id and the record's version, body), per body, variant and second,
+  sent to every getter of that record with one ``transport.write``.
+
+Two ways out:
+
+- A *woken* waiter's reply is written at its delivery. The handler announces
+  the get (:meth:`ReplyWire.expect`); the registry's one hook, ``on_delivery``
+  (:meth:`ReplyWire.delivered`), hands over each record it delivers, and the
+  gets it answers are written back to back from one loop callback (each
+  variant's bytes made once for the crowd), after the registration's own
+  ``200`` and before the waiters' tasks resume: the k-th waiter's first byte
+  waits for k writes, not for k handler completions. As the wait returns,
+  :meth:`ReplyWire.settle` says what was written; nothing is written after it.
 - Every other get (a hit, a wait answered at its deadline) returns a
-  :class:`WireReply`, a ``web.StreamResponse`` whose ``prepare`` writes the
-  bytes.
+  :class:`WireReply`, a ``web.StreamResponse`` whose ``prepare`` writes them.
 
-Either way the handler returns a :class:`WireReply` to aiohttp, so its
-request handler treats the reply like any other: it logs the access (status,
-bytes), keeps the connection or closes it as ``keep_alive`` says, and only
-then reads the request pipelined behind. A client gone while parked is never
-written to (its transport is closing). The bytes are the ones aiohttp would
-send (``tests/test_replies.py`` compares them header by header); the fast way
-is taken only when the app's ``on_response_prepare`` holds nothing but the
-boot-id stamp, whose header it writes itself, and the app is not mounted
-under another (whose hooks would run too).
+Either way aiohttp gets a :class:`WireReply` and treats it like any reply:
+it logs the access, keeps or closes the connection as ``keep_alive`` says,
+and only then reads the request pipelined behind. A client gone while parked
+is never written to. The bytes are aiohttp's own (``tests/test_replies.py``
+compares them header by header); the fast way is taken only when the app's
+``on_response_prepare`` holds nothing but the boot-id stamp, which the bytes
+carry, and the app is not mounted under another. A stop's ``503`` to each
+parked wait comes from the same head builder (:meth:`ReplyWire.shutting_down`).
 
 Only public aiohttp API: the request's ``transport``, ``writer``
 (``output_size`` and ``drain``), ``version``, ``keep_alive`` and ``method``,
@@ -44,7 +46,9 @@ and the ``StreamResponse`` members aiohttp's request handler calls.
 
 from __future__ import annotations
 
+import asyncio
 import email.utils
+import logging
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -60,9 +64,11 @@ from ..exceptions import SHUTTING_DOWN_DETAIL
 from .aiohttp_internals import count_written
 
 if TYPE_CHECKING:
-    from ..store import Record
+    from ..store import Key, Record
 
-__all__ = ["EarlyReply", "ReplyWire", "WireReply", "shutting_down_reply"]
+__all__ = ["REPLY_WIRE", "SEPARATE_BODY_OVER", "EarlyReply", "ReplyWire", "WireReply"]
+
+log = logging.getLogger("aiobootstrap")
 
 SEPARATE_BODY_OVER = 256 * 1024
 """Bodies larger than this are written apart from their head, never copied per reply or second."""
@@ -71,6 +77,10 @@ _HEAD = 1
 _CLOSE = 2
 _HTTP10 = 4
 _MAX_CACHED = 256
+
+_OK = b"200 OK"
+_TEXT = b"Content-Type: text/plain; charset=utf-8\r\n"
+_JSON = f"Content-Type: {protocol.JSON_TYPE}\r\n".encode()
 
 
 def _stamp_lines(second: int, boot: str) -> bytes:
@@ -96,42 +106,107 @@ def _connection(variant: int) -> bytes:
     return b"Connection: close\r\n" if variant & _CLOSE else b""
 
 
-class ReplyWire:
-    """The wire bytes of gets' ``200`` replies, cached per record version, variant and second.
+def _head(status: bytes, fields: bytes, length: int, stamp: bytes, variant: int) -> bytes:
+    """A reply's head, as aiohttp orders it: status line, ``fields``, length, the stamp lines, connection."""
+    version = b"HTTP/1.0 " if variant & _HTTP10 else b"HTTP/1.1 "
+    length_line = b"Content-Length: %d\r\n" % length
+    return version + status + b"\r\n" + fields + length_line + stamp + _connection(variant) + b"\r\n"
 
-    ``reply`` is the registry's encoded reply of a record (itself cached per
-    version); ``boot`` reads the boot id (the store's incarnation, which a
-    flushed Redis changes).
+
+class ReplyWire:
+    """Gets' encoded replies, cached per key and version, and their ``200`` bytes, per variant and second.
+
+    ``encode`` encodes a get's reply of a record; ``boot`` reads the boot id
+    (the store's incarnation, which a flushed Redis changes).
     """
 
-    def __init__(self, reply: Callable[[Record], bytes], boot: Callable[[], str], *, enabled: bool) -> None:
-        self.reply = reply
+    def __init__(self, encode: Callable[[Record], bytes], boot: Callable[[], str], *, enabled: bool) -> None:
+        self._encode = encode
         self._boot = boot
         self.enabled = enabled
         """Whether replies may skip ``on_response_prepare`` (it holds only the boot-id stamp)."""
+        self._bodies: dict[Key, tuple[int, bytes]] = {}
+        self._expecting: dict[Key, dict[EarlyReply, bool]] = {}
+        """The gets that may be answered at a delivery, by key, in the order they came."""
         self._second = -1
         self._stamp = b""
         self._boot_id = ""
         # id(body) << 3 | variant -> (body, head, whole): the body is held, so its id is not reused.
         self._cache: dict[int, tuple[bytes, bytes, bytes | None]] = {}
-        self._last: tuple[Record | None, int, bytes, bytes | None] = (None, -1, b"", None)
-        """The last record and variant asked for, and their parts: what a wake-up asks for a thousand times."""
+
+    def body(self, record: Record) -> bytes:
+        """The encoded reply to a get of ``record``, built once per version and shared by every getter."""
+        cached = self._bodies.get(record.key)
+        if cached is not None and cached[0] == record.version:
+            return cached[1]
+        body = self._encode(record)
+        self._bodies[record.key] = (record.version, body)
+        return body
+
+    # -- the registry's hook, and the gets it answers -----------------
+
+    def expect(self, request: web.Request, key: Key, after: int) -> EarlyReply:
+        """Announce a get of ``key`` newer than ``after``: a delivery may write its reply. Settle it after."""
+        peers = self._expecting.get(key)
+        if peers is None:
+            peers = self._expecting[key] = {}
+        early = EarlyReply(request, key, after, peers)
+        peers[early] = True
+        return early
+
+    def settle(self, early: EarlyReply) -> Record | None:
+        """The get's wait is over: nothing more is written for it. Returns the record written, if any."""
+        early.settled = True
+        # Found by its own entry, not by key: a woken crowd hashes no key here.
+        peers = early.peers
+        if peers.pop(early, False) and not peers and self._expecting.get(early.key) is peers:
+            del self._expecting[early.key]
+        return early.record
+
+    def delivered(self, key: Key, record: Record | None) -> None:
+        """The registry's ``on_delivery``: write the replies of the gets ``record`` answers; forget a deleted key."""
+        if record is None:
+            self._bodies.pop(key, None)
+            return
+        peers = self._expecting.get(key)
+        if peers is None:
+            return
+        version = record.version
+        due = [early for early in peers if early.after < version]
+        if due:
+            for early in due:
+                del peers[early]
+            if not peers:
+                del self._expecting[key]
+            # After the step that made the change (its own reply first), before the woken tasks resume.
+            asyncio.get_running_loop().call_soon(self._answer, due, record)
+
+    def _answer(self, due: list[EarlyReply], record: Record) -> None:
+        """Write ``record``'s reply to each of ``due``: the bytes made once per variant, for the whole crowd."""
+        made: dict[int, tuple[bytes, bytes | None]] = {}
+        for early in due:
+            try:
+                # The variant is read now, not when the get is announced: its first reading fills
+                # the request's cache of properties, 200 bytes per parked waiter otherwise.
+                variant = _variant(early.request)
+                parts = made.get(variant)
+                if parts is None:
+                    parts = made[variant] = self.parts(record, variant)
+                early.write(record, *parts)
+            except Exception:
+                log.exception("An early reply failed")  # the get's own task still answers it
+
+    # -- the bytes ----------------------------------------------------
 
     def parts(self, record: Record, variant: int) -> tuple[bytes, bytes | None]:
         """The reply's head and body, or its whole bytes and ``None`` (small bodies: one object)."""
-        second = int(time.time())
-        boot = self._boot()
-        if second != self._second or boot != self._boot_id or len(self._cache) >= _MAX_CACHED:
-            self._renew(second, boot)
-        last = self._last
-        if last[0] is record and last[1] == variant:
-            return last[2], last[3]
-        body = self.reply(record)
+        self._renew_each_second()
+        body = self.body(record)
         cached = self._cache.get(id(body) << 3 | variant)
         if cached is not None and cached[0] is body:
-            self._last = (record, variant, cached[1], cached[2])
             return cached[1], cached[2]
-        head = self._head(record.version, len(body), variant)
+        fields = _JSON + f"{VERSION_HEADER}: {record.version}\r\n".encode()
+        head = _head(_OK, fields, len(body), self._stamp, variant)
         entry: tuple[bytes, bytes, bytes | None]
         if variant & _HEAD:
             entry = (body, head, None)
@@ -140,47 +215,46 @@ class ReplyWire:
         else:
             entry = (body, head + body, None)
         self._cache[id(body) << 3 | variant] = entry
-        self._last = (record, variant, entry[1], entry[2])
         return entry[1], entry[2]
 
     def ok(self, variant: int) -> bytes:
         """The whole ``200`` text ``OK`` of a registration (or a deletion)."""
-        second = int(time.time())
-        boot = self._boot()
-        if second != self._second or boot != self._boot_id or len(self._cache) >= _MAX_CACHED:
-            self._renew(second, boot)
+        self._renew_each_second()
         cached = self._cache.get(variant)  # no body's id is below 8: the keys do not collide
         if cached is not None:
             return cached[1]
-        head = self._head(None, 2, variant)
+        head = _head(_OK, _TEXT, 2, self._stamp, variant)
         data = head if variant & _HEAD else head + b"OK"
         self._cache[variant] = (b"OK", data, None)
         return data
 
-    def _renew(self, second: int, boot: str) -> None:
-        self._cache.clear()
-        self._last = (None, -1, b"", None)
-        self._second = second
-        self._boot_id = boot
-        self._stamp = _stamp_lines(second, boot)
+    def shutting_down(self) -> Callable[[web.BaseRequest], bytes]:
+        """The ``503`` a parked wait gets at a stop, as bytes for one write, by the request's HTTP version and method.
 
-    def _head(self, version: int | None, length: int, variant: int) -> bytes:
-        """A 200's head: JSON with the record's ``version``, or (``None``) aiohttp's ``text="OK"``."""
-        status = b"HTTP/1.0 200 OK\r\n" if variant & _HTTP10 else b"HTTP/1.1 200 OK\r\n"
-        if version is None:
-            kind = b"Content-Type: text/plain; charset=utf-8\r\n"
-        else:
-            kind = f"Content-Type: application/json\r\n{VERSION_HEADER}: {version}\r\n".encode()
-        return b"".join(
-            (
-                status,
-                kind,
-                f"Content-Length: {length}\r\n".encode(),
-                self._stamp,
-                _connection(variant),
-                b"\r\n",
-            )
-        )
+        The very reply the error middleware would make of :class:`ShuttingDown`
+        (same headers, the boot id included), with ``Connection: close``: the
+        connection is closed after it.
+        """
+        body = protocol.error_body(SHUTTING_DOWN_DETAIL)
+        stamp = _stamp_lines(int(time.time()), self._boot())
+        replies = {}
+        for variant in (_CLOSE, _CLOSE | _HEAD, _CLOSE | _HTTP10, _CLOSE | _HEAD | _HTTP10):
+            head = _head(b"503 Service Unavailable", _JSON, len(body), stamp, variant)
+            replies[variant] = head if variant & _HEAD else head + body
+
+        def reply(request: web.BaseRequest) -> bytes:
+            return replies[_variant(request) | _CLOSE]
+
+        return reply
+
+    def _renew_each_second(self) -> None:
+        second = int(time.time())
+        boot = self._boot()
+        if second != self._second or boot != self._boot_id or len(self._cache) >= _MAX_CACHED:
+            self._cache.clear()
+            self._second = second
+            self._boot_id = boot
+            self._stamp = _stamp_lines(second, boot)
 
     def headers(self, record: Record | None, variant: int) -> CIMultiDict[str]:
         """The headers the bytes carry, for whoever reads a reply's ``headers`` (an access log format)."""
@@ -191,7 +265,7 @@ class ReplyWire:
                 {
                     "Content-Type": protocol.JSON_TYPE,
                     VERSION_HEADER: str(record.version),
-                    "Content-Length": str(len(self.reply(record))),
+                    "Content-Length": str(len(self.body(record))),
                 }
             )
         headers["Date"] = email.utils.formatdate(self._second, usegmt=True)
@@ -214,27 +288,29 @@ def _write(request: web.BaseRequest, data: bytes) -> bool:
 
 
 class EarlyReply:
-    """A parked get's reply, written by the registry's delivery before the handler resumes.
+    """A get that a delivery may answer before its handler resumes (see :meth:`ReplyWire.expect`).
 
-    The registry calls it with the record (see ``Registry.wait``); it writes
-    once. ``record`` is then the record sent, whatever the wait goes on to return.
+    It writes once at most, and nothing once settled. ``record`` is then the
+    record sent, whatever the wait goes on to return.
     """
 
-    __slots__ = ("record", "request", "sent", "wire")
+    __slots__ = ("after", "key", "peers", "record", "request", "sent", "settled")
 
-    def __init__(self, request: web.Request, wire: ReplyWire) -> None:
+    def __init__(self, request: web.Request, key: Key, after: int, peers: dict[EarlyReply, bool]) -> None:
         self.request = request
-        self.wire = wire
+        self.key = key
+        self.after = after
+        self.peers = peers
+        """The gets of the same key awaiting a delivery, this one among them until delivered or settled."""
         self.record: Record | None = None
         self.sent = 0
         """Bytes written; 0 until then, or when the client had gone."""
+        self.settled = False
 
-    def __call__(self, record: Record) -> None:
-        if self.record is not None:
+    def write(self, record: Record, data: bytes, body: bytes | None) -> None:
+        """Send ``record``'s reply, ``data`` (the whole reply, or with ``body`` its head)."""
+        if self.settled or self.record is not None:
             return
-        # The variant is read now, not while parking: its first reading fills the
-        # request's cache of properties, 200 bytes per parked waiter otherwise.
-        data, body = self.wire.parts(record, _variant(self.request))
         if body is not None:
             return  # a large body waits for its handler, which writes it with flow control
         self.record = record
@@ -310,25 +386,5 @@ class WireReply(web.StreamResponse):
         pass
 
 
-def shutting_down_reply(boot: str) -> Callable[[web.BaseRequest], bytes]:
-    """The ``503`` a parked wait gets at a stop, as bytes for one write, by the request's HTTP version and method.
-
-    The very reply the error middleware would make of :class:`ShuttingDown`
-    (same headers, the boot id included), with ``Connection: close``: the
-    connection is closed after it.
-    """
-    body = protocol.error_body(SHUTTING_DOWN_DETAIL)
-    content = f"Content-Type: {protocol.JSON_TYPE}\r\nContent-Length: {len(body)}\r\n".encode()
-    fields = content + _stamp_lines(int(time.time()), boot)
-    # HTTP/1.0 closes unless told otherwise; HTTP/1.1 is told.
-    heads = {
-        False: b"HTTP/1.1 503 Service Unavailable\r\n" + fields + b"Connection: close\r\n\r\n",
-        True: b"HTTP/1.0 503 Service Unavailable\r\n" + fields + b"\r\n",
-    }
-    whole = {old: head + body for old, head in heads.items()}
-
-    def reply(request: web.BaseRequest) -> bytes:
-        old = request.version <= HttpVersion10
-        return heads[old] if request.method == "HEAD" else whole[old]
-
-    return reply
+REPLY_WIRE = web.AppKey("reply_wire", ReplyWire)
+"""The app's pre-built replies and their caches."""

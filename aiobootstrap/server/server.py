@@ -8,7 +8,6 @@ race.
 from __future__ import annotations
 
 import asyncio
-import logging
 import socket
 import ssl
 from collections.abc import Sequence
@@ -24,16 +23,13 @@ from .._names import host_port
 from .._registry import Registry
 from ..exceptions import BootstrapError
 from .aiohttp_internals import ProtocolSite
-from .app import REGISTRY, create_app
+from .app import REGISTRY, create_app, release_waiters
 from .bind import BACKLOG, AddressInUse, bind_sockets, explain_address_in_use
 from .config import ServerConfig
 from .connections import ConnectionTable
 from .open_files import connection_limit
-from .replies import shutting_down_reply
 
 __all__ = ["AddressInUse", "BootstrapServer", "runner_options", "ssl_context"]
-
-log = logging.getLogger("aiobootstrap")
 
 _ACCESS_LOG_FORMAT = '%a "%r" %s %b %Tf'
 """Client, request line, status, bytes, seconds: a long-poll's line shows how long it waited."""
@@ -193,18 +189,8 @@ class BootstrapServer:
         # First, stop listening: nothing new arrives while the rest is answered.
         for site in list(runner.sites):
             await site.stop()
-        registry = runner.app[REGISTRY]
-        connections = self._connections
-        if connections is not None:
-            reply = shutting_down_reply(registry.store.incarnation)
-            answered = connections.answer(registry.parked_tasks, reply)
-            # Waits parked through other means (in-process readers) are answered by ShuttingDown;
-            # new ones are refused.
-            registry.close()
-            if answered:
-                log.info("answered %d parked waits with 503", answered)
-                # Their connections out of aiohttp's table first: its shutdown then walks only the rest.
-                await connections.answered_closed(self.config.shutdown_timeout / 2)
+        # The app's one way to let parked waits go, here with our connections (its on_shutdown, later, is a no-op).
+        await release_waiters(runner.app, self._connections, self.config.shutdown_timeout / 2)
         await runner.cleanup()
 
     async def __aenter__(self) -> BootstrapServer:
