@@ -1,0 +1,179 @@
+"""The package's shape, read from its imports with ``ast``: floors that import only downwards.
+
+``docs/architecture.md`` draws the floors. Each module stands on one; it may
+import a module of a lower floor, or one of its own folder, and nothing else:
+the server and the client never import each other, the store and the wire
+never import each other, and nothing imports the package root. A module that
+could not be placed, a circle of imports, or a module too long to read in one
+sitting fails here, naming the files.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parent.parent / "aiobootstrap"
+
+FLOORS = {
+    # Leaves: they import nothing of the package but each other.
+    "aiobootstrap._version": 0,
+    "aiobootstrap._names": 0,
+    "aiobootstrap._json": 0,
+    "aiobootstrap._ranks": 0,
+    "aiobootstrap._logging": 0,
+    "aiobootstrap._loopthread": 0,
+    "aiobootstrap.exceptions": 1,
+    "aiobootstrap.store": 2,
+    "aiobootstrap.wire": 2,
+    "aiobootstrap._registry": 3,
+    "aiobootstrap.server": 4,
+    "aiobootstrap.client": 4,
+    "aiobootstrap.cli": 5,
+    "aiobootstrap.__main__": 6,
+    "aiobootstrap": 6,
+}
+"""The floor of each room, a folder or a module; a module is on the floor of its longest prefix here."""
+
+LEAVES = 0
+
+WITHOUT_AIOHTTP = (
+    "aiobootstrap._registry",
+    "aiobootstrap.store",
+    "aiobootstrap.wire",
+    "aiobootstrap.exceptions",
+)
+"""Rooms that must not know HTTP's library: the registry is pure asyncio, the store and the wire do no HTTP."""
+
+MAX_LINES = 400
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+MODULES = {_module_name(path): path for path in sorted(PACKAGE.rglob("*.py"))}
+
+
+def _room(module: str) -> str:
+    """The longest prefix of ``module`` that :data:`FLOORS` names."""
+    parts = module.split(".")
+    while parts:
+        name = ".".join(parts)
+        if name in FLOORS:
+            return name
+        parts.pop()
+    raise AssertionError(f"{module} stands on no floor: add its folder or module to FLOORS")
+
+
+def _imports(module: str, path: Path) -> Iterator[tuple[int, str]]:
+    """Every module of the package or outside it that ``module`` imports, at any depth, with its line."""
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield node.lineno, alias.name
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                source = ".".join([*base, *([node.module] if node.module else [])])
+            else:
+                source = node.module or ""
+            for alias in node.names:
+                submodule = f"{source}.{alias.name}"
+                yield node.lineno, submodule if submodule in MODULES else source
+
+
+def _package_imports(module: str) -> set[str]:
+    """The package's modules ``module`` imports (a folder's ``__init__`` importing its own rooms aside)."""
+    found = set()
+    for _, name in _imports(module, MODULES[module]):
+        while name and name not in MODULES:
+            name = name.rpartition(".")[0]
+        if name and name != module and not name.startswith(module + "."):
+            found.add(name)
+    return found
+
+
+GRAPH = {module: _package_imports(module) for module in MODULES}
+
+
+def _wrong_imports(graph: dict[str, set[str]]) -> list[str]:
+    wrong = []
+    for module, imported in graph.items():
+        room = _room(module)
+        for other in sorted(imported):
+            other_room = _room(other)
+            same_room = other_room == room or FLOORS[room] == FLOORS[other_room] == LEAVES
+            if not same_room and FLOORS[other_room] >= FLOORS[room]:
+                wrong.append(f"{module} (floor {FLOORS[room]}) imports {other} (floor {FLOORS[other_room]})")
+    return wrong
+
+
+def test_every_module_imports_only_a_lower_floor_or_its_own_folder() -> None:
+    """No import runs back up or sideways: server and client, store and wire, stay apart."""
+    wrong = _wrong_imports(GRAPH)
+    assert not wrong, "\n".join(wrong)
+
+
+def test_the_floor_check_refuses_upward_and_sideways_imports() -> None:
+    """The check is not vacuous: an upward, a sideways and a root import are each named."""
+    graph = {
+        "aiobootstrap.store.memory": {"aiobootstrap.server.app"},
+        "aiobootstrap.server.app": {"aiobootstrap.client.client", "aiobootstrap.store.memory"},
+        "aiobootstrap.wire.routes": {"aiobootstrap"},
+    }
+    assert _wrong_imports(graph) == [
+        "aiobootstrap.store.memory (floor 2) imports aiobootstrap.server.app (floor 4)",
+        "aiobootstrap.server.app (floor 4) imports aiobootstrap.client.client (floor 4)",
+        "aiobootstrap.wire.routes (floor 2) imports aiobootstrap (floor 6)",
+    ]
+
+
+def test_there_is_no_circle_of_imports() -> None:
+    """Not even inside one folder: every module can be read knowing only what it imports."""
+    state: dict[str, int] = {}  # 1: on the path being walked, 2: done
+    circles = []
+
+    def walk(module: str, path: list[str]) -> None:
+        state[module] = 1
+        for other in sorted(GRAPH[module]):
+            if state.get(other) == 1:
+                circles.append(" -> ".join([*path[path.index(other) :], other]))
+            elif other not in state:
+                walk(other, [*path, other])
+        state[module] = 2
+
+    for module in sorted(GRAPH):
+        if module not in state:
+            walk(module, [module])
+    assert not circles, "\n".join(circles)
+
+
+@pytest.mark.parametrize("room", WITHOUT_AIOHTTP)
+def test_the_lower_floors_do_not_import_aiohttp(room: str) -> None:
+    """The registry, the store, the wire and the error tree can be used and tested without HTTP."""
+    offenders = [
+        f"{module}:{line} imports {name}"
+        for module, path in MODULES.items()
+        if module == room or module.startswith(room + ".")
+        for line, name in _imports(module, path)
+        if name == "aiohttp" or name.startswith("aiohttp.")
+    ]
+    assert not offenders, "\n".join(offenders)
+
+
+def test_no_module_is_too_long_to_read_in_one_sitting() -> None:
+    """Each module stays under the size the aio-libs modules keep (aim at ~300 lines)."""
+    long = {
+        str(path.relative_to(PACKAGE.parent)): count
+        for path in MODULES.values()
+        if (count := len(path.read_text().splitlines())) > MAX_LINES
+    }
+    assert not long, f"over {MAX_LINES} lines: {long}"
