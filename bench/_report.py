@@ -422,7 +422,7 @@ def _results_markdown(meta: dict[str, Any], results: dict[str, Any], rows: list[
         ]
         parts += [
             "",
-            "### Codec: `_protocol.loads` / `dumps` with orjson vs the stdlib (in process, median)",
+            "### Codec: `_json.loads` / `dumps` with orjson vs the stdlib (in process, median)",
             "",
             _markdown_table(
                 [

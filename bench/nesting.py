@@ -3,7 +3,7 @@
     python -m bench.nesting [--rounds 20]
 
 Parses the registration of 1,000 tensors (~60 KB, ``bench._data``) with
-``_protocol.parse_body``, in interleaved rounds with the nesting check on and
+``wire.parse_body``, in interleaved rounds with the nesting check on and
 stubbed out, and prints the CPU time per call (``time.process_time``: other
 processes on the machine do not count).
 """

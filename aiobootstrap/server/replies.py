@@ -39,9 +39,10 @@ compares them header by header); the fast way is taken only when the app's
 carry, and the app is not mounted under another. A stop's ``503`` to each
 parked wait comes from the same head builder (:meth:`ReplyWire.shutting_down`).
 
-Only public aiohttp API: the request's ``transport``, ``writer``
-(``output_size`` and ``drain``), ``version``, ``keep_alive`` and ``method``,
-and the ``StreamResponse`` members aiohttp's request handler calls.
+Public aiohttp API but one: the request's ``transport``, ``writer.drain``,
+``version``, ``keep_alive`` and ``method``, and the ``StreamResponse``
+members aiohttp's request handler calls; the bytes written are counted in
+the writer's ``output_size`` through ``aiohttp_internals.count_written``.
 """
 
 from __future__ import annotations
