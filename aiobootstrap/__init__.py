@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from .server.config import ServerConfig
     from .server.server import BootstrapServer
     from .server.threaded import ThreadedBootstrapServer
+    from .server.tokens import Scope, TokenSet
     from .store import Key, MemoryStore, Record, Store
     from .wire import EncoderUrls, ParallelismConfig, RankListing, RankSummary, TransferEngineInfo
 
@@ -61,6 +62,8 @@ _LAZY = {
     "BootstrapServer": ".server.server",
     "SyncBootstrapClient": ".client.sync",
     "ThreadedBootstrapServer": ".server.threaded",
+    "Scope": ".server.tokens",
+    "TokenSet": ".server.tokens",
 }
 
 
@@ -96,6 +99,7 @@ __all__ = [
     "RankSummary",
     "Record",
     "Registry",
+    "Scope",
     "ServerConfig",
     "ServerUnavailable",
     "ShuttingDown",
@@ -104,6 +108,7 @@ __all__ = [
     "StoreUnavailable",
     "SyncBootstrapClient",
     "ThreadedBootstrapServer",
+    "TokenSet",
     "TooManyNamespaces",
     "TooManyRanks",
     "TooManyWaiters",
