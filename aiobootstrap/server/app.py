@@ -44,6 +44,7 @@ from ..store.url import open_store
 from ..wire import ENCODER_LIST_PATH, ENCODER_REGISTER_PATH, ENCODER_UNREGISTER_PATH
 from . import kinds as _kinds
 from . import records
+from .access import GUARD, Guard, classify
 from .auth import ExpectHandler, UnroutedExpect, auth_middleware, expect_handler
 from .body import BODY_BUDGET, BodyBudget, read_body, too_large_detail
 from .config import ServerConfig
@@ -82,11 +83,13 @@ REPLY_WIRE = web.AppKey("reply_wire", ReplyWire)
 def create_app(config: ServerConfig | None = None) -> web.Application:
     """The aiobootstrap app for ``config`` (defaults when omitted)."""
     config = config if config is not None else ServerConfig()
+    tokens = config.tokens
+    guard = None if tokens is None else Guard(tokens, open_reads=config.auth_reads == "open")
     middlewares: list[Middleware] = [metrics_middleware, error_middleware]
-    if config.auth_token is not None:
+    if guard is not None:
         # Inside the error middleware, before any handler: a refused request
         # has nothing read and nothing changed.
-        middlewares.append(auth_middleware(config.auth_token, public=_PUBLIC))
+        middlewares.append(auth_middleware(guard))
     app = web.Application(middlewares=middlewares, client_max_size=config.max_body_size)
     app[CONFIG] = config
     app[BODY_BUDGET] = BodyBudget(config.max_body_memory)
@@ -96,7 +99,7 @@ def create_app(config: ServerConfig | None = None) -> web.Application:
     app.cleanup_ctx.append(_registry_context)
     app.on_shutdown.append(_release_waiters)
     # aiohttp answers Expect before any middleware: this one checks the token and size first.
-    expect = expect_handler(config, public=_PUBLIC)
+    expect = expect_handler(config, guard)
     routes = _routes(expect)
     app.router.add_routes(routes)
     app.router.add_routes(_namespaced(routes))
@@ -104,10 +107,17 @@ def create_app(config: ServerConfig | None = None) -> web.Application:
     app.router.add_get(protocol.READY_PATH, ready, expect_handler=expect)
     app.router.add_get(protocol.METRICS_PATH, metrics, expect_handler=expect)
     app.router.add_get(
-        protocol.OPENAPI_PATH, openapi(token=config.auth_token is not None), expect_handler=expect
+        protocol.OPENAPI_PATH,
+        openapi(token=guard is not None, open_reads=config.auth_reads == "open"),
+        expect_handler=expect,
     )
     # Last: a request with Expect that no route above matched gets the same answers.
-    app.router.register_resource(UnroutedExpect(app.router, config, public=_PUBLIC))
+    app.router.register_resource(UnroutedExpect(app.router, guard))
+    # Every route is a probe, a read or a write in access.py's one table, or the app is not made.
+    classified = classify(app.router)
+    if guard is not None:
+        guard.routes = classified
+        app[GUARD] = guard
     return app
 
 
@@ -234,10 +244,6 @@ async def ready(request: web.Request) -> web.Response:
     """``GET /ready``: ``OK`` while the store answers, ``503`` (JSON) while it does not."""
     await request.app[REGISTRY].store.ping()
     return web.Response(text="OK")
-
-
-_PUBLIC = frozenset({health, ready})
-"""Handlers that answer without the bearer token: the probes, which say nothing of the records."""
 
 
 def namespace_of(request: web.Request) -> str:
