@@ -110,7 +110,7 @@ def test_a_token_set_keeps_and_shows_no_token():
     tokens = TokenSet({SECRET: Scope(), "other-token": Scope(read_only=True)})
     assert repr(tokens) == "TokenSet(<2 tokens>)"
     assert SECRET not in repr(tokens)
-    assert SECRET.encode() not in b"".join(tokens._scopes)
+    assert SECRET.encode() not in b"".join(tokens._entries)
     assert tokens.lookup(SECRET.encode()) == Scope()
     assert tokens.lookup(SECRET.encode()[:-1]) is None
     assert tokens.lookup(b"") is None

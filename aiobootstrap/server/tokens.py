@@ -24,15 +24,12 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from .._names import NAME_RULE, is_name
 
 __all__ = ["Scope", "TokenFileError", "TokenSet", "is_token"]
-
-_MISS = bytes(hashlib.sha256().digest_size)
-"""What a miss compares its digest with: as long as a real one, never equal to one in practice."""
 
 
 def is_token(text: str) -> bool:
@@ -77,6 +74,9 @@ class Scope:
 EVERYTHING = Scope()
 """The scope of a bare token: read and write, every namespace."""
 
+_MISS: tuple[bytes, Scope | None] = (bytes(hashlib.sha256().digest_size), None)
+"""The entry a miss finds: a digest as long as a real one (equal to none in practice), and no scope."""
+
 
 class TokenFileError(ValueError):
     """A token file that cannot be used; ``line`` is the line at fault (``None``: the file as a whole).
@@ -97,7 +97,7 @@ class TokenSet:
     and shows none of them.
     """
 
-    __slots__ = ("_scopes",)
+    __slots__ = ("_entries",)
 
     def __init__(self, tokens: Mapping[str, Scope]) -> None:
         if not tokens:
@@ -105,7 +105,11 @@ class TokenSet:
         for token in tokens:
             if not is_token(token):
                 raise ValueError("an auth token must be non-empty printable ASCII without spaces")
-        self._scopes = {_digest(token.encode("ascii")): scope for token, scope in tokens.items()}
+        # Each entry keeps its digest beside the scope: the one comparison is against it.
+        self._entries: dict[bytes, tuple[bytes, Scope | None]] = {}
+        for token, scope in tokens.items():
+            digest = _digest(token.encode("ascii"))
+            self._entries[digest] = (digest, scope)
 
     @classmethod
     def single(cls, token: str) -> TokenSet:
@@ -137,26 +141,21 @@ class TokenSet:
     def lookup(self, presented: bytes) -> Scope | None:
         """The scope of the token ``presented`` (the header's bytes), or ``None`` if it is not one."""
         digest = _digest(presented)
-        scope = self._scopes.get(digest)
-        # One comparison, hit or miss: a miss compares with the decoy.
-        found = hmac.compare_digest(digest, _MISS if scope is None else digest)
-        return scope if found else None
-
-    def scopes(self) -> Iterable[Scope]:
-        """Every token's scope (in no order), for a summary line."""
-        return self._scopes.values()
+        # The same steps, hit or miss: a miss finds the decoy and compares with it.
+        stored, scope = self._entries.get(digest, _MISS)
+        return scope if hmac.compare_digest(digest, stored) else None
 
     def __len__(self) -> int:
-        return len(self._scopes)
+        return len(self._entries)
 
     def __repr__(self) -> str:
         return f"TokenSet(<{len(self)} token{'s' if len(self) != 1 else ''}>)"
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, TokenSet) and self._scopes == other._scopes
+        return isinstance(other, TokenSet) and self._entries == other._entries
 
     def __hash__(self) -> int:
-        return hash(frozenset(self._scopes.items()))
+        return hash(frozenset(self._entries))
 
 
 def _digest(token: bytes) -> bytes:
