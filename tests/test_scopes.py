@@ -27,6 +27,7 @@ from aiobootstrap import (
     create_app,
 )
 from aiobootstrap.server.access import Access
+from aiobootstrap.server.openapi import document
 from aiobootstrap.server.tokens import TokenSet
 
 from .conftest import GUARD
@@ -364,3 +365,25 @@ def test_the_threaded_server_and_the_sync_client_take_the_same_configuration():
             writer.register(0, session_id="rotated out", weights_info_dict={}, timeout=GUARD)
     finally:
         server.close()
+
+
+# -- OpenAPI --------------------------------------------------------------
+
+
+async def test_openapi_declares_the_403s_and_the_optional_token_of_open_reads(aiohttp_client):
+    """From the same table: reads take no token or one with open reads; namespaced routes list 403 where it can come."""
+    client = await aiohttp_client(create_app(ServerConfig(auth_tokens=TOKENS, auth_reads="open")))
+    reply = await client.get("/openapi.json")
+    assert reply.status == 200
+    doc = await reply.json()
+    assert doc == document(token=True, open_reads=True)
+    ranks = doc["paths"]["/ns/{namespace}/ranks"]["get"]
+    assert ranks["security"] == [{}, {"bearerAuth": []}]
+    assert "403" not in ranks["responses"]
+    register = doc["paths"]["/ns/{namespace}/register_transfer_engine_info"]["put"]
+    assert register["security"] == [{"bearerAuth": []}]
+    assert "403" in register["responses"]
+    closed = document(token=True)
+    assert "403" in closed["paths"]["/ranks"]["get"]["responses"]
+    assert "403" not in closed["paths"]["/metrics"]["get"]["responses"]
+    assert closed["paths"]["/ready"]["get"]["security"] == []
