@@ -52,6 +52,7 @@ bench: $(BENCH_INSTALLED)
 	$(BIN)/python -m bench $(BENCH_ARGS)
 	$(BIN)/python -m bench.abandoned
 	$(BIN)/python -m bench.big_batch
+	$(BIN)/python -m bench.token_lookup
 
 # Real servers on free ports; prints tables for docs/benchmarks.md's Soak section.
 soak: $(INSTALLED)

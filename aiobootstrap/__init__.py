@@ -16,6 +16,7 @@ from .exceptions import (
     AddressInUse,
     BadRequest,
     BootstrapError,
+    Forbidden,
     NotRegistered,
     PayloadTooLarge,
     RankNotRegistered,
@@ -39,6 +40,7 @@ if TYPE_CHECKING:
     from .server.config import ServerConfig
     from .server.server import BootstrapServer
     from .server.threaded import ThreadedBootstrapServer
+    from .server.tokens import Scope, TokenSet
     from .store import Key, MemoryStore, Record, Store
     from .wire import EncoderUrls, ParallelismConfig, RankListing, RankSummary, TransferEngineInfo
 
@@ -60,6 +62,8 @@ _LAZY = {
     "BootstrapServer": ".server.server",
     "SyncBootstrapClient": ".client.sync",
     "ThreadedBootstrapServer": ".server.threaded",
+    "Scope": ".server.tokens",
+    "TokenSet": ".server.tokens",
 }
 
 
@@ -84,6 +88,7 @@ __all__ = [
     "BootstrapError",
     "BootstrapServer",
     "EncoderUrls",
+    "Forbidden",
     "Key",
     "MemoryStore",
     "NotRegistered",
@@ -94,6 +99,7 @@ __all__ = [
     "RankSummary",
     "Record",
     "Registry",
+    "Scope",
     "ServerConfig",
     "ServerUnavailable",
     "ShuttingDown",
@@ -102,6 +108,7 @@ __all__ = [
     "StoreUnavailable",
     "SyncBootstrapClient",
     "ThreadedBootstrapServer",
+    "TokenSet",
     "TooManyNamespaces",
     "TooManyRanks",
     "TooManyWaiters",

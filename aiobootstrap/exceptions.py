@@ -6,6 +6,7 @@ Every error a caller can see derives from :class:`BootstrapError`::
     ├── BadRequest                (400)
     │   └── UnreadableBody        (server side: a body whose framing or encoding broke)
     ├── Unauthorized              (401)
+    ├── Forbidden                 (403)
     ├── NotRegistered             (404)
     │   └── RankNotRegistered     (also a TimeoutError)
     ├── RequestTimeout            (408, server side)
@@ -44,6 +45,7 @@ __all__ = [
     "AddressInUse",
     "BadRequest",
     "BootstrapError",
+    "Forbidden",
     "NotRegistered",
     "PayloadTooLarge",
     "RankNotRegistered",
@@ -102,6 +104,16 @@ class Unauthorized(BootstrapError):
     """The bearer token was missing or wrong (HTTP 401)."""
 
     status = 401
+
+
+class Forbidden(BootstrapError):
+    """The token is known but its scope does not cover the request (HTTP 403).
+
+    Another namespace's records, or a write with a read-only token; the detail
+    says which.
+    """
+
+    status = 403
 
 
 class NotRegistered(BootstrapError):
@@ -245,6 +257,7 @@ class RankNotRegistered(NotRegistered, TimeoutError):
 _BY_STATUS: dict[int, type[BootstrapError]] = {
     400: BadRequest,
     401: Unauthorized,
+    403: Forbidden,
     404: UnexpectedReply,  # a rank's 404 is told apart by the protocol module first
     409: TooManyRanks,
     413: PayloadTooLarge,

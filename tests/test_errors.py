@@ -36,3 +36,11 @@ def test_waiting_ends_in_one_of_two_distinct_errors() -> None:
 def test_the_shutdown_sentence_is_written_once() -> None:
     """ShuttingDown() says the server is shutting down without each raiser restating it."""
     assert aiobootstrap.ShuttingDown().detail == "The server is shutting down."
+
+
+def test_a_403_is_forbidden_not_unauthorized() -> None:
+    """A known token out of scope (403) is its own class: the token is right, the request is not."""
+    error = exceptions.error_for_status(403, "This token may only read.")
+    assert isinstance(error, aiobootstrap.Forbidden)
+    assert not isinstance(error, aiobootstrap.Unauthorized)
+    assert error.status == 403

@@ -16,6 +16,7 @@ import signal
 import socket
 import sys
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 from .._logging import setup_logging
 from ..exceptions import BootstrapError
@@ -23,22 +24,34 @@ from ..server import open_files as _open_files
 from ..server.bind import AddressInUse, bind_sockets, explain_address_in_use
 from ..server.config import ServerConfig
 from .gc import tune_collector
-from .parser import PROG, server_config, server_parser, tool_parser, tool_token
+from .parser import PROG, read_token_file, server_config, server_parser, tool_parser, tool_token
 from .tools import TOOLS, run_tool
+
+if TYPE_CHECKING:
+    from ..server.server import BootstrapServer
 
 __all__ = ["loop_factory", "main"]
 
 log = logging.getLogger("aiobootstrap")
 
 
-async def serve(config: ServerConfig, socks: Sequence[socket.socket]) -> int:
-    """Serve on the bound ``socks`` until SIGTERM or SIGINT; the exit status."""
+async def serve(config: ServerConfig, socks: Sequence[socket.socket], token_file: str | None = None) -> int:
+    """Serve on the bound ``socks`` until SIGTERM or SIGINT; the exit status.
+
+    With a ``token_file``, SIGHUP re-reads it and puts its tokens in force.
+    """
     # First: a signal that comes while the server is imported or starts is then
     # an orderly stop (exit 0), not asyncio's KeyboardInterrupt or SIGTERM's kill.
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
+    started: asyncio.Future[None] = loop.create_future()
+    if token_file is not None:
+        # A SIGHUP during the start is done once the server is up: no rotation is lost, none kills it.
+        loop.add_signal_handler(
+            signal.SIGHUP, lambda: started.add_done_callback(lambda _: _rotate(server, token_file))
+        )
     from ..server.server import BootstrapServer
 
     server = BootstrapServer(config)
@@ -47,6 +60,7 @@ async def serve(config: ServerConfig, socks: Sequence[socket.socket]) -> int:
     except BootstrapError as exc:
         print(exc.detail, file=sys.stderr)
         return 1
+    started.set_result(None)
     print(f"aiobootstrap listening on {server.url}", flush=True)
     try:
         await stop.wait()
@@ -63,6 +77,17 @@ async def serve(config: ServerConfig, socks: Sequence[socket.socket]) -> int:
         gc.freeze()
         await server.close()
     return 0
+
+
+def _rotate(server: BootstrapServer, token_file: str) -> None:
+    """SIGHUP: the token file's tokens in force now; a file that does not parse leaves the old ones."""
+    try:
+        tokens = read_token_file(token_file)
+    except ValueError as exc:
+        log.error("SIGHUP: %s; the auth tokens in force are unchanged", exc)
+        return
+    server.rotate_tokens(tokens)
+    log.info("SIGHUP: %d auth tokens in force, read from %s", len(tokens), token_file)
 
 
 def loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
@@ -111,7 +136,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     try:
         with asyncio.Runner(loop_factory=loop_factory()) as runner:
-            return runner.run(serve(config, socks))
+            return runner.run(serve(config, socks, args.auth_token_file))
     except KeyboardInterrupt:  # interrupted before the signal handlers were in place
         return 130
     finally:

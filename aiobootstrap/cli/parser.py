@@ -17,7 +17,8 @@ from typing import Any, NoReturn
 from .._logging import LOG_FORMATS
 from .._version import __version__
 from ..server import open_files as _open_files
-from ..server.config import DEFAULT_MAX_WAITERS, DEFAULT_STORE, ServerConfig
+from ..server.config import AUTH_READS, DEFAULT_MAX_WAITERS, DEFAULT_STORE, ServerConfig
+from ..server.tokens import TokenFileError, TokenSet
 from .tool_parser import add_tool_parsers
 from .tools import TOOLS
 
@@ -26,6 +27,7 @@ __all__ = [
     "STORE_ENV",
     "TOKEN_ENV",
     "OneLineParser",
+    "read_token_file",
     "server_config",
     "server_parser",
     "tool_parser",
@@ -173,7 +175,15 @@ def server_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--auth-token-file",
         metavar="PATH",
-        help=f"require 'Authorization: Bearer <token>' with the token in PATH (or set {TOKEN_ENV})",
+        help="require 'Authorization: Bearer <token>' with a token of PATH: one a line, each optionally "
+        f"scoped 'ns=NAME[,NAME...]' and 'read'; SIGHUP re-reads it (or set {TOKEN_ENV} to one token)",
+    )
+    parser.add_argument(
+        "--auth-reads",
+        choices=AUTH_READS,
+        default=_DEFAULTS.auth_reads,
+        help="token: every route but the probes needs a token; open: anyone may read, writes need a "
+        "token whose scope covers them (default: %(default)s)",
     )
     parser.add_argument("--tls-cert", metavar="PATH", help="serve HTTPS with this PEM certificate chain")
     parser.add_argument("--tls-key", metavar="PATH", help="the PEM private key for --tls-cert")
@@ -211,6 +221,8 @@ def server_config(args: argparse.Namespace, environ: Mapping[str, str]) -> Serve
         idle_timeout=args.idle_timeout,
         body_timeout=args.body_timeout,
         auth_token=_auth_token(args.auth_token_file, environ),
+        auth_tokens=None if args.auth_token_file is None else read_token_file(args.auth_token_file),
+        auth_reads=args.auth_reads,
         tls_cert=args.tls_cert,
         tls_key=args.tls_key,
         max_namespaces=args.max_namespaces,
@@ -234,24 +246,34 @@ def _store_url(given: str | None, state_file: str | None, environ: Mapping[str, 
 
 
 def _auth_token(path: str | None, environ: Mapping[str, str]) -> str | None:
-    """The token from ``--auth-token-file`` (which wins) or the environment; ``None`` for no auth."""
-    if path is not None:
-        try:
-            with open(path, encoding="utf-8") as file:
-                token = file.read().strip()
-        except (OSError, UnicodeDecodeError) as exc:
-            reason = exc.strerror if isinstance(exc, OSError) else "it is not UTF-8 text"
-            raise ValueError(f"cannot read the auth token file {path}: {reason}") from None
-        if not token:
-            raise ValueError(f"the auth token file {path} is empty")
-        return token
-    if TOKEN_ENV not in environ:
+    """The environment's one token, unless ``--auth-token-file`` (which wins) is given; ``None`` for none."""
+    if path is not None or TOKEN_ENV not in environ:
         return None
     token = environ[TOKEN_ENV].strip()
     if not token:
         # Set but empty is a mistake, not a wish to run without authentication.
         raise ValueError(f"{TOKEN_ENV} is set but empty")
     return token
+
+
+def read_token_file(path: str) -> TokenSet:
+    """The tokens of the token file at ``path``; a ``ValueError`` names the file and the line, never a token.
+
+    Read at start and again on ``SIGHUP``.
+    """
+    try:
+        with open(path, encoding="utf-8") as file:
+            text = file.read()
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) else "it is not UTF-8 text"
+        raise ValueError(f"cannot read the auth token file {path}: {reason}") from None
+    if not text.strip():
+        raise ValueError(f"the auth token file {path} is empty")
+    try:
+        return TokenSet.parse(text)
+    except TokenFileError as exc:
+        where = "," if exc.line is not None else ""
+        raise ValueError(f"the auth token file {path}{where} {exc}") from None
 
 
 def tool_parser() -> argparse.ArgumentParser:

@@ -24,7 +24,7 @@ from .. import _json
 from .. import wire as protocol
 from .._logging import printable
 from .._names import DEFAULT_ROLE, ENCODER_URLS, PARALLELISM_CONFIG, RANK_KINDS, TRANSFER_ENGINE_INFO
-from ..exceptions import BadRequest, BootstrapError, RankNotRegistered, Unauthorized
+from ..exceptions import BadRequest, BootstrapError, Forbidden, RankNotRegistered, Unauthorized
 from .tool_parser import KINDS
 
 if TYPE_CHECKING:
@@ -39,7 +39,7 @@ __all__ = ["EXIT_ABSENT", "EXIT_SERVER", "EXIT_USAGE", "TOOLS", "format_age", "r
 EXIT_ABSENT = 1
 """The rank(s) were not registered when the time ran out."""
 EXIT_USAGE = 2
-"""A bad argument or file, or a request the server refused (400, 401)."""
+"""A bad argument or file, or a request the server refused (400, 401, 403)."""
 EXIT_SERVER = 3
 """The server could not be reached, or failed."""
 
@@ -79,7 +79,7 @@ async def run_tool(args: argparse.Namespace, *, token: str | None, out: TextIO, 
         message, status = str(exc), exc.status
     except RankNotRegistered as exc:
         message, status = exc.detail, EXIT_ABSENT
-    except (BadRequest, Unauthorized) as exc:
+    except (BadRequest, Unauthorized, Forbidden) as exc:
         message, status = exc.detail, EXIT_USAGE
     except BootstrapError as exc:
         message, status = exc.detail, EXIT_SERVER

@@ -28,6 +28,7 @@ from ..store import StoreLimits
 from ..store.url import open_store
 from ..wire import ENCODER_LIST_PATH, ENCODER_REGISTER_PATH, ENCODER_UNREGISTER_PATH
 from . import kinds as _kinds
+from .access import GUARD, Guard, classify
 from .appkeys import CONFIG, REGISTRY
 from .auth import ExpectHandler, UnroutedExpect, auth_middleware, expect_handler
 from .body import BODY_BUDGET, BodyBudget
@@ -35,7 +36,7 @@ from .config import ServerConfig
 from .errors import error_middleware
 from .handlers.encoder_urls import list_encoder_urls, register_encoder_url, unregister_encoder_url
 from .handlers.per_kind import kind_routes
-from .handlers.status import PUBLIC, health, list_ranks, ready
+from .handlers.status import health, list_ranks, ready
 from .kinds import encode_reply, encoder_list_key, encoder_urls
 from .metrics import METRICS, NAMESPACE_FIGURES, Metrics, NamespaceFigures, metrics, metrics_middleware
 from .openapi import openapi
@@ -52,11 +53,13 @@ log = logging.getLogger("aiobootstrap")
 def create_app(config: ServerConfig | None = None) -> web.Application:
     """The aiobootstrap app for ``config`` (defaults when omitted)."""
     config = config if config is not None else ServerConfig()
+    tokens = config.tokens
+    guard = None if tokens is None else Guard(tokens, open_reads=config.auth_reads == "open")
     middlewares: list[Middleware] = [metrics_middleware, error_middleware]
-    if config.auth_token is not None:
+    if guard is not None:
         # Inside the error middleware, before any handler: a refused request
         # has nothing read and nothing changed.
-        middlewares.append(auth_middleware(config.auth_token, public=PUBLIC))
+        middlewares.append(auth_middleware(guard))
     app = web.Application(middlewares=middlewares, client_max_size=config.max_body_size)
     app[CONFIG] = config
     app[BODY_BUDGET] = BodyBudget(config.max_body_memory)
@@ -66,7 +69,7 @@ def create_app(config: ServerConfig | None = None) -> web.Application:
     app.cleanup_ctx.append(_registry_context)
     app.on_shutdown.append(release_waiters)
     # aiohttp answers Expect before any middleware: this one checks the token and size first.
-    expect = expect_handler(config, public=PUBLIC)
+    expect = expect_handler(config, guard)
     routes = _routes(expect)
     app.router.add_routes(routes)
     app.router.add_routes(_namespaced(routes))
@@ -74,10 +77,17 @@ def create_app(config: ServerConfig | None = None) -> web.Application:
     app.router.add_get(protocol.READY_PATH, ready, expect_handler=expect)
     app.router.add_get(protocol.METRICS_PATH, metrics, expect_handler=expect)
     app.router.add_get(
-        protocol.OPENAPI_PATH, openapi(token=config.auth_token is not None), expect_handler=expect
+        protocol.OPENAPI_PATH,
+        openapi(token=guard is not None, open_reads=config.auth_reads == "open"),
+        expect_handler=expect,
     )
     # Last: a request with Expect that no route above matched gets the same answers.
-    app.router.register_resource(UnroutedExpect(app.router, config, public=PUBLIC))
+    app.router.register_resource(UnroutedExpect(app.router, guard))
+    # Every route is a probe, a read or a write in access.py's one table, or the app is not made.
+    classified = classify(app.router)
+    if guard is not None:
+        guard.routes = classified
+        app[GUARD] = guard
     return app
 
 

@@ -1,21 +1,22 @@
-"""Who may talk to the server: the bearer token, checked before anything is read.
+"""Where the token check runs: before anything is read, and before a body is invited.
 
-The token check runs twice over: as a middleware for every request, and in
-the ``Expect: 100-continue`` handler, because aiohttp answers ``Expect``
-before any middleware runs and its own handler would invite the body of a
-request the token check is about to refuse.
+The check itself is ``access``'s :class:`~.access.Guard`. It runs twice
+over: as a middleware for every request, and in the ``Expect:
+100-continue`` handler, because aiohttp answers ``Expect`` before any
+middleware runs and its own handler would invite the body of a request the
+token check is about to refuse.
 """
 
 from __future__ import annotations
 
-import hmac
-from collections.abc import Awaitable, Callable, Collection, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from typing import TYPE_CHECKING
 
 from aiohttp import web
 from aiohttp.typedefs import Handler, Middleware
 from yarl import URL
 
+from .access import Guard
 from .aiohttp_internals import send_continue
 from .body import too_large_detail
 from .config import ServerConfig
@@ -24,66 +25,23 @@ from .errors import json_error
 if TYPE_CHECKING:
     from .aiohttp_internals import InfoDict
 
-__all__ = [
-    "ExpectHandler",
-    "UnroutedExpect",
-    "auth_middleware",
-    "bearer_matches",
-    "expect_handler",
-]
+__all__ = ["ExpectHandler", "UnroutedExpect", "auth_middleware", "expect_handler"]
 
 ExpectHandler = Callable[[web.Request], Awaitable[web.StreamResponse | None]]
 
 
-def _unauthorized(detail: str) -> web.Response:
-    return json_error(401, detail, {"WWW-Authenticate": 'Bearer realm="aiobootstrap"'})
-
-
-def bearer_matches(header: str | None, token: bytes) -> bool:
-    """Whether an ``Authorization`` header carries ``token``, compared in constant time."""
-    if header is None:
-        return False
-    scheme, _, credentials = header.strip().partition(" ")
-    if scheme.lower() != "bearer":
-        return False
-    # compare_digest on bytes: its time does not depend on where the first
-    # difference is, so the token cannot be guessed byte by byte.
-    # surrogatepass: header text the parser could not decode still encodes, never raises.
-    given = credentials.strip().encode("utf-8", "surrogatepass")
-    return hmac.compare_digest(given, token)
-
-
-def _refusal(request: web.Request, token: str | None, public: Collection[Handler]) -> web.Response | None:
-    """The 401 for a request without the right token, or ``None`` to let it through."""
-    if token is None or request.match_info.handler in public:
-        return None
-    headers = request.headers.getall("Authorization", [])
-    if not headers:
-        return _unauthorized("This server requires an Authorization: Bearer token.")
-    if len(headers) > 1:
-        # Which one a proxy or a framework would pick differs: refuse rather than guess.
-        return _unauthorized("Send exactly one Authorization header.")
-    header = headers[0]
-    if not bearer_matches(header, token.encode("ascii")):
-        return _unauthorized("The bearer token is not valid for this server.")
-    return None
-
-
-def auth_middleware(token: str, public: Collection[Handler]) -> Middleware:
-    """Refuse, before the handler reads anything, a request without the bearer ``token``.
-
-    Handlers in ``public`` (``/health``) answer anyone.
-    """
+def auth_middleware(guard: Guard) -> Middleware:
+    """Refuse, before the handler reads anything, a request ``guard`` does not let through (401 or 403)."""
 
     @web.middleware
     async def require_token(request: web.Request, handler: Handler) -> web.StreamResponse:
-        refusal = _refusal(request, token, public)
+        refusal = guard.refusal(request)
         return refusal if refusal is not None else await handler(request)
 
     return require_token
 
 
-def expect_handler(config: ServerConfig, public: Collection[Handler]) -> ExpectHandler:
+def expect_handler(config: ServerConfig, guard: Guard | None) -> ExpectHandler:
     """A route's ``Expect: 100-continue`` handling that refuses before inviting the body.
 
     aiohttp answers ``Expect`` before any middleware runs; its own handler
@@ -94,7 +52,7 @@ def expect_handler(config: ServerConfig, public: Collection[Handler]) -> ExpectH
     async def expect(request: web.Request) -> web.StreamResponse | None:
         if request.headers.get("Expect", "").strip().lower() != "100-continue":
             return json_error(417, "The only expectation this server meets is Expect: 100-continue.")
-        refusal = _refusal(request, config.auth_token, public)
+        refusal = None if guard is None else guard.refusal(request)
         if refusal is not None:
             return refusal
         limit = config.max_body_size
@@ -138,7 +96,7 @@ class UnroutedExpect(web.AbstractResource):
     route table (and the OpenAPI check of it) does not see it.
     """
 
-    def __init__(self, router: web.UrlDispatcher, config: ServerConfig, public: Collection[Handler]) -> None:
+    def __init__(self, router: web.UrlDispatcher, guard: Guard | None) -> None:
         super().__init__()
         self._router = router
 
@@ -146,7 +104,7 @@ class UnroutedExpect(web.AbstractResource):
             if request.headers.get("Expect", "").strip().lower() != "100-continue":
                 return json_error(417, "The only expectation this server meets is Expect: 100-continue.")
             # No 100 Continue: the handler refuses at once, the body never invited.
-            return _refusal(request, config.auth_token, public)
+            return None if guard is None else guard.refusal(request)
 
         self._expect = expect
 

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Literal
 
 from .._names import check_name
 from ..store.url import check_store_url
 from ..wire import BATCH_QUERY_CHARS
+from .tokens import TokenSet, is_token
 
 __all__ = [
+    "AUTH_READS",
     "DEFAULT_HOST",
     "DEFAULT_MAX_WAITERS",
     "DEFAULT_PORT",
@@ -23,6 +26,8 @@ DEFAULT_PORT = 6789
 DEFAULT_MAX_WAITERS = 65_536
 """Each parked wait holds a socket; the CLI lowers this to fit the open file limit."""
 DEFAULT_STORE = "memory:"
+AUTH_READS = ("token", "open")
+"""What ``auth_reads`` may be: reads need a token, or anyone may read."""
 _MIN_REQUEST_LINE = BATCH_QUERY_CHARS + 512
 """Room for the client's longest batch query plus the path and the other parameters."""
 
@@ -60,7 +65,14 @@ class ServerConfig:
     body_timeout: float = 60.0
     """Seconds a request body may take to arrive in full."""
     auth_token: str | None = field(default=None, repr=False)
-    """The bearer token every route but ``/health`` requires; ``None`` for no authentication."""
+    """The bearer token every route but ``/health`` requires; ``None`` for no authentication.
+
+    One token for everything: the same as ``auth_tokens=TokenSet.single(token)``."""
+    auth_tokens: TokenSet | None = None
+    """Tokens with scopes (namespaces, read-only), as a token file gives them; its repr shows none."""
+    auth_reads: Literal["token", "open"] = "token"
+    """``open``: anyone may read (gets, listings, ``/metrics``); writes still need a token whose scope
+    covers them. ``token``: every route but the probes needs a token."""
     tls_cert: str | None = None
     """Path of the PEM certificate chain to serve HTTPS with (needs ``tls_key``)."""
     tls_key: str | None = None
@@ -119,10 +131,26 @@ class ServerConfig:
                 raise ValueError(
                     f"{name.replace('_', ' ')} must be a positive number of seconds, not {seconds}"
                 )
-        if self.auth_token is not None and not _is_token(self.auth_token):
+        if self.auth_token is not None and not is_token(self.auth_token):
             raise ValueError("the auth token must be non-empty printable ASCII without spaces")
+        if self.auth_token is not None and self.auth_tokens is not None:
+            raise ValueError("give either an auth token or a set of auth tokens, not both")
+        if self.auth_reads not in AUTH_READS:
+            raise ValueError(f"auth reads must be one of {', '.join(AUTH_READS)}, not {self.auth_reads!r}")
+        if self.auth_reads == "open" and self.tokens is None:
+            raise ValueError(
+                "open reads (--auth-reads open) protect writes with a token: give one "
+                "(--auth-token-file or AIOBOOTSTRAP_AUTH_TOKEN), or every route stays open"
+            )
         if (self.tls_cert is None) != (self.tls_key is None):
             raise ValueError("TLS needs both a certificate and a key (--tls-cert and --tls-key)")
+
+    @property
+    def tokens(self) -> TokenSet | None:
+        """The tokens the server starts with: ``auth_tokens``, or ``auth_token`` alone; ``None``: no auth."""
+        if self.auth_token is not None:
+            return TokenSet.single(self.auth_token)
+        return self.auth_tokens
 
     @property
     def store_url(self) -> str:
@@ -132,8 +160,3 @@ class ServerConfig:
     @property
     def scheme(self) -> str:
         return "http" if self.tls_cert is None else "https"
-
-
-def _is_token(text: str) -> bool:
-    # It travels in an Authorization header: visible ASCII only, no spaces.
-    return bool(text) and text.isascii() and text.isprintable() and not any(c.isspace() for c in text)

@@ -8,7 +8,8 @@ registrations) is read when scraped, by a collector: nothing to keep in step,
 and a forgotten namespace's series vanish with it. What only the HTTP layer
 sees (how gets end, how long requests take, how fast waiters wake) is counted
 here as it happens. Every label has few values: the route label is the route
-template, not the path, and the namespace label covers live namespaces only.
+template, not the path, and the namespace label covers live namespaces only
+(those the scraping token covers: a team's token sees its own).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from prometheus_client.utils import floatToGoString
 
 from ..exceptions import BootstrapError, NotRegistered
 from ..store import Record
+from .access import GUARD
 
 __all__ = [
     "METRICS",
@@ -295,9 +297,15 @@ def _observe(request: web.Request, status: int, started: float) -> None:
 
 
 async def metrics(request: web.Request) -> web.Response:
-    """``GET /metrics``: every metric, in the Prometheus text format."""
+    """``GET /metrics``: every metric, in the Prometheus text format.
+
+    The namespaces' series are those of the namespaces the token covers (all of them with open reads).
+    """
     figures = request.app[METRICS]
-    figures.namespaces = await request.app[NAMESPACE_FIGURES]()
+    shown = await request.app[NAMESPACE_FIGURES]()
+    guard = request.app.get(GUARD)
+    listed = None if guard is None else guard.listed(request)
+    figures.namespaces = shown if listed is None else [each for each in shown if each.name in listed]
     return web.Response(body=figures.render(), headers={"Content-Type": CONTENT_TYPE_LATEST})
 
 

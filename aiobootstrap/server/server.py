@@ -22,12 +22,14 @@ from .._logging import http_logger
 from .._names import host_port
 from .._registry import Registry
 from ..exceptions import BootstrapError
+from .access import GUARD
 from .aiohttp_internals import ProtocolSite
 from .app import REGISTRY, create_app, release_waiters
 from .bind import BACKLOG, AddressInUse, bind_sockets, explain_address_in_use
 from .config import ServerConfig
 from .connections import ConnectionTable
 from .open_files import connection_limit
+from .tokens import TokenSet
 
 __all__ = ["AddressInUse", "BootstrapServer", "runner_options", "ssl_context"]
 
@@ -232,6 +234,18 @@ class BootstrapServer:
         if self._runner is None:
             raise RuntimeError("the server is not started")
         return self._runner.app
+
+    def rotate_tokens(self, tokens: TokenSet) -> None:
+        """Put ``tokens`` in force at once (the CLI does it on ``SIGHUP``).
+
+        The next request is checked against them; parked waits and open
+        connections are left alone. A server started without tokens has none
+        to rotate: ``RuntimeError``.
+        """
+        guard = self.app.get(GUARD)
+        if guard is None:
+            raise RuntimeError("the server was started without auth tokens: there are none to rotate")
+        guard.tokens = tokens
 
     @property
     def connections(self) -> ConnectionTable:

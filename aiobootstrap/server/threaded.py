@@ -16,6 +16,7 @@ from ..store import Key, LocalStore, Record, Store
 from .config import DEFAULT_HOST, DEFAULT_PORT
 from .kinds import encoder_list_key, encoder_urls
 from .server import BootstrapServer
+from .tokens import TokenSet
 
 _T = TypeVar("_T")
 
@@ -36,7 +37,8 @@ class ThreadedBootstrapServer(LoopThreadOwner):
 
     The constructor returns once the server listens; a port that is taken
     raises :class:`AddressInUse` here, in the caller's thread. Keyword
-    arguments are :class:`ServerConfig` fields.
+    arguments are :class:`ServerConfig` fields (``auth_tokens=TokenSet(...)``
+    and ``auth_reads="open"`` among them, as for :class:`BootstrapServer`).
     """
 
     _open_state = "listening"
@@ -54,6 +56,14 @@ class ThreadedBootstrapServer(LoopThreadOwner):
     def close(self) -> None:
         """Answer parked waits with 503, stop listening and join the thread; idempotent."""
         self._loop_thread.close(self._server.close)
+
+    def rotate_tokens(self, tokens: TokenSet) -> None:
+        """Put ``tokens`` in force at once, from any thread (see :meth:`BootstrapServer.rotate_tokens`)."""
+
+        async def rotate() -> None:
+            self._server.rotate_tokens(tokens)
+
+        self._loop_thread.run(rotate())
 
     @property
     def host(self) -> str:

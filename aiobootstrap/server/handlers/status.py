@@ -14,7 +14,7 @@ from ..appkeys import CONFIG, REGISTRY
 from ..kinds import kind_named
 from .common import namespace_of, param
 
-__all__ = ["PUBLIC", "health", "list_ranks", "ready"]
+__all__ = ["health", "list_ranks", "ready"]
 
 
 async def health(request: web.Request) -> web.Response:
@@ -29,9 +29,6 @@ async def ready(request: web.Request) -> web.Response:
     await request.app[REGISTRY].store.ping()
     return web.Response(text="OK")
 
-
-PUBLIC = frozenset({health, ready})
-"""Handlers that answer without the bearer token: the probes, which say nothing of the records."""
 
 
 async def list_ranks(request: web.Request) -> web.Response:

@@ -21,6 +21,7 @@ from ... import wire as protocol
 from ..._json import dumps
 from ..._version import __version__
 from .. import kinds as _kinds
+from ..access import Access, route_access
 from .paths import PATHS, RANKS_FORMAT, SERVER_WIDE, in_namespace, json_reply, kind_paths
 from .schemas import SCHEMAS, kind_schemas
 
@@ -29,14 +30,17 @@ __all__ = ["RANKS_FORMAT", "document", "openapi"]
 _SECURITY_SCHEME = "bearerAuth"
 """The one security scheme: ``Authorization: Bearer <token>``, when the server has a token."""
 _UNAUTHORIZED = json_reply("A token is required and was missing or wrong.")
+_FORBIDDEN = json_reply("The token is known, but its scope does not cover this namespace or this write.")
 
 
-def document(*, token: bool = False) -> dict[str, Any]:
+def document(*, token: bool = False, open_reads: bool = False) -> dict[str, Any]:
     """The OpenAPI document of every route (the kinds' routes as the kind table has them now).
 
-    ``token``: whether the server requires a bearer token (every route but ``/health`` then
-    declares the security scheme).
+    ``token``: whether the server requires a bearer token (every route but the probes then
+    declares the security scheme, as ``server.access``'s table classifies it). ``open_reads``:
+    reads may also be sent without one.
     """
+    access = route_access()
     described = copy.deepcopy(PATHS)
     kind_names = [kind.name for kind in _kinds.KINDS]
     described[protocol.RANKS_PATH]["get"]["parameters"][0]["schema"]["enum"] = kind_names
@@ -50,12 +54,18 @@ def document(*, token: bool = False) -> dict[str, Any]:
         if route not in SERVER_WIDE:
             paths[protocol.path(route, "{namespace}")] = in_namespace(item)
     for route, item in paths.items():
-        for operation in item.values():
-            if route.endswith(protocol.HEALTH_PATH) or route == protocol.READY_PATH:
+        for method, operation in item.items():
+            does = access[method.upper(), route.removeprefix(protocol.path("", "{namespace}")) or "/"]
+            if does is Access.PROBE:
                 operation["security"] = []
             elif token:
-                operation["security"] = [{_SECURITY_SCHEME: []}]
+                bearer: list[dict[str, list[str]]] = [{_SECURITY_SCHEME: []}]
+                # With open reads a read may come with no token ({}) or with a valid one.
+                opened = open_reads and does is not Access.WRITE
+                operation["security"] = [{}, *bearer] if opened else bearer
                 operation["responses"]["401"] = _UNAUTHORIZED
+                if does is Access.WRITE or (does is Access.READ and not open_reads):
+                    operation["responses"]["403"] = _FORBIDDEN
     return {
         "openapi": "3.1.0",
         "info": {
@@ -71,17 +81,19 @@ def document(*, token: bool = False) -> dict[str, Any]:
                 _SECURITY_SCHEME: {
                     "type": "http",
                     "scheme": "bearer",
-                    "description": "The server's --auth-token; /health and /ready never ask for it.",
+                    "description": "A token of the server's --auth-token-file (or AIOBOOTSTRAP_AUTH_TOKEN); "
+                    "/health and /ready never ask for it.",
                 }
             },
         },
     }
 
 
-def openapi(*, token: bool) -> Handler:
+def openapi(*, token: bool, open_reads: bool = False) -> Handler:
     """``GET /openapi.json``: the document for a server that requires a bearer token or not."""
 
     async def openapi(request: web.Request) -> web.Response:
-        return web.Response(body=dumps(document(token=token)), content_type=protocol.JSON_TYPE)
+        body = dumps(document(token=token, open_reads=open_reads))
+        return web.Response(body=body, content_type=protocol.JSON_TYPE)
 
     return openapi
