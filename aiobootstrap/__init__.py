@@ -42,7 +42,14 @@ if TYPE_CHECKING:
     from .server.threaded import ThreadedBootstrapServer
     from .server.tokens import Scope, TokenSet
     from .store import Key, MemoryStore, Record, Store
-    from .wire import EncoderUrls, ParallelismConfig, RankListing, RankSummary, TransferEngineInfo
+    from .wire import (
+        EncoderUrls,
+        NamespaceSummary,
+        ParallelismConfig,
+        RankListing,
+        RankSummary,
+        TransferEngineInfo,
+    )
 
 _LAZY = {
     "create_app": ".server.app",
@@ -53,6 +60,7 @@ _LAZY = {
     "ParallelismConfig": ".wire",
     "RankListing": ".wire",
     "RankSummary": ".wire",
+    "NamespaceSummary": ".wire",
     "TransferEngineInfo": ".wire",
     "Key": ".store",
     "MemoryStore": ".store",
@@ -91,6 +99,7 @@ __all__ = [
     "Forbidden",
     "Key",
     "MemoryStore",
+    "NamespaceSummary",
     "NotRegistered",
     "ParallelismConfig",
     "PayloadTooLarge",

@@ -226,3 +226,31 @@ async def test_shutdown_answers_parked_waits_in_namespaces_with_503(aiohttp_clie
     reply = await asyncio.wait_for(waiter, GUARD)
     assert reply.status == 503
     assert "shutting down" in (await reply.json())["detail"]
+
+
+# -- the namespace listing --------------------------------------------------
+
+
+def test_server_wide_routes_are_never_prefixed() -> None:
+    """/namespaces, /metrics, /ready and /openapi.json are the server's, whatever namespace a client addresses."""
+    assert path("/namespaces", "team-a") == "/namespaces"
+    assert path("/metrics", "team-a") == "/metrics"
+    assert path("/ranks", "team-a") == "/ns/team-a/ranks"
+
+
+async def test_the_client_lists_the_servers_namespaces(aiohttp_server: AiohttpServer) -> None:
+    """list_namespaces names every namespace holding records or waiters, in order, from any namespace."""
+    server = await aiohttp_server(create_app())
+    url = str(server.make_url("")).rstrip("/")
+    async with BootstrapClient(url, namespace="team-b") as team_b, BootstrapClient(url) as default:
+        await team_b.register(0, session_id="s0", weights_info_dict={})
+        await team_b.register(1, session_id="s1", weights_info_dict={})
+        await default.register(0, session_id="s", weights_info_dict={})
+        waiting = asyncio.create_task(team_b.get(7, timeout=30))
+        await until(lambda: server.app[REGISTRY].parked_in("team-b") == 1)
+        listed = await default.list_namespaces()
+        waiting.cancel()
+    assert [(each.name, each.ranks, each.version, each.waiters) for each in listed] == [
+        ("default", 1, 1, 0),
+        ("team-b", 2, 2, 1),
+    ]

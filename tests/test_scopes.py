@@ -77,6 +77,7 @@ ROUTES: list[tuple[str, str, dict[str, Any] | None, Access]] = [
     ("GET", "/ready", None, Access.PROBE),
     ("GET", "/metrics", None, Access.SERVER),
     ("GET", "/openapi.json", None, Access.SERVER),
+    ("GET", "/namespaces", None, Access.SERVER),
     ("PUT", f"{_NS}/register_transfer_engine_info", _INFO, Access.WRITE),
     ("DELETE", f"{_NS}/register_transfer_engine_info?rank=0", None, Access.WRITE),
     ("GET", f"{_NS}/get_transfer_engine_info?rank=0", None, Access.READ),
@@ -254,7 +255,7 @@ async def test_expect_continue_is_refused_before_the_body(aiohttp_client, reads,
     writer.close()
 
 
-# -- the namespace listing: /metrics ------------------------------------
+# -- the namespace listing: /metrics and /namespaces---------------------------------
 
 
 def _listed(text: str) -> set[str]:
@@ -287,6 +288,27 @@ async def test_metrics_lists_the_namespaces_the_token_covers(aiohttp_client, rea
     text = await reply.text()
     assert _listed(text) == listed
     assert f"aiobootstrap_namespaces {float(len(listed))}" in text
+
+
+@pytest.mark.parametrize(
+    ("reads", "token", "listed"),
+    [
+        ("token", "own-token-aaaa", ["team-a"]),
+        ("token", "reader-token-cccc", ["default", "team-a", "team-b"]),
+        ("open", None, ["default", "team-a", "team-b"]),
+    ],
+)
+async def test_the_namespace_listing_shows_what_the_token_covers(aiohttp_client, reads, token, listed):
+    """GET /namespaces names the namespaces the token covers, as /metrics does, with their figures."""
+    client = await aiohttp_client(create_app(ServerConfig(auth_tokens=TOKENS, auth_reads=reads)))
+    for namespace in ["default", "team-a", "team-b"]:
+        path = f"/ns/{namespace}/register_transfer_engine_info"
+        assert (await client.put(path, json=_INFO, headers=_headers(ALL))).status == 200
+    reply = await client.get("/namespaces", headers=_headers(token))
+    assert reply.status == 200
+    shown = (await reply.json())["namespaces"]
+    assert [each["namespace"] for each in shown] == listed
+    assert all(each["ranks"] == 1 and each["version"] == 1 for each in shown)
 
 
 # -- configuration --------------------------------------------------------

@@ -220,6 +220,7 @@ def test_every_async_method_blocks_with_the_same_signature() -> None:
         "list_encoder_urls",
         "wait_encoder_urls",
         "list_ranks",
+        "list_namespaces",
     }
     for name in public:
         method = getattr(SyncBootstrapClient, name)

@@ -212,6 +212,17 @@ def test_status_prints_a_table_and_the_missing_ranks(url: str, namespace: str, w
     ]
 
 
+def test_status_namespaces_lists_every_namespace(url: str, namespace: str, weights: Path) -> None:
+    """status --namespaces prints one line per namespace of the server, with its figures."""
+    register(url, namespace, 0, weights)
+    register(url, namespace, 1, weights)
+    result = tool("status", "--url", url, "--namespaces")
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0] == f"{len(lines) - 1} namespaces"
+    assert f"  {namespace}: version 2, 2 ranks registered, 0 waiting, 0 encoder URLs" in lines[1:]
+
+
 def test_status_without_a_world_size_lists_only(url: str, namespace: str) -> None:
     """Without a known world size there is no missing line; an empty namespace is headings only."""
     result = tool("status", "--url", url, "--namespace", namespace)

@@ -171,6 +171,11 @@ def add_tool_parsers(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         help="ranks 0 to N-1 are expected (default: the server's --world-size, if it has one)",
     )
+    status.add_argument(
+        "--namespaces",
+        action="store_true",
+        help="list the server's namespaces (those the token may see) instead of one namespace's ranks",
+    )
 
     wait = tools.add_parser(
         "wait",

@@ -153,6 +153,8 @@ def _read_weights(name: str) -> dict[str, Any]:
 
 
 async def _status(client: BootstrapClient, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    if args.namespaces:
+        return await _namespaces(client, out)
     kinds = args.kind or list(KINDS)
     roles = args.role or [DEFAULT_ROLE]
     sections: list[str] = []
@@ -170,6 +172,19 @@ async def _status(client: BootstrapClient, args: argparse.Namespace, out: TextIO
     print(f"namespace {client.namespace}, version {version}", file=out)
     for line in sections:
         print(line, file=out)
+    return 0
+
+
+async def _namespaces(client: BootstrapClient, out: TextIO) -> int:
+    """``status --namespaces``: one line per namespace the server shows this token."""
+    namespaces = await client.list_namespaces()
+    print(f"{len(namespaces)} namespaces", file=out)
+    for each in namespaces:
+        print(
+            f"  {each.name}: version {each.version}, {each.ranks} ranks registered, "
+            f"{each.waiters} waiting, {each.encoder_urls} encoder URLs",
+            file=out,
+        )
     return 0
 
 

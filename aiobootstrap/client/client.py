@@ -31,7 +31,7 @@ import aiohttp
 from .. import wire as protocol
 from .._names import DEFAULT_NAMESPACE, DEFAULT_ROLE, TRANSFER_ENGINE_INFO
 from ..exceptions import ServerUnavailable
-from ..wire import EncoderUrls, ParallelismConfig, RankListing, TransferEngineInfo
+from ..wire import EncoderUrls, NamespaceSummary, ParallelismConfig, RankListing, TransferEngineInfo
 from ..wire.kinds import PARALLELISM_CONFIG_ROUTES, TRANSFER_ENGINE_INFO_ROUTES
 from . import calls
 from .restarts import Replay
@@ -309,3 +309,9 @@ class BootstrapClient:
             self._transport, "GET", protocol.RANKS_PATH, Deadline(0), params=query or None
         )
         return protocol.decode_listing(reply.body)
+
+    async def list_namespaces(self) -> list[NamespaceSummary]:
+        """Every namespace of the server holding records or parked waits, in order of name (with
+        tokens, the ones this client's token covers), whichever namespace this client addresses."""
+        reply = await calls.request(self._transport, "GET", protocol.NAMESPACES_PATH, Deadline(0))
+        return protocol.decode_namespaces(reply.body)

@@ -119,6 +119,7 @@ class SyncBootstrapClient(LoopThreadOwner):
     list_encoder_urls = _blocking(BootstrapClient.list_encoder_urls)
     wait_encoder_urls = _blocking(BootstrapClient.wait_encoder_urls)
     list_ranks = _blocking(BootstrapClient.list_ranks)
+    list_namespaces = _blocking(BootstrapClient.list_namespaces)
 
     def watch_encoder_urls(self, *, after: int = 0) -> Iterator[EncoderUrls]:
         """Each new encoder URL list, for ever: ``for urls in client.watch_encoder_urls(): ...``.

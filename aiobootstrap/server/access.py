@@ -15,7 +15,7 @@ changed by a refused request):
 - no ``Authorization``: a probe or, with open reads, a read answers; else ``401``;
 - a token not in the set (or two headers): ``401``, whatever the route;
 - a known token outside its scope: ``403``, saying what it may not do;
-- a read of the server as a whole (``/metrics``, ``/openapi.json``) needs
+- a read of the server as a whole (``/metrics``, ``/openapi.json``, ``/namespaces``) needs
   only a known token; what it lists of namespaces is filtered to the token's
   (:meth:`Guard.listed`).
 
@@ -65,6 +65,7 @@ def route_access() -> dict[tuple[str, str], Access]:
         ("GET", protocol.READY_PATH): Access.PROBE,
         ("GET", protocol.METRICS_PATH): Access.SERVER,
         ("GET", protocol.OPENAPI_PATH): Access.SERVER,
+        ("GET", protocol.NAMESPACES_PATH): Access.SERVER,
         ("GET", protocol.RANKS_PATH): read,
         ("POST", protocol.ENCODER_REGISTER_PATH): write,
         ("DELETE", protocol.ENCODER_UNREGISTER_PATH): write,

@@ -36,7 +36,7 @@ from .config import ServerConfig
 from .errors import error_middleware
 from .handlers.encoder_urls import list_encoder_urls, register_encoder_url, unregister_encoder_url
 from .handlers.per_kind import kind_routes
-from .handlers.status import health, list_ranks, ready
+from .handlers.status import health, list_namespaces, list_ranks, ready
 from .kinds import encode_reply, encoder_list_key, encoder_urls
 from .metrics import METRICS, NAMESPACE_FIGURES, Metrics, NamespaceFigures, metrics, metrics_middleware
 from .openapi import openapi
@@ -76,6 +76,7 @@ def create_app(config: ServerConfig | None = None) -> web.Application:
     # Server-wide routes: one server, one set of metrics, one API description.
     app.router.add_get(protocol.READY_PATH, ready, expect_handler=expect)
     app.router.add_get(protocol.METRICS_PATH, metrics, expect_handler=expect)
+    app.router.add_get(protocol.NAMESPACES_PATH, list_namespaces, expect_handler=expect)
     app.router.add_get(
         protocol.OPENAPI_PATH,
         openapi(token=guard is not None, open_reads=config.auth_reads == "open"),

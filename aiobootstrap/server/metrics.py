@@ -302,11 +302,17 @@ async def metrics(request: web.Request) -> web.Response:
     The namespaces' series are those of the namespaces the token covers (all of them with open reads).
     """
     figures = request.app[METRICS]
+    figures.namespaces = await shown_namespaces(request)
+    return web.Response(body=figures.render(), headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+
+async def shown_namespaces(request: web.Request) -> list[NamespaceFigures]:
+    """The figures of the namespaces ``request`` may see: the ones its token covers (every one
+    without tokens or with open reads). ``/metrics`` and ``/namespaces`` show the same."""
     shown = await request.app[NAMESPACE_FIGURES]()
     guard = request.app.get(GUARD)
     listed = None if guard is None else guard.listed(request)
-    figures.namespaces = shown if listed is None else [each for each in shown if each.name in listed]
-    return web.Response(body=figures.render(), headers={"Content-Type": CONTENT_TYPE_LATEST})
+    return shown if listed is None else [each for each in shown if each.name in listed]
 
 
 NAMESPACE_FIGURES: web.AppKey[Callable[[], Awaitable[list[NamespaceFigures]]]] = web.AppKey(

@@ -13,236 +13,183 @@ the client's side a reply the protocol does not allow raises
 from __future__ import annotations
 
 from .bodies import (
-    CLASSIC_BACKEND as CLASSIC_BACKEND,
-)
-from .bodies import (
-    MAX_NESTING as MAX_NESTING,
-)
-from .bodies import (
-    check_world_size as check_world_size,
-)
-from .bodies import (
-    config_body as config_body,
-)
-from .bodies import (
-    engine_info_body as engine_info_body,
-)
-from .bodies import (
-    field_of as field_of,
-)
-from .bodies import (
-    is_classic as is_classic,
-)
-from .bodies import (
-    parse_body as parse_body,
-)
-from .bodies import (
-    parse_engine_info as parse_engine_info,
-)
-from .bodies import (
-    parse_object as parse_object,
-)
-from .bodies import (
-    parse_rank_field as parse_rank_field,
-)
-from .bodies import (
-    parse_role_field as parse_role_field,
-)
-from .bodies import (
-    parse_role_param as parse_role_param,
-)
-from .bodies import (
-    parse_url_body as parse_url_body,
-)
-from .bodies import (
-    url_body as url_body,
+    CLASSIC_BACKEND,
+    MAX_NESTING,
+    check_world_size,
+    config_body,
+    engine_info_body,
+    field_of,
+    is_classic,
+    parse_body,
+    parse_engine_info,
+    parse_object,
+    parse_rank_field,
+    parse_role_field,
+    parse_role_param,
+    parse_url_body,
+    url_body,
 )
 from .errors import (
-    decode_absent as decode_absent,
-)
-from .errors import (
-    decode_not_registered as decode_not_registered,
-)
-from .errors import (
-    encode_not_registered as encode_not_registered,
-)
-from .errors import (
-    error_body as error_body,
-)
-from .errors import (
-    error_detail as error_detail,
-)
-from .errors import (
-    missing_fields as missing_fields,
+    decode_absent,
+    decode_not_registered,
+    encode_not_registered,
+    error_body,
+    error_detail,
+    missing_fields,
 )
 from .kinds import (
-    PARALLELISM_CONFIG_ROUTES as PARALLELISM_CONFIG_ROUTES,
-)
-from .kinds import (
-    TRANSFER_ENGINE_INFO_ROUTES as TRANSFER_ENGINE_INFO_ROUTES,
-)
-from .kinds import (
-    KindRoutes as KindRoutes,
+    PARALLELISM_CONFIG_ROUTES,
+    TRANSFER_ENGINE_INFO_ROUTES,
+    KindRoutes,
 )
 from .params import (
-    FORMS as FORMS,
-)
-from .params import (
-    batch_query as batch_query,
-)
-from .params import (
-    encoder_list_query as encoder_list_query,
-)
-from .params import (
-    format_ranks as format_ranks,
-)
-from .params import (
-    get_query as get_query,
-)
-from .params import (
-    listing_query as listing_query,
-)
-from .params import (
-    parse_after as parse_after,
-)
-from .params import (
-    parse_form as parse_form,
-)
-from .params import (
-    parse_rank_param as parse_rank_param,
-)
-from .params import (
-    parse_ranks as parse_ranks,
-)
-from .params import (
-    parse_seconds as parse_seconds,
-)
-from .params import (
-    parse_wait as parse_wait,
-)
-from .params import (
-    rank_query as rank_query,
-)
-from .params import (
-    record_query as record_query,
-)
-from .params import (
-    records_query as records_query,
-)
-from .params import (
-    role_rank_query as role_rank_query,
-)
-from .params import (
-    split_rank_specs as split_rank_specs,
-)
-from .params import (
-    with_role as with_role,
+    FORMS,
+    batch_query,
+    encoder_list_query,
+    format_ranks,
+    get_query,
+    listing_query,
+    parse_after,
+    parse_form,
+    parse_rank_param,
+    parse_ranks,
+    parse_seconds,
+    parse_wait,
+    rank_query,
+    record_query,
+    records_query,
+    role_rank_query,
+    split_rank_specs,
+    with_role,
 )
 from .results import (
-    EncoderUrls as EncoderUrls,
-)
-from .results import (
-    ParallelismConfig as ParallelismConfig,
-)
-from .results import (
-    RankListing as RankListing,
-)
-from .results import (
-    RankSummary as RankSummary,
-)
-from .results import (
-    TransferEngineInfo as TransferEngineInfo,
-)
-from .results import (
-    decode_batch as decode_batch,
-)
-from .results import (
-    decode_config as decode_config,
-)
-from .results import (
-    decode_config_batch as decode_config_batch,
-)
-from .results import (
-    decode_encoder_urls as decode_encoder_urls,
-)
-from .results import (
-    decode_info as decode_info,
-)
-from .results import (
-    decode_listing as decode_listing,
-)
-from .results import (
-    decode_version_header as decode_version_header,
-)
-from .results import (
-    encode_encoder_urls as encode_encoder_urls,
-)
-from .results import (
-    encode_items as encode_items,
-)
-from .results import (
-    missing_in_world as missing_in_world,
+    EncoderUrls,
+    NamespaceSummary,
+    ParallelismConfig,
+    RankListing,
+    RankSummary,
+    TransferEngineInfo,
+    decode_batch,
+    decode_config,
+    decode_config_batch,
+    decode_encoder_urls,
+    decode_info,
+    decode_listing,
+    decode_namespaces,
+    decode_version_header,
+    encode_encoder_urls,
+    encode_items,
+    encode_namespaces,
+    missing_in_world,
 )
 from .routes import (
-    BATCH_PATH as BATCH_PATH,
+    BATCH_PATH,
+    BATCH_QUERY_CHARS,
+    CONFIG_BATCH_PATH,
+    CONFIG_GET_PATH,
+    CONFIG_REGISTER_PATH,
+    ENCODER_LIST_PATH,
+    ENCODER_REGISTER_PATH,
+    ENCODER_UNREGISTER_PATH,
+    GET_PATH,
+    HEALTH_PATH,
+    JSON_TYPE,
+    MAX_BATCH_RANKS,
+    METRICS_PATH,
+    MISSING_LIST_MAX,
+    NAMESPACE_PREFIX,
+    NAMESPACES_PATH,
+    OPENAPI_PATH,
+    RANKS_PATH,
+    READY_PATH,
+    REGISTER_PATH,
+    SERVER_WIDE_PATHS,
+    check_namespace,
+    path,
 )
-from .routes import (
-    BATCH_QUERY_CHARS as BATCH_QUERY_CHARS,
-)
-from .routes import (
-    CONFIG_BATCH_PATH as CONFIG_BATCH_PATH,
-)
-from .routes import (
-    CONFIG_GET_PATH as CONFIG_GET_PATH,
-)
-from .routes import (
-    CONFIG_REGISTER_PATH as CONFIG_REGISTER_PATH,
-)
-from .routes import (
-    ENCODER_LIST_PATH as ENCODER_LIST_PATH,
-)
-from .routes import (
-    ENCODER_REGISTER_PATH as ENCODER_REGISTER_PATH,
-)
-from .routes import (
-    ENCODER_UNREGISTER_PATH as ENCODER_UNREGISTER_PATH,
-)
-from .routes import (
-    GET_PATH as GET_PATH,
-)
-from .routes import (
-    HEALTH_PATH as HEALTH_PATH,
-)
-from .routes import (
-    JSON_TYPE as JSON_TYPE,
-)
-from .routes import (
-    MAX_BATCH_RANKS as MAX_BATCH_RANKS,
-)
-from .routes import (
-    METRICS_PATH as METRICS_PATH,
-)
-from .routes import (
-    MISSING_LIST_MAX as MISSING_LIST_MAX,
-)
-from .routes import (
-    NAMESPACE_PREFIX as NAMESPACE_PREFIX,
-)
-from .routes import (
-    OPENAPI_PATH as OPENAPI_PATH,
-)
-from .routes import (
-    RANKS_PATH as RANKS_PATH,
-)
-from .routes import (
-    READY_PATH as READY_PATH,
-)
-from .routes import (
-    REGISTER_PATH as REGISTER_PATH,
-)
-from .routes import (
-    check_namespace as check_namespace,
-)
-from .routes import (
-    path as path,
-)
+
+__all__ = [
+    "BATCH_PATH",
+    "BATCH_QUERY_CHARS",
+    "CLASSIC_BACKEND",
+    "CONFIG_BATCH_PATH",
+    "CONFIG_GET_PATH",
+    "CONFIG_REGISTER_PATH",
+    "ENCODER_LIST_PATH",
+    "ENCODER_REGISTER_PATH",
+    "ENCODER_UNREGISTER_PATH",
+    "FORMS",
+    "GET_PATH",
+    "HEALTH_PATH",
+    "JSON_TYPE",
+    "MAX_BATCH_RANKS",
+    "MAX_NESTING",
+    "METRICS_PATH",
+    "MISSING_LIST_MAX",
+    "NAMESPACES_PATH",
+    "NAMESPACE_PREFIX",
+    "OPENAPI_PATH",
+    "PARALLELISM_CONFIG_ROUTES",
+    "RANKS_PATH",
+    "READY_PATH",
+    "REGISTER_PATH",
+    "SERVER_WIDE_PATHS",
+    "TRANSFER_ENGINE_INFO_ROUTES",
+    "EncoderUrls",
+    "KindRoutes",
+    "NamespaceSummary",
+    "ParallelismConfig",
+    "RankListing",
+    "RankSummary",
+    "TransferEngineInfo",
+    "batch_query",
+    "check_namespace",
+    "check_world_size",
+    "config_body",
+    "decode_absent",
+    "decode_batch",
+    "decode_config",
+    "decode_config_batch",
+    "decode_encoder_urls",
+    "decode_info",
+    "decode_listing",
+    "decode_namespaces",
+    "decode_not_registered",
+    "decode_version_header",
+    "encode_encoder_urls",
+    "encode_items",
+    "encode_namespaces",
+    "encode_not_registered",
+    "encoder_list_query",
+    "engine_info_body",
+    "error_body",
+    "error_detail",
+    "field_of",
+    "format_ranks",
+    "get_query",
+    "is_classic",
+    "listing_query",
+    "missing_fields",
+    "missing_in_world",
+    "parse_after",
+    "parse_body",
+    "parse_engine_info",
+    "parse_form",
+    "parse_object",
+    "parse_rank_field",
+    "parse_rank_param",
+    "parse_ranks",
+    "parse_role_field",
+    "parse_role_param",
+    "parse_seconds",
+    "parse_url_body",
+    "parse_wait",
+    "path",
+    "rank_query",
+    "record_query",
+    "records_query",
+    "role_rank_query",
+    "split_rank_specs",
+    "url_body",
+    "with_role",
+]

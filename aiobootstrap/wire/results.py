@@ -188,6 +188,68 @@ def _summary(item: Any) -> RankSummary:
 # -- the client's side of roles, parallelism configs and encoder URLs ----
 
 
+@dataclass(frozen=True, slots=True)
+class NamespaceSummary:
+    """One namespace of the server, as ``GET /namespaces`` shows it."""
+
+    name: str
+    version: int
+    """The namespace's version: it grows with every change in it."""
+    ranks: int
+    """Ranks holding transfer-engine info of role ``target``."""
+    waiters: int
+    """Waits parked in the namespace right now."""
+    encoder_urls: int = 0
+
+
+def encode_namespaces(namespaces: Sequence[NamespaceSummary]) -> bytes:
+    """The reply of ``GET /namespaces``, in order of name."""
+    return dumps(
+        {
+            "namespaces": [
+                {
+                    "namespace": each.name,
+                    "version": each.version,
+                    "ranks": each.ranks,
+                    "waiters": each.waiters,
+                    "encoder_urls": each.encoder_urls,
+                }
+                for each in namespaces
+            ]
+        }
+    )
+
+
+def decode_namespaces(payload: bytes) -> list[NamespaceSummary]:
+    """Read ``GET /namespaces``'s reply; :class:`UnexpectedReply` if it is not one."""
+    try:
+        return [
+            NamespaceSummary(
+                name=_string(item["namespace"]),
+                version=_integer(item["version"]),
+                ranks=_integer(item["ranks"]),
+                waiters=_integer(item["waiters"]),
+                encoder_urls=_integer(item.get("encoder_urls", 0)),
+            )
+            for item in _reply(payload, "a namespace listing")["namespaces"]
+        ]
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise UnexpectedReply(f"The server's reply is not a namespace listing: {exc!r}.") from None
+
+
+def _string(value: object) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"{value!r} is not a string")
+    return value
+
+
+def _integer(value: object) -> int:
+    number = None if isinstance(value, str) else rank_value(value)  # a JSON true is not one
+    if number is None:
+        raise TypeError(f"{value!r} is not a non-negative integer")
+    return number
+
+
 def decode_version_header(value: str | None) -> int:
     """The version an ``X-Aiobootstrap-Version`` header names; 0 when absent (a server without it)."""
     version = None if value is None else rank_value(value)

@@ -23,6 +23,10 @@ ENCODER_LIST_PATH = "/list_encoder_urls"
 RANKS_PATH = "/ranks"
 METRICS_PATH = "/metrics"
 OPENAPI_PATH = "/openapi.json"
+NAMESPACES_PATH = "/namespaces"
+
+SERVER_WIDE_PATHS = frozenset({READY_PATH, METRICS_PATH, OPENAPI_PATH, NAMESPACES_PATH})
+"""Routes served once for the whole server, never under ``/ns/{name}``."""
 
 JSON_TYPE = "application/json"
 
@@ -51,8 +55,11 @@ def check_namespace(name: str) -> str:
 
 
 def path(route: str, namespace: str = DEFAULT_NAMESPACE) -> str:
-    """The path of ``route`` in ``namespace``; the default namespace's routes are unprefixed.
+    """The path of ``route`` in ``namespace``; the default namespace's routes, and the server-wide
+    ones (:data:`SERVER_WIDE_PATHS`), are unprefixed.
 
     The server builds its route templates with ``path(route, "{namespace}")``.
     """
-    return route if namespace == DEFAULT_NAMESPACE else f"{NAMESPACE_PREFIX}{namespace}{route}"
+    if namespace == DEFAULT_NAMESPACE or route in SERVER_WIDE_PATHS:
+        return route
+    return f"{NAMESPACE_PREFIX}{namespace}{route}"

@@ -1,4 +1,5 @@
-"""What a server says of itself: ``/health`` and ``/ready`` (the probes), and the ``/ranks`` listing."""
+"""What a server says of itself: ``/health`` and ``/ready`` (the probes), the ``/ranks`` listing and
+``/namespaces``."""
 
 from __future__ import annotations
 
@@ -12,9 +13,10 @@ from ..._version import __version__
 from .. import records
 from ..appkeys import CONFIG, REGISTRY
 from ..kinds import kind_named
+from ..metrics import shown_namespaces
 from .common import namespace_of, param
 
-__all__ = ["health", "list_ranks", "ready"]
+__all__ = ["health", "list_namespaces", "list_ranks", "ready"]
 
 
 async def health(request: web.Request) -> web.Response:
@@ -28,7 +30,6 @@ async def ready(request: web.Request) -> web.Response:
     """``GET /ready``: ``OK`` while the store answers, ``503`` (JSON) while it does not."""
     await request.app[REGISTRY].store.ping()
     return web.Response(text="OK")
-
 
 
 async def list_ranks(request: web.Request) -> web.Response:
@@ -49,3 +50,12 @@ async def list_ranks(request: web.Request) -> web.Response:
         summary=kind.summary,
     )
     return web.Response(body=body, content_type=protocol.JSON_TYPE)
+
+
+async def list_namespaces(request: web.Request) -> web.Response:
+    """``GET /namespaces``: every namespace holding records or parked waits that the token may see."""
+    shown = [
+        protocol.NamespaceSummary(each.name, each.version, each.ranks, each.parked, each.encoder_urls)
+        for each in await shown_namespaces(request)
+    ]
+    return web.Response(body=protocol.encode_namespaces(shown), content_type=protocol.JSON_TYPE)

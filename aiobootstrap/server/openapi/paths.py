@@ -272,6 +272,17 @@ PATHS: dict[str, dict[str, Any]] = {
             },
         }
     },
+    protocol.NAMESPACES_PATH: {
+        "get": {
+            "operationId": "listNamespaces",
+            "summary": "Every namespace holding records or parked waits, in order of name; with tokens, "
+            "the ones the token covers.",
+            "responses": {
+                "200": json_reply("The namespaces.", "Namespaces"),
+                "503": _UNAVAILABLE,
+            },
+        }
+    },
     protocol.OPENAPI_PATH: {
         "get": {
             "operationId": "openapi",
@@ -286,8 +297,8 @@ PATHS: dict[str, dict[str, Any]] = {
     },
 }
 
-SERVER_WIDE = frozenset({protocol.READY_PATH, protocol.METRICS_PATH, protocol.OPENAPI_PATH})
-"""Paths served once for the whole server, not under each namespace."""
+SERVER_WIDE = protocol.SERVER_WIDE_PATHS
+"""Paths served once for the whole server, not under each namespace (the wire's set)."""
 
 _NAMESPACE = {
     "name": "namespace",

@@ -108,6 +108,30 @@ SCHEMAS: dict[str, Any] = {
             },
         },
     },
+    "Namespaces": {
+        "type": "object",
+        "required": ["namespaces"],
+        "properties": {
+            "namespaces": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "required": ["namespace", "version", "ranks", "waiters", "encoder_urls"],
+                    "properties": {
+                        "namespace": {"type": "string"},
+                        "version": {"type": "integer", "minimum": 0},
+                        "ranks": {
+                            "type": "integer",
+                            "minimum": 0,
+                            "description": "Ranks holding transfer-engine info of role target.",
+                        },
+                        "waiters": {"type": "integer", "minimum": 0, "description": "Waits parked now."},
+                        "encoder_urls": {"type": "integer", "minimum": 0},
+                    },
+                },
+            }
+        },
+    },
     "Listing": {
         "type": "object",
         "required": ["version", "kind", "role", "world_size", "count", "ranks", "missing", "missing_ranks"],
