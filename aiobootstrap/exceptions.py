@@ -230,9 +230,10 @@ class AddressInUse(BootstrapError, OSError):
     whether it is an aiobootstrap server.
     """
 
-    def __init__(self, host: str, port: int, holder: str = "") -> None:
+    def __init__(self, host: str, port: int, holder: str = "", remedy: str = "pick another port") -> None:
         held = f"another process already holds port {port}" + (f" ({holder})" if holder else "")
-        super().__init__(f"Cannot listen on {host_port(host, port)}: {held}; pick another with --port.")
+        super().__init__(f"Cannot listen on {host_port(host, port)}: {held}; {remedy}.")
+        self.remedy = remedy
         self.errno = errno.EADDRINUSE
         self.host = host
         self.port = port

@@ -83,6 +83,9 @@ def test_bind_failure_is_raised_in_the_callers_thread() -> None:
             ThreadedBootstrapServer(port=port)
     assert caught.value.port == port
     assert f"127.0.0.1:{port}" in caught.value.detail
+    # An embedder has no --port to pick another with.
+    assert "--port" not in caught.value.detail
+    assert caught.value.detail.endswith("; pick another port.")
     assert server_threads() == []
 
 

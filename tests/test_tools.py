@@ -173,6 +173,33 @@ def test_get_of_an_absent_rank_exits_1(url: str, namespace: str) -> None:
     )
 
 
+def test_get_after_a_version_says_there_is_nothing_newer(url: str, namespace: str, weights: Path) -> None:
+    """get --after V of a registered rank with nothing newer says so, not that the rank is absent."""
+    register(url, namespace, 3, weights)
+    assert_one_line_error(
+        tool("get", "--url", url, "--namespace", namespace, "--rank", "3", "--after", "1000"),
+        1,
+        "No transfer engine info for rank 3 newer than version 1000",
+    )
+
+
+def test_a_reader_that_stops_early_ends_the_tool_without_a_traceback(url: str, namespace: str) -> None:
+    """status | head: the reader gone is exit status 141 (as a SIGPIPE'd process), nothing on stderr."""
+    read, write = os.pipe()
+    os.close(read)  # the reader is gone before the tool writes a byte
+    try:
+        done = subprocess.run(
+            command("status", "--url", url, "--namespace", namespace),
+            stdout=write,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=GUARD,
+        )
+    finally:
+        os.close(write)
+    assert (done.returncode, done.stderr) == (141, "")
+
+
 def test_get_with_wait_returns_once_the_rank_registers(url: str, namespace: str, weights: Path) -> None:
     """get --wait parks on the server and prints the info when the rank registers."""
     getter = subprocess.Popen(
@@ -475,7 +502,10 @@ def test_a_server_that_is_down_is_one_line_and_status_3(args: tuple[str, ...]) -
         (("wait", "--world-size", "2", "--kind", "encoder_urls"), "invalid choice"),
         (("status", "--role", ""), "a role is a non-empty name"),
         (("status", "--kind", "x"), "invalid choice"),
-        (("frobnicate",), "unrecognized arguments"),
+        (("frobnicate",), "unknown command 'frobnicate': give one of get, register, status, wait, serve"),
+        (("stat",), "unknown command 'stat'"),
+        (("get", "--rank", "0", "--bogus"), "python -m aiobootstrap get: unrecognized arguments: --bogus"),
+        (("status", "--bogus"), "(see python -m aiobootstrap status --help)"),
     ],
 )
 def test_bad_arguments_are_one_line_and_status_2(url: str, args: tuple[str, ...], text: str) -> None:

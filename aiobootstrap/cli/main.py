@@ -24,7 +24,15 @@ from ..server import open_files as _open_files
 from ..server.bind import AddressInUse, bind_sockets, explain_address_in_use
 from ..server.config import ServerConfig
 from .gc import tune_collector
-from .parser import PROG, read_token_file, server_config, server_parser, tool_parser, tool_token
+from .parser import (
+    PROG,
+    parse_tool_args,
+    read_token_file,
+    server_config,
+    server_parser,
+    tool_token,
+    usage_error,
+)
 from .tools import TOOLS, run_tool
 
 if TYPE_CHECKING:
@@ -99,14 +107,24 @@ def loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
     return uvloop.new_event_loop
 
 
+EXIT_BROKEN_PIPE = 141
+"""A tool whose reader went away (``status | head``): the status of a process SIGPIPE ended."""
+
+
 def _tool(argv: Sequence[str]) -> int:
-    """Run one tool to its end; Ctrl-C is exit status 130, not a traceback."""
-    args = tool_parser().parse_args(argv)
+    """Run one tool to its end; Ctrl-C is exit status 130, a reader gone is 141, never a traceback."""
+    args = parse_tool_args(argv)
     token = tool_token(args.token, os.environ)
     try:
-        return asyncio.run(run_tool(args, token=token, out=sys.stdout, err=sys.stderr))
+        status = asyncio.run(run_tool(args, token=token, out=sys.stdout, err=sys.stderr))
+        sys.stdout.flush()  # here, where a reader gone is caught, not at exit
+        return status
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        # Nothing more can reach the reader; nor can the interpreter's last flush at exit.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_BROKEN_PIPE
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -116,6 +134,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _tool(argv)
     if argv and argv[0] == "serve":
         argv = argv[1:]
+    elif argv and not argv[0].startswith("-"):
+        # The server takes options only: a word is a command mistyped (stat, gett).
+        usage_error(PROG, f"unknown command {argv[0]!r}: give one of {', '.join((*TOOLS, 'serve'))}")
     args = server_parser().parse_args(argv)
     setup_logging(args.log_level, args.log_format)
     tune_collector()
@@ -129,7 +150,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         socks = bind_sockets(config.host, config.port)
     except AddressInUse as exc:
-        print(explain_address_in_use(exc).detail, file=sys.stderr)
+        print(explain_address_in_use(exc, "pick another with --port").detail, file=sys.stderr)
         return 2
     except BootstrapError as exc:
         print(exc.detail, file=sys.stderr)

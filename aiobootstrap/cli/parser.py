@@ -10,7 +10,8 @@ port before the server's libraries load.
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable, Mapping
+import sys
+from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from typing import Any, NoReturn
 
@@ -27,6 +28,7 @@ __all__ = [
     "STORE_ENV",
     "TOKEN_ENV",
     "OneLineParser",
+    "parse_tool_args",
     "read_token_file",
     "server_config",
     "server_parser",
@@ -50,8 +52,13 @@ class OneLineParser(argparse.ArgumentParser):
     """argparse, but a bad argument is one line and exit status 2."""
 
     def error(self, message: str) -> NoReturn:
-        # One line, not argparse's usage block: the CLI's failures fit on a line.
-        self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
+        usage_error(self.prog, message)
+
+
+def usage_error(prog: str, message: str) -> NoReturn:
+    """Exit 2 with ``message`` on one line, not argparse's usage block, naming where help is."""
+    sys.stderr.write(f"{prog}: {message} (see {prog} --help)\n")
+    raise SystemExit(2)
 
 
 def _setting(
@@ -281,6 +288,14 @@ def tool_parser() -> argparse.ArgumentParser:
     parser = OneLineParser(prog=PROG, description="Operator tools for an aiobootstrap server.")
     add_tool_parsers(parser)
     return parser
+
+
+def parse_tool_args(argv: Sequence[str]) -> argparse.Namespace:
+    """A tool's arguments; one it does not know is refused naming the tool (``... get: ...``)."""
+    args, extras = tool_parser().parse_known_args(argv)
+    if extras:
+        usage_error(f"{PROG} {args.tool}", f"unrecognized arguments: {' '.join(extras)}")
+    return args
 
 
 def tool_token(given: str | None, environ: Mapping[str, str]) -> str | None:

@@ -79,6 +79,9 @@ async def run_tool(args: argparse.Namespace, *, token: str | None, out: TextIO, 
         message, status = str(exc), exc.status
     except RankNotRegistered as exc:
         message, status = exc.detail, EXIT_ABSENT
+        if getattr(args, "after", 0):
+            # The rank may well be registered, at a version the caller already has.
+            message = f"{message} newer than version {args.after}"
     except (BadRequest, Unauthorized, Forbidden) as exc:
         message, status = exc.detail, EXIT_USAGE
     except BootstrapError as exc:

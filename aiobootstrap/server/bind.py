@@ -82,10 +82,12 @@ def _listen(
     return sock
 
 
-def explain_address_in_use(error: AddressInUse) -> AddressInUse:
-    """``error`` with the holder of the port named, where that can be found out.
+def explain_address_in_use(error: AddressInUse, remedy: str | None = None) -> AddressInUse:
+    """``error`` with the holder of the port named, where that can be found out, and ``remedy``
+    (the way out for its caller: ``--port`` for the CLI) in place of the error's own.
 
     Blocks briefly (reads /proc and asks the holder's /health): call it in a
     worker thread from a running loop.
     """
-    return AddressInUse(error.host, error.port, describe_holder(error.host, error.port))
+    holder = describe_holder(error.host, error.port)
+    return AddressInUse(error.host, error.port, holder, error.remedy if remedy is None else remedy)
