@@ -13,9 +13,6 @@ the client's side a reply the protocol does not allow raises
 from __future__ import annotations
 
 from .bodies import (
-    CLASSIC_BACKEND as CLASSIC_BACKEND,
-)
-from .bodies import (
     MAX_NESTING as MAX_NESTING,
 )
 from .bodies import (

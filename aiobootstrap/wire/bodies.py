@@ -109,13 +109,14 @@ def field_of(payload: Mapping[str, Any], name: str) -> Any:
     return payload[name]
 
 
-CLASSIC_BACKEND = "mooncake"
-"""The backend whose info is served in the classic list form ``[session_id, weights_info_dict]``."""
-
-
 def is_classic(info: Mapping[str, Any]) -> bool:
-    """Whether transfer-engine info is served as the classic list (no ``backend``, or ``mooncake``)."""
-    return info.get("backend") in (None, CLASSIC_BACKEND)
+    """Whether transfer-engine info is served as the classic list: untagged (no ``backend``, or ``null``).
+
+    Any ``backend``, ``mooncake`` included, is served whole, in the shape it
+    was sent: the tagging servers do so, and their loaders read it with
+    ``.get("session_id")``.
+    """
+    return info.get("backend") is None
 
 
 def parse_engine_info(info: object) -> dict[str, Any]:
