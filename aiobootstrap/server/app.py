@@ -52,7 +52,7 @@ log = logging.getLogger("aiobootstrap")
 def create_app(config: ServerConfig | None = None) -> web.Application:
     """The aiobootstrap app for ``config`` (defaults when omitted)."""
     config = config if config is not None else ServerConfig()
-    middlewares: list[Middleware] = [metrics_middleware, error_middleware]
+    middlewares: list[Middleware] = [_slash_redirect, metrics_middleware, error_middleware]
     if config.auth_token is not None:
         # Inside the error middleware, before any handler: a refused request
         # has nothing read and nothing changed.
@@ -79,6 +79,13 @@ def create_app(config: ServerConfig | None = None) -> web.Application:
     # Last: a request with Expect that no route above matched gets the same answers.
     app.router.register_resource(UnroutedExpect(app.router, config, public=PUBLIC))
     return app
+
+
+_slash_redirect = web.normalize_path_middleware(
+    append_slash=False, remove_slash=True, merge_slashes=False, redirect_class=web.HTTPTemporaryRedirect
+)
+"""A route asked with a trailing ``/`` answers ``307`` to the route without it, query kept (FastAPI's
+``redirect_slashes``, which the engines' servers have): a client that follows redirects keeps working."""
 
 
 def _routes(expect: ExpectHandler | None = None) -> list[web.RouteDef]:
