@@ -16,10 +16,19 @@ from .bodies import (
     MAX_NESTING as MAX_NESTING,
 )
 from .bodies import (
+    MISSING_URL_DETAIL as MISSING_URL_DETAIL,
+)
+from .bodies import (
+    MISSING_URL_ERROR as MISSING_URL_ERROR,
+)
+from .bodies import (
     check_world_size as check_world_size,
 )
 from .bodies import (
     config_body as config_body,
+)
+from .bodies import (
+    encoder_url as encoder_url,
 )
 from .bodies import (
     engine_info_body as engine_info_body,
