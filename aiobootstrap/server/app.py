@@ -32,6 +32,7 @@ from .appkeys import CONFIG, REGISTRY
 from .auth import ExpectHandler, UnroutedExpect, auth_middleware, expect_handler
 from .body import BODY_BUDGET, BodyBudget
 from .config import ServerConfig
+from .encoder_health import encoder_health_context
 from .errors import error_middleware
 from .handlers.encoder_urls import list_encoder_urls, register_encoder_url, unregister_encoder_url
 from .handlers.per_kind import kind_routes
@@ -64,6 +65,7 @@ def create_app(config: ServerConfig | None = None) -> web.Application:
     app[NAMESPACE_FIGURES] = lambda: _namespace_figures(app)
     app.on_response_prepare.append(_boot_header)
     app.cleanup_ctx.append(_registry_context)
+    app.cleanup_ctx.append(encoder_health_context)
     app.on_shutdown.append(release_waiters)
     # aiohttp answers Expect before any middleware: this one checks the token and size first.
     expect = expect_handler(config, public=PUBLIC)

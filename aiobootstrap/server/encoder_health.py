@@ -110,7 +110,8 @@ class EncoderHealth:
         self._failures: dict[tuple[str, str], int] = {}
         self._evicted_at: dict[tuple[str, str], float] = {}
         self.rounds = 0
-        """Rounds completed: a test awaits one instead of sleeping."""
+        """Rounds completed."""
+        self._round_done = asyncio.Event()
 
     async def run(self, interval: float) -> None:
         """Probe every ``interval`` seconds until cancelled; a round that fails is logged, not fatal."""
@@ -142,11 +143,22 @@ class EncoderHealth:
             for url, ok in zip(urls, healthy, strict=True):
                 seen.add((namespace, url))
                 if url in listed:
-                    await self._listed(namespace, url, ok, also_evicted=url in evicted)
+                    # Also evicted: another replica is between the two writes of an eviction or a
+                    # revival (or one died there). Probed as listed; the evicted set is left alone.
+                    await self._listed(namespace, url, ok)
                 else:
                     await self._evicted(namespace, url, ok)
         self._forget_unseen(seen)
         self.rounds += 1
+        # Replaced, never cleared: every waiter of this round sees it set.
+        self._round_done.set()
+        self._round_done = asyncio.Event()
+
+    async def after_rounds(self, count: int = 1) -> None:
+        """Return once ``count`` more rounds are complete (tests await this instead of sleeping)."""
+        target = self.rounds + count
+        while self.rounds < target:
+            await self._round_done.wait()
 
     async def _probe(self, url: str) -> bool:
         async with self._probes:
@@ -157,12 +169,8 @@ class EncoderHealth:
                 # Refused, reset, timed out, or not a URL at all: a failure.
                 return False
 
-    async def _listed(self, namespace: str, url: str, ok: bool, *, also_evicted: bool) -> None:
+    async def _listed(self, namespace: str, url: str, ok: bool) -> None:
         at = (namespace, url)
-        if also_evicted:
-            # Registered again while evicted (or revived by another replica): listed wins.
-            await self._registry.set_member(evicted_key(namespace), url, present=False)
-            self._evicted_at.pop(at, None)
         if ok:
             self._failures.pop(at, None)
             return
