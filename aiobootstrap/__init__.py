@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from .client.sync import SyncBootstrapClient
     from .server.app import create_app
     from .server.config import ServerConfig
+    from .server.encoder_server import EncoderBootstrapServer
     from .server.server import BootstrapServer
     from .server.threaded import ThreadedBootstrapServer
     from .store import Key, MemoryStore, Record, Store
@@ -60,6 +61,7 @@ _LAZY = {
     "BootstrapServer": ".server.server",
     "SyncBootstrapClient": ".client.sync",
     "ThreadedBootstrapServer": ".server.threaded",
+    "EncoderBootstrapServer": ".server.encoder_server",
 }
 
 
@@ -83,6 +85,7 @@ __all__ = [
     "BootstrapClient",
     "BootstrapError",
     "BootstrapServer",
+    "EncoderBootstrapServer",
     "EncoderUrls",
     "Key",
     "MemoryStore",
