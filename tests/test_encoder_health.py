@@ -79,6 +79,17 @@ async def evicted(client: Any) -> list[str]:
     return members_of(None if record is None else record.value)
 
 
+async def probed_no_more(client: Any, encoder: Encoder) -> None:
+    """Once healthy again, ``encoder`` is probed no more and stays out of the list."""
+    health = client.app[ENCODER_HEALTH]
+    await health.after_rounds(1)  # a round in flight may still be probing it
+    probes = encoder.probes
+    encoder.status = 200
+    await health.after_rounds(3)
+    assert encoder.probes == probes
+    assert (await urls(client))[0] == []
+
+
 async def test_a_dead_encoder_leaves_the_list_and_a_live_one_stays(client, encoder):
     """A hard-killed encoder (refused) is evicted after 3 failed probes: readers get only the live one."""
     await client.post(REGISTER, json={"url": encoder.url})
@@ -128,15 +139,10 @@ async def test_an_evicted_url_is_forgotten_after_the_ttl(aiohttp_client, config,
     await client.post(REGISTER, json={"url": encoder.url})
     _, version = await urls(client)
     assert (await next_list(client, version))[0] == []
-    health = client.app[ENCODER_HEALTH]
     async with asyncio.timeout(GUARD):
         while await evicted(client):
-            await health.after_rounds(1)
-    probes = encoder.probes
-    encoder.status = 200
-    await health.after_rounds(3)
-    assert encoder.probes == probes
-    assert (await urls(client))[0] == []
+            await client.app[ENCODER_HEALTH].after_rounds(1)
+    await probed_no_more(client, encoder)
 
 
 async def test_an_unregister_ends_probing_of_an_evicted_url(client, encoder):
@@ -148,13 +154,7 @@ async def test_an_unregister_ends_probing_of_an_evicted_url(client, encoder):
     assert await evicted(client) == [encoder.url]
     await client.delete(UNREGISTER, json={"url": encoder.url + "/"})
     assert await evicted(client) == []
-    health = client.app[ENCODER_HEALTH]
-    await health.after_rounds(1)
-    probes = encoder.probes
-    encoder.status = 200
-    await health.after_rounds(3)
-    assert encoder.probes == probes
-    assert (await urls(client))[0] == []
+    await probed_no_more(client, encoder)
 
 
 async def test_a_register_of_an_evicted_url_lists_it_at_once(client):
