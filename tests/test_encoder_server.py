@@ -124,3 +124,14 @@ def test_close_stops_the_thread_and_keeps_the_list(shared: list[str]) -> None:
     server.close()
     assert not [thread for thread in threads_named("aiobootstrap server") if thread.is_alive()]
     assert shared == server.list_urls() == ["http://a:1"]
+
+
+def test_the_list_follows_even_when_every_wait_slot_is_taken() -> None:
+    """With no wait slot free (max_waiters=0) the caller's list still follows HTTP registrations."""
+    shared: list[str] = []
+    with EncoderBootstrapServer(
+        "127.0.0.1", 0, urls=shared, health_check_interval=0, max_waiters=0
+    ) as server:
+        assert send(server, "POST", "/register_encoder_url", {"url": "http://full:1"}) == (200, "OK")
+        wait_until(lambda: shared == ["http://full:1"])
+        assert server.parked == 0

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import pytest
+import requests
 
-from .conftest import registration
+from aiobootstrap import ThreadedBootstrapServer
+
+from .conftest import GUARD, registration
 
 
 @pytest.mark.parametrize(
@@ -44,3 +47,14 @@ async def test_an_unknown_route_with_a_slash_is_still_a_404(client):
     reply = await client.get("/no_such_route/", allow_redirects=False)
     assert reply.status == 404
     assert "detail" in await reply.json()
+
+
+def test_requests_follows_the_307_as_against_the_engines_servers() -> None:
+    """The engines' callers use requests: a slashed POST and GET reach the route, method and body re-sent."""
+    with ThreadedBootstrapServer(port=0) as server:
+        reply = requests.post(
+            f"{server.url}/register_encoder_url/", json={"url": "http://e:1/"}, timeout=GUARD
+        )
+        assert (reply.status_code, reply.text, reply.history[0].status_code) == (200, "OK", 307)
+        reply = requests.get(f"{server.url}/list_encoder_urls/", timeout=GUARD)
+        assert reply.json()["encoder_urls"] == ["http://e:1"]

@@ -18,7 +18,7 @@ from typing import Any
 
 from .._names import DEFAULT_NAMESPACE
 from .._registry import Registry
-from ..exceptions import ShuttingDown
+from ..exceptions import BootstrapError, ShuttingDown
 from ..store import Record
 from ..wire import encoder_url
 from .config import DEFAULT_HOST, DEFAULT_PORT
@@ -30,6 +30,8 @@ __all__ = ["EncoderBootstrapServer"]
 
 _FOLLOW_WAIT = 3600.0
 """Seconds one wait of the list follower lasts before it asks again (any value works)."""
+_RETRY = 0.1
+"""Seconds before the follower asks again when its wait was refused."""
 
 
 class EncoderBootstrapServer(ThreadedBootstrapServer):
@@ -88,11 +90,14 @@ class EncoderBootstrapServer(ThreadedBootstrapServer):
     async def _follow(self) -> None:
         """Rewrite the caller's list at every change of the encoder list, whoever made it."""
         key = encoder_list_key(DEFAULT_NAMESPACE)
-        try:
-            while True:
+        while True:
+            try:
                 self._apply(await self._registry.wait(key, _FOLLOW_WAIT, after=max(self._version, 0)))
-        except ShuttingDown:
-            pass  # the server is stopping: the list keeps its last state
+            except ShuttingDown:
+                return  # the server is stopping: the list keeps its last state
+            except BootstrapError:
+                # Every wait slot taken (--max-waiters), or the store unreachable: read again shortly.
+                await asyncio.sleep(_RETRY)
 
     def _apply(self, record: Record | None) -> None:
         """The list as of ``record``, unless a newer one was applied already (runs on the server's loop)."""
@@ -124,10 +129,14 @@ class EncoderBootstrapServer(ThreadedBootstrapServer):
 
     @property
     def parked(self) -> int:
-        """How many get requests are waiting right now, in the default namespace (the list follower not counted)."""
+        """How many get requests are waiting right now (the list follower's own wait not counted)."""
         follower = getattr(self, "_follower", None)
-        following = follower is not None and not follower.done()
-        return super().parked - following
+        if follower is None or self._loop_thread.closed:
+            return super().parked
+        return self._loop_thread.run(self._parked_but(follower))
+
+    async def _parked_but(self, follower: asyncio.Task[None]) -> int:
+        return self._registry.parked - (follower in self._registry.parked_tasks)
 
 
 def _kept(url: str) -> str:
