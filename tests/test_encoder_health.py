@@ -157,6 +157,15 @@ async def test_an_unregister_ends_probing_of_an_evicted_url(client, encoder):
     await probed_no_more(client, encoder)
 
 
+async def test_every_namespace_is_probed(client, encoder):
+    """A namespace's list is probed like the default one: its dead URL leaves, its live one stays."""
+    await client.post("/ns/team-a/register_encoder_url", json={"url": DEAD})
+    await client.post("/ns/team-a/register_encoder_url", json={"url": encoder.url})
+    reply = await client.get(f"/ns/team-a{LIST}?after=2&wait={GUARD}")
+    assert (await reply.json())["encoder_urls"] == [encoder.url]
+    assert (await urls(client)) == ([], 0)
+
+
 async def test_a_register_of_an_evicted_url_lists_it_at_once(client):
     """Registering an evicted URL lists it at once (no wait for a probe) and takes it out of the evicted set."""
     await client.post(REGISTER, json={"url": DEAD})

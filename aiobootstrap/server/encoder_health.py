@@ -39,6 +39,7 @@ from collections.abc import AsyncIterator
 import aiohttp
 from aiohttp import web
 
+from .._logging import printable
 from .._names import ENCODER_URLS
 from .._registry import Registry
 from ..exceptions import BootstrapError
@@ -126,33 +127,32 @@ class EncoderHealth:
                 log.warning("encoder health round skipped: %s", exc.detail)
 
     async def round(self) -> None:
-        """Probe every listed and evicted URL once, and apply what the probes found."""
-        store = self._registry.store
-        names = await store.namespaces()
-        seen: set[tuple[str, str]] = set()
-        for namespace in names:
-            listed_record, evicted_record = await store.get_many(
-                [encoder_list_key(namespace), evicted_key(namespace)]
-            )
-            listed = members_of(None if listed_record is None else listed_record.value)
-            evicted = members_of(None if evicted_record is None else evicted_record.value)
-            if not listed and not evicted:
-                continue
-            urls = list(dict.fromkeys([*listed, *evicted]))
-            healthy = await asyncio.gather(*[self._probe(url) for url in urls])
-            for url, ok in zip(urls, healthy, strict=True):
-                seen.add((namespace, url))
-                if url in listed:
-                    # Also evicted: another replica is between the two writes of an eviction or a
-                    # revival (or one died there). Probed as listed; the evicted set is left alone.
-                    await self._listed(namespace, url, ok)
-                else:
-                    await self._evicted(namespace, url, ok)
-        self._forget_unseen(seen)
+        """Probe every listed and evicted URL of every namespace once (all at once), and apply the findings."""
+        names = await self._registry.store.namespaces()
+        seen = await asyncio.gather(*[self._namespace_round(namespace) for namespace in names])
+        self._forget_unseen(set().union(*seen))
         self.rounds += 1
         # Replaced, never cleared: every waiter of this round sees it set.
         self._round_done.set()
         self._round_done = asyncio.Event()
+
+    async def _namespace_round(self, namespace: str) -> set[tuple[str, str]]:
+        """One namespace's probes and their consequences; the (namespace, URL) pairs probed."""
+        listed_record, evicted_record = await self._registry.store.get_many(
+            [encoder_list_key(namespace), evicted_key(namespace)]
+        )
+        listed = members_of(None if listed_record is None else listed_record.value)
+        evicted = members_of(None if evicted_record is None else evicted_record.value)
+        urls = list(dict.fromkeys([*listed, *evicted]))
+        healthy = await asyncio.gather(*[self._probe(url) for url in urls])
+        for url, ok in zip(urls, healthy, strict=True):
+            if url in listed:
+                # Also evicted: another replica is between the two writes of an eviction or a
+                # revival (or one died there). Probed as listed; the evicted set is left alone.
+                await self._listed(namespace, url, ok)
+            else:
+                await self._evicted(namespace, url, ok)
+        return {(namespace, url) for url in urls}
 
     async def after_rounds(self, count: int = 1) -> None:
         """Return once ``count`` more rounds are complete (tests await this instead of sleeping)."""
@@ -186,7 +186,7 @@ class EncoderHealth:
         self._evicted_at[at] = time.monotonic()
         log.warning(
             "evicted encoder URL %s after %d failed health checks",
-            url,
+            printable(url),
             failures,
             extra={"namespace": namespace},
         )
@@ -201,13 +201,15 @@ class EncoderHealth:
             await self._registry.set_member(encoder_list_key(namespace), url, present=True)
             await self._registry.set_member(key, url, present=False)
             del self._evicted_at[at]
-            log.info("encoder URL %s is healthy again: listed", url, extra={"namespace": namespace})
+            log.info(
+                "encoder URL %s is healthy again: listed", printable(url), extra={"namespace": namespace}
+            )
         elif self._evicted_ttl and time.monotonic() - since >= self._evicted_ttl:
             await self._registry.set_member(key, url, present=False)
             del self._evicted_at[at]
             log.info(
                 "forgot encoder URL %s, unhealthy for %gs",
-                url,
+                printable(url),
                 self._evicted_ttl,
                 extra={"namespace": namespace},
             )
