@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import os
 from typing import Any
 
 import pytest
+import requests
 from aiohttp import web
 
 from aiobootstrap import ServerConfig, create_app
@@ -23,6 +25,7 @@ from aiobootstrap.store import members_of
 
 from .conftest import GUARD
 from .redis_server import free_port
+from .test_cli import serve
 
 REGISTER = "/register_encoder_url"
 UNREGISTER = "/unregister_encoder_url"
@@ -247,3 +250,18 @@ def test_bad_settings_say_which(argv, environ, message):
     """A variable that is not a number, or a negative, zero-timeout or NaN setting, is a ValueError naming it."""
     with pytest.raises(ValueError, match=message):
         _config(argv, environ)
+
+
+def test_the_server_reads_the_engines_variable_and_evicts() -> None:
+    """python -m aiobootstrap with SGLANG_ENCODER_BOOTSTRAP_HEALTH_CHECK_INTERVAL set probes at that pace."""
+    environ = {**os.environ, "SGLANG_ENCODER_BOOTSTRAP_HEALTH_CHECK_INTERVAL": "0.05"}
+    served = serve("--log-level", "warning", env=environ)
+    try:
+        reply = requests.post(f"{served.url}{REGISTER}", json={"url": DEAD}, timeout=GUARD)
+        assert reply.text == "OK"
+        reply = requests.get(f"{served.url}{LIST}?after=1&wait={GUARD}", timeout=GUARD + 5)
+        assert reply.json()["encoder_urls"] == []
+    finally:
+        served.process.terminate()
+        _, err = served.process.communicate(timeout=GUARD)
+    assert "evicted encoder URL" in err
