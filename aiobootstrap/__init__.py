@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from .client.sync import SyncBootstrapClient
     from .server.app import create_app
     from .server.config import ServerConfig
+    from .server.encoder_server import EncoderBootstrapServer
     from .server.server import BootstrapServer
     from .server.threaded import ThreadedBootstrapServer
     from .server.tokens import Scope, TokenSet
@@ -72,6 +73,7 @@ _LAZY = {
     "ThreadedBootstrapServer": ".server.threaded",
     "Scope": ".server.tokens",
     "TokenSet": ".server.tokens",
+    "EncoderBootstrapServer": ".server.encoder_server",
 }
 
 
@@ -95,6 +97,7 @@ __all__ = [
     "BootstrapClient",
     "BootstrapError",
     "BootstrapServer",
+    "EncoderBootstrapServer",
     "EncoderUrls",
     "Forbidden",
     "Key",

@@ -101,11 +101,9 @@ async def test_a_nixl_registration_is_read_whole(bootstrap: BootstrapClient) -> 
 
 
 async def test_classic_info_without_a_session_id_is_refused_at_once(bootstrap: BootstrapClient) -> None:
-    """Without a backend (or with mooncake) session_id is required: the server's 400, raised at once."""
+    """Without a backend session_id is required: the server's 400, raised at once."""
     with pytest.raises(BadRequest, match="session_id"):
         await bootstrap.register(0, weights_info_dict={}, timeout=GUARD)
-    with pytest.raises(BadRequest, match="session_id"):
-        await bootstrap.register(0, weights_info_dict={}, fields={"backend": "mooncake"}, timeout=GUARD)
     with pytest.raises(RankNotRegistered):
         await bootstrap.get(0, timeout=0)
 
@@ -113,15 +111,19 @@ async def test_classic_info_without_a_session_id_is_refused_at_once(bootstrap: B
 async def test_extra_fields_of_classic_info_need_whole(
     client: HttpClient, bootstrap: BootstrapClient
 ) -> None:
-    """Classic info's list form shows two fields; whole=True (form=object) every field sent."""
-    await bootstrap.register(1, session_id="s", weights_info_dict={}, fields={"backend": "mooncake", "x": 7})
+    """Untagged info's list form shows two fields; whole=True (form=object) every field sent."""
+    await bootstrap.register(1, session_id="s", weights_info_dict={}, fields={"x": 7})
     classic = await bootstrap.get(1, timeout=0)
     assert classic == TransferEngineInfo(1, "s", {}, classic.version)
     assert classic.backend is None
     whole = await bootstrap.get(1, timeout=0, whole=True)
-    assert whole.fields == {"backend": "mooncake", "x": 7, "session_id": "s", "weights_info_dict": {}}
-    assert whole.backend == "mooncake"
+    assert whole.fields == {"x": 7, "session_id": "s", "weights_info_dict": {}}
     assert (await bootstrap.get_many([1], timeout=0, whole=True))[1].fields == whole.fields
+    # Tagged mooncake info is served whole without asking: every field, and its backend.
+    await bootstrap.register(2, session_id="s", weights_info_dict={}, fields={"backend": "mooncake"})
+    tagged = await bootstrap.get(2, timeout=0)
+    assert (tagged.backend, tagged.session_id) == ("mooncake", "s")
+    assert tagged.fields == {"backend": "mooncake", "session_id": "s", "weights_info_dict": {}}
     # What the server holds is what was sent, read over the wire without the client.
     reply = await client.get("/get_transfer_engine_info?rank=1&form=object")
     assert (await reply.json())["remote_instance_transfer_engine_info"] == whole.fields

@@ -106,25 +106,40 @@ async def test_a_first_registration_wakes_a_read_of_the_empty_list(client, regis
     assert (await (await asyncio.wait_for(task, GUARD)).json())["encoder_urls"] == ["http://first"]
 
 
+MISSING = {"detail": "Missing or empty 'url' field in request body", "error": "Missing or empty 'url' field"}
+"""The engines' servers' words: the standalone one's detail, the merged one's error, both for their callers."""
+
+
 @pytest.mark.parametrize(
-    ("body", "detail"),
+    ("body", "reply_body"),
     [
-        ({}, "The field url is missing: send the encoder's URL as a string."),
-        ({"url": None}, "The field url is missing: send the encoder's URL as a string."),
-        ({"url": ""}, "The field url must be a non-empty string."),
-        ({"url": 7}, "The field url must be a non-empty string."),
-        ({"url": ["http://a"]}, "The field url must be a non-empty string."),
-        (["http://a"], "The request body must be a JSON object."),
+        ({}, MISSING),
+        ({"url": None}, MISSING),
+        ({"url": ""}, MISSING),
+        ({"url": "/"}, MISSING),
+        ({"url": 7}, {"detail": "The field url must be a string."}),
+        ({"url": ["http://a"]}, {"detail": "The field url must be a string."}),
+        (["http://a"], {"detail": "The request body must be a JSON object."}),
     ],
 )
 @pytest.mark.parametrize("route", ["register", "unregister"])
-async def test_bad_bodies_are_400_naming_url_and_store_nothing(client, registry, body, detail, route):
+async def test_bad_bodies_are_400_naming_url_and_store_nothing(client, registry, body, reply_body, route):
     """A missing, empty or non-string url is a 400 naming the field; nothing changes."""
     send = client.post(REGISTER, json=body) if route == "register" else client.delete(UNREGISTER, json=body)
     reply = await send
     assert reply.status == 400
-    assert await reply.json() == {"detail": detail}
+    assert await reply.json() == reply_body
     assert await registry.store.version("default") == 0
+
+
+async def test_urls_are_kept_as_sent_less_a_trailing_slash(client):
+    """As the engines' server keeps url.rstrip("/"): with or without the slash, one encoder."""
+    await client.post(REGISTER, json={"url": "http://10.0.0.9:8000/"})
+    await client.post(REGISTER, json={"url": "http://10.0.0.9:8000"})
+    await client.post(REGISTER, json={"url": "HTTP://Other:1//"})
+    assert (await listed(client))["encoder_urls"] == ["http://10.0.0.9:8000", "HTTP://Other:1"]
+    await client.delete(UNREGISTER, json={"url": "http://10.0.0.9:8000///"})
+    assert (await listed(client))["encoder_urls"] == ["HTTP://Other:1"]
 
 
 @pytest.mark.parametrize("query", ["?wait=-1", "?after=x", "?after=1&after=2"])

@@ -175,12 +175,19 @@ async def test_nixl_info_is_served_whole(client):
     assert batch["infos"] == [body]
 
 
-async def test_mooncake_tagged_info_is_the_classic_list(client):
-    """backend mooncake is the classic form: the list [session_id, weights_info_dict]."""
+async def test_mooncake_tagged_info_is_served_whole_as_the_tagging_loader_reads_it(client):
+    """backend mooncake is tagged like any other: served as the object, which the fork's loader reads with .get."""
     info = {"backend": "mooncake", "session_id": "10.0.0.7:18000", "weights_info_dict": {"w": 1}}
     assert (await client.put(TEI, json={"rank": 0, "transfer_engine_info": info})).status == 200
     body = await (await client.get(f"{GET_TEI}?rank=0")).json()
-    assert body["remote_instance_transfer_engine_info"] == ["10.0.0.7:18000", {"w": 1}]
+    served = body["remote_instance_transfer_engine_info"]
+    assert served == info
+    assert (served.get("session_id"), served.get("weights_info_dict")) == ("10.0.0.7:18000", {"w": 1})
+    # Tagged, nothing else is checked: a mooncake record without a session id is kept as sent.
+    bare = {"backend": "mooncake", "weights_info_dict": {}}
+    assert (await client.put(TEI, json={"rank": 1, "transfer_engine_info": bare})).status == 200
+    body = await (await client.get(f"{GET_TEI}?rank=1")).json()
+    assert body["remote_instance_transfer_engine_info"] == bare
 
 
 async def test_form_object_returns_every_field_sent(client):
@@ -215,11 +222,7 @@ async def test_form_object_returns_every_field_sent(client):
         (TEI, {**registration(0), "role": ""}, "role"),
         (TEI, {"rank": 0, "transfer_engine_info": {"backend": "", "agent_name": "a"}}, "backend"),
         (TEI, {"rank": 0, "transfer_engine_info": {"backend": 3}}, "backend"),
-        (
-            TEI,
-            {"rank": 0, "transfer_engine_info": {"backend": "mooncake", "weights_info_dict": {}}},
-            "session_id",
-        ),
+        (TEI, {"rank": 0, "transfer_engine_info": {"weights_info_dict": {}}}, "session_id"),
     ],
 )
 async def test_bad_register_bodies_name_the_field_and_store_nothing(client, registry, path, body, field):

@@ -1,7 +1,8 @@
 """What the command line is asked: argv and the environment, read into a config.
 
 The only reader of the environment (``AIOBOOTSTRAP_STORE``,
-``AIOBOOTSTRAP_AUTH_TOKEN``). ``serve``'s options take their defaults from
+``AIOBOOTSTRAP_AUTH_TOKEN``, and the engines' ``SGLANG_ENCODER_BOOTSTRAP_*``
+variables as the encoder probes' defaults). ``serve``'s options take their defaults from
 :class:`ServerConfig`, so ``--help`` cannot disagree with it; the tools'
 options are ``tool_parser``'s. Parsing imports no aiohttp: ``main`` binds the
 port before the server's libraries load.
@@ -24,6 +25,7 @@ from .tool_parser import add_tool_parsers
 from .tools import TOOLS
 
 __all__ = [
+    "ENCODER_HEALTH_ENV",
     "PROG",
     "STORE_ENV",
     "TOKEN_ENV",
@@ -42,6 +44,12 @@ _LOG_LEVELS = ("debug", "info", "warning", "error")
 
 TOKEN_ENV = "AIOBOOTSTRAP_AUTH_TOKEN"
 STORE_ENV = "AIOBOOTSTRAP_STORE"
+ENCODER_HEALTH_ENV = {
+    "encoder_health_interval": "SGLANG_ENCODER_BOOTSTRAP_HEALTH_CHECK_INTERVAL",
+    "encoder_health_timeout": "SGLANG_ENCODER_BOOTSTRAP_HEALTH_CHECK_TIMEOUT",
+    "encoder_evicted_ttl": "SGLANG_ENCODER_BOOTSTRAP_EVICTED_TTL",
+}
+"""The engines' variables that set the encoder probes' defaults: an option wins over its variable."""
 
 
 _DEFAULTS = ServerConfig()
@@ -179,6 +187,20 @@ def server_parser() -> argparse.ArgumentParser:
         type=float,
         metavar="SECONDS",
     )
+    for option, help_text in (
+        ("--encoder-health-interval", "seconds between health probes of encoder URLs; 0 turns them off"),
+        ("--encoder-health-timeout", "seconds an encoder's GET /health may take before it counts as failed"),
+        ("--encoder-evicted-ttl", "seconds an evicted encoder URL is still probed for revival; 0 for ever"),
+    ):
+        field_name = option.removeprefix("--").replace("-", "_")
+        parser.add_argument(
+            option,
+            type=float,
+            default=None,  # the engines' variable, else the config's: see _encoder_health
+            metavar="SECONDS",
+            help=f"{help_text} (or set {ENCODER_HEALTH_ENV[field_name]}; "
+            f"default: {getattr(_DEFAULTS, field_name):g})",
+        )
     parser.add_argument(
         "--auth-token-file",
         metavar="PATH",
@@ -237,7 +259,24 @@ def server_config(args: argparse.Namespace, environ: Mapping[str, str]) -> Serve
         state_file=args.state_file,
         store=_store_url(args.store, args.state_file, environ),
         store_prefix=args.store_prefix,
+        **_encoder_health(args, environ),
     )
+
+
+def _encoder_health(args: argparse.Namespace, environ: Mapping[str, str]) -> dict[str, float]:
+    """The encoder probes' settings: each option, else the engines' variable, else the config's default."""
+    settings = {}
+    for field_name, variable in ENCODER_HEALTH_ENV.items():
+        given = getattr(args, field_name)
+        if given is None and environ.get(variable, "").strip():
+            try:
+                given = float(environ[variable])
+            except ValueError:
+                raise ValueError(
+                    f"{variable} must be a number of seconds, not {environ[variable]!r}"
+                ) from None
+        settings[field_name] = getattr(_DEFAULTS, field_name) if given is None else given
+    return settings
 
 
 def _store_url(given: str | None, state_file: str | None, environ: Mapping[str, str]) -> str:

@@ -33,6 +33,7 @@ from .appkeys import CONFIG, REGISTRY
 from .auth import ExpectHandler, UnroutedExpect, auth_middleware, expect_handler
 from .body import BODY_BUDGET, BodyBudget
 from .config import ServerConfig
+from .encoder_health import encoder_health_context
 from .errors import error_middleware
 from .handlers.encoder_urls import list_encoder_urls, register_encoder_url, unregister_encoder_url
 from .handlers.per_kind import kind_routes
@@ -55,7 +56,7 @@ def create_app(config: ServerConfig | None = None) -> web.Application:
     config = config if config is not None else ServerConfig()
     tokens = config.tokens
     guard = None if tokens is None else Guard(tokens, open_reads=config.auth_reads == "open")
-    middlewares: list[Middleware] = [metrics_middleware, error_middleware]
+    middlewares: list[Middleware] = [_slash_redirect, metrics_middleware, error_middleware]
     if guard is not None:
         # Inside the error middleware, before any handler: a refused request
         # has nothing read and nothing changed.
@@ -67,6 +68,7 @@ def create_app(config: ServerConfig | None = None) -> web.Application:
     app[NAMESPACE_FIGURES] = lambda: _namespace_figures(app)
     app.on_response_prepare.append(_boot_header)
     app.cleanup_ctx.append(_registry_context)
+    app.cleanup_ctx.append(encoder_health_context)
     app.on_shutdown.append(release_waiters)
     # aiohttp answers Expect before any middleware: this one checks the token and size first.
     expect = expect_handler(config, guard)
@@ -90,6 +92,13 @@ def create_app(config: ServerConfig | None = None) -> web.Application:
         guard.routes = classified
         app[GUARD] = guard
     return app
+
+
+_slash_redirect = web.normalize_path_middleware(
+    append_slash=False, remove_slash=True, merge_slashes=False, redirect_class=web.HTTPTemporaryRedirect
+)
+"""A route asked with a trailing ``/`` answers ``307`` to the route without it, query kept (FastAPI's
+``redirect_slashes``, which the engines' servers have): a client that follows redirects keeps working."""
 
 
 def _routes(expect: ExpectHandler | None = None) -> list[web.RouteDef]:

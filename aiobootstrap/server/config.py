@@ -87,6 +87,12 @@ class ServerConfig:
     """Where records live: ``memory:``, ``file:PATH``, ``redis://...``, ``rediss://...``, ``unix://...``."""
     store_prefix: str = "aiobootstrap"
     """The prefix of every key in a Redis store: several registries can share one Redis."""
+    encoder_health_interval: float = 10.0
+    """Seconds between probes of every listed and evicted encoder URL (``GET <url>/health``); 0: no probes."""
+    encoder_health_timeout: float = 2.0
+    """Seconds a probe may take; a slower one is a failure (3 in a row evict the URL)."""
+    encoder_evicted_ttl: float = 600.0
+    """Seconds an evicted URL is still probed (and revived when healthy); 0: for ever."""
 
     def __post_init__(self) -> None:
         if not 0 <= self.port <= 65535:
@@ -131,6 +137,16 @@ class ServerConfig:
                 raise ValueError(
                     f"{name.replace('_', ' ')} must be a positive number of seconds, not {seconds}"
                 )
+        for name in ("encoder_health_interval", "encoder_evicted_ttl"):
+            seconds = getattr(self, name)
+            if not (math.isfinite(seconds) and seconds >= 0):
+                raise ValueError(
+                    f"{name.replace('_', ' ')} must be a non-negative number of seconds, not {seconds}"
+                )
+        if not (math.isfinite(self.encoder_health_timeout) and self.encoder_health_timeout > 0):
+            raise ValueError(
+                f"encoder health timeout must be a positive number of seconds, not {self.encoder_health_timeout}"
+            )
         if self.auth_token is not None and not is_token(self.auth_token):
             raise ValueError("the auth token must be non-empty printable ASCII without spaces")
         if self.auth_token is not None and self.auth_tokens is not None:

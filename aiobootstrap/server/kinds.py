@@ -109,9 +109,9 @@ TRANSFER_ENGINE_INFO_KIND = RecordKind(
     summary=records.engine_summary,
     value_schema={
         "type": "object",
-        "description": "Kept whole, every field as sent. Without backend, or with mooncake: "
-        "session_id and weights_info_dict are required. Another backend (nixl: agent_name, "
-        "base64 agent_metadata, weights_info_dict) needs no session_id.",
+        "description": "Kept whole, every field as sent. Without backend: session_id and "
+        "weights_info_dict are required. With any backend (mooncake included; nixl sends "
+        "agent_name, base64 agent_metadata, weights_info_dict) nothing else is checked.",
         "properties": {
             "backend": {
                 "type": ["string", "null"],
@@ -125,14 +125,14 @@ TRANSFER_ENGINE_INFO_KIND = RecordKind(
         "anyOf": [
             {  # classic: checked
                 "properties": {
-                    "backend": {"enum": [None, protocol.CLASSIC_BACKEND]},
+                    "backend": {"type": "null"},
                     "session_id": {"type": "string"},
                     "weights_info_dict": _OBJECT,
                 },
                 "required": ["session_id", "weights_info_dict"],
             },
-            {  # another backend: kept whole, unchecked
-                "properties": {"backend": {"type": "string", "not": {"const": protocol.CLASSIC_BACKEND}}},
+            {  # tagged, any backend: kept whole, unchecked
+                "properties": {"backend": {"type": "string"}},
                 "required": ["backend"],
             },
         ],
@@ -143,8 +143,8 @@ TRANSFER_ENGINE_INFO_KIND = RecordKind(
         "properties": {
             "rank": {"type": "integer"},
             "remote_instance_transfer_engine_info": {
-                "description": "[session_id, weights_info_dict] for classic (Mooncake) info; the object "
-                "as registered for another backend, or with form=object.",
+                "description": "[session_id, weights_info_dict] for untagged info; the object as registered "
+                "for info tagged with any backend (mooncake included), or with form=object.",
                 "oneOf": [
                     {
                         "type": "array",

@@ -13,10 +13,12 @@ the client's side a reply the protocol does not allow raises
 from __future__ import annotations
 
 from .bodies import (
-    CLASSIC_BACKEND,
     MAX_NESTING,
+    MISSING_URL_DETAIL,
+    MISSING_URL_ERROR,
     check_world_size,
     config_body,
+    encoder_url,
     engine_info_body,
     field_of,
     is_classic,
@@ -111,7 +113,6 @@ from .routes import (
 __all__ = [
     "BATCH_PATH",
     "BATCH_QUERY_CHARS",
-    "CLASSIC_BACKEND",
     "CONFIG_BATCH_PATH",
     "CONFIG_GET_PATH",
     "CONFIG_REGISTER_PATH",
@@ -126,6 +127,8 @@ __all__ = [
     "MAX_NESTING",
     "METRICS_PATH",
     "MISSING_LIST_MAX",
+    "MISSING_URL_DETAIL",
+    "MISSING_URL_ERROR",
     "NAMESPACES_PATH",
     "NAMESPACE_PREFIX",
     "OPENAPI_PATH",
@@ -161,6 +164,7 @@ __all__ = [
     "encode_namespaces",
     "encode_not_registered",
     "encoder_list_query",
+    "encoder_url",
     "engine_info_body",
     "error_body",
     "error_detail",

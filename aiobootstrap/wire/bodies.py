@@ -109,13 +109,14 @@ def field_of(payload: Mapping[str, Any], name: str) -> Any:
     return payload[name]
 
 
-CLASSIC_BACKEND = "mooncake"
-"""The backend whose info is served in the classic list form ``[session_id, weights_info_dict]``."""
-
-
 def is_classic(info: Mapping[str, Any]) -> bool:
-    """Whether transfer-engine info is served as the classic list (no ``backend``, or ``mooncake``)."""
-    return info.get("backend") in (None, CLASSIC_BACKEND)
+    """Whether transfer-engine info is served as the classic list: untagged (no ``backend``, or ``null``).
+
+    Any ``backend``, ``mooncake`` included, is served whole, in the shape it
+    was sent: the tagging servers do so, and their loaders read it with
+    ``.get("session_id")``.
+    """
+    return info.get("backend") is None
 
 
 def parse_engine_info(info: object) -> dict[str, Any]:
@@ -141,14 +142,28 @@ def parse_object(value: object, name: str) -> dict[str, Any]:
     return value
 
 
-def parse_url_body(body: bytes) -> str:
-    """The ``url`` of an encoder URL body: a non-empty string."""
-    url = parse_body(body).get("url")
-    if url is None:
-        raise BadRequest("The field url is missing: send the encoder's URL as a string.")
-    if not isinstance(url, str) or not url:
-        raise BadRequest("The field url must be a non-empty string.")
-    return url
+MISSING_URL_ERROR = "Missing or empty 'url' field"
+"""The engines' encoder server's ``error`` for a body without a URL, which its callers may read."""
+MISSING_URL_DETAIL = "Missing or empty 'url' field in request body"
+"""The ``detail`` of that ``400``: the engines' standalone encoder server's own words."""
+
+
+def encoder_url(value: object) -> str | None:
+    """An encoder URL as it is kept: as sent, less any trailing ``/``; ``None`` when missing or empty.
+
+    The engines' encoder server keeps ``url.rstrip("/")``: ``http://e:8000/``
+    and ``http://e:8000`` are one encoder. A URL that is only slashes is empty.
+    """
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise BadRequest("The field url must be a string.")
+    return value.rstrip("/") or None
+
+
+def parse_url_body(body: bytes) -> str | None:
+    """The ``url`` of an encoder URL body, as kept (:func:`encoder_url`); ``None`` when missing or empty."""
+    return encoder_url(parse_body(body).get("url"))
 
 
 def check_world_size(rank: int, world_size: int | None) -> None:

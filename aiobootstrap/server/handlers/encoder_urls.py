@@ -10,6 +10,7 @@ from ... import wire as protocol
 from ..._names import ENCODER_URLS
 from ..appkeys import CONFIG, REGISTRY
 from ..body import read_body
+from ..encoder_health import add_url, remove_url
 from ..kinds import encoder_list_key
 from ..metrics import METRICS, counts_gets
 from ..replies import REPLY_WIRE
@@ -19,26 +20,36 @@ from .log_lines import log_encoder_url
 __all__ = ["list_encoder_urls", "register_encoder_url", "unregister_encoder_url"]
 
 
-async def _encoder_url(request: web.Request) -> str:
+async def _encoder_url(request: web.Request) -> str | None:
     return protocol.parse_url_body(await read_body(request, request.app[CONFIG]))
 
 
+def _missing_url() -> web.Response:
+    # The engines' callers may read "error" (their server's field); "detail" is every error's.
+    body = protocol.error_body(protocol.MISSING_URL_DETAIL, error=protocol.MISSING_URL_ERROR)
+    return web.Response(status=400, body=body, content_type=protocol.JSON_TYPE)
+
+
 async def register_encoder_url(request: web.Request) -> web.Response:
-    """``POST /register_encoder_url``: add a URL to the namespace's list (once)."""
+    """``POST /register_encoder_url``: list a URL (once), less a trailing ``/``; an evicted one at once."""
     url = await _encoder_url(request)
-    key = encoder_list_key(namespace_of(request))
-    await request.app[REGISTRY].set_member(key, url, present=True)
-    request.app[METRICS].count_registration(key.namespace, ENCODER_URLS)
-    log_encoder_url("registered", url, key.namespace)
+    if url is None:
+        return _missing_url()
+    namespace = namespace_of(request)
+    await add_url(request.app[REGISTRY], namespace, url)
+    request.app[METRICS].count_registration(namespace, ENCODER_URLS)
+    log_encoder_url("registered", url, namespace)
     return web.Response(text="OK")
 
 
 async def unregister_encoder_url(request: web.Request) -> web.Response:
-    """``DELETE /unregister_encoder_url``: remove a URL from the list; ``OK`` also when it was not there."""
+    """``DELETE /unregister_encoder_url``: unlist a URL and end its probing; ``OK`` also when it was not there."""
     url = await _encoder_url(request)
-    key = encoder_list_key(namespace_of(request))
-    await request.app[REGISTRY].set_member(key, url, present=False)
-    log_encoder_url("unregistered", url, key.namespace)
+    if url is None:
+        return _missing_url()
+    namespace = namespace_of(request)
+    await remove_url(request.app[REGISTRY], namespace, url)
+    log_encoder_url("unregistered", url, namespace)
     return web.Response(text="OK")
 
 

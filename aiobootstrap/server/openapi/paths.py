@@ -213,8 +213,8 @@ PATHS: dict[str, dict[str, Any]] = {
     ENCODER_REGISTER_PATH: {
         "post": {
             "operationId": "registerEncoderUrl",
-            "summary": "Add an encoder's URL to the list (listed once however often it registers); "
-            "wakes the list's waiters.",
+            "summary": "Add an encoder's URL to the list (listed once however often it registers, "
+            "an evicted one at once); wakes the list's waiters.",
             "requestBody": {"required": True, "content": {_JSON: {"schema": ref("EncoderUrl")}}},
             "responses": {
                 "200": _text("Listed."),
@@ -227,7 +227,8 @@ PATHS: dict[str, dict[str, Any]] = {
     ENCODER_UNREGISTER_PATH: {
         "delete": {
             "operationId": "unregisterEncoderUrl",
-            "summary": "Remove an encoder's URL from the list; OK also when it was not listed.",
+            "summary": "Remove an encoder's URL from the list and end its health probes; OK also when "
+            "it was not listed.",
             "requestBody": {"required": True, "content": {_JSON: {"schema": ref("EncoderUrl")}}},
             "responses": {
                 "200": _text("Not listed (any more)."),

@@ -63,7 +63,13 @@ SCHEMAS: dict[str, Any] = {
     "Error": {
         "type": "object",
         "required": ["detail"],
-        "properties": {"detail": {"type": "string", "description": "One sentence saying what went wrong."}},
+        "properties": {
+            "detail": {"type": "string", "description": "One sentence saying what went wrong."},
+            "error": {
+                "type": "string",
+                "description": "Only for a missing or empty encoder url: the engines' own error text.",
+            },
+        },
     },
     "Missing": {
         "type": "object",
@@ -91,7 +97,15 @@ SCHEMAS: dict[str, Any] = {
     "EncoderUrl": {
         "type": "object",
         "required": ["url"],
-        "properties": {"url": {"type": "string", "minLength": 1, "example": "http://10.0.0.9:8000"}},
+        "properties": {
+            "url": {
+                "type": "string",
+                "minLength": 1,
+                "example": "http://10.0.0.9:8000",
+                "description": "Kept as sent, less any trailing /. Missing or empty: 400 with the engines' "
+                "words, detail and error (Missing or empty 'url' field).",
+            }
+        },
     },
     "EncoderUrls": {
         "type": "object",
