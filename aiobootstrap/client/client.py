@@ -180,7 +180,7 @@ class BootstrapClient:
         """
         query = partial(protocol.record_query, rank, after, role=role, whole=whole)
         reply = await calls.get_record(self._transport, _ENGINE_INFO, rank, query, Deadline(timeout))
-        return protocol.decode_info(reply.body, role)
+        return protocol.decode_info(reply.body, rank, role)
 
     async def get_many(
         self,
@@ -202,8 +202,8 @@ class BootstrapClient:
 
         replies = await calls.get_records(self._transport, _ENGINE_INFO, ranks, query, Deadline(timeout))
         infos: dict[int, TransferEngineInfo] = {}
-        for reply in replies:
-            infos.update(protocol.decode_batch(reply.body, role))
+        for asked, reply in replies:
+            infos.update(protocol.decode_batch(reply.body, asked, role))
         return infos
 
     async def register_parallelism_config(
@@ -249,8 +249,8 @@ class BootstrapClient:
 
         replies = await calls.get_records(self._transport, _CONFIG, ranks, query, Deadline(timeout))
         configs: dict[int, ParallelismConfig] = {}
-        for reply in replies:
-            configs.update(protocol.decode_config_batch(reply.body, role))
+        for asked, reply in replies:
+            configs.update(protocol.decode_config_batch(reply.body, asked, role))
         return configs
 
     async def register_encoder_url(self, url: str, *, timeout: float | None = 60.0) -> None:
