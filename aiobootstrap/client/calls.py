@@ -106,11 +106,14 @@ async def get_records(
     if not wanted:
         return []
     specs = protocol.split_rank_specs(wanted)
+    asked = [protocol.parse_ranks(spec) for spec in specs]
     found = _found(transport, kind)
     replies = await asyncio.gather(
-        *(transport.long_poll(kind.batch_path, partial(query, spec), deadline, found) for spec in specs)
+        *(
+            transport.long_poll(kind.batch_path, partial(query, spec), deadline, found, ranks=len(spec_ranks))
+            for spec, spec_ranks in zip(specs, asked, strict=True)
+        )
     )
-    asked = [protocol.parse_ranks(spec) for spec in specs]
     missing: list[int] = []
     for spec_ranks, reply in zip(asked, replies, strict=True):
         if reply.status != 200:

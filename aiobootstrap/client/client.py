@@ -31,7 +31,7 @@ import aiohttp
 from .. import wire as protocol
 from .._names import DEFAULT_NAMESPACE, DEFAULT_ROLE, TRANSFER_ENGINE_INFO
 from ..exceptions import ServerUnavailable
-from ..wire import EncoderUrls, ParallelismConfig, RankListing, TransferEngineInfo
+from ..wire import DEFAULT_MAX_BODY_SIZE, EncoderUrls, ParallelismConfig, RankListing, TransferEngineInfo
 from ..wire.kinds import PARALLELISM_CONFIG_ROUTES, TRANSFER_ENGINE_INFO_ROUTES
 from . import calls
 from .restarts import Replay
@@ -43,6 +43,9 @@ __all__ = ["BootstrapClient"]
 _ENGINE_INFO = TRANSFER_ENGINE_INFO_ROUTES
 _CONFIG = PARALLELISM_CONFIG_ROUTES
 """The per-rank kinds, from the wire's kind table: their routes and the noun of their 404s."""
+_HEALTH_TIME = 10.0
+_LISTING_TIME = 60.0
+"""The whole time of the calls that ask each replica once and take no ``timeout``."""
 
 
 class BootstrapClient:
@@ -61,6 +64,11 @@ class BootstrapClient:
     with``) to release it. ``session=`` uses the caller's session instead,
     ``connector=`` the caller's connector; the client never closes either.
     ``namespace=`` addresses one deployment on a server that hosts several.
+    ``max_reply_size=`` bounds the bytes of any reply, per rank it holds (the
+    server's default body limit; ``None`` for no bound): a larger reply is an
+    :class:`UnexpectedReply`, read no further. A call ends by its ``timeout``,
+    plus one round trip (:data:`~aiobootstrap.client.retry.ROUND_TRIP`) at
+    most, whatever the server does.
     """
 
     def __init__(
@@ -74,6 +82,7 @@ class BootstrapClient:
         reregister: bool = False,
         session: aiohttp.ClientSession | None = None,
         connector: aiohttp.BaseConnector | None = None,
+        max_reply_size: int | None = DEFAULT_MAX_BODY_SIZE,
     ) -> None:
         self._transport = Transport(
             url,
@@ -84,6 +93,7 @@ class BootstrapClient:
             reregister=reregister,
             session=session,
             connector=connector,
+            max_reply_size=max_reply_size,
         )
 
     @property
@@ -122,7 +132,9 @@ class BootstrapClient:
     async def health(self) -> bool:
         """Whether the server (any replica, tried once each) answers ``/health`` right now."""
         try:
-            reply = await self._transport.call("GET", protocol.HEALTH_PATH, Deadline(0), read_timeout=10.0)
+            reply = await self._transport.call(
+                "GET", protocol.HEALTH_PATH, Deadline(0, overrun=_HEALTH_TIME), read_timeout=_HEALTH_TIME
+            )
         except ServerUnavailable:
             return False
         return reply.status == 200
@@ -306,6 +318,10 @@ class BootstrapClient:
         with a world size, who has not. ``kind`` is ``transfer_engine_info`` or ``parallelism_config``."""
         query = protocol.listing_query(kind, role)
         reply = await calls.request(
-            self._transport, "GET", protocol.RANKS_PATH, Deadline(0), params=query or None
+            self._transport,
+            "GET",
+            protocol.RANKS_PATH,
+            Deadline(0, overrun=_LISTING_TIME),
+            params=query or None,
         )
         return protocol.decode_listing(reply.body)

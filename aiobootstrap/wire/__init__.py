@@ -199,6 +199,9 @@ from .routes import (
     CONFIG_REGISTER_PATH as CONFIG_REGISTER_PATH,
 )
 from .routes import (
+    DEFAULT_MAX_BODY_SIZE as DEFAULT_MAX_BODY_SIZE,
+)
+from .routes import (
     ENCODER_LIST_PATH as ENCODER_LIST_PATH,
 )
 from .routes import (
