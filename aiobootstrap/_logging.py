@@ -16,12 +16,12 @@ from datetime import UTC, datetime
 from typing import Any, TextIO
 
 __all__ = [
-    "LINE_LIMIT",
+    "LOGGED_CHARS",
     "LOG_FORMATS",
     "JsonFormatter",
     "RateLimit",
     "RateLimited",
-    "bounded",
+    "clipped",
     "http_logger",
     "printable",
     "setup_logging",
@@ -45,21 +45,13 @@ def printable(text: str) -> str:
     return text if text.isprintable() else ascii(text)
 
 
-LINE_LIMIT = 1024
-"""The most characters of client-sent text one log message quotes (:func:`bounded`)."""
+LOGGED_CHARS = 256
+"""The most characters of one client-chosen text a log line quotes (:func:`clipped`)."""
 
 
-def bounded(text: str, limit: int = LINE_LIMIT) -> str:
-    """``text`` as one safe line (:func:`printable`) of at most ``limit`` characters and a marker.
-
-    Cut with ``... [cut: N characters in all]`` when longer, so a reader
-    knows the line is not whole. Only a cut copy is escaped: the cost is the
-    limit's, never the text's.
-    """
-    safe = printable(text[:limit])
-    if len(text) <= limit and len(safe) <= limit:
-        return safe
-    return f"{safe[:limit]}... [cut: {len(text)} characters in all]"
+def clipped(text: str, limit: int = LOGGED_CHARS) -> str:
+    """``text`` cut to ``limit`` characters, ending ``...[N chars]`` (its full length) when it was longer."""
+    return text if len(text) <= limit else f"{text[:limit]}...[{len(text)} chars]"
 
 
 class JsonFormatter(logging.Formatter):
@@ -145,7 +137,8 @@ class _HttpLog(logging.LoggerAdapter):  # type: ignore[type-arg]  # generic only
     request line or header, a body it could not decode) with a traceback at
     ERROR, and the message quotes the request's bytes over several lines.
     It is the client's mistake, and anyone can repeat it thousands of times
-    a second: here it becomes one WARNING line of bounded length, at most one
+    a second: here it becomes one WARNING line, its account of the request
+    :func:`clipped`, at most one
     per ``interval`` (the next one saying how many were held back).
     Everything else passes unchanged.
     """
@@ -165,15 +158,12 @@ class _HttpLog(logging.LoggerAdapter):  # type: ignore[type-arg]  # generic only
         if held is None:
             return
         said = str(msg) % args if args else str(msg)
-        detail = bounded(" ".join(str(error.message).split()), _BAD_REQUEST_DETAIL)
-        line = f"{bounded(said)}: {error.code} {detail}"
+        # Whitespace folded (aiohttp's account spans lines), cut, then escaped: one short, safe line.
+        detail = printable(clipped(" ".join(str(error.message).split())))
+        line = f"{printable(clipped(said))}: {error.code} {detail}"
         if held:
             line += _HELD_BACK % held
         self.logger.log(min(level, logging.WARNING), "%s", line)
-
-
-_BAD_REQUEST_DETAIL = 256
-"""The most characters of aiohttp's account of a bad request (it quotes the request's bytes)."""
 
 
 def _parse_error(exc_info: object) -> Any:
