@@ -15,7 +15,17 @@ import time
 from datetime import UTC, datetime
 from typing import Any, TextIO
 
-__all__ = ["LOG_FORMATS", "JsonFormatter", "RateLimited", "http_logger", "printable", "setup_logging"]
+__all__ = [
+    "LOGGED_CHARS",
+    "LOG_FORMATS",
+    "JsonFormatter",
+    "RateLimit",
+    "RateLimited",
+    "clipped",
+    "http_logger",
+    "printable",
+    "setup_logging",
+]
 
 LOG_FORMATS = ("text", "json")
 
@@ -33,6 +43,15 @@ def printable(text: str) -> str:
     it; JSON fields and replies keep the exact text.
     """
     return text if text.isprintable() else ascii(text)
+
+
+LOGGED_CHARS = 256
+"""The most characters of one client-chosen text a log line quotes (:func:`clipped`)."""
+
+
+def clipped(text: str, limit: int = LOGGED_CHARS) -> str:
+    """``text`` cut to ``limit`` characters, ending ``...[N chars]`` (its full length) when it was longer."""
+    return text if len(text) <= limit else f"{text[:limit]}...[{len(text)} chars]"
 
 
 class JsonFormatter(logging.Formatter):
@@ -65,54 +84,104 @@ def setup_logging(level: str, log_format: str = "text", stream: TextIO | None = 
     root.setLevel(level.upper())
 
 
-class _OneLineParseErrors(logging.Filter):
-    """aiohttp logs a client's malformed request (an oversized header, say) with a
-    traceback at ERROR; it is the client's mistake, worth one WARNING line."""
+class RateLimit:
+    """One kind of recurring event, let through at most once per ``interval`` seconds.
 
-    def filter(self, record: logging.LogRecord) -> bool:
-        # Imported here: the CLI imports this module before aiohttp, to bind its port first.
-        from aiohttp import web
-        from aiohttp.http_exceptions import HttpProcessingError
-
-        error = record.exc_info[1] if record.exc_info else None
-        if isinstance(error, web.RequestPayloadError):  # a body aiohttp could not decode
-            error = error.__cause__
-        if isinstance(error, HttpProcessingError):
-            said = record.getMessage()
-            record.msg, record.args = "%s: %d %s", (said, error.code, error.message.strip())
-            record.exc_info = None
-            record.levelno, record.levelname = logging.WARNING, "WARNING"
-        return True
-
-
-def http_logger() -> logging.Logger:
-    """The logger aiohttp's connection handling writes to: ``aiobootstrap.http``, one line per bad request."""
-    logger = logging.getLogger("aiobootstrap.http")
-    if not any(isinstance(f, _OneLineParseErrors) for f in logger.filters):
-        logger.addFilter(_OneLineParseErrors())
-    return logger
-
-
-class RateLimited:
-    """A recurring event logged at most once per ``interval`` seconds, with a count of the ones in between.
-
-    What an attacker or a bad day can repeat thousands of times a second
-    (a full connection table, say) must not flood the log it is reported in.
+    What an attacker or a bad day can repeat thousands of times a second (a
+    full connection table, a flood of malformed requests) must not flood the
+    log it is reported in: the first is logged, the ones within the interval
+    after it are counted, and the next one logged says how many there were.
     """
 
-    def __init__(self, logger: logging.Logger, interval: float = 60.0) -> None:
-        self._logger = logger
+    def __init__(self, interval: float = 60.0) -> None:
         self._interval = interval
         self._next = 0.0
         self._since = 0
 
-    def log(self, level: int, message: str, *args: object) -> None:
+    def admit(self) -> int | None:
+        """``None``: hold this one back. Else how many were held back since the last one let through."""
         now = time.monotonic()
         if now < self._next:
             self._since += 1
+            return None
+        held, self._since = self._since, 0
+        self._next = now + self._interval
+        return held
+
+
+class RateLimited:
+    """A logger's recurring event logged at most once per ``interval`` seconds (a :class:`RateLimit`),
+    with a count of the ones in between."""
+
+    def __init__(self, logger: logging.Logger, interval: float = 60.0) -> None:
+        self._logger = logger
+        self._limit = RateLimit(interval)
+
+    def log(self, level: int, message: str, *args: object) -> None:
+        held = self._limit.admit()
+        if held is None:
             return
-        if self._since:
-            message += " (and %d times more since the last such message)"
-            args = (*args, self._since)
+        if held:
+            message += _HELD_BACK
+            args = (*args, held)
         self._logger.log(level, message, *args)
-        self._next, self._since = now + self._interval, 0
+
+
+_HELD_BACK = " (and %d times more since the last such message)"
+
+
+class _HttpLog(logging.LoggerAdapter):  # type: ignore[type-arg]  # generic only in typeshed
+    """One server's log of its connection handling, through logger ``aiobootstrap.http``.
+
+    aiohttp logs a request its parser refused (an oversized or malformed
+    request line or header, a body it could not decode) with a traceback at
+    ERROR, and the message quotes the request's bytes over several lines.
+    It is the client's mistake, and anyone can repeat it thousands of times
+    a second: here it becomes one WARNING line, its account of the request
+    :func:`clipped`, at most one
+    per ``interval`` (the next one saying how many were held back).
+    Everything else passes unchanged.
+    """
+
+    def __init__(self, logger: logging.Logger, interval: float) -> None:
+        super().__init__(logger, {})
+        self._bad_requests = RateLimit(interval)
+
+    def log(self, level: int, msg: object, *args: object, **kwargs: Any) -> None:
+        error = _parse_error(kwargs.get("exc_info"))
+        if error is None:
+            super().log(level, msg, *args, **kwargs)
+            return
+        if not self.isEnabledFor(min(level, logging.WARNING)):
+            return
+        held = self._bad_requests.admit()
+        if held is None:
+            return
+        said = str(msg) % args if args else str(msg)
+        # Whitespace folded (aiohttp's account spans lines), cut, then escaped: one short, safe line.
+        detail = printable(clipped(" ".join(str(error.message).split())))
+        line = f"{printable(clipped(said))}: {error.code} {detail}"
+        if held:
+            line += _HELD_BACK % held
+        self.logger.log(min(level, logging.WARNING), "%s", line)
+
+
+def _parse_error(exc_info: object) -> Any:
+    """The aiohttp parser's error (an ``HttpProcessingError``) a log call carries, or ``None``."""
+    # Imported here: the CLI imports this module before aiohttp, to bind its port first.
+    from aiohttp import web
+    from aiohttp.http_exceptions import HttpProcessingError
+
+    if isinstance(exc_info, tuple):
+        exc_info = exc_info[1]
+    elif exc_info is True:
+        exc_info = sys.exc_info()[1]
+    if isinstance(exc_info, web.RequestPayloadError):  # a body aiohttp could not decode
+        exc_info = exc_info.__cause__
+    return exc_info if isinstance(exc_info, HttpProcessingError) else None
+
+
+def http_logger(interval: float = 60.0) -> logging.LoggerAdapter:  # type: ignore[type-arg]
+    """The logger one server's connection handling writes to: ``aiobootstrap.http``, a bad request
+    at most once per ``interval`` seconds, in one bounded line (give each server its own)."""
+    return _HttpLog(logging.getLogger("aiobootstrap.http"), interval)

@@ -80,6 +80,24 @@ async def test_the_probes_answer_without_a_token(client, path):
     assert await response.text() == "OK"
 
 
+@pytest.mark.parametrize(
+    ("page", "heading", "says"),
+    [
+        ("api.md", "## `GET /ready`", "never needs a token"),
+        ("operations.md", "## In a container", "need no token"),
+    ],
+)
+def test_the_docs_say_the_probes_need_no_token(page, heading, says):
+    """docs/api.md's /ready and operations.md's container probes say what the test above pins."""
+    text = (Path(__file__).resolve().parent.parent / "docs" / page).read_text()
+    start = text.index(heading)
+    end = text.find("\n## ", start + len(heading))
+    section = " ".join(text[start : end if end != -1 else len(text)].split())
+    assert "/ready" in section
+    assert says in section
+    assert "needs the token" not in section.lower()
+
+
 async def test_the_right_token_is_accepted_on_every_route(client):
     """With the token the routes behave as without authentication."""
     put = await client.put("/register_transfer_engine_info", json=BODY, headers=_bearer(TOKEN))

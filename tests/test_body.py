@@ -135,3 +135,35 @@ def test_max_body_memory_option_and_its_floor() -> None:
     )
     with pytest.raises(ValueError, match="max body memory"):
         ServerConfig(max_body_size=1000, max_body_memory=999)
+
+
+async def _chunked(port: int, codings: str, body: bytes) -> tuple[bytes, bytes]:
+    """A register of ``body`` in one chunk under ``Transfer-Encoding: codings``; the reply's head and body."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(
+        f"PUT {PATH} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        f"Transfer-Encoding: {codings}\r\n\r\n".encode()
+        + b"%x\r\n%s\r\n0\r\n\r\n" % (len(body), body)
+    )
+    await writer.drain()
+    try:
+        return await _reply(reader)
+    finally:
+        writer.close()
+
+
+@pytest.mark.parametrize("codings", ["gzip, chunked", "deflate,chunked", "x-custom, chunked"])
+async def test_a_transfer_coding_beside_chunked_is_400_before_the_body(server, codings: str) -> None:
+    """Transfer-Encoding: gzip, chunked is refused (a JSON 400, as aiohttp refuses a lone gzip), not read as chunked."""
+    head, payload = await _chunked(server.port, codings, _body(7, 200))
+    assert head.startswith(b"HTTP/1.1 400")
+    assert b"Transfer-Encoding" in payload
+    assert await stored(server.registry, 7) is None
+
+
+@pytest.mark.parametrize("codings", ["chunked", "identity, chunked"])
+async def test_chunked_alone_is_still_read(server, codings: str) -> None:
+    """chunked (and the no-op identity before it) frames a body as before."""
+    head, _ = await _chunked(server.port, codings, _body(8, 200))
+    assert head.startswith(b"HTTP/1.1 200")
+    assert await stored(server.registry, 8) is not None

@@ -167,3 +167,61 @@ def test_a_recurring_event_is_logged_once_a_minute_with_a_count(monkeypatch, cap
         "table full at 64",
         "table full at 64 (and 4 times more since the last such message)",
     ]
+
+
+_BAD_LINE = b"GET /health?" + b"\x01" * 8100 + b" HTTP/1.1\r\nHost: x\r\n\r\n"
+"""The request line of issue 18: no token needed, 8 KB of control characters, a 400 from aiohttp's parser."""
+
+
+async def test_a_flood_of_malformed_request_lines_is_one_bounded_line(caplog) -> None:
+    """Twenty malformed request lines: one WARNING line of bounded length, not twenty of 32 KB each."""
+    import asyncio
+
+    from aiobootstrap import BootstrapServer
+
+    async with BootstrapServer(port=0) as server:
+        with caplog.at_level(logging.WARNING, logger="aiobootstrap.http"):
+            for _ in range(20):
+                reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+                writer.write(_BAD_LINE)
+                head = await asyncio.wait_for(reader.read(), GUARD)
+                writer.close()
+                assert head.split(b" ")[1] == b"400"
+    [record] = [r for r in caplog.records if r.name == "aiobootstrap.http"]
+    message = record.getMessage()
+    assert (record.levelno, record.exc_info) == (logging.WARNING, None)
+    assert "\n" not in message
+    assert len(message) < 400
+    assert message.startswith("Error handling request from 127.0.0.1: 400 Invalid char in url query")
+    assert "...[32" in message  # the request quoted, cut, and its full length named
+
+
+def test_bad_requests_are_counted_between_their_lines(monkeypatch, caplog) -> None:
+    """Held back for the interval, then the next line says how many there were; other records pass."""
+    from aiohttp.http_exceptions import BadHttpMessage
+
+    from aiobootstrap._logging import http_logger
+
+    now = [1000.0]
+    monkeypatch.setattr(time, "monotonic", lambda: now[0])
+    log = http_logger(interval=60.0)
+    with caplog.at_level(logging.WARNING, logger="aiobootstrap.http"):
+        for _ in range(5):
+            log.exception("Error handling request from %s", "10.0.0.9", exc_info=BadHttpMessage("bad\nline"))
+        log.warning("something else")
+        now[0] += 61
+        log.exception("Error handling request from %s", "10.0.0.9", exc_info=BadHttpMessage("bad"))
+    assert [r.getMessage() for r in caplog.records] == [
+        "Error handling request from 10.0.0.9: 400 bad line",
+        "something else",
+        "Error handling request from 10.0.0.9: 400 bad (and 4 times more since the last such message)",
+    ]
+
+
+def test_clipped_cuts_a_long_text_with_a_marker() -> None:
+    """clipped() cuts at 256 characters by default, naming the full length; a short text is unchanged."""
+    from aiobootstrap._logging import clipped
+
+    assert clipped("10.0.0.7:18000") == "10.0.0.7:18000"
+    assert clipped("x" * 5000) == "x" * 256 + "...[5000 chars]"
+    assert clipped("x" * 5000, 100) == "x" * 100 + "...[5000 chars]"

@@ -13,9 +13,9 @@ from aiobootstrap import (
     ServerConfig,
     create_app,
 )
-from aiobootstrap.exceptions import BadRequest, ShuttingDown
+from aiobootstrap.exceptions import BadRequest, ShuttingDown, UnexpectedReply
 from aiobootstrap.server.app import REGISTRY, _namespaced, _routes
-from aiobootstrap.wire import check_namespace, path
+from aiobootstrap.wire import check_namespace, decode_namespaces, path
 
 from .conftest import GUARD, info_key, open_registry, stored, until
 
@@ -254,3 +254,18 @@ async def test_the_client_lists_the_servers_namespaces(aiohttp_server: AiohttpSe
         ("default", 1, 1, 0),
         ("team-b", 2, 2, 1),
     ]
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        b'{"namespaces": [{"namespace": "a", "version": true, "ranks": 0, "waiters": 0}]}',
+        b'{"namespaces": [{"namespace": 7, "version": 1, "ranks": 0, "waiters": 0}]}',
+        b'{"namespaces": {"a": 1}}',
+        b"[]",
+    ],
+)
+def test_a_namespace_listing_that_is_not_one_is_not_believed(reply: bytes) -> None:
+    """A reply of the wrong shape or types is UnexpectedReply, never a summary of made-up figures."""
+    with pytest.raises(UnexpectedReply, match="not a namespace listing"):
+        decode_namespaces(reply)

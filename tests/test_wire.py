@@ -39,9 +39,12 @@ def test_a_not_registered_reply_reads_back_as_its_ranks() -> None:
 @pytest.mark.parametrize("body", [b"<html>", b"{}", b'{"infos": 3}', b'{"rank": "x"}'])
 def test_a_reply_that_is_not_the_protocols_is_an_unexpected_reply(body: bytes) -> None:
     """A 200 whose body is not a get, batch or listing reply raises UnexpectedReply, not ValueError."""
-    for decode in (protocol.decode_info, protocol.decode_batch, protocol.decode_listing):
-        with pytest.raises(UnexpectedReply):
-            decode(body)
+    with pytest.raises(UnexpectedReply):
+        protocol.decode_info(body, 0)
+    with pytest.raises(UnexpectedReply):
+        protocol.decode_batch(body, [0])
+    with pytest.raises(UnexpectedReply):
+        protocol.decode_listing(body)
 
 
 @pytest.mark.parametrize(("text", "seconds"), [("0", 0.0), ("2.5", 2.5), (".5", 0.5), ("1e1", 10.0)])
@@ -96,13 +99,17 @@ def _config(body: bytes) -> Any:
     return protocol.decode_config(body, 0, "1")
 
 
+def _config_batch(body: bytes) -> Any:
+    return protocol.decode_config_batch(body, [0])
+
+
 @pytest.mark.parametrize(
     ("decode", "body"),
     [
         (_config, b"<html>"),
         (_config, b"[1]"),
-        (protocol.decode_config_batch, b'{"configs": 3}'),
-        (protocol.decode_config_batch, b'{"configs": [{"rank": 0}]}'),
+        (_config_batch, b'{"configs": 3}'),
+        (_config_batch, b'{"configs": [{"rank": 0}]}'),
         (protocol.decode_encoder_urls, b"[]"),
         (protocol.decode_encoder_urls, b'{"encoder_urls": [1]}'),
         (protocol.decode_encoder_urls, b'{"encoder_urls": [], "version": -1}'),

@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterable, Mapping
 from functools import partial
 
 from .. import wire as protocol
+from .._ranks import RankSet
 from ..exceptions import RankNotRegistered
 from ..wire import EncoderUrls
 from ..wire.kinds import KindRoutes
@@ -98,26 +99,28 @@ async def get_records(
     ranks: Iterable[int],
     query: Callable[[str, float], Mapping[str, str]],
     deadline: Deadline,
-) -> list[Reply]:
-    """The ``200`` of each batch get of ``ranks``' records of ``kind``, or :class:`RankNotRegistered`
-    naming every rank still missing."""
+) -> list[tuple[RankSet, Reply]]:
+    """The ``200`` of each batch get of ``ranks``' records of ``kind``, with the ranks it asked for,
+    or :class:`RankNotRegistered` naming every rank still missing."""
     wanted = sorted(set(ranks))
     if not wanted:
         return []
     specs = protocol.split_rank_specs(wanted)
+    asked = [protocol.parse_ranks(spec) for spec in specs]
     found = _found(transport, kind)
     replies = await asyncio.gather(
-        *(transport.long_poll(kind.batch_path, partial(query, spec), deadline, found) for spec in specs)
+        *(
+            transport.long_poll(kind.batch_path, partial(query, spec), deadline, found, ranks=len(spec_ranks))
+            for spec, spec_ranks in zip(specs, asked, strict=True)
+        )
     )
     missing: list[int] = []
-    for spec, reply in zip(specs, replies, strict=True):
+    for spec_ranks, reply in zip(asked, replies, strict=True):
         if reply.status != 200:
-            missing.extend(
-                protocol.decode_absent(reply.status, reply.body, kind.noun) or protocol.parse_ranks(spec)
-            )
+            missing.extend(protocol.decode_absent(reply.status, reply.body, kind.noun) or spec_ranks)
     if missing:
         raise RankNotRegistered(sorted(missing), noun=kind.noun)
-    return list(replies)
+    return list(zip(asked, replies, strict=True))
 
 
 def _found(transport: Transport, kind: KindRoutes) -> Callable[[str, Reply], bool]:

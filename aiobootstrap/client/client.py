@@ -31,7 +31,14 @@ import aiohttp
 from .. import wire as protocol
 from .._names import DEFAULT_NAMESPACE, DEFAULT_ROLE, TRANSFER_ENGINE_INFO
 from ..exceptions import ServerUnavailable
-from ..wire import EncoderUrls, NamespaceSummary, ParallelismConfig, RankListing, TransferEngineInfo
+from ..wire import (
+    DEFAULT_MAX_BODY_SIZE,
+    EncoderUrls,
+    NamespaceSummary,
+    ParallelismConfig,
+    RankListing,
+    TransferEngineInfo,
+)
 from ..wire.kinds import PARALLELISM_CONFIG_ROUTES, TRANSFER_ENGINE_INFO_ROUTES
 from . import calls
 from .restarts import Replay
@@ -43,6 +50,9 @@ __all__ = ["BootstrapClient"]
 _ENGINE_INFO = TRANSFER_ENGINE_INFO_ROUTES
 _CONFIG = PARALLELISM_CONFIG_ROUTES
 """The per-rank kinds, from the wire's kind table: their routes and the noun of their 404s."""
+_HEALTH_TIME = 10.0
+_LISTING_TIME = 60.0
+"""The whole time of the calls that ask each replica once and take no ``timeout``."""
 
 
 class BootstrapClient:
@@ -61,6 +71,11 @@ class BootstrapClient:
     with``) to release it. ``session=`` uses the caller's session instead,
     ``connector=`` the caller's connector; the client never closes either.
     ``namespace=`` addresses one deployment on a server that hosts several.
+    ``max_reply_size=`` bounds the bytes of any reply, per rank it holds (the
+    server's default body limit; ``None`` for no bound): a larger reply is an
+    :class:`UnexpectedReply`, read no further. A call ends by its ``timeout``,
+    plus one round trip (:data:`~aiobootstrap.client.retry.ROUND_TRIP`) at
+    most, whatever the server does.
     """
 
     def __init__(
@@ -74,6 +89,7 @@ class BootstrapClient:
         reregister: bool = False,
         session: aiohttp.ClientSession | None = None,
         connector: aiohttp.BaseConnector | None = None,
+        max_reply_size: int | None = DEFAULT_MAX_BODY_SIZE,
     ) -> None:
         self._transport = Transport(
             url,
@@ -84,6 +100,7 @@ class BootstrapClient:
             reregister=reregister,
             session=session,
             connector=connector,
+            max_reply_size=max_reply_size,
         )
 
     @property
@@ -122,7 +139,9 @@ class BootstrapClient:
     async def health(self) -> bool:
         """Whether the server (any replica, tried once each) answers ``/health`` right now."""
         try:
-            reply = await self._transport.call("GET", protocol.HEALTH_PATH, Deadline(0), read_timeout=10.0)
+            reply = await self._transport.call(
+                "GET", protocol.HEALTH_PATH, Deadline(0, overrun=_HEALTH_TIME), read_timeout=_HEALTH_TIME
+            )
         except ServerUnavailable:
             return False
         return reply.status == 200
@@ -180,7 +199,7 @@ class BootstrapClient:
         """
         query = partial(protocol.record_query, rank, after, role=role, whole=whole)
         reply = await calls.get_record(self._transport, _ENGINE_INFO, rank, query, Deadline(timeout))
-        return protocol.decode_info(reply.body, role)
+        return protocol.decode_info(reply.body, rank, role)
 
     async def get_many(
         self,
@@ -202,8 +221,8 @@ class BootstrapClient:
 
         replies = await calls.get_records(self._transport, _ENGINE_INFO, ranks, query, Deadline(timeout))
         infos: dict[int, TransferEngineInfo] = {}
-        for reply in replies:
-            infos.update(protocol.decode_batch(reply.body, role))
+        for asked, reply in replies:
+            infos.update(protocol.decode_batch(reply.body, asked, role))
         return infos
 
     async def register_parallelism_config(
@@ -249,8 +268,8 @@ class BootstrapClient:
 
         replies = await calls.get_records(self._transport, _CONFIG, ranks, query, Deadline(timeout))
         configs: dict[int, ParallelismConfig] = {}
-        for reply in replies:
-            configs.update(protocol.decode_config_batch(reply.body, role))
+        for asked, reply in replies:
+            configs.update(protocol.decode_config_batch(reply.body, asked, role))
         return configs
 
     async def register_encoder_url(self, url: str, *, timeout: float | None = 60.0) -> None:
@@ -306,12 +325,18 @@ class BootstrapClient:
         with a world size, who has not. ``kind`` is ``transfer_engine_info`` or ``parallelism_config``."""
         query = protocol.listing_query(kind, role)
         reply = await calls.request(
-            self._transport, "GET", protocol.RANKS_PATH, Deadline(0), params=query or None
+            self._transport,
+            "GET",
+            protocol.RANKS_PATH,
+            Deadline(0, overrun=_LISTING_TIME),
+            params=query or None,
         )
         return protocol.decode_listing(reply.body)
 
     async def list_namespaces(self) -> list[NamespaceSummary]:
         """Every namespace of the server holding records or parked waits, in order of name (with
         tokens, the ones this client's token covers), whichever namespace this client addresses."""
-        reply = await calls.request(self._transport, "GET", protocol.NAMESPACES_PATH, Deadline(0))
+        reply = await calls.request(
+            self._transport, "GET", protocol.NAMESPACES_PATH, Deadline(0, overrun=_LISTING_TIME)
+        )
         return protocol.decode_namespaces(reply.body)

@@ -11,7 +11,15 @@ import math
 import random
 from collections.abc import Sequence
 
-__all__ = ["Backoff", "Deadline", "Replicas"]
+__all__ = ["ROUND_TRIP", "Backoff", "Deadline", "Replicas"]
+
+ROUND_TRIP = 1.0
+"""How long past its deadline a call's last request may still take: one round trip.
+
+A request sent just before the deadline (a long-poll asked to wait exactly
+what is left) is answered just after it; past this allowance the request is
+dropped, whatever the server is doing (holding it, dripping its reply).
+"""
 
 
 class Backoff:
@@ -33,18 +41,27 @@ class Backoff:
 
 
 class Deadline:
-    """The moment a call gives up; ``None`` never comes."""
+    """The moment a call gives up asking (``None`` never comes), and the moment its last request
+    is dropped: ``overrun`` seconds later (one round trip; an ask-once call's whole time)."""
 
-    def __init__(self, timeout: float | None) -> None:
+    def __init__(self, timeout: float | None, *, overrun: float = ROUND_TRIP) -> None:
         loop = asyncio.get_running_loop()
         self._loop = loop
         self._at = math.inf if timeout is None else loop.time() + max(0.0, timeout)
+        self._end = self._at + overrun
 
     def remaining(self) -> float:
+        """Seconds until the call gives up asking."""
         return max(0.0, self._at - self._loop.time())
 
     def expired(self) -> bool:
         return self.remaining() <= 0
+
+    def left(self) -> float | None:
+        """Seconds a request made now may take before the call must end; ``None`` for no end."""
+        if math.isinf(self._end):
+            return None
+        return max(0.0, self._end - self._loop.time())
 
 
 class Replicas:

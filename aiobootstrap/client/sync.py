@@ -25,7 +25,7 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from .._loopthread import LoopThread, LoopThreadOwner
 from .._names import DEFAULT_NAMESPACE
-from ..wire import EncoderUrls
+from ..wire import DEFAULT_MAX_BODY_SIZE, EncoderUrls
 from .client import BootstrapClient
 from .retry import Backoff
 
@@ -79,9 +79,16 @@ class SyncBootstrapClient(LoopThreadOwner):
         backoff: Backoff | None = None,
         namespace: str = DEFAULT_NAMESPACE,
         reregister: bool = False,
+        max_reply_size: int | None = DEFAULT_MAX_BODY_SIZE,
     ) -> None:
         self._client = BootstrapClient(
-            url, token=token, ssl=ssl, backoff=backoff, namespace=namespace, reregister=reregister
+            url,
+            token=token,
+            ssl=ssl,
+            backoff=backoff,
+            namespace=namespace,
+            reregister=reregister,
+            max_reply_size=max_reply_size,
         )
         self._loop_thread = LoopThread(f"aiobootstrap client {self._client.url}")
 

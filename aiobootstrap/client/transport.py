@@ -4,15 +4,19 @@ Theory of operation
 -------------------
 Three layers, each with one job:
 
-* ``_exchange`` sends one request to one URL. It is the only code that sees
-  aiohttp's exceptions: a reply is a status and a body; no reply at all
-  (refused, reset, DNS, a read timeout) is ``_Unreachable``.
+* ``exchange`` sends one request to one URL. It is the only code that sees
+  aiohttp's exceptions: a reply is a status and a body, read up to a bound
+  (``max_reply_size`` per rank the reply may hold; past it the reply is an
+  :class:`UnexpectedReply`, read no further); no reply at all (refused,
+  reset, DNS, a read timeout) is ``Unreachable``.
 * :meth:`Transport.call` makes one exchange succeed: while no replica answers
   (or one answers ``503``), it moves to the next URL, and after a round of
   failures backs off, until the deadline; then :class:`ServerUnavailable`.
-  Before a request that parks, it learns the server's boot id (see
-  ``restarts``), and after a restart it replays the registrations it was
-  asked to remember.
+  Each try ends by the deadline plus one round trip (``retry.ROUND_TRIP``)
+  whatever the server does (holds the request, drips or streams its reply),
+  so a call ends by its timeout plus one round trip. Before a request that
+  parks, it learns the server's boot id (see ``restarts``), and after a
+  restart it replays the registrations it was asked to remember.
 * :meth:`Transport.long_poll` makes a wait last the caller's timeout: it asks
   again past the server's ``--max-wait``, and backs off when the server
   answers "not registered" sooner than asked (an old polling server). What
@@ -31,15 +35,14 @@ import logging
 import ssl
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from functools import partial
-from typing import NamedTuple
 
 import aiohttp
 
 from .. import wire as protocol
-from .._names import BOOT_HEADER, VERSION_HEADER
 from ..exceptions import BootstrapError, ServerUnavailable, UnexpectedReply, error_for_status
+from .exchange import Reply, Unreachable, exchange
 from .restarts import Replay, RestartWatch
-from .retry import Backoff, Deadline, Replicas
+from .retry import ROUND_TRIP, Backoff, Deadline, Replicas
 
 __all__ = ["Reply", "Transport"]
 
@@ -54,27 +57,10 @@ _HELD_ENOUGH = 1.0
 _POLL_BASE = 0.1
 _POLL_CAP = 1.0
 """Back-off between asks of a server that does not wait: at most ~1 request a second once settled."""
+_REPLY_FIELDS = 1024
+"""Bytes a reply may hold per rank beyond ``max_reply_size``: its own fields (rank, version, keys)."""
 _RETRY_STATUSES = frozenset({502, 503, 504})
 """Replies that mean "not now": a server shutting down or full, or a proxy whose server is away."""
-
-# aiohttp 3.10+ refuses a URL that is not http(s) with its own error, not an
-# InvalidURL: without it here, such a URL would be retried as unreachable.
-_BAD_URL: tuple[type[Exception], ...] = (
-    aiohttp.InvalidURL,
-    getattr(aiohttp, "NonHttpUrlClientError", aiohttp.InvalidURL),
-)
-
-
-class _Unreachable(Exception):
-    """The server did not answer: not up yet, restarting, or the network failed."""
-
-
-class Reply(NamedTuple):
-    """A reply: its status, its body, and the version its ``X-Aiobootstrap-Version`` header names."""
-
-    status: int
-    body: bytes
-    version: str | None
 
 
 def _replayed(key: Hashable) -> str:
@@ -104,9 +90,13 @@ class Transport:
         reregister: bool,
         session: aiohttp.ClientSession | None,
         connector: aiohttp.BaseConnector | None,
+        max_reply_size: int | None,
     ) -> None:
         if session is not None and connector is not None:
             raise ValueError("pass session= or connector=, not both: a session has its own connector")
+        if max_reply_size is not None and max_reply_size < 1:
+            raise ValueError(f"max_reply_size must be at least 1 byte (or None), not {max_reply_size}")
+        self._max_reply_size = max_reply_size
         self._replicas = Replicas(url)
         self.namespace = protocol.check_namespace(namespace)
         self._headers = {"Authorization": f"Bearer {token}"} if token else {}
@@ -172,9 +162,12 @@ class Transport:
         query: Callable[[float], Mapping[str, str]],
         deadline: Deadline,
         done: Callable[[str, Reply], bool],
+        *,
+        ranks: int = 1,
     ) -> Reply:
         """Wait until ``done`` says a reply ends the wait or the deadline passes, asking again
-        past the server's cap; the last reply (which ``done`` may have refused: the time ran out)."""
+        past the server's cap; the last reply (which ``done`` may have refused: the time ran out).
+        ``ranks``: how many ranks the reply may hold (the reply bound is per rank)."""
         loop = asyncio.get_running_loop()
         early = Backoff(_POLL_BASE, _POLL_CAP)
         while True:
@@ -187,6 +180,7 @@ class Transport:
                 params=query(wait),
                 read_timeout=wait + _READ_GRACE,
                 parks=wait > 0,
+                ranks=ranks,
             )
             if done(path, reply) or deadline.expired():
                 return reply
@@ -212,25 +206,41 @@ class Transport:
         body: bytes | None = None,
         read_timeout: float,
         parks: bool = False,
+        ranks: int = 1,
     ) -> Reply:
         """One exchange, moved to the next replica and retried with backoff while
-        none answers (or all answer ``503``), until the deadline."""
+        none answers (or all answer ``503``), until the deadline.
+
+        Each try (the boot probe and the replays before it included) ends by the
+        deadline plus one round trip (``Deadline.left``), whatever the server
+        does; a reply larger than the bound for ``ranks`` ranks is refused unread.
+        """
         backoff = Backoff(self._backoff_template.base, self._backoff_template.cap)
         failures = 0  # in this round of the replicas
+        failure = f"{self._replicas.describe()} was not asked: the call's time ran out first"
         while True:
             url = self._replicas.current
+            left = deadline.left()
+            if left is not None and left <= 0:
+                raise ServerUnavailable(failure)
             try:
-                if self._restarts.should_probe(parks):
-                    # Learn the boot before asking: a parked request would learn it only when it ends.
-                    await self._restarts.probe(partial(self._probe, url))
-                    await self._refill_if_restarted(url)
-                reply = await self._exchange(
-                    url, method, path, params=params, body=body, timeout=read_timeout
+                async with asyncio.timeout(left):
+                    if self._restarts.should_probe(parks):
+                        # Learn the boot before asking: a parked request would learn it only when it ends.
+                        await self._restarts.probe(partial(self._probe, url))
+                        await self._refill_if_restarted(url)
+                    reply = await self._exchange(
+                        url, method, path, params=params, body=body, timeout=read_timeout, ranks=ranks
+                    )
+                    if await self._refill_if_restarted(url):
+                        continue  # ask again: the answer came from the server before it was refilled
+            except Unreachable as exc:
+                failure = f"{self._replicas.describe()} could not be reached: {exc}"
+            except TimeoutError:
+                failure = (
+                    f"The server at {url} did not answer within the call's timeout "
+                    f"(and {ROUND_TRIP:g} s more for one round trip)"
                 )
-                if await self._refill_if_restarted(url):
-                    continue  # ask again: the answer came from the server before it was refilled
-            except _Unreachable as exc:
-                failure: str = f"{self._replicas.describe()} could not be reached: {exc}"
             else:
                 if reply.status not in _RETRY_STATUSES:
                     return reply
@@ -266,30 +276,26 @@ class Transport:
         params: Mapping[str, str] | None = None,
         body: bytes | None = None,
         timeout: float,
+        ranks: int = 1,
     ) -> Reply:
-        session = self.open()
+        """One request to ``url``, its reply bounded by ``max_reply_size`` for ``ranks`` ranks."""
         headers = dict(self._headers)
         if body is not None:
             headers["Content-Type"] = protocol.JSON_TYPE
-        try:
-            async with session.request(
-                method,
-                url + protocol.path(path, self.namespace),
-                params=params,
-                data=body,
-                headers=headers,
-                ssl=self._ssl,
-                timeout=aiohttp.ClientTimeout(total=None, sock_connect=10.0, sock_read=timeout),
-            ) as response:
-                self._restarts.saw(response.headers.get(BOOT_HEADER))
-                body = await response.read()
-                return Reply(response.status, body, response.headers.get(VERSION_HEADER))
-        except _BAD_URL as exc:
-            raise BootstrapError(f"Invalid server URL {url!r}.") from exc
-        except aiohttp.ClientSSLError as exc:
-            raise BootstrapError(f"TLS with {url} failed: {exc}") from exc
-        except (TimeoutError, aiohttp.ClientError, OSError) as exc:
-            raise _Unreachable(str(exc) or type(exc).__name__) from exc
+        bound = None if self._max_reply_size is None else ranks * (self._max_reply_size + _REPLY_FIELDS)
+        return await exchange(
+            self.open(),
+            method,
+            url,
+            protocol.path(path, self.namespace),
+            params=params,
+            body=body,
+            headers=headers,
+            ssl=self._ssl,
+            read_timeout=timeout,
+            bound=bound,
+            saw_boot=self._restarts.saw,
+        )
 
     async def _probe(self, url: str) -> Reply:
         return await self._exchange(url, "GET", protocol.HEALTH_PATH, timeout=10.0)
@@ -301,7 +307,7 @@ class Transport:
             for key, (method, path, body) in replay.items():
                 try:
                     reply = await self._exchange(url, method, path, body=body, timeout=60.0)
-                except _Unreachable:
+                except BaseException:  # unreachable, or the call's time ran out: replay it all next time
                     self._restarts.replay_failed()
                     raise
                 if reply.status != 200:

@@ -1,4 +1,4 @@
-"""Reading a request body: refused early when it announces too much, read in bounded time and memory.
+"""Reading a request body: refused early when it announces too much or a coding, read in bounded time and memory.
 
 Every body being read counts against one budget for the whole server
 (``max_body_memory``): a body announced by ``Content-Length`` is charged in
@@ -15,6 +15,7 @@ import contextlib
 from aiohttp import web
 
 from ..exceptions import (
+    BadRequest,
     BodyBudgetExhausted,
     PayloadTooLarge,
     RequestTimeout,
@@ -50,6 +51,7 @@ BODY_BUDGET = web.AppKey("body_budget", BodyBudget)
 
 async def read_body(request: web.Request, config: ServerConfig) -> bytes:
     """The request body, refused early when it announces more than the limit, read in bounded time and memory."""
+    _check_transfer_codings(request)
     encoding = request.headers.get("Content-Encoding", "identity").strip().lower()
     if encoding not in ("", "identity"):
         raise UnsupportedEncoding("The request body must be sent uncompressed, without Content-Encoding.")
@@ -86,6 +88,27 @@ async def read_body(request: web.Request, config: ServerConfig) -> bytes:
         ) from None
     finally:
         budget.give(charged)
+
+
+_FRAMING_ONLY = frozenset({"chunked", "identity"})
+"""The transfer codings a body may be sent with: framing, no transformation of the bytes."""
+
+
+def _check_transfer_codings(request: web.Request) -> None:
+    """Refuse a body whose ``Transfer-Encoding`` names a coding beside ``chunked`` (``gzip, chunked``).
+
+    aiohttp frames such a body by its last coding, chunked, and hands on the
+    rest undecoded, while it refuses a ``Transfer-Encoding`` that does not end
+    in ``chunked`` with a ``400`` before the body. A body is read here as sent,
+    never decoded (as with ``Content-Encoding``): the same ``400``, as JSON, before
+    a byte of the body is read.
+    """
+    codings = ",".join(request.headers.getall("Transfer-Encoding", ())).lower().split(",")
+    if any(coding.strip() not in _FRAMING_ONLY for coding in codings if coding.strip()):
+        raise BadRequest(
+            "The request body's Transfer-Encoding names a coding other than chunked, which the server "
+            "does not decode: send the body uncompressed, with Content-Length or chunked alone."
+        )
 
 
 def too_large_detail(limit: int) -> str:

@@ -8,7 +8,7 @@ from typing import Literal
 
 from .._names import check_name
 from ..store.url import check_store_url
-from ..wire import BATCH_QUERY_CHARS
+from ..wire import BATCH_QUERY_CHARS, DEFAULT_MAX_BODY_SIZE
 from .tokens import TokenSet, is_token
 
 __all__ = [
@@ -42,7 +42,7 @@ class ServerConfig:
     """How many ranks exist; ranks outside ``[0, world_size)`` are refused."""
     max_wait: float = 300.0
     """The longest a get may wait, in seconds; longer asks are clamped to it."""
-    max_body_size: int = 64 * 1024 * 1024
+    max_body_size: int = DEFAULT_MAX_BODY_SIZE
     """The largest request body accepted, in bytes."""
     max_body_memory: int = 256 * 1024 * 1024
     """The most bytes of request bodies read at once, all requests together; past it a request gets

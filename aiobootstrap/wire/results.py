@@ -8,14 +8,29 @@ ones that need no record are here, beside what reads them.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._json import dumps, loads
-from .._names import DEFAULT_ROLE, TRANSFER_ENGINE_INFO
-from .._ranks import RankSet, is_rank, rank_value
+from .._json import dumps
+from .._names import DEFAULT_ROLE, TRANSFER_ENGINE_INFO, VERSION_HEADER
+from .._ranks import RankSet, rank_value
 from ..exceptions import UnexpectedReply
+from .reading import (
+    Wrong,
+    count,
+    decoding,
+    exactly,
+    item_field,
+    items_of,
+    json_list,
+    json_object,
+    optional_text,
+    parse_reply,
+    seconds,
+    shown,
+    text,
+)
 
 
 def encode_encoder_urls(urls: Sequence[str], version: int) -> bytes:
@@ -59,47 +74,50 @@ class TransferEngineInfo:
         return backend if isinstance(backend, str) else None
 
 
-def _reply(payload: bytes, what: str) -> Any:
-    try:
-        return loads(payload)
-    except (ValueError, RecursionError):
-        raise UnexpectedReply(f"The server's reply is not JSON, so not {what}.") from None
-
-
 def _info(item: Any, role: str = DEFAULT_ROLE) -> TransferEngineInfo:
-    info = item["remote_instance_transfer_engine_info"]
+    info = item_field(item, "remote_instance_transfer_engine_info")
     if isinstance(info, dict):
         # A tagged backend's object, or any registration read with form=object: every field.
         fields = dict(info)
-        session_id, weights = fields.get("session_id", ""), fields.get("weights_info_dict", {})
-    else:
-        session_id, weights = info
+        session_id = text(fields.get("session_id", ""), "session_id")
+        weights = json_object(fields.get("weights_info_dict", {}), "its weights_info_dict")
+    elif isinstance(info, list) and len(info) == 2:
+        session_id = text(info[0], "session_id")
+        weights = json_object(info[1], "its weights_info_dict")
         fields = {"session_id": session_id, "weights_info_dict": weights}
+    else:
+        raise Wrong(
+            f"its remote_instance_transfer_engine_info is {shown(info)}, "
+            "neither [session_id, weights_info_dict] nor an object"
+        )
     return TransferEngineInfo(
-        rank=int(item["rank"]),
-        session_id=str(session_id),
+        rank=count(item_field(item, "rank"), "rank"),
+        session_id=session_id,
         weights_info_dict=dict(weights),
-        version=int(item.get("version", 0)),
+        version=count(item.get("version", 0), "version"),
         role=role,
         fields=fields,
     )
 
 
-def decode_info(payload: bytes, role: str = DEFAULT_ROLE) -> TransferEngineInfo:
-    """Read a get reply, list or object form; :class:`UnexpectedReply` if it is not one."""
-    try:
-        return _info(_reply(payload, "a transfer engine info reply"), role)
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        raise UnexpectedReply(f"The server's reply is not a transfer engine info reply: {exc!r}.") from None
+def decode_info(payload: bytes, rank: int, role: str = DEFAULT_ROLE) -> TransferEngineInfo:
+    """Read the reply to a get of ``rank``, list or object form; :class:`UnexpectedReply` if it is not
+    one, or is another rank's."""
+    with decoding("a transfer engine info reply"):
+        info = _info(parse_reply(payload, "a transfer engine info reply"), role)
+    if info.rank != rank:
+        raise UnexpectedReply(f"The server answered a get of rank {rank} with rank {info.rank}'s info.")
+    return info
 
 
-def decode_batch(payload: bytes, role: str = DEFAULT_ROLE) -> dict[int, TransferEngineInfo]:
-    """Read a batch get reply; :class:`UnexpectedReply` if it is not one."""
-    try:
-        infos = [_info(item, role) for item in _reply(payload, "a batch reply")["infos"]]
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        raise UnexpectedReply(f"The server's reply is not a batch reply: {exc!r}.") from None
-    return {info.rank: info for info in infos}
+def decode_batch(
+    payload: bytes, ranks: Collection[int], role: str = DEFAULT_ROLE
+) -> dict[int, TransferEngineInfo]:
+    """Read the reply to a batch get of ``ranks``; :class:`UnexpectedReply` if it is not one, or does not
+    hold exactly those ranks."""
+    with decoding("a batch reply"):
+        infos = [_info(item, role) for item in items_of(parse_reply(payload, "a batch reply"), "infos")]
+    return exactly(ranks, {info.rank: info for info in infos}, len(infos), "batch")
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,41 +165,44 @@ def decode_listing(payload: bytes) -> RankListing:
 
     An older server's listing (no ``kind`` or ``role``) is transfer-engine info of role ``target``.
     """
-    reply = _reply(payload, "a rank listing")
-    try:
-        return RankListing(
-            version=int(reply["version"]),
-            world_size=reply.get("world_size"),
-            ranks=[_summary(item) for item in reply["ranks"]],
-            missing=reply.get("missing"),
-            waiters=int(reply.get("waiters", 0)),
-            kind=str(reply.get("kind", TRANSFER_ENGINE_INFO)),
-            role=str(reply.get("role", DEFAULT_ROLE)),
-            missing_ranks=_listed_missing(reply),
+    with decoding("a rank listing"):
+        reply = json_object(parse_reply(payload, "a rank listing"), "it")
+        world_size, listed = reply.get("world_size"), reply.get("missing")
+        missing = (
+            None if listed is None else [count(rank, "missing rank") for rank in json_list(listed, "missing")]
         )
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        raise UnexpectedReply(f"The server's reply is not a rank listing: {exc!r}.") from None
+        return RankListing(
+            version=count(item_field(reply, "version"), "version"),
+            world_size=None if world_size is None else count(world_size, "world_size"),
+            ranks=[_summary(item) for item in items_of(reply, "ranks")],
+            missing=missing,
+            waiters=count(reply.get("waiters", 0), "waiters"),
+            kind=text(reply.get("kind", TRANSFER_ENGINE_INFO), "kind"),
+            role=text(reply.get("role", DEFAULT_ROLE), "role"),
+            missing_ranks=_listed_missing(reply.get("missing_ranks"), missing),
+        )
 
 
-def _listed_missing(reply: dict[str, Any]) -> RankSet | None:
+def _listed_missing(spec: object, missing: list[int] | None) -> RankSet | None:
     """A listing's missing ranks: its ``missing_ranks`` spec, or, from a server that sends
     none (its ``missing`` then lists them all), its ``missing``."""
-    spec = reply.get("missing_ranks")
-    if isinstance(spec, str):
+    if spec is None:
+        return None if missing is None else RankSet.from_ranks(missing)
+    spec = text(spec, "missing_ranks")
+    try:
         return RankSet.parse(spec, name="missing_ranks") if spec else RankSet()
-    missing = reply.get("missing")
-    return None if missing is None else RankSet.from_ranks(int(rank) for rank in missing)
+    except ValueError as exc:
+        raise Wrong(str(exc)) from None
 
 
 def _summary(item: Any) -> RankSummary:
-    session_id, backend = item.get("session_id"), item.get("backend")
     return RankSummary(
-        rank=int(item["rank"]),
-        session_id=None if session_id is None else str(session_id),
-        version=int(item["version"]),
-        registered_at=float(item["registered_at"]),
-        age=float(item["age"]),
-        backend=None if backend is None else str(backend),
+        rank=count(item_field(item, "rank"), "rank"),
+        session_id=optional_text(item.get("session_id"), "session_id"),
+        version=count(item_field(item, "version"), "version"),
+        registered_at=seconds(item_field(item, "registered_at"), "registered_at"),
+        age=seconds(item_field(item, "age"), "age"),
+        backend=optional_text(item.get("backend"), "backend"),
     )
 
 
@@ -222,38 +243,29 @@ def encode_namespaces(namespaces: Sequence[NamespaceSummary]) -> bytes:
 
 def decode_namespaces(payload: bytes) -> list[NamespaceSummary]:
     """Read ``GET /namespaces``'s reply; :class:`UnexpectedReply` if it is not one."""
-    try:
+    with decoding("a namespace listing"):
+        reply = parse_reply(payload, "a namespace listing")
         return [
             NamespaceSummary(
-                name=_string(item["namespace"]),
-                version=_integer(item["version"]),
-                ranks=_integer(item["ranks"]),
-                waiters=_integer(item["waiters"]),
-                encoder_urls=_integer(item.get("encoder_urls", 0)),
+                name=text(item_field(item, "namespace"), "namespace"),
+                version=count(item_field(item, "version"), "version"),
+                ranks=count(item_field(item, "ranks"), "ranks"),
+                waiters=count(item_field(item, "waiters"), "waiters"),
+                encoder_urls=count(json_object(item, "an item").get("encoder_urls", 0), "encoder_urls"),
             )
-            for item in _reply(payload, "a namespace listing")["namespaces"]
+            for item in items_of(reply, "namespaces")
         ]
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        raise UnexpectedReply(f"The server's reply is not a namespace listing: {exc!r}.") from None
-
-
-def _string(value: object) -> str:
-    if not isinstance(value, str):
-        raise TypeError(f"{value!r} is not a string")
-    return value
-
-
-def _integer(value: object) -> int:
-    number = None if isinstance(value, str) else rank_value(value)  # a JSON true is not one
-    if number is None:
-        raise TypeError(f"{value!r} is not a non-negative integer")
-    return number
 
 
 def decode_version_header(value: str | None) -> int:
-    """The version an ``X-Aiobootstrap-Version`` header names; 0 when absent (a server without it)."""
-    version = None if value is None else rank_value(value)
-    return 0 if version is None else version
+    """The version an ``X-Aiobootstrap-Version`` header names; 0 when absent (a server without it),
+    :class:`UnexpectedReply` when it names something else."""
+    if value is None:
+        return 0
+    version = rank_value(value)
+    if version is None:
+        raise UnexpectedReply(f"The server's {VERSION_HEADER} header is {shown(value)}, not a version.")
+    return version
 
 
 @dataclass(frozen=True, slots=True)
@@ -270,25 +282,30 @@ def decode_config(
     payload: bytes, rank: int, version: str | None, role: str = DEFAULT_ROLE
 ) -> ParallelismConfig:
     """Read a parallelism config get's reply: the bare object; its version travels in the header."""
-    config = _reply(payload, "a parallelism config")
+    config = parse_reply(payload, "a parallelism config")
     if not isinstance(config, dict):
         raise UnexpectedReply("The server's reply is not a parallelism config: not a JSON object.")
     return ParallelismConfig(rank, config, decode_version_header(version), role)
 
 
-def decode_config_batch(payload: bytes, role: str = DEFAULT_ROLE) -> dict[int, ParallelismConfig]:
-    """Read a parallelism config batch reply ``{"configs": [...], "version": V}``."""
-    try:
-        items = _reply(payload, "a parallelism config batch reply")["configs"]
+def decode_config_batch(
+    payload: bytes, ranks: Collection[int], role: str = DEFAULT_ROLE
+) -> dict[int, ParallelismConfig]:
+    """Read the reply ``{"configs": [...], "version": V}`` to a parallelism config batch get of ``ranks``."""
+    what = "a parallelism config batch reply"
+    with decoding(what):
         configs = [
-            ParallelismConfig(int(item["rank"]), dict(item["parallelism_config"]), int(item["version"]), role)
-            for item in items
+            ParallelismConfig(
+                count(item_field(item, "rank"), "rank"),
+                json_object(item_field(item, "parallelism_config"), "its parallelism_config"),
+                count(item_field(item, "version"), "version"),
+                role,
+            )
+            for item in items_of(parse_reply(payload, what), "configs")
         ]
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        raise UnexpectedReply(
-            f"The server's reply is not a parallelism config batch reply: {exc!r}."
-        ) from None
-    return {config.rank: config for config in configs}
+    return exactly(
+        ranks, {config.rank: config for config in configs}, len(configs), "parallelism config batch"
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -302,13 +319,7 @@ class EncoderUrls:
 
 def decode_encoder_urls(payload: bytes) -> EncoderUrls:
     """Read ``GET /list_encoder_urls``'s reply; a server without versions gives version 0."""
-    reply = _reply(payload, "an encoder URL list")
-    urls = reply.get("encoder_urls") if isinstance(reply, dict) else None
-    if not isinstance(urls, list) or not all(isinstance(url, str) for url in urls):
-        raise UnexpectedReply(
-            "The server's reply is not an encoder URL list: no list of strings in encoder_urls."
-        )
-    version = reply.get("version", 0)
-    if not is_rank(version):  # the same grammar: a non-negative integer
-        raise UnexpectedReply("The server's reply is not an encoder URL list: its version is not an integer.")
-    return EncoderUrls(urls, version)
+    with decoding("an encoder URL list"):
+        reply = json_object(parse_reply(payload, "an encoder URL list"), "it")
+        urls = [text(url, "encoder URL") for url in items_of(reply, "encoder_urls")]
+        return EncoderUrls(urls, count(reply.get("version", 0), "version"))

@@ -30,6 +30,10 @@ SERVER_WIDE_PATHS = frozenset({READY_PATH, METRICS_PATH, OPENAPI_PATH, NAMESPACE
 
 JSON_TYPE = "application/json"
 
+DEFAULT_MAX_BODY_SIZE = 64 * 1024 * 1024
+"""The server's default limit on a request body (``--max-body-size``), and so on one record: the
+client's default bound on a reply, per rank asked (``max_reply_size``)."""
+
 BATCH_QUERY_CHARS = 4000
 """The longest rank spec a client puts in one batch query: well inside an 8 KiB request line."""
 
