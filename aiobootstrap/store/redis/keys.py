@@ -27,7 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ... import _json
-from ..._names import KIND_PATTERN, is_name
+from ..._names import KIND_PATTERN, MAX_ROLE_LENGTH, is_name
 from ..interface import Key, Record
 
 __all__ = ["Keys", "decode", "text"]
@@ -65,8 +65,9 @@ class Keys:
             raise ValueError(f"Namespace {key.namespace!r} is not a valid namespace name.")
         if not KIND_PATTERN.fullmatch(key.kind):
             raise ValueError(f"Record kind {key.kind!r} is not a valid kind.")
-        if not key.role:
-            raise ValueError("A role is a non-empty string.")
+        if not key.role or len(key.role) > MAX_ROLE_LENGTH:
+            # The role goes on every feed entry of the table's changes: bounded, whoever writes.
+            raise ValueError(f"A role is a non-empty string of at most {MAX_ROLE_LENGTH} characters.")
         if not key.role.isascii():
             try:
                 key.role.encode()
