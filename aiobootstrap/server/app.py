@@ -166,7 +166,7 @@ async def _namespace_figures(app: web.Application) -> list[NamespaceFigures]:
     return [
         NamespaceFigures(
             name,
-            len(await store.records(name, TRANSFER_ENGINE_INFO, DEFAULT_ROLE)),
+            await store.count(name, TRANSFER_ENGINE_INFO, DEFAULT_ROLE),
             registry.parked_in(name),
             await store.version(name),
             len(encoder_urls(await store.get(encoder_list_key(name)))),

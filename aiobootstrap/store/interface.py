@@ -259,6 +259,10 @@ class Store(abc.ABC):
     async def records(self, namespace: str, kind: str, role: str) -> list[Record]:
         """Every record of one kind and role in ``namespace``, by rank."""
 
+    async def count(self, namespace: str, kind: str, role: str) -> int:
+        """How many records of one kind and role ``namespace`` holds: a store counts without reading them."""
+        return len(await self.records(namespace, kind, role))
+
     async def records_in(self, namespace: str, kind: str, role: str, ranks: RankSet) -> list[Record]:
         """The records of one kind and role in ``namespace`` whose ranks are in ``ranks``, by rank.
 

@@ -49,6 +49,9 @@ class Tables:
         table = self._namespaces.get(namespace, {}).get((kind, role), {})
         return sorted(table.values(), key=lambda record: record.rank)
 
+    def count(self, namespace: str, kind: str, role: str) -> int:
+        return len(self._namespaces.get(namespace, {}).get((kind, role), ()))
+
     def all_records(self) -> list[Record]:
         return [
             record
@@ -175,6 +178,9 @@ class LocalStore(Store):
 
     async def records(self, namespace: str, kind: str, role: str) -> list[Record]:
         return self._tables.records(namespace, kind, role)
+
+    async def count(self, namespace: str, kind: str, role: str) -> int:
+        return self._tables.count(namespace, kind, role)
 
     async def version(self, namespace: str) -> int:
         return self._tables.version(namespace)

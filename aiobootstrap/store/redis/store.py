@@ -254,6 +254,10 @@ class RedisStore(Store):
         found = [decode(Key(namespace, kind, role, int(rank)), blob) for rank, blob in blobs.items()]
         return sorted(found, key=lambda record: record.rank)
 
+    async def count(self, namespace: str, kind: str, role: str) -> int:
+        table = self._keys.table(Key(namespace, kind, role, 0))
+        return int(await self._connection.read(lambda client: client.hlen(table)))
+
     async def records_in(self, namespace: str, kind: str, role: str, ranks: RankSet) -> list[Record]:
         if len(ranks) <= READ_BY_KEY:
             return await super().records_in(namespace, kind, role, ranks)
