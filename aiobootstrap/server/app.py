@@ -60,7 +60,7 @@ def create_app(config: ServerConfig | None = None) -> web.Application:
     app = web.Application(middlewares=middlewares, client_max_size=config.max_body_size)
     app[CONFIG] = config
     app[BODY_BUDGET] = BodyBudget(config.max_body_memory)
-    app[METRICS] = Metrics()
+    app[METRICS] = Metrics(lambda: _live_namespaces(app), keep=config.max_namespaces)
     app[NAMESPACE_FIGURES] = lambda: _namespace_figures(app)
     app.on_response_prepare.append(_boot_header)
     app.cleanup_ctx.append(_registry_context)
@@ -123,6 +123,7 @@ async def _registry_context(app: web.Application) -> AsyncIterator[None]:
         yield
     finally:
         # The registry was closed by release_waiters (on_shutdown runs before any cleanup).
+        await app[METRICS].close()
         await store.close()
 
 
@@ -159,10 +160,15 @@ async def _boot_header(request: web.Request, response: web.StreamResponse) -> No
         response.headers[BOOT_HEADER] = registry.store.incarnation
 
 
+async def _live_namespaces(app: web.Application) -> set[str]:
+    registry = app[REGISTRY]
+    return set(await registry.store.namespaces()) | set(registry.parked_namespaces())
+
+
 async def _namespace_figures(app: web.Application) -> list[NamespaceFigures]:
     registry = app[REGISTRY]
     store = registry.store
-    names = sorted(set(await store.namespaces()) | set(registry.parked_namespaces()))
+    names = sorted(await _live_namespaces(app))
     return [
         NamespaceFigures(
             name,
