@@ -109,6 +109,7 @@ async def _registry_context(app: web.Application) -> AsyncIterator[None]:
         # A world size already bounds the ranks; the cap guards servers without one.
         max_ranks=config.max_ranks if config.world_size is None else None,
         max_namespaces=config.max_namespaces,
+        max_roles=config.max_roles,
     )
     store = open_store(config.store_url, prefix=config.store_prefix, limits=limits)
     # The bytes carry the boot-id stamp themselves: only when nothing else hooks a reply's headers.

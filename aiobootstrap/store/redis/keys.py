@@ -9,6 +9,7 @@ live in one slot and the scripts stay valid on a cluster:
 ``{P}:floor``                      string  above every version of a forgotten namespace
 ``{P}:versions``                   hash    namespace -> its latest version (namespaces holding records)
 ``{P}:counts``                     hash    namespace -> how many records it holds
+``{P}:roles``                      hash    ``NS:KIND`` -> how many roles hold records of it
 ``{P}:feed``                       stream  one entry per change: seq, key, version, op; never a value
 ``{P}:records:NS:KIND:ROLE``       hash    rank -> ``"VERSION REGISTERED_AT JSON"``
 =================================  ======  ================================================
@@ -42,6 +43,7 @@ class Keys:
     floor: str
     versions: str
     counts: str
+    roles: str
     feed: str
     records: str
     """What every rank table's name starts with."""
@@ -55,6 +57,7 @@ class Keys:
             floor=f"{tag}:floor",
             versions=f"{tag}:versions",
             counts=f"{tag}:counts",
+            roles=f"{tag}:roles",
             feed=f"{tag}:feed",
             records=f"{tag}:records:",
         )
@@ -79,7 +82,16 @@ class Keys:
 
     def write(self, table: str) -> list[str]:
         """The ``KEYS`` of a write script (``lua.PUT``, ``lua.DELETE``) that changes ``table``."""
-        return [self.incarnation, self.seq, self.floor, self.versions, self.counts, table, self.feed]
+        return [
+            self.incarnation,
+            self.seq,
+            self.floor,
+            self.versions,
+            self.counts,
+            table,
+            self.feed,
+            self.roles,
+        ]
 
 
 def decode(key: Key, blob: bytes | str) -> Record:

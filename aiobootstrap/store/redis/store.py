@@ -24,7 +24,17 @@ from ... import _json
 from ..._names import check_name
 from ..._ranks import RankSet
 from ...exceptions import StoreUnavailable, TooManyNamespaces, TooManyRanks
-from ..interface import READ_BY_KEY, Change, ChangeListener, Key, Record, Store, StoreLimits, with_member
+from ..interface import (
+    READ_BY_KEY,
+    Change,
+    ChangeListener,
+    Key,
+    Record,
+    Store,
+    StoreLimits,
+    too_many_roles,
+    with_member,
+)
 from ..redacted import describe
 from . import lua
 from .batcher import Batcher
@@ -171,6 +181,7 @@ class RedisStore(Store):
                 -1 if limits.max_ranks is None else limits.max_ranks,
                 -1 if limits.max_namespaces is None else limits.max_namespaces,
                 self._feed_length,
+                -1 if limits.max_roles is None else limits.max_roles,
                 *(() if expected is None else (expected,)),
             ],
         )
@@ -185,6 +196,8 @@ class RedisStore(Store):
                 f"The server already holds records in {held} namespaces, its limit "
                 "(--max-namespaces); a namespace is freed when its last record is deleted."
             )
+        if status == -4:
+            raise TooManyRanks(too_many_roles(held))
         if status == -1:
             raise TooManyRanks(
                 f"The server already stores {held} distinct ranks, its limit; "
