@@ -30,13 +30,14 @@ from ..wire import ENCODER_LIST_PATH, ENCODER_REGISTER_PATH, ENCODER_UNREGISTER_
 from . import kinds as _kinds
 from .appkeys import CONFIG, REGISTRY
 from .auth import ExpectHandler, UnroutedExpect, auth_middleware, expect_handler
+from .batches import BATCH_REPLIES, BatchReplies
 from .body import BODY_BUDGET, BodyBudget
 from .config import ServerConfig
 from .errors import error_middleware
 from .handlers.encoder_urls import list_encoder_urls, register_encoder_url, unregister_encoder_url
 from .handlers.per_kind import kind_routes
 from .handlers.status import PUBLIC, health, list_ranks, ready
-from .kinds import encode_reply, encoder_list_key, encoder_urls
+from .kinds import encode_object_reply, encode_reply, encoder_list_key, encoder_urls
 from .metrics import METRICS, NAMESPACE_FIGURES, Metrics, NamespaceFigures, metrics, metrics_middleware
 from .openapi import openapi
 from .replies import REPLY_WIRE, ReplyWire
@@ -114,17 +115,21 @@ async def _registry_context(app: web.Application) -> AsyncIterator[None]:
     store = open_store(config.store_url, prefix=config.store_prefix, limits=limits)
     # The bytes carry the boot-id stamp themselves: only when nothing else hooks a reply's headers.
     stamps_only = list(app.on_response_prepare) == [_boot_header]
-    wire = ReplyWire(encode_reply, lambda: store.incarnation, enabled=stamps_only)
+    wire = ReplyWire(
+        encode_reply, lambda: store.incarnation, enabled=stamps_only, encode_object=encode_object_reply
+    )
     registry = Registry(store, max_waiters=config.max_waiters, on_delivery=wire.delivered)
     await store.open(registry)
     app[REGISTRY] = registry
     app[REPLY_WIRE] = wire
+    app[BATCH_REPLIES] = batches = BatchReplies()
     log.info("store: %s", store.description)
     try:
         yield
     finally:
         # The registry was closed by release_waiters (on_shutdown runs before any cleanup).
         await app[METRICS].close()
+        batches.close()
         await store.close()
 
 
