@@ -24,17 +24,8 @@ from ... import _json
 from ..._names import check_name
 from ..._ranks import RankSet
 from ...exceptions import StoreUnavailable, TooManyNamespaces, TooManyRanks
-from ..interface import (
-    READ_BY_KEY,
-    Change,
-    ChangeListener,
-    Key,
-    Record,
-    Store,
-    StoreLimits,
-    too_many_roles,
-    with_member,
-)
+from .. import interface
+from ..interface import READ_BY_KEY, Change, ChangeListener, Key, Record, Store, StoreLimits, with_member
 from ..redacted import describe
 from . import lua
 from .batcher import Batcher
@@ -197,7 +188,7 @@ class RedisStore(Store):
                 "(--max-namespaces); a namespace is freed when its last record is deleted."
             )
         if status == -4:
-            raise TooManyRanks(too_many_roles(held))
+            raise TooManyRanks(interface.too_many_roles(held))
         if status == -1:
             raise TooManyRanks(
                 f"The server already stores {held} distinct ranks, its limit; "
