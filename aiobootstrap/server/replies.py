@@ -61,7 +61,7 @@ from multidict import CIMultiDict
 from .. import wire as protocol
 from .._names import BOOT_HEADER, VERSION_HEADER
 from ..exceptions import SHUTTING_DOWN_DETAIL
-from .aiohttp_internals import count_written
+from .writes import write, write_sliced
 
 if TYPE_CHECKING:
     from ..store import Key, Record
@@ -285,16 +285,6 @@ class ReplyWire:
         return headers
 
 
-def _write(request: web.BaseRequest, data: bytes) -> bool:
-    """Write ``data`` on the request's connection, counted as aiohttp counts; ``False`` if it is gone."""
-    transport = request.transport
-    if transport is None or transport.is_closing():
-        return False
-    transport.write(data)
-    count_written(request, len(data))
-    return True
-
-
 class EarlyReply:
     """A get that a delivery may answer before its handler resumes (see :meth:`ReplyWire.expect`).
 
@@ -322,7 +312,7 @@ class EarlyReply:
         if body is not None:
             return  # a large body waits for its handler, which writes it with flow control
         self.record = record
-        if _write(self.request, data):
+        if write(self.request, data):
             self.sent = len(data)
 
 
@@ -379,12 +369,11 @@ class WireReply(web.StreamResponse):
             data, body = self._wire.ok(self._variant), None
         else:
             data, body = self._wire.parts(self._record, self._variant)
-        if not _write(request, data):
+        if not write(request, data):
             raise ConnectionResetError("The client closed the connection before its reply.")
         self._length = len(data)
         if body:
-            await request.writer.drain()
-            if not _write(request, body):
+            if not await write_sliced(request, body):
                 raise ConnectionResetError("The client closed the connection during its reply.")
             self._length += len(body)
         await request.writer.drain()
