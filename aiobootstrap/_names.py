@@ -16,6 +16,9 @@ DEFAULT_NAMESPACE = "default"
 DEFAULT_ROLE = "target"
 """The role of a record whose writer named none."""
 
+MAX_ROLE_LENGTH = 128
+"""The longest role, in characters: it is part of a store key, and of each change on a Redis feed."""
+
 # -- kinds of record --------------------------------------------------------
 
 TRANSFER_ENGINE_INFO = "transfer_engine_info"

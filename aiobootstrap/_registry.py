@@ -21,9 +21,11 @@ Parking is ordered so that no change can slip past: a waiter joins the
 waitlist and takes the current event *before* it reads the store. A change
 landing during the read sets that event, so the wait that follows returns at
 once. A read that fails (the store is unreachable) is not an answer: the
-waiter parks anyway, and the store's :meth:`resync` after it reconnects
-re-reads every parked key. At the deadline the waiter reads the store once
-more: ``None`` only when the store proves the record absent; when it cannot,
+waiter parks anyway, and the key (as any whose read after a change failed)
+is read again, pausing longer each time, until a read works or nobody waits
+for it: a feed that works while the calls fail brings no :meth:`resync`. At
+the deadline the waiter reads the store once more: ``None`` only when the
+store proves the record absent; when it cannot,
 :class:`~aiobootstrap.exceptions.StoreUnavailable` reaches the caller.
 
 The waitlist exists only while someone waits: the last waiter to leave
@@ -58,6 +60,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import logging
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -72,6 +75,9 @@ log = logging.getLogger("aiobootstrap")
 
 _SWEEP_CHUNK = 256
 """How many missing ranks a parked set-wait reads at once while it walks them in order."""
+
+_RETRY_FIRST, _RETRY_MOST = 0.05, 1.0
+"""Seconds before keys whose read failed are read again: doubling from the first to the most."""
 
 
 Delivery = Callable[[Key, Record | None], None]
@@ -236,6 +242,7 @@ class Registry:
             self._reader = asyncio.get_running_loop().create_task(self._read_keys())
 
     async def _read_keys(self) -> None:
+        pause = _RETRY_FIRST
         try:
             while self._to_read:
                 keys = [key for key in self._to_read if key in self._waitlists]
@@ -244,9 +251,12 @@ class Registry:
                     continue
                 try:
                     records = await self.store.get_many(keys)
-                except StoreUnavailable:
-                    # The store calls resync() when it is back: these keys are read then.
-                    return
+                except StoreUnavailable:  # not dropped: no resync() may come (see the notes)
+                    self._to_read.update(keys)
+                    await asyncio.sleep(pause)
+                    pause = min(pause * 2, _RETRY_MOST)
+                    continue
+                pause = _RETRY_FIRST
                 for key, record in zip(keys, records, strict=True):
                     waitlist = self._waitlists.get(key)
                     if waitlist is not None and record is not None:
@@ -263,9 +273,9 @@ class Registry:
         """
         if timeout <= 0:
             return _fresh(await self.store.get(key), after)
-        record = _fresh(await self._read_or_none(key), after)
-        if record is not None:
-            return record
+        with contextlib.suppress(StoreUnavailable):  # an unreachable store only delays the answer
+            if (record := _fresh(await self.store.get(key), after)) is not None:
+                return record
         self._park(key.namespace)
         try:
             async with asyncio.timeout(timeout):
@@ -339,13 +349,6 @@ class Registry:
             raise
         return {record.rank: record for record in records if record.version > after}
 
-    async def _read_or_none(self, key: Key) -> Record | None:
-        """A read before parking: an unreachable store only delays the answer of a wait."""
-        try:
-            return await self.store.get(key)
-        except StoreUnavailable:
-            return None
-
     def _park(self, namespace: str) -> None:
         """Count a parked wait, or refuse it (closed, or the limit is reached)."""
         if self._closed:
@@ -379,7 +382,11 @@ class Registry:
         try:
             # Take the event before reading: a change landing during the read sets it.
             event = waitlist.event
-            record = _fresh(await self._read_or_none(key), after)
+            try:
+                record = _fresh(await self.store.get(key), after)
+            except StoreUnavailable:  # not an answer: read again until a read works or we leave
+                record = None
+                self._read_later(key)
             while record is None:
                 if self._closed:
                     raise ShuttingDown()

@@ -21,8 +21,8 @@ Sections:
               ``ranks=0-65535`` batch queries (each answered 404 at once, naming every
               rank), and beside a slowloris (connections sending their headers one byte
               at a time).
-``client``    a client's time past its timeout against bad servers (``bench.faults``).
-``badlines``  the log bytes each malformed request line costs (``bench.faults``).
+``client``    a client's time past its timeout against bad servers (``bench.client_faults``).
+``badlines``  the log bytes each malformed request line costs (``bench.client_faults``).
 
 Every server is a real ``python -m aiobootstrap`` subprocess on 127.0.0.1 and port 0
 (memory store unless said); the load comes from this process, which raises its own
@@ -49,7 +49,7 @@ import aiohttp
 from aiobootstrap import wire as protocol
 from aiobootstrap.server.open_files import open_file_limit, raise_open_file_limit
 
-from . import faults
+from . import client_faults
 from .durability import crash_test, pct, running, start_server, table
 
 GET = protocol.GET_PATH
@@ -373,7 +373,7 @@ async def main(argv: Sequence[str] | None = None) -> int:
         help="an older tree's sources (with aiobootstrap/): the client and badlines sections run it too",
     )
     args = parser.parse_args(argv)
-    before_path = faults.sources(args.before_path)
+    before_path = client_faults.sources(args.before_path)
     quick = args.quick
     crash_rounds = args.crash_rounds or (2 if quick else 5)
     waiters = args.waiters or ([2_000] if quick else [10_000, 19_000])
@@ -419,13 +419,13 @@ async def main(argv: Sequence[str] | None = None) -> int:
         table(
             "The client against a bad server: time past its timeout (killed 20 s past it)",
             ["server", "call", *(["before", "after"] if before_path else ["past its timeout"])],
-            await faults.client_rows(3.0, 23.0, before_path),
+            await client_faults.client_rows(3.0, 23.0, before_path),
         )
     if "badlines" in args.only:
         table(
             "Malformed request lines (GET /health? and 8,100 \\x01): log written, default log level",
             [*(["tree"] if before_path else []), "lines", "lines/s", "log bytes per line"],
-            await faults.bad_line_rows(500 if quick else 5_000, before_path),
+            await client_faults.bad_line_rows(500 if quick else 5_000, before_path),
         )
     print(f"\n{time.perf_counter() - began:.0f} s in all")
     return 0

@@ -157,6 +157,12 @@ def server_parser() -> argparse.ArgumentParser:
         metavar="N",
     )
     setting(
+        "--max-roles",
+        "most distinct roles per namespace and record kind; more get 409; 0 for no cap (default: %(default)d)",
+        type=int,
+        metavar="N",
+    )
+    setting(
         "--max-request-line",
         "longest request line (path and query) accepted (default: %(default)d)",
         type=int,
@@ -244,6 +250,7 @@ def server_config(args: argparse.Namespace, environ: Mapping[str, str]) -> Serve
         max_waiters=_open_files.waiter_limit(args.max_waiters, DEFAULT_MAX_WAITERS),
         # 0 switches the cap off; a world size lifts it anyway.
         max_ranks=args.max_ranks or None,
+        max_roles=args.max_roles or None,
         max_request_line=args.max_request_line,
         max_header_size=args.max_header_size,
         max_connections=args.max_connections,

@@ -31,6 +31,7 @@ from . import kinds as _kinds
 from .access import GUARD, Guard, classify
 from .appkeys import CONFIG, REGISTRY
 from .auth import ExpectHandler, UnroutedExpect, auth_middleware, expect_handler
+from .batches import BATCH_REPLIES, BatchReplies
 from .body import BODY_BUDGET, BodyBudget
 from .config import ServerConfig
 from .encoder_health import encoder_health_context
@@ -38,7 +39,7 @@ from .errors import error_middleware
 from .handlers.encoder_urls import list_encoder_urls, register_encoder_url, unregister_encoder_url
 from .handlers.per_kind import kind_routes
 from .handlers.status import health, list_namespaces, list_ranks, ready
-from .kinds import encode_reply, encoder_list_key, encoder_urls
+from .kinds import encode_object_reply, encode_reply, encoder_list_key, encoder_urls
 from .metrics import METRICS, NAMESPACE_FIGURES, Metrics, NamespaceFigures, metrics, metrics_middleware
 from .openapi import openapi
 from .replies import REPLY_WIRE, ReplyWire
@@ -64,7 +65,7 @@ def create_app(config: ServerConfig | None = None) -> web.Application:
     app = web.Application(middlewares=middlewares, client_max_size=config.max_body_size)
     app[CONFIG] = config
     app[BODY_BUDGET] = BodyBudget(config.max_body_memory)
-    app[METRICS] = Metrics()
+    app[METRICS] = Metrics(lambda: _live_namespaces(app), keep=config.max_namespaces)
     app[NAMESPACE_FIGURES] = lambda: _namespace_figures(app)
     app.on_response_prepare.append(_boot_header)
     app.cleanup_ctx.append(_registry_context)
@@ -129,20 +130,26 @@ async def _registry_context(app: web.Application) -> AsyncIterator[None]:
         # A world size already bounds the ranks; the cap guards servers without one.
         max_ranks=config.max_ranks if config.world_size is None else None,
         max_namespaces=config.max_namespaces,
+        max_roles=config.max_roles,
     )
     store = open_store(config.store_url, prefix=config.store_prefix, limits=limits)
     # The bytes carry the boot-id stamp themselves: only when nothing else hooks a reply's headers.
     stamps_only = list(app.on_response_prepare) == [_boot_header]
-    wire = ReplyWire(encode_reply, lambda: store.incarnation, enabled=stamps_only)
+    wire = ReplyWire(
+        encode_reply, lambda: store.incarnation, enabled=stamps_only, encode_object=encode_object_reply
+    )
     registry = Registry(store, max_waiters=config.max_waiters, on_delivery=wire.delivered)
     await store.open(registry)
     app[REGISTRY] = registry
     app[REPLY_WIRE] = wire
+    app[BATCH_REPLIES] = batches = BatchReplies()
     log.info("store: %s", store.description)
     try:
         yield
     finally:
         # The registry was closed by release_waiters (on_shutdown runs before any cleanup).
+        await app[METRICS].close()
+        batches.close()
         await store.close()
 
 
@@ -179,14 +186,19 @@ async def _boot_header(request: web.Request, response: web.StreamResponse) -> No
         response.headers[BOOT_HEADER] = registry.store.incarnation
 
 
+async def _live_namespaces(app: web.Application) -> set[str]:
+    registry = app[REGISTRY]
+    return set(await registry.store.namespaces()) | set(registry.parked_namespaces())
+
+
 async def _namespace_figures(app: web.Application) -> list[NamespaceFigures]:
     registry = app[REGISTRY]
     store = registry.store
-    names = sorted(set(await store.namespaces()) | set(registry.parked_namespaces()))
+    names = sorted(await _live_namespaces(app))
     return [
         NamespaceFigures(
             name,
-            len(await store.records(name, TRANSFER_ENGINE_INFO, DEFAULT_ROLE)),
+            await store.count(name, TRANSFER_ENGINE_INFO, DEFAULT_ROLE),
             registry.parked_in(name),
             await store.version(name),
             len(encoder_urls(await store.get(encoder_list_key(name)))),

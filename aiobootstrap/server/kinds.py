@@ -41,6 +41,7 @@ __all__ = [
     "KINDS",
     "TRANSFER_ENGINE_INFO_KIND",
     "RecordKind",
+    "encode_object_reply",
     "encode_reply",
     "encoder_list_key",
     "kind_named",
@@ -208,6 +209,14 @@ def encoder_list_key(namespace: str) -> Key:
 def encoder_urls(record: Record | None) -> list[str]:
     """The URLs of an encoder list record, in order of first registration."""
     return members_of(None if record is None else record.value)
+
+
+def encode_object_reply(record: Record) -> bytes:
+    """A ``form=object`` get's reply for a per-rank record: what ``ReplyWire.body(record, True)`` caches."""
+    kind = _find(record.key.kind)
+    if kind is None:
+        raise ValueError(f"No kind {record.key.kind!r} in the kind table")
+    return kind.encode_object(record)
 
 
 def encode_reply(record: Record) -> bytes:

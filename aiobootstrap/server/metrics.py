@@ -14,11 +14,13 @@ template, not the path, and the namespace label covers live namespaces only
 
 from __future__ import annotations
 
+import asyncio
 import collections
+import contextlib
 import functools
 import time
 from bisect import bisect_left
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass
 
 from aiohttp import web
@@ -159,7 +161,14 @@ class Metrics:
     series that comes and goes with another library's global would surprise.
     """
 
-    def __init__(self) -> None:
+    def __init__(
+        self, live: Callable[[], Awaitable[Collection[str]]] | None = None, keep: int = 1024
+    ) -> None:
+        """``live`` reads the namespaces alive now (holding records or waits): when the counters hold
+        more than twice ``keep`` namespaces, those of the others are forgotten (as at each scrape)."""
+        self._live = live
+        self._keep = keep
+        self._pruning: asyncio.Task[None] | None = None
         self.registry = CollectorRegistry()
         self.registrations: collections.Counter[str] = collections.Counter()
         """Registrations answered, by namespace (every kind, encoder URLs included)."""
@@ -181,6 +190,35 @@ class Metrics:
         """Count an answered registration of ``kind`` (a kind name, or ``encoder_urls``)."""
         self.registrations[namespace] += 1
         self.registrations_by_kind[namespace, kind] += 1
+        if len(self.registrations) > 2 * self._keep and self._live is not None and self._pruning is None:
+            # Namespaces come and go (PUT, then DELETE, in a new one each time): their counts
+            # go with them, at a cost of one read per `keep` namespaces counted.
+            self._pruning = asyncio.get_running_loop().create_task(self._prune(self._live))
+
+    def forget(self, counted: Collection[str], live: Collection[str]) -> None:
+        """Forget what was counted of the namespaces ``counted`` (before ``live`` was read) not in ``live``.
+
+        A namespace first counted while ``live`` was being read is kept: it may be newer than the read.
+        """
+        gone = {namespace for namespace in counted if namespace not in live}
+        for namespace in gone:
+            self.registrations.pop(namespace, None)
+        for pair in [pair for pair in self.registrations_by_kind if pair[0] in gone]:
+            del self.registrations_by_kind[pair]
+
+    async def _prune(self, live: Callable[[], Awaitable[Collection[str]]]) -> None:
+        try:
+            counted = list(self.registrations)
+            with contextlib.suppress(BootstrapError):  # the store is away: the next count tries again
+                self.forget(counted, set(await live()))
+        finally:
+            self._pruning = None
+
+    async def close(self) -> None:
+        """Stop a prune under way."""
+        if self._pruning is not None:
+            self._pruning.cancel()
+            await asyncio.wait({self._pruning})
 
     def count_get(self, since: float, found: Sequence[Record], expired: bool) -> None:
         """Count an answered get; ``since`` is the wall-clock time it began."""
@@ -302,17 +340,24 @@ async def metrics(request: web.Request) -> web.Response:
     The namespaces' series are those of the namespaces the token covers (all of them with open reads).
     """
     figures = request.app[METRICS]
-    figures.namespaces = await shown_namespaces(request)
+    counted = list(figures.registrations)
+    every = await request.app[NAMESPACE_FIGURES]()
+    figures.forget(counted, {namespace.name for namespace in every})
+    figures.namespaces = shown_to(request, every)
     return web.Response(body=figures.render(), headers={"Content-Type": CONTENT_TYPE_LATEST})
 
 
 async def shown_namespaces(request: web.Request) -> list[NamespaceFigures]:
-    """The figures of the namespaces ``request`` may see: the ones its token covers (every one
+    """The figures of the namespaces ``request`` may see (:func:`shown_to`), read now."""
+    return shown_to(request, await request.app[NAMESPACE_FIGURES]())
+
+
+def shown_to(request: web.Request, figures: list[NamespaceFigures]) -> list[NamespaceFigures]:
+    """The ``figures`` of the namespaces ``request`` may see: the ones its token covers (every one
     without tokens or with open reads). ``/metrics`` and ``/namespaces`` show the same."""
-    shown = await request.app[NAMESPACE_FIGURES]()
     guard = request.app.get(GUARD)
     listed = None if guard is None else guard.listed(request)
-    return shown if listed is None else [each for each in shown if each.name in listed]
+    return figures if listed is None else [each for each in figures if each.name in listed]
 
 
 NAMESPACE_FIGURES: web.AppKey[Callable[[], Awaitable[list[NamespaceFigures]]]] = web.AppKey(

@@ -11,8 +11,8 @@ keep-alive or not, ``HEAD``) and, once a second, in its ``Date``.
 
 :class:`ReplyWire` is this module's one object, and it owns both caches:
 
-- the encoded reply of each record (``body``), per key and version, which
-  every get path and the batch items share; a deleted key's is dropped;
+- the encoded reply of each record (``body``), per key, form and version,
+  which every get path and the batch items share; a deleted key's is dropped;
 - the whole ``200`` as one ``bytes`` object (status line, headers with the
   boot id and the record's version, body), per body, variant and second,
   sent to every getter of that record with one ``transport.write``.
@@ -62,7 +62,7 @@ from multidict import CIMultiDict
 from .. import wire as protocol
 from .._names import BOOT_HEADER, VERSION_HEADER
 from ..exceptions import SHUTTING_DOWN_DETAIL
-from .aiohttp_internals import count_written
+from .writes import write, write_sliced
 
 if TYPE_CHECKING:
     from ..store import Key, Record
@@ -78,6 +78,8 @@ _HEAD = 1
 _CLOSE = 2
 _HTTP10 = 4
 _MAX_CACHED = 256
+
+Encoder = Callable[["Record"], bytes]
 
 _OK = b"200 OK"
 _TEXT = b"Content-Type: text/plain; charset=utf-8\r\n"
@@ -117,16 +119,20 @@ def _head(status: bytes, fields: bytes, length: int, stamp: bytes, variant: int)
 class ReplyWire:
     """Gets' encoded replies, cached per key and version, and their ``200`` bytes, per variant and second.
 
-    ``encode`` encodes a get's reply of a record; ``boot`` reads the boot id
-    (the store's incarnation, which a flushed Redis changes).
+    ``encode`` encodes a get's reply of a record (``encode_object``: in form=object);
+    ``boot`` reads the boot id (the store's incarnation, which a flushed Redis changes).
     """
 
-    def __init__(self, encode: Callable[[Record], bytes], boot: Callable[[], str], *, enabled: bool) -> None:
+    def __init__(
+        self, encode: Encoder, boot: Callable[[], str], *, enabled: bool, encode_object: Encoder | None = None
+    ) -> None:
         self._encode = encode
+        self._encode_object = encode if encode_object is None else encode_object
         self._boot = boot
         self.enabled = enabled
         """Whether replies may skip ``on_response_prepare`` (it holds only the boot-id stamp)."""
         self._bodies: dict[Key, tuple[int, bytes]] = {}
+        self._objects: dict[Key, tuple[int, bytes]] = {}  # the form=object bodies, kept alike
         self._expecting: dict[Key, dict[EarlyReply, bool]] = {}
         """The gets that may be answered at a delivery, by key, in the order they came."""
         self._second = -1
@@ -135,13 +141,14 @@ class ReplyWire:
         # id(body) << 3 | variant -> (body, head, whole): the body is held, so its id is not reused.
         self._cache: dict[int, tuple[bytes, bytes, bytes | None]] = {}
 
-    def body(self, record: Record) -> bytes:
-        """The encoded reply to a get of ``record``, built once per version and shared by every getter."""
-        cached = self._bodies.get(record.key)
+    def body(self, record: Record, whole: bool = False) -> bytes:
+        """A get's encoded reply of ``record`` (``whole``: form=object), made once per version for all getters."""
+        bodies = self._objects if whole else self._bodies
+        cached = bodies.get(record.key)
         if cached is not None and cached[0] == record.version:
             return cached[1]
-        body = self._encode(record)
-        self._bodies[record.key] = (record.version, body)
+        body = self._encode_object(record) if whole else self._encode(record)
+        bodies[record.key] = (record.version, body)
         return body
 
     # -- the registry's hook, and the gets it answers -----------------
@@ -168,6 +175,7 @@ class ReplyWire:
         """The registry's ``on_delivery``: write the replies of the gets ``record`` answers; forget a deleted key."""
         if record is None:
             self._bodies.pop(key, None)
+            self._objects.pop(key, None)
             return
         peers = self._expecting.get(key)
         if peers is None:
@@ -278,16 +286,6 @@ class ReplyWire:
         return headers
 
 
-def _write(request: web.BaseRequest, data: bytes) -> bool:
-    """Write ``data`` on the request's connection, counted as aiohttp counts; ``False`` if it is gone."""
-    transport = request.transport
-    if transport is None or transport.is_closing():
-        return False
-    transport.write(data)
-    count_written(request, len(data))
-    return True
-
-
 class EarlyReply:
     """A get that a delivery may answer before its handler resumes (see :meth:`ReplyWire.expect`).
 
@@ -315,7 +313,7 @@ class EarlyReply:
         if body is not None:
             return  # a large body waits for its handler, which writes it with flow control
         self.record = record
-        if _write(self.request, data):
+        if write(self.request, data):
             self.sent = len(data)
 
 
@@ -372,12 +370,11 @@ class WireReply(web.StreamResponse):
             data, body = self._wire.ok(self._variant), None
         else:
             data, body = self._wire.parts(self._record, self._variant)
-        if not _write(request, data):
+        if not write(request, data):
             raise ConnectionResetError("The client closed the connection before its reply.")
         self._length = len(data)
         if body:
-            await request.writer.drain()
-            if not _write(request, body):
+            if not await write_sliced(request, body):
                 raise ConnectionResetError("The client closed the connection during its reply.")
             self._length += len(body)
         await request.writer.drain()

@@ -162,7 +162,12 @@ class FileStore(LocalStore):
 
     async def put(self, key: Key, value: dict[str, Any]) -> Record:
         staged, tables = self._staged, self._tables
-        tables.check_room(key, staged_ranks=staged.ranks_of(key), staged_namespaces=staged.namespaces)
+        tables.check_room(
+            key,
+            staged_ranks=staged.ranks_of(key),
+            staged_namespaces=staged.namespaces,
+            staged_tables=staged.ranks,
+        )
         record = Record(key, value, staged.stamp(key.namespace, tables), time.time())
         line = encode_line(put_entry(record))
         change = Pending(key, record.version, line, record, self._future())

@@ -18,7 +18,8 @@ replica never loses another replica's addition.
 
 The limits that need counts are the store's too, checked atomically with the
 write that would pass them: ``max_ranks`` distinct ranks per (namespace, kind,
-role), ``max_namespaces`` namespaces holding records. A check-then-write in the
+role), ``max_roles`` roles per (namespace, kind), ``max_namespaces``
+namespaces holding records. A check-then-write in the
 caller would race with other writers, in this process or another.
 
 Every change the store applies, whoever asked for it, is announced on its
@@ -59,6 +60,7 @@ __all__ = [
     "StoreLimits",
     "ignore_changes",
     "members_of",
+    "too_many_roles",
     "with_member",
 ]
 
@@ -103,6 +105,14 @@ def with_member(value: dict[str, Any] | None, member: str, *, present: bool) -> 
     else:
         members.remove(member)
     return {MEMBERS: members}
+
+
+def too_many_roles(held: int) -> str:
+    """The detail of a write refused under ``max_roles``: every store says it in these words."""
+    return (
+        f"The namespace already holds records of this kind under {held} distinct roles, its limit "
+        "(--max-roles); unregister a role's last rank before using another."
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,6 +174,8 @@ class StoreLimits:
     """Distinct ranks one (namespace, kind, role) may hold; a replacement never needs room."""
     max_namespaces: int | None = None
     """Namespaces that may hold records at once."""
+    max_roles: int | None = None
+    """Distinct roles one (namespace, kind) may hold records under; a write to a role held needs no room."""
 
 
 class ChangeListener(Protocol):
@@ -258,6 +270,10 @@ class Store(abc.ABC):
     @abc.abstractmethod
     async def records(self, namespace: str, kind: str, role: str) -> list[Record]:
         """Every record of one kind and role in ``namespace``, by rank."""
+
+    async def count(self, namespace: str, kind: str, role: str) -> int:
+        """How many records of one kind and role ``namespace`` holds: a store counts without reading them."""
+        return len(await self.records(namespace, kind, role))
 
     async def records_in(self, namespace: str, kind: str, role: str, ranks: RankSet) -> list[Record]:
         """The records of one kind and role in ``namespace`` whose ranks are in ``ranks``, by rank.

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 
 from ..exceptions import TooManyNamespaces, TooManyRanks
-from .interface import Key, Record, Store, StoreLimits
+from .interface import Key, Record, Store, StoreLimits, too_many_roles
 
 __all__ = ["LocalStore", "Tables"]
 
@@ -49,6 +49,9 @@ class Tables:
         table = self._namespaces.get(namespace, {}).get((kind, role), {})
         return sorted(table.values(), key=lambda record: record.rank)
 
+    def count(self, namespace: str, kind: str, role: str) -> int:
+        return len(self._namespaces.get(namespace, {}).get((kind, role), ()))
+
     def all_records(self) -> list[Record]:
         return [
             record
@@ -74,14 +77,21 @@ class Tables:
     # -- changing ------------------------------------------------------
 
     def check_room(
-        self, key: Key, *, staged_ranks: Collection[int] = (), staged_namespaces: Collection[str] = ()
+        self,
+        key: Key,
+        *,
+        staged_ranks: Collection[int] = (),
+        staged_namespaces: Collection[str] = (),
+        staged_tables: Collection[tuple[str, str, str]] = (),
     ) -> None:
         """Raise when writing ``key`` would pass a limit; a replacement always has room.
 
-        ``staged_ranks`` (of ``key``'s kind and role) and ``staged_namespaces``
-        are held by writes on their way in, which count as if they had landed.
+        ``staged_ranks`` (of ``key``'s kind and role), ``staged_namespaces`` and
+        ``staged_tables`` (namespace, kind, role) are held by writes on their
+        way in, which count as if they had landed.
         """
         groups = self._namespaces.get(key.namespace)
+        self._check_roles(key, groups, staged_tables)
         if groups is None and key.namespace not in staged_namespaces:
             limit = self.limits.max_namespaces
             held = len(self._namespaces) + sum(1 for ns in staged_namespaces if ns not in self._namespaces)
@@ -102,6 +112,24 @@ class Tables:
                 f"The server already stores {held} distinct ranks, its limit; "
                 "unregister one, or give the server a world size or a higher rank limit."
             )
+
+    def _check_roles(
+        self,
+        key: Key,
+        groups: dict[_Group, dict[int, Record]] | None,
+        staged: Collection[tuple[str, str, str]],
+    ) -> None:
+        limit = self.limits.max_roles
+        if limit is None or (groups is not None and (key.kind, key.role) in groups):
+            return
+        if (key.namespace, key.kind, key.role) in staged:
+            return
+        held = {role for kind, role in groups or () if kind == key.kind}
+        held.update(
+            role for namespace, kind, role in staged if namespace == key.namespace and kind == key.kind
+        )
+        if len(held) >= limit:
+            raise TooManyRanks(too_many_roles(len(held)))
 
     def next_version(self, namespace: str) -> int:
         return self.version(namespace) + 1
@@ -175,6 +203,9 @@ class LocalStore(Store):
 
     async def records(self, namespace: str, kind: str, role: str) -> list[Record]:
         return self._tables.records(namespace, kind, role)
+
+    async def count(self, namespace: str, kind: str, role: str) -> int:
+        return self._tables.count(namespace, kind, role)
 
     async def version(self, namespace: str) -> int:
         return self._tables.version(namespace)

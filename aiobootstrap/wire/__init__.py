@@ -3,7 +3,8 @@
 Everything both ends must agree on lives under this folder and nowhere else:
 the routes (``routes``), the query grammar (``params``), the request bodies
 (``bodies``), the error replies (``errors``), the public result types and
-their decoders (``results``) and each kind's routes (``kinds``). Nothing here
+their decoders (``results``, reading replies through ``reading``) and each
+kind's routes (``kinds``). Nothing here
 does I/O, imports aiohttp or knows the store. On the server's side a malformed
 value raises :class:`~aiobootstrap.exceptions.BadRequest` naming the field; on
 the client's side a reply the protocol does not allow raises
@@ -16,6 +17,7 @@ from .bodies import (
     MAX_NESTING,
     MISSING_URL_DETAIL,
     MISSING_URL_ERROR,
+    NOT_UNICODE,
     check_world_size,
     config_body,
     encoder_url,
@@ -63,22 +65,6 @@ from .params import (
     role_rank_query,
     split_rank_specs,
     with_role,
-)
-from .reading import (
-    T,
-    Wrong,
-    count,
-    decoding,
-    exactly,
-    item_field,
-    items_of,
-    json_list,
-    json_object,
-    optional_text,
-    parse_reply,
-    seconds,
-    shown,
-    text,
 )
 from .results import (
     EncoderUrls,
@@ -149,6 +135,7 @@ __all__ = [
     "MISSING_URL_ERROR",
     "NAMESPACES_PATH",
     "NAMESPACE_PREFIX",
+    "NOT_UNICODE",
     "OPENAPI_PATH",
     "PARALLELISM_CONFIG_ROUTES",
     "RANKS_PATH",
@@ -162,14 +149,11 @@ __all__ = [
     "ParallelismConfig",
     "RankListing",
     "RankSummary",
-    "T",
     "TransferEngineInfo",
-    "Wrong",
     "batch_query",
     "check_namespace",
     "check_world_size",
     "config_body",
-    "count",
     "decode_absent",
     "decode_batch",
     "decode_config",
@@ -180,7 +164,6 @@ __all__ = [
     "decode_namespaces",
     "decode_not_registered",
     "decode_version_header",
-    "decoding",
     "encode_encoder_urls",
     "encode_items",
     "encode_namespaces",
@@ -190,19 +173,13 @@ __all__ = [
     "engine_info_body",
     "error_body",
     "error_detail",
-    "exactly",
     "field_of",
     "format_ranks",
     "get_query",
     "is_classic",
-    "item_field",
-    "items_of",
-    "json_list",
-    "json_object",
     "listing_query",
     "missing_fields",
     "missing_in_world",
-    "optional_text",
     "parse_after",
     "parse_body",
     "parse_engine_info",
@@ -211,7 +188,6 @@ __all__ = [
     "parse_rank_field",
     "parse_rank_param",
     "parse_ranks",
-    "parse_reply",
     "parse_role_field",
     "parse_role_param",
     "parse_seconds",
@@ -222,10 +198,7 @@ __all__ = [
     "record_query",
     "records_query",
     "role_rank_query",
-    "seconds",
-    "shown",
     "split_rank_specs",
-    "text",
     "url_body",
     "with_role",
 ]

@@ -6,15 +6,25 @@ detail naming the field; the client's writers build exactly what they read.
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Mapping
 from typing import Any
 
 from .._json import loads, stdlib_dumps
-from .._names import DEFAULT_ROLE, PARALLELISM_CONFIG, TRANSFER_ENGINE_INFO
+from .._names import DEFAULT_ROLE, MAX_ROLE_LENGTH, PARALLELISM_CONFIG, TRANSFER_ENGINE_INFO
 from .._ranks import MAX_RANK, rank_value
 from ..exceptions import BadRequest
 
 MAX_NESTING = 64
+
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+"""A ``\\u`` escape of a surrogate: the only way a body (valid UTF-8, or not parsed at all) spells one."""
+
+NOT_UNICODE = (
+    "The request body holds a string that is not valid Unicode text "
+    "(a lone surrogate escape such as \\ud800): no store can keep it."
+)
 
 
 def parse_body(body: bytes) -> dict[str, Any]:
@@ -29,7 +39,30 @@ def parse_body(body: bytes) -> dict[str, Any]:
     if not (within if within is not None else _nests_within(payload, MAX_NESTING)):
         # Deeper than any registration needs, and deeper than a reply can always be written.
         raise BadRequest(f"The request body nests objects and arrays more than {MAX_NESTING} levels deep.")
+    if _SURROGATE_ESCAPE.search(body) is not None and not _encodable(payload):
+        raise BadRequest(NOT_UNICODE)
     return payload
+
+
+def _encodable(payload: dict[str, Any]) -> bool:
+    """Whether every string of ``payload`` (keys too) is valid Unicode text: a pair of surrogate
+    escapes is one character, a lone one is not, and no store can key or write it."""
+    try:
+        json.dumps(payload, ensure_ascii=False).encode()
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _check_role(role: str, where: str) -> str:
+    if len(role) > MAX_ROLE_LENGTH:
+        raise BadRequest(f"The {where} is {len(role)} characters long: the limit is {MAX_ROLE_LENGTH}.")
+    if not role.isascii():
+        try:
+            role.encode()
+        except UnicodeEncodeError:
+            raise BadRequest(f"The {where} is not valid Unicode text (a lone surrogate).") from None
+    return role
 
 
 # The nesting check on the bytes of a body already parsed, at the speed of
@@ -86,20 +119,21 @@ def parse_rank_field(payload: Mapping[str, Any]) -> int:
 
 
 def parse_role_field(payload: Mapping[str, Any]) -> str:
-    """The role of a register body: a non-empty string, ``target`` when absent."""
+    """The role of a register body: a non-empty string of at most :data:`MAX_ROLE_LENGTH`
+    characters, ``target`` when absent."""
     role = payload.get("role", DEFAULT_ROLE)
     if not isinstance(role, str) or not role:
         raise BadRequest("The field role must be a non-empty string.")
-    return role
+    return _check_role(role, "field role")
 
 
 def parse_role_param(value: str | None) -> str:
-    """The role of a query: a non-empty string, ``target`` when absent."""
+    """The role of a query: as :func:`parse_role_field`'s."""
     if value is None:
         return DEFAULT_ROLE
     if not value:
         raise BadRequest("Invalid role parameter: give a non-empty role, such as target or draft.")
-    return value
+    return _check_role(value, "role parameter")
 
 
 def field_of(payload: Mapping[str, Any], name: str) -> Any:

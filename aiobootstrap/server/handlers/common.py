@@ -11,6 +11,7 @@ from ...exceptions import BadRequest
 from ..appkeys import CONFIG
 from ..kinds import RecordKind
 from ..replies import SEPARATE_BODY_OVER
+from ..writes import write_stream
 
 __all__ = ["json_reply", "namespace_of", "not_registered", "param", "wait_seconds"]
 
@@ -48,7 +49,7 @@ async def json_reply(request: web.Request, body: bytes, version: int | None = No
     response = web.StreamResponse(headers={"Content-Type": protocol.JSON_TYPE, **headers})
     response.content_length = len(body)
     await response.prepare(request)
-    await response.write(body)
+    await write_stream(response, body)
     await response.write_eof()
     return response
 

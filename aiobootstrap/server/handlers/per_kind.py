@@ -18,6 +18,7 @@ from ...exceptions import BootstrapError
 from ...store import Record
 from ..appkeys import CONFIG, REGISTRY
 from ..auth import ExpectHandler
+from ..batches import BATCH_REPLIES
 from ..body import read_body
 from ..kinds import RecordKind
 from ..metrics import METRICS, counts_gets
@@ -117,7 +118,7 @@ def _get(kind: RecordKind) -> Handler:
         if record is None:
             return not_registered(kind, [rank])
         if whole:
-            return await json_reply(request, kind.encode_object(record), version=record.version)
+            return await json_reply(request, wire.body(record, whole=True), version=record.version)
         if prebuilt:
             return WireReply(request, wire, record, early)
         return await json_reply(request, wire.body(record), version=record.version)
@@ -142,13 +143,26 @@ def _get_batch(kind: RecordKind) -> Handler:
         if missing:
             return not_registered(kind, missing)
         version = await registry.store.version(namespace)
-        encode = kind.encode_object if whole else request.app[REPLY_WIRE].body
-        items: list[bytes] = []
-        for start in range(0, len(found), _ENCODE_CHUNK):
-            if start:
-                # Tens of thousands of records not encoded yet take a while: let other requests in.
-                await asyncio.sleep(0)
-            items.extend(kind.item(record, encode(record)) for record in found[start : start + _ENCODE_CHUNK])
-        return await json_reply(request, protocol.encode_items(kind.batch_field, items, version))
+        # The getters woken together share one reply (and every item's body), not a copy each.
+        shared, asked = request.app[BATCH_REPLIES], (namespace, kind.name, role, ranks, whole)
+        body = shared.get(asked, found, version)
+        if body is None:
+            body = await _batch_body(kind, request.app[REPLY_WIRE], found, version, whole)
+            shared.keep(asked, found, version, body)
+        return await json_reply(request, body)
 
     return _named(get_batch, "get_batch", kind)
+
+
+async def _batch_body(
+    kind: RecordKind, wire: ReplyWire, found: list[Record], version: int, whole: bool
+) -> bytes:
+    items: list[bytes] = []
+    for start in range(0, len(found), _ENCODE_CHUNK):
+        if start:
+            # Tens of thousands of records not encoded yet take a while: let other requests in.
+            await asyncio.sleep(0)
+        items.extend(
+            kind.item(record, wire.body(record, whole)) for record in found[start : start + _ENCODE_CHUNK]
+        )
+    return protocol.encode_items(kind.batch_field, items, version)

@@ -116,7 +116,9 @@ def kind_paths(kind: RecordKind) -> dict[str, dict[str, Any]]:
                     "200": _text("Registered."),
                     "400": _BAD_REQUEST,
                     **_BODY_ERRORS,
-                    "409": json_reply("A new rank past the server's --max-ranks (no world size set)."),
+                    "409": json_reply(
+                        "A new rank past the server's --max-ranks (no world size set), or a new role past --max-roles."
+                    ),
                     "503": _UNAVAILABLE,
                 },
             },

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from ... import wire as protocol
-from ..._names import DEFAULT_ROLE
+from ..._names import DEFAULT_ROLE, MAX_ROLE_LENGTH
 from ..._ranks import MAX_RANK
 from ..kinds import RecordKind
 
@@ -23,7 +23,7 @@ def ref(name: str) -> dict[str, str]:
 
 RANK = {"type": "integer", "minimum": 0, "maximum": MAX_RANK}
 """A rank, in a query or a body; in a query, any integer (a version too): plain digits, at most as many as ``MAX_RANK`` has."""
-ROLE = {"type": "string", "minLength": 1, "default": DEFAULT_ROLE}
+ROLE = {"type": "string", "minLength": 1, "maxLength": MAX_ROLE_LENGTH, "default": DEFAULT_ROLE}
 """A role, in a query or a body."""
 
 

@@ -124,6 +124,8 @@ class Connection:
         max_connections: int,
     ) -> None:
         self._url = url
+        self.feed_url = url
+        """Where the feed reader connects: ``url`` (a test points it past a proxy that stalls the calls)."""
         self.where = where
         """The Redis, named for messages: its URL without the password."""
         self._prefix = prefix
@@ -160,7 +162,7 @@ class Connection:
         # The reader's own connection: its XREAD blocks for a second, so its
         # socket waits that long plus the usual timeout before giving up.
         feed_pool = aioredis.ConnectionPool.from_url(
-            self._url,
+            self.feed_url,
             max_connections=2,
             socket_timeout=self.timeout + self._block_seconds,
             client_name=f"{self._prefix}.feed",

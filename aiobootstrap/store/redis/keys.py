@@ -9,6 +9,7 @@ live in one slot and the scripts stay valid on a cluster:
 ``{P}:floor``                      string  above every version of a forgotten namespace
 ``{P}:versions``                   hash    namespace -> its latest version (namespaces holding records)
 ``{P}:counts``                     hash    namespace -> how many records it holds
+``{P}:roles``                      hash    ``NS:KIND`` -> how many roles hold records of it
 ``{P}:feed``                       stream  one entry per change: seq, key, version, op; never a value
 ``{P}:records:NS:KIND:ROLE``       hash    rank -> ``"VERSION REGISTERED_AT JSON"``
 =================================  ======  ================================================
@@ -27,7 +28,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ... import _json
-from ..._names import KIND_PATTERN, is_name
+from ..._names import KIND_PATTERN, MAX_ROLE_LENGTH, is_name
 from ..interface import Key, Record
 
 __all__ = ["Keys", "decode", "text"]
@@ -42,6 +43,7 @@ class Keys:
     floor: str
     versions: str
     counts: str
+    roles: str
     feed: str
     records: str
     """What every rank table's name starts with."""
@@ -55,6 +57,7 @@ class Keys:
             floor=f"{tag}:floor",
             versions=f"{tag}:versions",
             counts=f"{tag}:counts",
+            roles=f"{tag}:roles",
             feed=f"{tag}:feed",
             records=f"{tag}:records:",
         )
@@ -65,8 +68,9 @@ class Keys:
             raise ValueError(f"Namespace {key.namespace!r} is not a valid namespace name.")
         if not KIND_PATTERN.fullmatch(key.kind):
             raise ValueError(f"Record kind {key.kind!r} is not a valid kind.")
-        if not key.role:
-            raise ValueError("A role is a non-empty string.")
+        if not key.role or len(key.role) > MAX_ROLE_LENGTH:
+            # The role goes on every feed entry of the table's changes: bounded, whoever writes.
+            raise ValueError(f"A role is a non-empty string of at most {MAX_ROLE_LENGTH} characters.")
         if not key.role.isascii():
             try:
                 key.role.encode()
@@ -78,7 +82,16 @@ class Keys:
 
     def write(self, table: str) -> list[str]:
         """The ``KEYS`` of a write script (``lua.PUT``, ``lua.DELETE``) that changes ``table``."""
-        return [self.incarnation, self.seq, self.floor, self.versions, self.counts, table, self.feed]
+        return [
+            self.incarnation,
+            self.seq,
+            self.floor,
+            self.versions,
+            self.counts,
+            table,
+            self.feed,
+            self.roles,
+        ]
 
 
 def decode(key: Key, blob: bytes | str) -> Record:

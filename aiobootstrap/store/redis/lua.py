@@ -21,18 +21,19 @@ if not incarnation then
 end
 """
 
-# KEYS: incarnation seq floor versions counts table feed
+# KEYS: incarnation seq floor versions counts table feed roles
 # ARGV: new-incarnation namespace kind role rank registered-at value max-ranks max-namespaces feed-length
-#       expected-version (optional: the write happens only if the record's version is still this, -1 absent)
+#       max-roles expected-version (optional: the write happens only if the record's version is still
+#       this, -1 absent)
 PUT = (
     GET_OR_CREATE_INCARNATION
     + """
 local namespace, rank = ARGV[2], ARGV[5]
-if ARGV[11] then
+if ARGV[12] then
   local current = redis.call('HGET', KEYS[6], rank)
   local seen = -1
   if current then seen = tonumber(string.match(current, '^(%d+)')) end
-  if seen ~= tonumber(ARGV[11]) then return {-3, seen, incarnation} end
+  if seen ~= tonumber(ARGV[12]) then return {-3, seen, incarnation} end
 end
 if redis.call('HEXISTS', KEYS[6], rank) == 0 then
   if redis.call('HEXISTS', KEYS[5], namespace) == 0 then
@@ -41,6 +42,13 @@ if redis.call('HEXISTS', KEYS[6], rank) == 0 then
   else
     local limit, held = tonumber(ARGV[8]), redis.call('HLEN', KEYS[6])
     if limit >= 0 and held > 0 and held >= limit then return {-1, held, incarnation} end
+  end
+  if redis.call('EXISTS', KEYS[6]) == 0 then
+    -- A new role for this namespace and kind: counted, under the role cap.
+    local group = namespace .. ':' .. ARGV[3]
+    local limit, held = tonumber(ARGV[11]), tonumber(redis.call('HGET', KEYS[8], group) or '0')
+    if limit >= 0 and held >= limit then return {-4, held, incarnation} end
+    redis.call('HINCRBY', KEYS[8], group, 1)
   end
   redis.call('HINCRBY', KEYS[5], namespace, 1)
 end
@@ -64,6 +72,10 @@ local namespace, rank = ARGV[2], ARGV[5]
 local current = redis.call('HGET', KEYS[6], rank)
 if not current then return {0, incarnation} end
 redis.call('HDEL', KEYS[6], rank)
+if redis.call('EXISTS', KEYS[6]) == 0 then
+  local group = namespace .. ':' .. ARGV[3]
+  if redis.call('HINCRBY', KEYS[8], group, -1) <= 0 then redis.call('HDEL', KEYS[8], group) end
+end
 if redis.call('HEXISTS', KEYS[4], namespace) == 0 then
   redis.call('HSET', KEYS[4], namespace, redis.call('GET', KEYS[3]) or 0)
 end

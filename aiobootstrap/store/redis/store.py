@@ -24,6 +24,7 @@ from ... import _json
 from ..._names import check_name
 from ..._ranks import RankSet
 from ...exceptions import StoreUnavailable, TooManyNamespaces, TooManyRanks
+from .. import interface
 from ..interface import READ_BY_KEY, Change, ChangeListener, Key, Record, Store, StoreLimits, with_member
 from ..redacted import describe
 from . import lua
@@ -171,6 +172,7 @@ class RedisStore(Store):
                 -1 if limits.max_ranks is None else limits.max_ranks,
                 -1 if limits.max_namespaces is None else limits.max_namespaces,
                 self._feed_length,
+                -1 if limits.max_roles is None else limits.max_roles,
                 *(() if expected is None else (expected,)),
             ],
         )
@@ -185,6 +187,8 @@ class RedisStore(Store):
                 f"The server already holds records in {held} namespaces, its limit "
                 "(--max-namespaces); a namespace is freed when its last record is deleted."
             )
+        if status == -4:
+            raise TooManyRanks(interface.too_many_roles(held))
         if status == -1:
             raise TooManyRanks(
                 f"The server already stores {held} distinct ranks, its limit; "
@@ -253,6 +257,10 @@ class RedisStore(Store):
         blobs = await self._connection.read(lambda client: client.hgetall(table))
         found = [decode(Key(namespace, kind, role, int(rank)), blob) for rank, blob in blobs.items()]
         return sorted(found, key=lambda record: record.rank)
+
+    async def count(self, namespace: str, kind: str, role: str) -> int:
+        table = self._keys.table(Key(namespace, kind, role, 0))
+        return int(await self._connection.read(lambda client: client.hlen(table)))
 
     async def records_in(self, namespace: str, kind: str, role: str, ranks: RankSet) -> list[Record]:
         if len(ranks) <= READ_BY_KEY:

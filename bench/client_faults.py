@@ -1,4 +1,4 @@
-"""Soak figures of issue 18's client and log items: a client against a bad server, a bad request line's log.
+"""Soak figures of the client and the log under faults: a client against a bad server, a bad request line's log.
 
 Two sections of ``bench.soak``:
 
