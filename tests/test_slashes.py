@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 import requests
 
-from aiobootstrap import ThreadedBootstrapServer
+from aiobootstrap import ThreadedBootstrapServer, create_app
 
 from .conftest import GUARD, registration
 
@@ -58,3 +60,23 @@ def test_requests_follows_the_307_as_against_the_engines_servers() -> None:
         assert (reply.status_code, reply.text, reply.history[0].status_code) == (200, "OK", 307)
         reply = requests.get(f"{server.url}/list_encoder_urls/", timeout=GUARD)
         assert reply.json()["encoder_urls"] == ["http://e:1"]
+
+
+async def test_a_redirect_that_leaves_the_body_unread_closes_the_connection(aiohttp_client) -> None:
+    """The server drops an unread body by closing: the 307 says so, so no client reuses a closing connection."""
+    client = await aiohttp_client(create_app())
+    body = b'{"url": "http://e:1"}'
+    reader, writer = await asyncio.open_connection(client.server.host, client.server.port)
+    try:
+        # The head alone: the body is still on its way when the redirect is made.
+        writer.write(
+            b"POST /register_encoder_url/ HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n"
+        )
+        await writer.drain()
+        head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), GUARD)
+    finally:
+        writer.close()
+    assert head.startswith(b"HTTP/1.1 307")
+    assert b"Connection: close" in head
+    assert b"Location: /register_encoder_url\r\n" in head

@@ -19,7 +19,7 @@ from collections.abc import AsyncIterator, Iterable
 from typing import TYPE_CHECKING
 
 from aiohttp import web
-from aiohttp.typedefs import Middleware
+from aiohttp.typedefs import Handler, Middleware
 
 from .. import wire as protocol
 from .._names import BOOT_HEADER, DEFAULT_ROLE, TRANSFER_ENGINE_INFO
@@ -95,11 +95,27 @@ def create_app(config: ServerConfig | None = None) -> web.Application:
     return app
 
 
-_slash_redirect = web.normalize_path_middleware(
+_normalize_path = web.normalize_path_middleware(
     append_slash=False, remove_slash=True, merge_slashes=False, redirect_class=web.HTTPTemporaryRedirect
 )
-"""A route asked with a trailing ``/`` answers ``307`` to the route without it, query kept (FastAPI's
-``redirect_slashes``, which the engines' servers have): a client that follows redirects keeps working."""
+
+
+@web.middleware
+async def _slash_redirect(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """A route asked with a trailing ``/`` answers ``307`` to the route without it, query kept (FastAPI's
+    ``redirect_slashes``, which the engines' servers have): a client that follows redirects keeps working.
+
+    The redirect of a request whose body is still unread says ``Connection: close``: the server does
+    not linger to drop the body (``lingering_time=0``), and a client that kept the connection for its
+    next request would find it closed under it."""
+    try:
+        return await _normalize_path(request, handler)
+    except web.HTTPRedirection as redirect:
+        location = {"Location": redirect.headers["Location"]}
+        reply = web.Response(status=redirect.status, headers=location, text=redirect.text)
+        if request.body_exists and not request.content.is_eof():
+            reply.force_close()
+        return reply
 
 
 def _routes(expect: ExpectHandler | None = None) -> list[web.RouteDef]:
