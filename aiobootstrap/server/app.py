@@ -22,6 +22,7 @@ from aiohttp import web
 from aiohttp.typedefs import Middleware
 
 from .. import wire as protocol
+from .._history import History, listeners
 from .._names import BOOT_HEADER, DEFAULT_ROLE, TRANSFER_ENGINE_INFO
 from .._registry import Registry
 from ..store import StoreLimits
@@ -36,6 +37,7 @@ from .errors import error_middleware
 from .handlers.encoder_urls import list_encoder_urls, register_encoder_url, unregister_encoder_url
 from .handlers.per_kind import kind_routes
 from .handlers.status import PUBLIC, health, list_ranks, ready
+from .handlers.watch import HISTORY, watch
 from .kinds import encode_reply, encoder_list_key, encoder_urls
 from .metrics import METRICS, NAMESPACE_FIGURES, Metrics, NamespaceFigures, metrics, metrics_middleware
 from .openapi import openapi
@@ -90,6 +92,7 @@ def _routes(expect: ExpectHandler | None = None) -> list[web.RouteDef]:
         web.post(ENCODER_REGISTER_PATH, register_encoder_url, expect_handler=expect),
         web.delete(ENCODER_UNREGISTER_PATH, unregister_encoder_url, expect_handler=expect),
         web.get(ENCODER_LIST_PATH, list_encoder_urls, expect_handler=expect),
+        web.get(protocol.WATCH_PATH, watch, expect_handler=expect),
     ]
 
 
@@ -115,8 +118,11 @@ async def _registry_context(app: web.Application) -> AsyncIterator[None]:
     stamps_only = list(app.on_response_prepare) == [_boot_header]
     wire = ReplyWire(encode_reply, lambda: store.incarnation, enabled=stamps_only)
     registry = Registry(store, max_waiters=config.max_waiters, on_delivery=wire.delivered)
-    await store.open(registry)
+    history = History(store, limit=config.watch_history)
+    await store.open(listeners(registry, history))
+    await history.open()
     app[REGISTRY] = registry
+    app[HISTORY] = history
     app[REPLY_WIRE] = wire
     log.info("store: %s", store.description)
     try:
@@ -146,6 +152,7 @@ async def release_waiters(
     if connections is not None:
         answered = connections.answer(registry.parked_tasks, app[REPLY_WIRE].shutting_down())
     registry.close()
+    app[HISTORY].close()  # its watchers answer 503, its streams end
     if connections is not None and answered:
         log.info("answered %d parked waits with 503", answered)
         # Their connections out of aiohttp's table first: its shutdown then walks only the rest.

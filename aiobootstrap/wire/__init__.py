@@ -246,3 +246,33 @@ from .routes import (
 from .routes import (
     path as path,
 )
+from .watch import (
+    EVENT_STREAM as EVENT_STREAM,
+)
+from .watch import (
+    LAST_EVENT_ID as LAST_EVENT_ID,
+)
+from .watch import (
+    WATCH_PATH as WATCH_PATH,
+)
+from .watch import (
+    WatchedChange as WatchedChange,
+)
+from .watch import (
+    WatchReply as WatchReply,
+)
+from .watch import (
+    decode_watch as decode_watch,
+)
+from .watch import (
+    encode_watch as encode_watch,
+)
+from .watch import (
+    parse_last_event_id as parse_last_event_id,
+)
+from .watch import (
+    sse_event as sse_event,
+)
+from .watch import (
+    watch_query as watch_query,
+)
