@@ -16,6 +16,7 @@ from .exceptions import (
     AddressInUse,
     BadRequest,
     BootstrapError,
+    HistoryGone,
     NotRegistered,
     PayloadTooLarge,
     RankNotRegistered,
@@ -40,7 +41,14 @@ if TYPE_CHECKING:
     from .server.server import BootstrapServer
     from .server.threaded import ThreadedBootstrapServer
     from .store import Key, MemoryStore, Record, Store
-    from .wire import EncoderUrls, ParallelismConfig, RankListing, RankSummary, TransferEngineInfo
+    from .wire import (
+        EncoderUrls,
+        ParallelismConfig,
+        RankListing,
+        RankSummary,
+        TransferEngineInfo,
+        WatchedChange,
+    )
 
 _LAZY = {
     "create_app": ".server.app",
@@ -52,6 +60,7 @@ _LAZY = {
     "RankListing": ".wire",
     "RankSummary": ".wire",
     "TransferEngineInfo": ".wire",
+    "WatchedChange": ".wire",
     "Key": ".store",
     "MemoryStore": ".store",
     "Record": ".store",
@@ -84,6 +93,7 @@ __all__ = [
     "BootstrapError",
     "BootstrapServer",
     "EncoderUrls",
+    "HistoryGone",
     "Key",
     "MemoryStore",
     "NotRegistered",
@@ -108,6 +118,7 @@ __all__ = [
     "TransferEngineInfo",
     "Unauthorized",
     "UnexpectedReply",
+    "WatchedChange",
     "__version__",
     "create_app",
 ]

@@ -70,11 +70,12 @@ class _Unreachable(Exception):
 
 
 class Reply(NamedTuple):
-    """A reply: its status, its body, and the version its ``X-Aiobootstrap-Version`` header names."""
+    """A reply: its status, its body, the version its ``X-Aiobootstrap-Version`` header names, and its boot id."""
 
     status: int
     body: bytes
     version: str | None
+    boot: str | None = None
 
 
 def _replayed(key: Hashable) -> str:
@@ -281,9 +282,10 @@ class Transport:
                 ssl=self._ssl,
                 timeout=aiohttp.ClientTimeout(total=None, sock_connect=10.0, sock_read=timeout),
             ) as response:
-                self._restarts.saw(response.headers.get(BOOT_HEADER))
+                boot = response.headers.get(BOOT_HEADER)
+                self._restarts.saw(boot)
                 body = await response.read()
-                return Reply(response.status, body, response.headers.get(VERSION_HEADER))
+                return Reply(response.status, body, response.headers.get(VERSION_HEADER), boot)
         except _BAD_URL as exc:
             raise BootstrapError(f"Invalid server URL {url!r}.") from exc
         except aiohttp.ClientSSLError as exc:

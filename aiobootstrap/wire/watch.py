@@ -106,10 +106,18 @@ def parse_last_event_id(value: str | None) -> int | None:
 
 
 def watch_query(
-    after: int, wait: float, *, kind: str | None = None, role: str | None = None, ranks: RankSet | None = None
+    after: int,
+    wait: float,
+    *,
+    kind: str | None = None,
+    role: str | None = None,
+    ranks: RankSet | None = None,
+    boot: str | None = None,
 ) -> dict[str, str]:
-    """The query of ``GET /watch``."""
+    """The query of ``GET /watch`` (``boot``: the boot id ``after`` came from)."""
     query = {"after": str(after), "wait": f"{wait:g}"}
+    if boot is not None:
+        query["boot"] = boot
     if kind is not None:
         query["kind"] = kind
     if role is not None:

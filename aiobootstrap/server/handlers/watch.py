@@ -76,11 +76,24 @@ def _gone(exc: HistoryGone) -> web.Response:
 
 
 async def watch(request: web.Request) -> web.StreamResponse:
-    """``GET /watch?after=V[&wait=S][&kind=K][&role=R][&ranks=SET]``: the changes after version V."""
+    """``GET /watch?after=V[&wait=S][&kind=K][&role=R][&ranks=SET][&boot=ID]``: the changes after version V.
+
+    ``boot``: the boot id ``V`` came from; another incarnation's is a ``410`` at once.
+    """
     after = protocol.parse_after(param(request, "after"))
     match = _match(request)
     namespace = namespace_of(request)
     history = request.app[HISTORY]
+    boot = param(request, "boot")
+    if boot is not None and boot != history.store.incarnation:
+        # The version came from another incarnation of the registry: none of it holds here.
+        return _gone(
+            HistoryGone(
+                "The registry is not the incarnation that version came from (a new boot id): "
+                "read the listing, then watch from its version.",
+                await history.store.version(namespace),
+            )
+        )
     if _wants_stream(request):
         resume = protocol.parse_last_event_id(request.headers.get(protocol.LAST_EVENT_ID))
         return await _stream(request, history, namespace, after if resume is None else resume, match)

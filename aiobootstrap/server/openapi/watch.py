@@ -72,6 +72,11 @@ def watch_paths() -> dict[str, dict[str, Any]]:
                         },
                     ),
                     _query("role", "Only changes of this role (per-rank kinds).", ROLE),
+                    _query(
+                        "boot",
+                        "The boot id (X-Aiobootstrap-Boot) `after` came from: another one is a 410 at once.",
+                        {"type": "string"},
+                    ),
                     {
                         **_RANKS,
                         "required": False,
