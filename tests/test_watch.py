@@ -236,3 +236,17 @@ async def test_probing_namespaces_leaves_nothing_behind(aiohttp_client):
     for name in ("p1", "p2", "p3"):
         assert (await test_client.get(f"/ns/{name}/watch?after=0&wait=0.01")).status == 200
     assert test_client.app[HISTORY]._logs == {}
+
+
+async def test_metrics_count_watchers_and_streams(client):
+    """/metrics shows the parked watchers and the open event streams."""
+    history = client.app[HISTORY]
+    parked = asyncio.create_task(_watch(client, "after=0&wait=30"))
+    stream = await client.get("/watch?after=0", headers={"Accept": "text/event-stream"})
+    await until(lambda: history.watchers == 2)
+    text = await (await client.get("/metrics")).text()
+    assert "aiobootstrap_watchers 2.0" in text
+    assert "aiobootstrap_watch_streams 1.0" in text
+    await client.put(REGISTER, json=registration(0))
+    await asyncio.wait_for(parked, GUARD)
+    stream.close()

@@ -159,6 +159,12 @@ def server_parser() -> argparse.ArgumentParser:
         metavar="N",
     )
     setting(
+        "--watch-history",
+        "changes GET /watch keeps per namespace; an older after= is 410 (default: %(default)d)",
+        type=int,
+        metavar="N",
+    )
+    setting(
         "--idle-timeout",
         "close a connection that sends no complete request for this long (default: %(default)g)",
         type=float,
@@ -218,6 +224,7 @@ def server_config(args: argparse.Namespace, environ: Mapping[str, str]) -> Serve
         state_file=args.state_file,
         store=_store_url(args.store, args.state_file, environ),
         store_prefix=args.store_prefix,
+        watch_history=args.watch_history,
     )
 
 

@@ -37,7 +37,7 @@ from .errors import error_middleware
 from .handlers.encoder_urls import list_encoder_urls, register_encoder_url, unregister_encoder_url
 from .handlers.per_kind import kind_routes
 from .handlers.status import PUBLIC, health, list_ranks, ready
-from .handlers.watch import HISTORY, watch
+from .handlers.watch import HISTORY, WATCH_FIGURES, WatchCollector, WatchFigures, watch
 from .kinds import encode_reply, encoder_list_key, encoder_urls
 from .metrics import METRICS, NAMESPACE_FIGURES, Metrics, NamespaceFigures, metrics, metrics_middleware
 from .openapi import openapi
@@ -63,6 +63,7 @@ def create_app(config: ServerConfig | None = None) -> web.Application:
     app[CONFIG] = config
     app[BODY_BUDGET] = BodyBudget(config.max_body_memory)
     app[METRICS] = Metrics()
+    app[WATCH_FIGURES] = WatchFigures()
     app[NAMESPACE_FIGURES] = lambda: _namespace_figures(app)
     app.on_response_prepare.append(_boot_header)
     app.cleanup_ctx.append(_registry_context)
@@ -123,6 +124,7 @@ async def _registry_context(app: web.Application) -> AsyncIterator[None]:
     await history.open()
     app[REGISTRY] = registry
     app[HISTORY] = history
+    app[METRICS].registry.register(WatchCollector(history, app[WATCH_FIGURES]))
     app[REPLY_WIRE] = wire
     log.info("store: %s", store.description)
     try:

@@ -17,7 +17,11 @@ must ping only when quiet and end with the history's one shutdown path.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from dataclasses import dataclass
+
 from aiohttp import web
+from prometheus_client.core import GaugeMetricFamily, Metric
 
 from ... import wire as protocol
 from ..._history import History, Match
@@ -28,10 +32,42 @@ from ..appkeys import CONFIG
 from ..kinds import kind_named
 from .common import namespace_of, param, wait_seconds
 
-__all__ = ["HISTORY", "watch"]
+__all__ = ["HISTORY", "WATCH_FIGURES", "WatchCollector", "WatchFigures", "watch"]
 
 HISTORY = web.AppKey("history", History)
 """The watch history of every namespace (``app`` makes it beside the registry)."""
+
+
+@dataclass(slots=True)
+class WatchFigures:
+    """What only the HTTP side of watching knows."""
+
+    streams: int = 0
+    """Event streams open right now."""
+
+
+WATCH_FIGURES = web.AppKey("watch_figures", WatchFigures)
+
+
+class WatchCollector:
+    """``/metrics``' watch series, read when scraped: watchers parked, streams open."""
+
+    def __init__(self, history: History, figures: WatchFigures) -> None:
+        self._history = history
+        self._figures = figures
+
+    def collect(self) -> Iterator[Metric]:
+        yield GaugeMetricFamily(
+            "aiobootstrap_watchers",
+            "Watches parked right now, long-polls and event streams between events.",
+            value=self._history.watchers,
+        )
+        yield GaugeMetricFamily(
+            "aiobootstrap_watch_streams",
+            "GET /watch event streams open right now.",
+            value=self._figures.streams,
+        )
+
 
 _PING = b": ping\n\n"
 
@@ -122,9 +158,11 @@ async def _stream(
         }
     )
     await response.prepare(request)
-    # Headers out at once, before the first change: the client knows the stream is up.
-    await response.write(b"".join(map(protocol.sse_event, changes)) or _PING)
+    figures = request.app[WATCH_FIGURES]
+    figures.streams += 1
     try:
+        # Headers out at once, before the first change: the client knows the stream is up.
+        await response.write(b"".join(map(protocol.sse_event, changes)) or _PING)
         while True:
             changes, after = await history.since(namespace, after, ping, match)
             await response.write(b"".join(map(protocol.sse_event, changes)) if changes else _PING)
@@ -135,5 +173,7 @@ async def _stream(
         pass
     except ConnectionResetError:
         return response  # the client went away
+    finally:
+        figures.streams -= 1
     await response.write_eof()
     return response
