@@ -250,3 +250,13 @@ async def test_metrics_count_watchers_and_streams(client):
     await client.put(REGISTER, json=registration(0))
     await asyncio.wait_for(parked, GUARD)
     stream.close()
+
+
+async def test_boot_of_another_incarnation_is_410_at_once(client):
+    """boot=ID names where after came from: another incarnation's is 410 without waiting; this one's is served."""
+    await client.put(REGISTER, json=registration(0))
+    boot = (await client.get("/health")).headers["X-Aiobootstrap-Boot"]
+    response = await client.get("/watch?after=40&wait=30&boot=elsewhere")
+    assert response.status == 410
+    assert (await response.json())["version"] == 1
+    assert (await _watch(client, f"after=0&boot={boot}"))["version"] == 1

@@ -120,7 +120,8 @@ async def _registry_context(app: web.Application) -> AsyncIterator[None]:
     wire = ReplyWire(encode_reply, lambda: store.incarnation, enabled=stamps_only)
     registry = Registry(store, max_waiters=config.max_waiters, on_delivery=wire.delivered)
     history = History(store, limit=config.watch_history)
-    await store.open(listeners(registry, history))
+    in_order = store.follow_in_order(history)  # Redis: the stream's order, not its own writes first
+    await store.open(registry if in_order else listeners(registry, history))
     await history.open()
     app[REGISTRY] = registry
     app[HISTORY] = history

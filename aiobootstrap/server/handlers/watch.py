@@ -119,6 +119,11 @@ async def watch(request: web.Request) -> web.StreamResponse:
     after = protocol.parse_after(param(request, "after"))
     match = _match(request)
     namespace = namespace_of(request)
+    wait = wait_seconds(request)  # read (and checked) for a stream too, where it means nothing
+    stream = _wants_stream(request)
+    if stream:
+        resume = protocol.parse_last_event_id(request.headers.get(protocol.LAST_EVENT_ID))
+        after = after if resume is None else resume
     history = request.app[HISTORY]
     boot = param(request, "boot")
     if boot is not None and boot != history.store.incarnation:
@@ -130,10 +135,8 @@ async def watch(request: web.Request) -> web.StreamResponse:
                 await history.store.version(namespace),
             )
         )
-    if _wants_stream(request):
-        resume = protocol.parse_last_event_id(request.headers.get(protocol.LAST_EVENT_ID))
-        return await _stream(request, history, namespace, after if resume is None else resume, match)
-    wait = wait_seconds(request)
+    if stream:
+        return await _stream(request, history, namespace, after, match)
     try:
         changes, version = await history.since(namespace, after, wait, match)
     except HistoryGone as exc:
