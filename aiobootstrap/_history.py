@@ -137,6 +137,8 @@ class History:
         self._logs: dict[str, _Log] = {}
         self._members: dict[str, list[str]] = {}
         """The encoder URLs last known per namespace (to tell which one a list change added or removed)."""
+        self._unknown: set[str] | None = set()
+        """Namespaces whose encoder URLs are not known (a change came without its value); ``None``: all."""
         self._start: int | None = None
         """The store's floor at open; ``None`` before, and once the feed may have missed a change."""
         self._watchers = 0
@@ -191,6 +193,7 @@ class History:
         """The feed may have missed changes: forget every log (its watchers are told ``410``)."""
         logs, self._logs = self._logs, {}
         self._members.clear()
+        self._unknown = None
         self._start = None
         for log in logs.values():
             log.wake()
@@ -207,14 +210,25 @@ class History:
                     rank=key.rank,
                 )
             ]
+        namespace = key.namespace
         if change.record is None:
             # No value to diff: nobody behind this version can be told exactly what changed.
-            self._members.pop(key.namespace, None)
+            self._members.pop(namespace, None)
+            if self._unknown is not None:
+                self._unknown.add(namespace)
             log.floor = max(log.floor, change.version)
             return []
-        before = self._members.get(key.namespace, [])
         after = members_of(change.record.value)
-        self._members[key.namespace] = after
+        unknown = self._unknown
+        if (unknown is None and namespace not in self._members) or (unknown and namespace in unknown):
+            # What it changed from is not known: the same as above, and known from here on.
+            self._members[namespace] = after
+            if unknown:
+                unknown.discard(namespace)
+            log.floor = max(log.floor, change.version)
+            return []
+        before = self._members.get(namespace, [])
+        self._members[namespace] = after
         kept = set(after)
         gone = [url for url in before if url not in kept]
         had = set(before)

@@ -96,6 +96,15 @@ async def test_an_encoder_change_without_its_record_is_a_410_not_a_guess():
     with pytest.raises(HistoryGone):
         await history.since("default", 1, 0)
     assert (await history.since("default", 2, 0))[0] == []
+    # The next change has its value, but what it changed from is unknown: no guess either.
+    await store.set_member(key, "http://b", present=True)  # the store holds a, b: version 2 here
+    with pytest.raises(HistoryGone):
+        await history.since("default", 1, 0)
+    assert (await history.since("default", 2, 0))[0] == []
+    # Known again from there on.
+    await store.set_member(key, "http://a", present=False)
+    changes, _ = await history.since("default", 2, 0)
+    assert [(c.op, c.url) for c in changes] == [("delete", "http://a")]
 
 
 async def test_close_wakes_watchers_with_shutting_down():
