@@ -3,7 +3,9 @@
 Theory of operation
 -------------------
 The store announces every change it applies on its feed (``store/interface``);
-the history hears the feed beside the registry (:func:`listeners`) and keeps,
+the history hears the feed beside the registry (:func:`listeners`), or, where
+the feed tells this process's writes first (Redis), the store's own order
+(``Store.follow_in_order``), and keeps,
 per namespace, a *log*: the last ``limit`` changes as
 :class:`~aiobootstrap.wire.WatchedChange`, oldest first, and a *floor*: every
 change of the namespace with a version above the floor is in the log. A

@@ -8,6 +8,7 @@ from aiobootstrap import BootstrapClient, BootstrapServer, ServerConfig, SyncBoo
 from aiobootstrap.server.handlers.watch import HISTORY
 
 from .conftest import GUARD, until
+from .test_restart import _restart
 
 
 async def _take(changes, count: int) -> list[WatchedChange]:
@@ -43,14 +44,6 @@ async def test_watch_filters():
         await client.register_parallelism_config(1, {"tp": 1})
         changes = client.watch(kind="transfer_engine_info", ranks=[1])
         assert [(c.rank, c.role) for c in await _take(changes, 1)] == [(1, "draft")]
-
-
-async def _restart(server: BootstrapServer) -> BootstrapServer:
-    port = server.port
-    await server.close()
-    fresh = BootstrapServer(port=port)
-    await fresh.start()
-    return fresh
 
 
 async def test_watch_goes_on_across_a_server_restart():
@@ -91,6 +84,16 @@ async def test_a_410_is_handled_by_re_reading_the_listing():
         assert sorted((c.op, c.rank) for c in got) == [("put", 0), ("put", 1), ("put", 2)]
         await client.register(7, session_id="7", weights_info_dict={})
         assert [(c.op, c.rank) for c in await _take(changes, 1)] == [("put", 7)]
+
+
+def test_the_sync_watch_takes_what_the_async_one_takes():
+    """SyncBootstrapClient.watch, written out, keeps BootstrapClient.watch's parameters."""
+    import inspect
+
+    sync = inspect.signature(SyncBootstrapClient.watch).parameters
+    async_ = inspect.signature(BootstrapClient.watch).parameters
+    assert list(sync) == list(async_)
+    assert all(sync[name].default == async_[name].default for name in sync if name != "self")
 
 
 def test_the_sync_client_watches_with_a_generator():

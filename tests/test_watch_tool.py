@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
-from collections.abc import Iterator
 
 import pytest
 
@@ -13,23 +12,7 @@ from aiobootstrap import WatchedChange
 from aiobootstrap.cli.watch_tool import describe
 
 from .test_tools import GUARD, command, tool
-
-
-@pytest.fixture(scope="module")
-def url() -> Iterator[str]:
-    server = subprocess.Popen(
-        command("--port", "0", "--watch-history", "50"),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-    )
-    assert server.stdout is not None
-    line = server.stdout.readline()
-    assert line.startswith("aiobootstrap listening on "), line
-    yield line.removeprefix("aiobootstrap listening on ").strip()
-    server.terminate()
-    server.wait(GUARD)
-    server.stdout.close()
+from .test_tools import url as url  # the module's server fixture, shared
 
 
 def test_watch_prints_changes_as_they_happen_until_interrupted(url: str, tmp_path) -> None:
