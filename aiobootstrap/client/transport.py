@@ -185,7 +185,7 @@ class Transport:
             wait = min(deadline.remaining(), _POLL_CHUNK)
             asked_at = loop.time()
             params = query(wait)
-            if boot is not None and params.get("after", "0") != "0":
+            if boot is not None and "boot" not in params and params.get("after", "0") != "0":
                 params = {**params, "boot": boot}
             reply = await self.call(
                 "GET",

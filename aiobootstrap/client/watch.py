@@ -36,10 +36,6 @@ from .transport import Reply, Transport
 
 __all__ = ["watch"]
 
-_POLL = 300.0
-"""The longest one request asks the server to wait (it clamps to its --max-wait)."""
-_READ_GRACE = 10.0
-
 _Known = tuple[str, str | None, int | None, str | None]
 """What a change is about: kind, role, rank, url."""
 
@@ -69,17 +65,24 @@ class _Follower:
         return change
 
     async def poll(self) -> Reply:
-        query = protocol.watch_query(
-            self.after, _POLL, kind=self.kind, role=self.role, ranks=self.ranks, boot=self.boot
-        )
-        return await self.transport.call(
-            "GET",
-            protocol.WATCH_PATH,
-            Deadline(None),
-            params=query,
-            read_timeout=_POLL + _READ_GRACE,
-            parks=True,
-        )
+        """The next reply with news: changes, a moved version, or anything but a ``200``.
+
+        The transport's long-poll: asked again when the server's wait ran out with nothing, and
+        backed off against a server that does not wait (``--max-wait 0``).
+        """
+
+        def query(wait: float) -> dict[str, str]:
+            return protocol.watch_query(
+                self.after, wait, kind=self.kind, role=self.role, ranks=self.ranks, boot=self.boot
+            )
+
+        def news(path: str, reply: Reply) -> bool:
+            if reply.status != 200:
+                return True
+            decoded = protocol.decode_watch(reply.body)
+            return bool(decoded.changes) or decoded.version != self.after
+
+        return await self.transport.long_poll(protocol.WATCH_PATH, query, Deadline(None), news)
 
     async def relist(self) -> list[WatchedChange]:
         """The difference between what the caller was told and the listing; the position moves to it."""
