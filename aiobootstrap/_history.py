@@ -155,6 +155,14 @@ class History:
     def closed(self) -> bool:
         return self._closed
 
+    def heard(self, namespace: str) -> int | None:
+        """The newest version of ``namespace`` the history has heard of; ``None`` when it keeps no log of it.
+
+        Over Redis a write is heard when the stream brings it, a moment after it was acknowledged.
+        """
+        log = self._logs.get(namespace)
+        return None if log is None else log.high
+
     async def open(self) -> None:
         """Read where each namespace stands, and its encoder list (once the feed runs, before serving)."""
         store = self.store

@@ -16,7 +16,17 @@ REGISTER = "/register_transfer_engine_info"
 CONFIG = "/register_parallelism_config"
 
 
+async def _caught_up(client, namespace: str = "default") -> None:
+    """Until the history has heard every change the store acknowledged (over Redis the stream
+    brings a change a moment after its write's reply)."""
+    history = client.app[HISTORY]
+    version = await history.store.version(namespace)
+    await until(lambda: (history.heard(namespace) or 0) >= version)
+
+
 async def _watch(client, query: str = "after=0", path: str = "/watch"):
+    namespace = path.split("/")[2] if path.startswith("/ns/") else "default"
+    await _caught_up(client, namespace)
     response = await client.get(f"{path}?{query}")
     assert response.status == 200, await response.text()
     return await response.json()

@@ -62,7 +62,7 @@ async def test_an_encoder_change_through_the_other_replica_is_told_by_its_own_or
     parked = asyncio.create_task(b.get("/watch?after=0&wait=30"))
     await until(lambda: history_b.watchers == 1)
     assert (await a.post("/register_encoder_url", json={"url": "http://e"})).status == 200
-    assert (await (await a.get("/watch?after=0")).json())["changes"] == [
+    assert (await (await a.get("/watch?after=0&wait=5")).json())["changes"] == [
         {"op": "put", "kind": "encoder_urls", "url": "http://e", "version": 1}
     ]
     reply = await asyncio.wait_for(parked, GUARD)
