@@ -270,3 +270,25 @@ async def test_boot_of_another_incarnation_is_410_at_once(client):
     assert response.status == 410
     assert (await response.json())["version"] == 1
     assert (await _watch(client, f"after=0&boot={boot}"))["version"] == 1
+
+
+async def test_a_stream_that_falls_behind_the_history_ends_with_a_gone_event(aiohttp_client):
+    """A stream whose position the history no longer vouches for (the feed missed changes) ends with
+    ``event: gone`` carrying the 410's body."""
+    from aiobootstrap.store import Change
+
+    from .conftest import info_key
+
+    test_client = await aiohttp_client(create_app(ServerConfig(watch_ping=30)))
+    await test_client.put(REGISTER, json=registration(0))
+    response = await test_client.get("/watch?after=1", headers={"Accept": "text/event-stream"})
+    history = test_client.app[HISTORY]
+    await until(lambda: history.watchers == 1)
+    history.resync()
+    history.changed([Change(info_key(0), 3)])  # version 2 was missed
+    body = b""
+    async with asyncio.timeout(GUARD):
+        while not response.content.at_eof():
+            body += await response.content.readany()
+    assert b"event: gone\ndata: " in body
+    assert b'"version":3' in body
