@@ -17,6 +17,7 @@ from .exceptions import (
     BadRequest,
     BootstrapError,
     Forbidden,
+    HistoryGone,
     NotRegistered,
     PayloadTooLarge,
     RankNotRegistered,
@@ -50,6 +51,7 @@ if TYPE_CHECKING:
         RankListing,
         RankSummary,
         TransferEngineInfo,
+        WatchedChange,
     )
 
 _LAZY = {
@@ -63,6 +65,7 @@ _LAZY = {
     "RankSummary": ".wire",
     "NamespaceSummary": ".wire",
     "TransferEngineInfo": ".wire",
+    "WatchedChange": ".wire",
     "Key": ".store",
     "MemoryStore": ".store",
     "Record": ".store",
@@ -100,6 +103,7 @@ __all__ = [
     "EncoderBootstrapServer",
     "EncoderUrls",
     "Forbidden",
+    "HistoryGone",
     "Key",
     "MemoryStore",
     "NamespaceSummary",
@@ -127,6 +131,7 @@ __all__ = [
     "TransferEngineInfo",
     "Unauthorized",
     "UnexpectedReply",
+    "WatchedChange",
     "__version__",
     "create_app",
 ]

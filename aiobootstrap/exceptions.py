@@ -11,6 +11,7 @@ Every error a caller can see derives from :class:`BootstrapError`::
     │   └── RankNotRegistered     (also a TimeoutError)
     ├── RequestTimeout            (408, server side)
     ├── TooManyRanks              (409)
+    ├── HistoryGone               (410: a watch's ``after`` is older than the history kept)
     ├── PayloadTooLarge           (413)
     ├── UnsupportedEncoding       (415, server side)
     ├── ServerUnavailable         (503, or no answer at all)
@@ -46,6 +47,7 @@ __all__ = [
     "BadRequest",
     "BootstrapError",
     "Forbidden",
+    "HistoryGone",
     "NotRegistered",
     "PayloadTooLarge",
     "RankNotRegistered",
@@ -130,6 +132,20 @@ class TooManyRanks(BootstrapError):
     """
 
     status = 409
+
+
+class HistoryGone(BootstrapError):
+    """A watch asked for changes older than the history the server keeps (HTTP 410).
+
+    ``version`` is the namespace's version when the server answered (``-1``
+    when the reply did not say): read the listing, then watch from it.
+    """
+
+    status = 410
+
+    def __init__(self, detail: str, version: int = -1) -> None:
+        super().__init__(detail)
+        self.version = version
 
 
 class PayloadTooLarge(BootstrapError):
@@ -261,6 +277,7 @@ _BY_STATUS: dict[int, type[BootstrapError]] = {
     403: Forbidden,
     404: UnexpectedReply,  # a rank's 404 is told apart by the protocol module first
     409: TooManyRanks,
+    410: HistoryGone,
     413: PayloadTooLarge,
     503: ServerUnavailable,
 }

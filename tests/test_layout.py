@@ -30,6 +30,7 @@ FLOORS = {
     "aiobootstrap.store": 2,
     "aiobootstrap.wire": 2,
     "aiobootstrap._registry": 3,
+    "aiobootstrap._history": 3,
     "aiobootstrap.server": 4,
     "aiobootstrap.client": 4,
     "aiobootstrap.cli": 5,
@@ -42,6 +43,7 @@ LEAVES = 0
 
 WITHOUT_AIOHTTP = (
     "aiobootstrap._registry",
+    "aiobootstrap._history",
     "aiobootstrap.store",
     "aiobootstrap.wire",
     "aiobootstrap.exceptions",

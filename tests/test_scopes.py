@@ -90,6 +90,7 @@ ROUTES: list[tuple[str, str, dict[str, Any] | None, Access]] = [
     ("POST", f"{_NS}/register_encoder_url", _URL, Access.WRITE),
     ("DELETE", f"{_NS}/unregister_encoder_url", {"url": "http://encoder-0:8000"}, Access.WRITE),
     ("GET", f"{_NS}/list_encoder_urls", None, Access.READ),
+    ("GET", f"{_NS}/watch?after=0", None, Access.READ),
 ]
 
 

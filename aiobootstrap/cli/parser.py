@@ -182,6 +182,12 @@ def server_parser() -> argparse.ArgumentParser:
         metavar="N",
     )
     setting(
+        "--watch-history",
+        "changes GET /watch keeps per namespace; an older after= is 410 (default: %(default)d)",
+        type=int,
+        metavar="N",
+    )
+    setting(
         "--idle-timeout",
         "close a connection that sends no complete request for this long (default: %(default)g)",
         type=float,
@@ -267,6 +273,7 @@ def server_config(args: argparse.Namespace, environ: Mapping[str, str]) -> Serve
         store=_store_url(args.store, args.state_file, environ),
         store_prefix=args.store_prefix,
         **_encoder_health(args, environ),
+        watch_history=args.watch_history,
     )
 
 

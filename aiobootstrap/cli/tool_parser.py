@@ -13,7 +13,9 @@ from collections.abc import Callable
 
 from .. import wire as protocol
 from .._names import DEFAULT_NAMESPACE, DEFAULT_ROLE, ENCODER_URLS, RANK_KINDS, TRANSFER_ENGINE_INFO
+from ..exceptions import BadRequest
 from ..server.config import DEFAULT_HOST, DEFAULT_PORT
+from .watch_tool import add_watch_parser
 
 __all__ = ["KINDS", "add_tool_parsers"]
 
@@ -57,6 +59,14 @@ def _seconds(text: str) -> float:
 def _role(text: str) -> str:
     if not text:
         raise argparse.ArgumentTypeError("a role is a non-empty name, such as target or draft")
+    return text
+
+
+def _ranks_spec(text: str) -> str:
+    try:
+        protocol.parse_ranks(text)
+    except BadRequest as exc:
+        raise argparse.ArgumentTypeError(exc.detail) from None
     return text
 
 
@@ -176,6 +186,8 @@ def add_tool_parsers(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="list the server's namespaces (those the token may see) instead of one namespace's ranks",
     )
+
+    add_watch_parser(tools, common, ranks=_ranks_spec, version=_version)
 
     wait = tools.add_parser(
         "wait",

@@ -26,6 +26,7 @@ from .._logging import printable
 from .._names import DEFAULT_ROLE, ENCODER_URLS, PARALLELISM_CONFIG, RANK_KINDS, TRANSFER_ENGINE_INFO
 from ..exceptions import BadRequest, BootstrapError, Forbidden, RankNotRegistered, Unauthorized
 from .tool_parser import KINDS
+from .watch_tool import watch_tool
 
 if TYPE_CHECKING:
     # Imported when a tool runs: serving never pays for the client's imports.
@@ -281,5 +282,11 @@ async def _show_progress(client: BootstrapClient, world_size: int, kind: str, ro
         await asyncio.sleep(_PROGRESS_EVERY)
 
 
-_TOOLS: dict[str, _Tool] = {"get": _get, "register": _register, "status": _status, "wait": _wait}
+_TOOLS: dict[str, _Tool] = {
+    "get": _get,
+    "register": _register,
+    "status": _status,
+    "wait": _wait,
+    "watch": watch_tool,
+}
 TOOLS = tuple(_TOOLS)

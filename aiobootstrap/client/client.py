@@ -38,9 +38,11 @@ from ..wire import (
     ParallelismConfig,
     RankListing,
     TransferEngineInfo,
+    WatchedChange,
 )
 from ..wire.kinds import PARALLELISM_CONFIG_ROUTES, TRANSFER_ENGINE_INFO_ROUTES
 from . import calls
+from . import watch as _watch
 from .restarts import Replay
 from .retry import Backoff, Deadline
 from .transport import Transport
@@ -319,6 +321,26 @@ class BootstrapClient:
             current = await self.wait_encoder_urls(after)
             after = current.version
             yield current
+
+    def watch(
+        self,
+        after: int = 0,
+        *,
+        kind: str | None = None,
+        role: str | None = None,
+        ranks: Iterable[int] | None = None,
+    ) -> AsyncIterator[WatchedChange]:
+        """Every change of the namespace after version ``after``, oldest first, for ever.
+
+        ``async for change in client.watch(): ...`` yields a
+        :class:`~aiobootstrap.WatchedChange` per registration, unregister or
+        encoder URL added or removed (``kind``, ``role``, ``ranks`` narrow
+        them), resuming by itself across reconnects and replicas. When the
+        server's history no longer reaches back (a ``410``) or the registry
+        restarted without its data, it re-reads the listing and yields the
+        difference from what it had yielded (see ``docs/client.md``).
+        """
+        return _watch.watch(self._transport, after, kind, role, ranks)
 
     async def list_ranks(self, *, kind: str = TRANSFER_ENGINE_INFO, role: str = DEFAULT_ROLE) -> RankListing:
         """Who has registered a record of ``kind`` and ``role`` (without their values), and,

@@ -33,11 +33,12 @@ _BAD_URL: tuple[type[Exception], ...] = (
 
 
 class Reply(NamedTuple):
-    """A reply: its status, its body, and the version its ``X-Aiobootstrap-Version`` header names."""
+    """A reply: its status, its body, the version its ``X-Aiobootstrap-Version`` header names, and its boot id."""
 
     status: int
     body: bytes
     version: str | None
+    boot: str | None = None
 
 
 class Unreachable(Exception):
@@ -78,7 +79,8 @@ async def exchange(
             ssl=ssl,
             timeout=aiohttp.ClientTimeout(total=None, sock_connect=_CONNECT_TIMEOUT, sock_read=read_timeout),
         ) as response:
-            saw_boot(response.headers.get(BOOT_HEADER))
+            boot = response.headers.get(BOOT_HEADER)
+            saw_boot(boot)
             try:
                 payload = await _read(response, bound)
             except _TooLarge:
@@ -89,7 +91,7 @@ async def exchange(
                 )
                 error.status = response.status
                 raise error from None
-            return Reply(response.status, payload, response.headers.get(VERSION_HEADER))
+            return Reply(response.status, payload, response.headers.get(VERSION_HEADER), boot)
     except _BAD_URL as exc:
         raise BootstrapError(f"Invalid server URL {url!r}.") from exc
     except aiohttp.ClientSSLError as exc:

@@ -20,12 +20,12 @@ from __future__ import annotations
 import asyncio
 import functools
 import ssl
-from collections.abc import Callable, Coroutine, Iterator, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Iterator, Sequence
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from .._loopthread import LoopThread, LoopThreadOwner
 from .._names import DEFAULT_NAMESPACE
-from ..wire import DEFAULT_MAX_BODY_SIZE, EncoderUrls
+from ..wire import DEFAULT_MAX_BODY_SIZE, EncoderUrls, WatchedChange
 from .client import BootstrapClient
 from .retry import Backoff
 
@@ -139,6 +139,40 @@ class SyncBootstrapClient(LoopThreadOwner):
             current = self.wait_encoder_urls(after)
             after = current.version
             yield current
+
+    def watch(
+        self,
+        after: int = 0,
+        *,
+        kind: str | None = None,
+        role: str | None = None,
+        ranks: Iterable[int] | None = None,
+    ) -> Iterator[WatchedChange]:
+        """:meth:`BootstrapClient.watch`, blocking: ``for change in client.watch(): ...``.
+
+        Each step runs the async iterator's next step on the client's loop;
+        closing the generator (or leaving the ``for``) closes it there.
+        """
+        changes = self._client.watch(after, kind=kind, role=role, ranks=ranks)
+
+        async def step() -> WatchedChange:
+            return await anext(changes)
+
+        try:
+            while True:
+                try:
+                    change = self._run(step())
+                except StopAsyncIteration:
+                    return
+                yield change
+        finally:
+            aclose = getattr(changes, "aclose", None)
+            if aclose is not None and not self._loop_thread.closed:
+
+                async def close() -> None:
+                    await aclose()
+
+                self._run(close())
 
     def _run(self, coro: Coroutine[Any, Any, T]) -> T:
         try:

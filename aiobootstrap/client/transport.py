@@ -170,18 +170,25 @@ class Transport:
         ``ranks``: how many ranks the reply may hold (the reply bound is per rank)."""
         loop = asyncio.get_running_loop()
         early = Backoff(_POLL_BASE, _POLL_CAP)
+        # The boot an after= came from (the last one seen when the wait began, else its first
+        # reply's): a server of another incarnation then counts after= as 0 (&boot=).
+        boot = self._restarts.boot
         while True:
             wait = min(deadline.remaining(), _POLL_CHUNK)
             asked_at = loop.time()
+            params = query(wait)
+            if boot is not None and "boot" not in params and params.get("after", "0") != "0":
+                params = {**params, "boot": boot}
             reply = await self.call(
                 "GET",
                 path,
                 deadline,
-                params=query(wait),
+                params=params,
                 read_timeout=wait + _READ_GRACE,
                 parks=wait > 0,
                 ranks=ranks,
             )
+            boot = boot if boot is not None else reply.boot
             if done(path, reply) or deadline.expired():
                 return reply
             held = loop.time() - asked_at

@@ -70,6 +70,7 @@ def route_access() -> dict[tuple[str, str], Access]:
         ("POST", protocol.ENCODER_REGISTER_PATH): write,
         ("DELETE", protocol.ENCODER_UNREGISTER_PATH): write,
         ("GET", protocol.ENCODER_LIST_PATH): read,
+        ("GET", protocol.WATCH_PATH): read,
     }
     for kind in _kinds.KINDS:  # read when the app is made: a kind added to the table is classified too
         table[("PUT", kind.register_path)] = write

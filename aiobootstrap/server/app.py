@@ -22,6 +22,7 @@ from aiohttp import web
 from aiohttp.typedefs import Handler, Middleware
 
 from .. import wire as protocol
+from .._history import History, listeners
 from .._names import BOOT_HEADER, DEFAULT_ROLE, TRANSFER_ENGINE_INFO
 from .._registry import Registry
 from ..store import StoreLimits
@@ -39,6 +40,7 @@ from .errors import error_middleware
 from .handlers.encoder_urls import list_encoder_urls, register_encoder_url, unregister_encoder_url
 from .handlers.per_kind import kind_routes
 from .handlers.status import health, list_namespaces, list_ranks, ready
+from .handlers.watch import HISTORY, WATCH_FIGURES, WatchCollector, WatchFigures, watch
 from .kinds import encode_object_reply, encode_reply, encoder_list_key, encoder_urls
 from .metrics import METRICS, NAMESPACE_FIGURES, Metrics, NamespaceFigures, metrics, metrics_middleware
 from .openapi import openapi
@@ -66,6 +68,7 @@ def create_app(config: ServerConfig | None = None) -> web.Application:
     app[CONFIG] = config
     app[BODY_BUDGET] = BodyBudget(config.max_body_memory)
     app[METRICS] = Metrics(lambda: _live_namespaces(app), keep=config.max_namespaces)
+    app[WATCH_FIGURES] = WatchFigures()
     app[NAMESPACE_FIGURES] = lambda: _namespace_figures(app)
     app.on_response_prepare.append(_boot_header)
     app.cleanup_ctx.append(_registry_context)
@@ -127,6 +130,7 @@ def _routes(expect: ExpectHandler | None = None) -> list[web.RouteDef]:
         web.post(ENCODER_REGISTER_PATH, register_encoder_url, expect_handler=expect),
         web.delete(ENCODER_UNREGISTER_PATH, unregister_encoder_url, expect_handler=expect),
         web.get(ENCODER_LIST_PATH, list_encoder_urls, expect_handler=expect),
+        web.get(protocol.WATCH_PATH, watch, expect_handler=expect),
     ]
 
 
@@ -155,8 +159,13 @@ async def _registry_context(app: web.Application) -> AsyncIterator[None]:
         encode_reply, lambda: store.incarnation, enabled=stamps_only, encode_object=encode_object_reply
     )
     registry = Registry(store, max_waiters=config.max_waiters, on_delivery=wire.delivered)
-    await store.open(registry)
+    history = History(store, limit=config.watch_history)
+    in_order = store.follow_in_order(history)  # Redis: the stream's order, not its own writes first
+    await store.open(registry if in_order else listeners(registry, history))
+    await history.open()
     app[REGISTRY] = registry
+    app[HISTORY] = history
+    app[METRICS].registry.register(WatchCollector(history, app[WATCH_FIGURES]))
     app[REPLY_WIRE] = wire
     app[BATCH_REPLIES] = batches = BatchReplies()
     log.info("store: %s", store.description)
@@ -189,6 +198,7 @@ async def release_waiters(
     if connections is not None:
         answered = connections.answer(registry.parked_tasks, app[REPLY_WIRE].shutting_down())
     registry.close()
+    app[HISTORY].close()  # its watchers answer 503, its streams end
     if connections is not None and answered:
         log.info("answered %d parked waits with 503", answered)
         # Their connections out of aiohttp's table first: its shutdown then walks only the rest.

@@ -95,6 +95,10 @@ class ServerConfig:
     """Seconds a probe may take; a slower one is a failure (3 in a row evict the URL)."""
     encoder_evicted_ttl: float = 600.0
     """Seconds an evicted URL is still probed (and revived when healthy); 0: for ever."""
+    watch_history: int = 100_000
+    """Changes ``GET /watch`` keeps per namespace; an ``after`` older than them is a ``410``."""
+    watch_ping: float = 15.0
+    """Seconds between the comment lines a quiet ``/watch`` event stream sends (to keep proxies open)."""
 
     def __post_init__(self) -> None:
         if not 0 <= self.port <= 65535:
@@ -133,6 +137,10 @@ class ServerConfig:
                 f"max request line must be at least {_MIN_REQUEST_LINE} bytes (the client's batch "
                 f"requests need it), not {self.max_request_line}"
             )
+        if self.watch_history < 1:
+            raise ValueError(f"watch history must keep at least 1 change, not {self.watch_history}")
+        if not (math.isfinite(self.watch_ping) and self.watch_ping > 0):
+            raise ValueError(f"watch ping must be a positive number of seconds, not {self.watch_ping}")
         if self.max_header_size < 1024:
             raise ValueError(f"max header size must be at least 1024 bytes, not {self.max_header_size}")
         for name in ("idle_timeout", "body_timeout"):

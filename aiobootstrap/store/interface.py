@@ -303,6 +303,17 @@ class Store(abc.ABC):
     async def namespaces(self) -> list[str]:
         """The namespaces holding records, sorted."""
 
+    def follow_in_order(self, listener: ChangeListener) -> bool:
+        """Have ``listener`` hear every change in version order, this process's writes included.
+
+        Call before :meth:`open`. ``False``: the feed of :meth:`open` is in that order
+        already (a store in one process), so hand it that listener too. A store
+        whose feed announces its own writes ahead of the others' (Redis) says
+        ``True`` and feeds ``listener`` in the store's order, a record only where
+        it has one (``store/redis/ordered.py``).
+        """
+        return False
+
     @abc.abstractmethod
     async def ping(self) -> None:
         """Return when the store answers; raise ``StoreUnavailable`` when it does not (``/ready``)."""

@@ -8,12 +8,12 @@ from ... import wire as protocol
 from ..._names import DEFAULT_NAMESPACE, VERSION_HEADER
 from ..._ranks import RankSet
 from ...exceptions import BadRequest
-from ..appkeys import CONFIG
+from ..appkeys import CONFIG, REGISTRY
 from ..kinds import RecordKind
 from ..replies import SEPARATE_BODY_OVER
 from ..writes import write_stream
 
-__all__ = ["json_reply", "namespace_of", "not_registered", "param", "wait_seconds"]
+__all__ = ["after_of", "json_reply", "namespace_of", "not_registered", "param", "wait_seconds"]
 
 
 def namespace_of(request: web.Request) -> str:
@@ -28,6 +28,20 @@ def param(request: web.Request, name: str) -> str | None:
     if len(values) > 1:
         raise BadRequest(f"The {name} parameter is given more than once.")
     return values[0] if values else None
+
+
+def after_of(request: web.Request) -> int:
+    """The ``after`` parameter; ``0`` when ``boot`` names another incarnation than the store's.
+
+    A version from an earlier incarnation of the registry (an in-memory
+    server restarted) means nothing here: its new records are news to the
+    caller, however their versions compare (SPEC section 10, last bullet).
+    """
+    after = protocol.parse_after(param(request, "after"))
+    boot = param(request, "boot")
+    if boot is not None and boot != request.app[REGISTRY].store.incarnation:
+        return 0
+    return after
 
 
 def wait_seconds(request: web.Request) -> float:

@@ -14,7 +14,7 @@ from ..encoder_health import add_url, remove_url
 from ..kinds import encoder_list_key
 from ..metrics import METRICS, counts_gets
 from ..replies import REPLY_WIRE
-from .common import json_reply, namespace_of, param, wait_seconds
+from .common import after_of, json_reply, namespace_of, wait_seconds
 from .log_lines import log_encoder_url
 
 __all__ = ["list_encoder_urls", "register_encoder_url", "unregister_encoder_url"]
@@ -57,7 +57,7 @@ async def unregister_encoder_url(request: web.Request) -> web.Response:
 async def list_encoder_urls(request: web.Request) -> web.StreamResponse:
     """``GET /list_encoder_urls[?after=V][&wait=S]``: the list, once it changed after version V."""
     wait = wait_seconds(request)
-    after = protocol.parse_after(param(request, "after"))
+    after = after_of(request)
     key = encoder_list_key(namespace_of(request))
     registry = request.app[REGISTRY]
     since = time.time()

@@ -23,7 +23,7 @@ from ..body import read_body
 from ..kinds import RecordKind
 from ..metrics import METRICS, counts_gets
 from ..replies import REPLY_WIRE, ReplyWire, WireReply
-from .common import json_reply, namespace_of, not_registered, param, wait_seconds
+from .common import after_of, json_reply, namespace_of, not_registered, param, wait_seconds
 from .log_lines import log_change
 
 __all__ = ["kind_routes"]
@@ -95,7 +95,7 @@ def _get(kind: RecordKind) -> Handler:
         rank = protocol.parse_rank_param(param(request, "rank"))
         role = protocol.parse_role_param(param(request, "role"))
         wait = wait_seconds(request)
-        after = protocol.parse_after(param(request, "after"))
+        after = after_of(request)
         whole = protocol.parse_form(param(request, "form"))
         protocol.check_world_size(rank, app[CONFIG].world_size)
         key = kind.key(namespace_of(request), role, rank)
@@ -132,7 +132,7 @@ def _get_batch(kind: RecordKind) -> Handler:
         ranks = protocol.parse_ranks(param(request, "ranks"))
         role = protocol.parse_role_param(param(request, "role"))
         wait = wait_seconds(request)
-        after = protocol.parse_after(param(request, "after"))
+        after = after_of(request)
         whole = protocol.parse_form(param(request, "form"))
         protocol.check_world_size(ranks.last, request.app[CONFIG].world_size)
         namespace = namespace_of(request)

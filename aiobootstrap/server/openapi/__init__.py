@@ -24,6 +24,7 @@ from .. import kinds as _kinds
 from ..access import Access, route_access
 from .paths import PATHS, RANKS_FORMAT, SERVER_WIDE, in_namespace, json_reply, kind_paths
 from .schemas import SCHEMAS, kind_schemas
+from .watch import WATCH_SCHEMAS, watch_paths
 
 __all__ = ["RANKS_FORMAT", "document", "openapi"]
 
@@ -44,10 +45,11 @@ def document(*, token: bool = False, open_reads: bool = False) -> dict[str, Any]
     described = copy.deepcopy(PATHS)
     kind_names = [kind.name for kind in _kinds.KINDS]
     described[protocol.RANKS_PATH]["get"]["parameters"][0]["schema"]["enum"] = kind_names
-    schemas = dict(SCHEMAS)
+    schemas = {**SCHEMAS, **WATCH_SCHEMAS}
     for kind in _kinds.KINDS:
         described.update(kind_paths(kind))
         schemas.update(kind_schemas(kind))
+    described.update(watch_paths())
     paths: dict[str, Any] = {}
     for route, item in described.items():
         paths[route] = item

@@ -66,6 +66,13 @@ _AFTER = _query(
     {**RANK, "default": 0},
 )
 
+_BOOT = _query(
+    "boot",
+    "The boot id (X-Aiobootstrap-Boot) that `after` came from: when the registry is another "
+    "incarnation, `after` counts as 0 (its records are all news).",
+    {"type": "string"},
+)
+
 _ROLE = _query(
     "role",
     "The role whose records are meant (a speculative draft model's are apart from its target's).",
@@ -139,7 +146,7 @@ def kind_paths(kind: RecordKind) -> dict[str, dict[str, Any]]:
                 "operationId": f"get{title}",
                 "summary": f"A rank's {noun}, optionally waiting for it to register. The "
                 "X-Aiobootstrap-Version header carries the record's version.",
-                "parameters": [_RANK, _ROLE, _WAIT, _AFTER, _FORM],
+                "parameters": [_RANK, _ROLE, _WAIT, _AFTER, _BOOT, _FORM],
                 "responses": {
                     "200": json_reply(f"The rank's {noun}.", title),
                     "400": _BAD_REQUEST,
@@ -159,6 +166,7 @@ def kind_paths(kind: RecordKind) -> dict[str, dict[str, Any]]:
                     _ROLE,
                     _WAIT,
                     _AFTER,
+                    _BOOT,
                     _FORM,
                 ],
                 "responses": {
@@ -257,6 +265,7 @@ PATHS: dict[str, dict[str, Any]] = {
                     "A version of the list (from an earlier reply): wait for a change after it.",
                     {**RANK, "default": 0},
                 ),
+                _BOOT,
             ],
             "responses": {
                 "200": json_reply("The list and its version.", "EncoderUrls"),

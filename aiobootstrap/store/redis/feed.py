@@ -39,6 +39,7 @@ from ..interface import Change, ChangeListener, Key
 from . import lua
 from .connection import Connection, reason, reraise_cancellation
 from .keys import Keys, text
+from .ordered import OrderedTap
 
 __all__ = ["Feed", "block_seconds"]
 
@@ -80,6 +81,8 @@ class Feed:
         """Keys with a write of this process under way, and how many."""
         self._held: dict[Key, list[Change]] = {}
         """The feed's entries for keys in ``_in_flight``, held until the write returns."""
+        self.tap: OrderedTap | None = None
+        """Hears every entry in the stream's order (``ordered``); ``None``: nobody asked."""
         self.reader: asyncio.Task[None] | None = None
         self._watcher: asyncio.Task[None] | None = None
         self._check_now = asyncio.Event()
@@ -121,16 +124,19 @@ class Feed:
         """
         in_flight = self._in_flight
         in_flight[key] = in_flight.get(key, 0) + 1
+        failed = False
         try:
             yield
         except BaseException:
-            self.wrote_nothing(key)
+            failed = True
             raise
         finally:
             if in_flight[key] == 1:
                 del in_flight[key]
             else:
                 in_flight[key] -= 1
+            if failed:
+                self.wrote_nothing(key)
 
     def wrote(self, change: Change) -> None:
         """Announce a write of this process, record and all, with the feed's entries held back for its key."""
@@ -144,12 +150,16 @@ class Feed:
                 del local[next(iter(local))]
         others = [entry for entry in held if entry.version != change.version]
         self._announce(sorted([change, *others], key=lambda entry: entry.version))
+        if self.tap is not None:
+            self.tap.wrote(change, self._in_flight)
 
     def wrote_nothing(self, key: Key) -> None:
         """A write to ``key`` changed nothing (or failed): announce what the feed held back for it."""
         held = self._held.pop(key, None)
         if held:
             self._announce(held)
+        if self.tap is not None:
+            self.tap.flush(self._in_flight)
 
     def saw(self, incarnation: str) -> None:
         """A reply named ``incarnation``: a new one wakes the watcher at once."""
@@ -193,19 +203,23 @@ class Feed:
     def _deliver(self, entries: Sequence[tuple[bytes, dict[bytes, bytes]]]) -> None:
         """Announce a batch of ``XREAD`` entries (RESP2, raw bytes)."""
         changes: list[Change] = []
+        every: list[Change] = []
         gap = False
+        gap_at = 0  # where in `every` the entries after the last gap begin
         for entry_id, fields in entries:
             seq = int(fields[b"s"])
             if seq != self._last_seq + 1:
                 gap = True
+                gap_at = len(every)
             self._last_seq, self._last_id = seq, entry_id
             namespace = fields[b"n"].decode()
             version = int(fields[b"v"])
+            key = Key(namespace, fields[b"k"].decode(), fields[b"r"].decode(), int(fields[b"i"]))
+            change = Change(key, version, deleted=fields[b"o"] == b"del")
+            every.append(change)
             if (namespace, version) in self._local:
                 del self._local[(namespace, version)]
                 continue
-            key = Key(namespace, fields[b"k"].decode(), fields[b"r"].decode(), int(fields[b"i"]))
-            change = Change(key, version, deleted=fields[b"o"] == b"del")
             if key in self._in_flight:
                 # Perhaps our own write, whose reply is on its way: the write announces it.
                 self._held.setdefault(key, []).append(change)
@@ -213,13 +227,20 @@ class Feed:
                 changes.append(change)
         if changes:
             self._announce(changes)
+        tap = self.tap
+        if tap is not None and every:
+            # The entries after a gap follow on from it, not from what the tap heard before.
+            tap.entries(every[:gap_at], self._in_flight)
+            if gap:
+                tap.resync()
+            tap.entries(every[gap_at:], self._in_flight)
         if gap:
             logger.info(
                 "The change feed of %s skipped changes; re-checking every waited-for key.",
                 self._connection.where,
             )
             self._local.clear()
-            self._resync()
+            self._resync(tap=False)  # told above, in its place among the entries
 
     def _announce(self, changes: Sequence[Change]) -> None:
         listener = self._listener
@@ -230,7 +251,9 @@ class Feed:
         except Exception:
             logger.exception("The change listener failed")
 
-    def _resync(self) -> None:
+    def _resync(self, *, tap: bool = True) -> None:
+        if tap and self.tap is not None:
+            self.tap.resync()
         listener = self._listener
         if listener is None:
             return

@@ -33,6 +33,7 @@ from .connection import Connection, reason, redis_missing
 from .durability import warn_if_lossy
 from .feed import Feed, block_seconds
 from .keys import Keys, decode, text
+from .ordered import OrderedTap
 
 if TYPE_CHECKING:
     import redis.asyncio as aioredis
@@ -88,6 +89,10 @@ class RedisStore(Store):
     @property
     def description(self) -> str:
         return self._description
+
+    def follow_in_order(self, listener: ChangeListener) -> bool:
+        self._feed.tap = OrderedTap(listener)
+        return True
 
     async def open(self, listener: ChangeListener) -> None:
         """Connect, read the feed's tail, start the reader and the watcher.

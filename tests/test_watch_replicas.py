@@ -1,0 +1,94 @@
+"""GET /watch on two replicas over one Redis: the same changes, in the same (version) order, on both."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from aiobootstrap import ServerConfig, create_app
+from aiobootstrap.server.handlers.watch import HISTORY
+
+from .conftest import GUARD, registration, until
+from .redis_server import RedisServer
+
+REGISTER = "/register_transfer_engine_info"
+
+
+async def _replicas(aiohttp_client: Any, redis_server: RedisServer) -> tuple[Any, Any]:
+    config = ServerConfig(store=redis_server.url)
+    return await aiohttp_client(create_app(config)), await aiohttp_client(create_app(config))
+
+
+async def _follow(client: Any, until_version: int) -> list[dict[str, Any]]:
+    """Every change from after=0 up to ``until_version``, following each reply's version."""
+    changes: list[dict[str, Any]] = []
+    after = 0
+    async with asyncio.timeout(GUARD):
+        while after < until_version:
+            reply = await (await client.get(f"/watch?after={after}&wait=5")).json()
+            changes += reply["changes"]
+            after = reply["version"]
+    return changes
+
+
+async def test_both_replicas_serve_the_same_changes_in_version_order(
+    aiohttp_client: Any, redis_server: RedisServer
+) -> None:
+    """Registrations and deletes through both replicas at once: each replica serves all, oldest first."""
+    a, b = await _replicas(aiohttp_client, redis_server)
+    writes = []
+    for rank in range(30):
+        replica = (a, b)[rank % 2]
+        writes.append(replica.put(REGISTER, json=registration(rank % 7)))
+    await asyncio.gather(*writes)
+    await asyncio.gather(*(b.delete(f"{REGISTER}?rank={rank}") for rank in (1, 2)))
+    total = 32
+    seen_a, seen_b = await _follow(a, total), await _follow(b, total)
+    assert [c["version"] for c in seen_a] == list(range(1, total + 1))
+    assert seen_a == seen_b
+    listing = await (await a.get("/ranks")).json()
+    state: set[int] = set()
+    for change in seen_a:
+        (state.add if change["op"] == "put" else state.discard)(change["rank"])
+    assert state == {item["rank"] for item in listing["ranks"]}
+
+
+async def test_an_encoder_change_through_the_other_replica_is_told_by_its_own_or_as_a_410(
+    aiohttp_client: Any, redis_server: RedisServer
+) -> None:
+    """Through A, A names the URL; B, which heard only the key, answers a watcher behind it with 410."""
+    a, b = await _replicas(aiohttp_client, redis_server)
+    history_b = b.app[HISTORY]
+    parked = asyncio.create_task(b.get("/watch?after=0&wait=30"))
+    await until(lambda: history_b.watchers == 1)
+    assert (await a.post("/register_encoder_url", json={"url": "http://e"})).status == 200
+    assert (await (await a.get("/watch?after=0&wait=5")).json())["changes"] == [
+        {"op": "put", "kind": "encoder_urls", "url": "http://e", "version": 1}
+    ]
+    reply = await asyncio.wait_for(parked, GUARD)
+    assert reply.status == 410
+    assert (await reply.json())["version"] == 1
+    assert (await (await b.get("/watch?after=1")).json()) == {"changes": [], "version": 1}
+
+
+def test_the_ordered_tap_keeps_the_stream_order_past_a_local_write() -> None:
+    """An entry of a key with a local write under way holds back the entries after it, and gets its record."""
+    from aiobootstrap.store import Change, Key, Record
+    from aiobootstrap.store.redis.ordered import OrderedTap
+
+    heard: list[Change] = []
+
+    class Listener:
+        def changed(self, changes):
+            heard.extend(changes)
+
+        def resync(self):
+            heard.clear()
+
+    tap = OrderedTap(Listener())
+    mine, theirs = Key("n", "encoder_urls", "target", 0), Key("n", "transfer_engine_info", "target", 3)
+    tap.entries([Change(mine, 5), Change(theirs, 6)], in_flight={mine})
+    assert heard == []  # the write to `mine` may be version 5's own: wait for it
+    record = Record(mine, {"members": ["http://e"]}, 5, 0.0)
+    tap.wrote(Change(mine, 5, record), in_flight=set())
+    assert [(c.version, c.record) for c in heard] == [(5, record), (6, None)]

@@ -1,0 +1,74 @@
+"""python -m aiobootstrap watch: one line per change as it happens (or --json), until interrupted."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+
+import pytest
+
+from aiobootstrap import WatchedChange
+from aiobootstrap.cli.watch_tool import describe
+
+from .test_tools import GUARD, command, tool
+from .test_tools import url as url  # the module's server fixture, shared
+
+
+def test_watch_prints_changes_as_they_happen_until_interrupted(url: str, tmp_path) -> None:
+    """--json prints each change as the wire has it, one per line, the later ones as they happen; Ctrl-C ends it."""
+    weights = tmp_path / "w.json"
+    weights.write_text("{}")
+
+    def register(rank: int) -> None:
+        result = tool(
+            "register", "--url", url, "--namespace", "w", "--rank", str(rank), "--session-id", "s",
+            "--weights-file", str(weights),
+        )  # fmt: skip
+        assert result.returncode == 0, result.stderr
+
+    register(0)
+    watcher = subprocess.Popen(
+        command("watch", "--url", url, "--namespace", "w", "--json"),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert watcher.stdout is not None
+    try:
+        first = json.loads(watcher.stdout.readline())
+        assert first == {
+            "op": "put",
+            "kind": "transfer_engine_info",
+            "role": "target",
+            "rank": 0,
+            "version": 1,
+        }
+        register(4)
+        assert json.loads(watcher.stdout.readline())["rank"] == 4
+    finally:
+        watcher.send_signal(signal.SIGINT)
+        _, err = watcher.communicate(timeout=GUARD)
+    assert watcher.returncode == 130
+    assert "Traceback" not in err
+
+
+def test_the_line_for_people() -> None:
+    assert describe(WatchedChange("put", "transfer_engine_info", 7, role="target", rank=3)) == (
+        "version 7 put transfer_engine_info rank 3 role target"
+    )
+    assert describe(WatchedChange("delete", "encoder_urls", 8, url="http://e:1")) == (
+        "version 8 delete encoder_urls http://e:1"
+    )
+
+
+@pytest.mark.parametrize(("args", "text"), [(["--after", "-1"], "version"), (["--ranks", "x"], "ranks")])
+def test_bad_arguments_are_one_line(args: list[str], text: str) -> None:
+    result = tool("watch", *args)
+    assert result.returncode == 2
+    assert text in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_watch_history_option_reaches_the_config() -> None:
+    from aiobootstrap.cli.parser import server_config, server_parser
+
+    assert server_config(server_parser().parse_args(["--watch-history", "7"]), {}).watch_history == 7
