@@ -502,7 +502,10 @@ def test_a_server_that_is_down_is_one_line_and_status_3(args: tuple[str, ...]) -
         (("wait", "--world-size", "2", "--kind", "encoder_urls"), "invalid choice"),
         (("status", "--role", ""), "a role is a non-empty name"),
         (("status", "--kind", "x"), "invalid choice"),
-        (("frobnicate",), "unknown command 'frobnicate': give one of get, register, status, wait, watch, serve"),
+        (
+            ("frobnicate",),
+            "unknown command 'frobnicate': give one of get, register, status, wait, watch, serve",
+        ),
         (("stat",), "unknown command 'stat'"),
         (("get", "--rank", "0", "--bogus"), "python -m aiobootstrap get: unrecognized arguments: --bogus"),
         (("status", "--bogus"), "(see python -m aiobootstrap status --help)"),
