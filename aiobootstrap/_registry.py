@@ -156,20 +156,26 @@ class Registry:
 
     # -- changing ------------------------------------------------------
 
-    async def register(self, key: Key, value: dict[str, Any]) -> Record:
-        """Store ``value`` under ``key`` with a new version; the feed wakes its waiters."""
+    async def register(self, key: Key, value: dict[str, Any], lease: str | None = None) -> Record:
+        """Store ``value`` under ``key`` with a new version (held by ``lease``, if given); the feed wakes its waiters."""
         if self._closed:
             raise ShuttingDown()
         # Not shielded: a client that hangs up may cancel this, and each store
         # makes a write all or nothing, announced on the feed either way. A
         # shield would also run the write in a task of its own, and the
         # waiters it wakes would then be answered before this registration.
+        if lease is not None:
+            return await self.store.put_leased(key, value, lease)
         return await self.store.put(key, value)
 
-    async def set_member(self, key: Key, member: str, *, present: bool) -> Record | None:
-        """Add ``member`` to, or remove it from, the set record under ``key``; a change wakes its waiters."""
+    async def set_member(
+        self, key: Key, member: str, *, present: bool, lease: str | None = None
+    ) -> Record | None:
+        """Add ``member`` to (held by ``lease``), or remove it from, the set record under ``key``; a change wakes."""
         if self._closed:
             raise ShuttingDown()
+        if lease is not None and present:
+            return await self.store.add_leased(key, member, lease)
         return await self.store.set_member(key, member, present=present)
 
     async def unregister(self, key: Key) -> Record | None:

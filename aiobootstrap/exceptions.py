@@ -7,9 +7,11 @@ Every error a caller can see derives from :class:`BootstrapError`::
     │   └── UnreadableBody        (server side: a body whose framing or encoding broke)
     ├── Unauthorized              (401)
     ├── NotRegistered             (404)
-    │   └── RankNotRegistered     (also a TimeoutError)
+    │   ├── RankNotRegistered     (also a TimeoutError)
+    │   └── LeaseNotFound         (the lease expired or was revoked)
     ├── RequestTimeout            (408, server side)
     ├── TooManyRanks              (409)
+    ├── TooManyLeases             (409)
     ├── PayloadTooLarge           (413)
     ├── UnsupportedEncoding       (415, server side)
     ├── ServerUnavailable         (503, or no answer at all)
@@ -17,6 +19,7 @@ Every error a caller can see derives from :class:`BootstrapError`::
     │   ├── TooManyWaiters
     │   ├── BodyBudgetExhausted   (server side: bodies in flight fill --max-body-memory)
     │   └── StateFileError
+    ├── LeasesUnsupported         (501: the store holds no leases yet)
     ├── UnexpectedReply           (a reply the protocol does not allow: a wrong URL, a proxy's page)
     └── AddressInUse              (also an OSError)
 
@@ -44,6 +47,8 @@ __all__ = [
     "AddressInUse",
     "BadRequest",
     "BootstrapError",
+    "LeaseNotFound",
+    "LeasesUnsupported",
     "NotRegistered",
     "PayloadTooLarge",
     "RankNotRegistered",
@@ -51,6 +56,7 @@ __all__ = [
     "ShuttingDown",
     "StateFileError",
     "StoreUnavailable",
+    "TooManyLeases",
     "TooManyNamespaces",
     "TooManyRanks",
     "TooManyWaiters",
@@ -118,6 +124,26 @@ class TooManyRanks(BootstrapError):
     """
 
     status = 409
+
+
+class LeaseNotFound(NotRegistered):
+    """No lease of that id: it expired or was revoked, or never was (HTTP 404 with ``"lease"``)."""
+
+    def __init__(self, lease: str, detail: str | None = None) -> None:
+        super().__init__(f"No lease {lease}: it expired or was revoked." if detail is None else detail)
+        self.lease = lease
+
+
+class TooManyLeases(BootstrapError):
+    """The server already holds as many leases as it allows (``--max-leases``, HTTP 409)."""
+
+    status = 409
+
+
+class LeasesUnsupported(BootstrapError):
+    """The server's store holds no leases yet (HTTP 501): register without ``lease``."""
+
+    status = 501
 
 
 class PayloadTooLarge(BootstrapError):

@@ -34,6 +34,7 @@ from .body import BODY_BUDGET, BodyBudget
 from .config import ServerConfig
 from .errors import error_middleware
 from .handlers.encoder_urls import list_encoder_urls, register_encoder_url, unregister_encoder_url
+from .handlers.leases import lease_routes
 from .handlers.per_kind import kind_routes
 from .handlers.status import PUBLIC, health, list_ranks, ready
 from .kinds import encode_reply, encoder_list_key, encoder_urls
@@ -90,6 +91,7 @@ def _routes(expect: ExpectHandler | None = None) -> list[web.RouteDef]:
         web.post(ENCODER_REGISTER_PATH, register_encoder_url, expect_handler=expect),
         web.delete(ENCODER_UNREGISTER_PATH, unregister_encoder_url, expect_handler=expect),
         web.get(ENCODER_LIST_PATH, list_encoder_urls, expect_handler=expect),
+        *lease_routes(expect),
     ]
 
 
@@ -109,6 +111,7 @@ async def _registry_context(app: web.Application) -> AsyncIterator[None]:
         # A world size already bounds the ranks; the cap guards servers without one.
         max_ranks=config.max_ranks if config.world_size is None else None,
         max_namespaces=config.max_namespaces,
+        max_leases=config.max_leases,
     )
     store = open_store(config.store_url, prefix=config.store_prefix, limits=limits)
     # The bytes carry the boot-id stamp themselves: only when nothing else hooks a reply's headers.

@@ -48,6 +48,8 @@ class ServerConfig:
     """How many namespaces (the default one included) may hold ranks or waits at once."""
     max_ranks: int | None = 65_536
     """How many distinct ranks one namespace may store when no world size is set; ``None`` for no limit."""
+    max_leases: int = 65_536
+    """How many leases may be held at once, every namespace together; past it a grant is a ``409``."""
     max_request_line: int = 8190
     """The longest request line (method, path and query) accepted, in bytes."""
     max_header_size: int = 8190
@@ -106,6 +108,8 @@ class ServerConfig:
             raise ValueError(f"max connections must be at least 1, not {self.max_connections}")
         if self.max_ranks is not None and self.max_ranks < 1:
             raise ValueError(f"max ranks must be at least 1, not {self.max_ranks}")
+        if self.max_leases < 1:
+            raise ValueError(f"max leases must be at least 1, not {self.max_leases}")
         if self.max_request_line < _MIN_REQUEST_LINE:
             raise ValueError(
                 f"max request line must be at least {_MIN_REQUEST_LINE} bytes (the client's batch "

@@ -14,6 +14,7 @@ from ..kinds import encoder_list_key
 from ..metrics import METRICS, counts_gets
 from ..replies import REPLY_WIRE
 from .common import json_reply, namespace_of, param, wait_seconds
+from .leases import lease_of_body
 from .log_lines import log_encoder_url
 
 __all__ = ["list_encoder_urls", "register_encoder_url", "unregister_encoder_url"]
@@ -24,10 +25,12 @@ async def _encoder_url(request: web.Request) -> str:
 
 
 async def register_encoder_url(request: web.Request) -> web.Response:
-    """``POST /register_encoder_url``: add a URL to the namespace's list (once)."""
-    url = await _encoder_url(request)
+    """``POST /register_encoder_url``: add a URL to the namespace's list (once), on a lease if it names one."""
+    body = await read_body(request, request.app[CONFIG])
+    url = protocol.parse_url_body(body)
+    lease = lease_of_body(protocol.parse_body(body))
     key = encoder_list_key(namespace_of(request))
-    await request.app[REGISTRY].set_member(key, url, present=True)
+    await request.app[REGISTRY].set_member(key, url, present=True, lease=lease)
     request.app[METRICS].count_registration(key.namespace, ENCODER_URLS)
     log_encoder_url("registered", url, key.namespace)
     return web.Response(text="OK")

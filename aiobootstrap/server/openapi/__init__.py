@@ -21,6 +21,7 @@ from ... import wire as protocol
 from ..._json import dumps
 from ..._version import __version__
 from .. import kinds as _kinds
+from .leases import describe_leases
 from .paths import PATHS, RANKS_FORMAT, SERVER_WIDE, in_namespace, json_reply, kind_paths
 from .schemas import SCHEMAS, kind_schemas
 
@@ -44,6 +45,8 @@ def document(*, token: bool = False) -> dict[str, Any]:
     for kind in _kinds.KINDS:
         described.update(kind_paths(kind))
         schemas.update(kind_schemas(kind))
+    registers = [kind.register_path for kind in _kinds.KINDS] + [protocol.ENCODER_REGISTER_PATH]
+    describe_leases(described, schemas, registers)
     paths: dict[str, Any] = {}
     for route, item in described.items():
         paths[route] = item
