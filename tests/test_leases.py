@@ -222,3 +222,15 @@ async def test_a_redis_store_answers_lease_routes_501(aiohttp_client: Any, share
     response = await client.put(REGISTER, json=_on("x", registration(0)))
     assert response.status == 501
     assert (await client.get("/get_transfer_engine_info?rank=0")).status == 404
+
+
+async def test_the_file_store_serves_the_lease_routes(aiohttp_client: Any, tmp_path: Any) -> None:
+    """Over the file store too: grant, register on the lease, read, revoke."""
+    client = await aiohttp_client(create_app(ServerConfig(state_file=str(tmp_path / "state"))))
+    lease = await _grant(client)
+    await _register_all(client, lease)
+    assert len((await (await client.get(f"/leases/{lease}")).json())["records"]) == 3
+    assert (await client.post(f"/leases/{lease}/keepalive")).status == 200
+    assert (await client.delete(f"/leases/{lease}")).status == 200
+    assert (await client.get("/get_transfer_engine_info?rank=0")).status == 404
+    assert (await (await client.get("/list_encoder_urls")).json())["encoder_urls"] == []

@@ -75,9 +75,9 @@ class LeaseTable:
 
     # -- granting and reading ------------------------------------------
 
-    def grant(self, namespace: str, ttl: float, lease_id: str | None = None) -> Lease:
-        """A new lease (``lease_id`` when reloading one); ``TooManyLeases`` past ``max_leases``."""
-        if self.max_leases is not None and len(self._leases) >= self.max_leases:
+    def grant(self, namespace: str, ttl: float, lease_id: str | None = None, *, limit: bool = True) -> Lease:
+        """A new lease (``lease_id`` when reloading one); ``TooManyLeases`` past ``max_leases`` (if ``limit``)."""
+        if limit and self.max_leases is not None and len(self._leases) >= self.max_leases:
             raise TooManyLeases(
                 f"The server already holds {len(self._leases)} leases, its limit (--max-leases); "
                 "revoke one before granting another."
@@ -96,6 +96,10 @@ class LeaseTable:
         if lease is None or lease.namespace != namespace:
             raise LeaseNotFound(lease_id)
         return lease
+
+    def live(self, lease_id: str | None) -> Lease | None:
+        """The live lease ``lease_id``, in any namespace, or ``None``."""
+        return None if lease_id is None else self._leases.get(lease_id)
 
     def forget(self, lease: Lease) -> None:
         """Take out a lease just granted that could not be kept (its journal line failed)."""
