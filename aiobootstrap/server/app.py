@@ -38,6 +38,7 @@ from .handlers.leases import lease_routes
 from .handlers.per_kind import kind_routes
 from .handlers.status import PUBLIC, health, list_ranks, ready
 from .kinds import encode_reply, encoder_list_key, encoder_urls
+from .lease_metrics import LeaseCollector
 from .metrics import METRICS, NAMESPACE_FIGURES, Metrics, NamespaceFigures, metrics, metrics_middleware
 from .openapi import openapi
 from .replies import REPLY_WIRE, ReplyWire
@@ -119,6 +120,7 @@ async def _registry_context(app: web.Application) -> AsyncIterator[None]:
     wire = ReplyWire(encode_reply, lambda: store.incarnation, enabled=stamps_only)
     registry = Registry(store, max_waiters=config.max_waiters, on_delivery=wire.delivered)
     await store.open(registry)
+    app[METRICS].registry.register(LeaseCollector(store))
     app[REGISTRY] = registry
     app[REPLY_WIRE] = wire
     log.info("store: %s", store.description)

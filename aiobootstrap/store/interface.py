@@ -336,6 +336,10 @@ class Store(abc.ABC):
         """Each target's lease and its seconds remaining, or ``None``; read in this process, no I/O."""
         return [None for _ in targets]
 
+    def lease_figures(self) -> tuple[int, int, int] | None:
+        """Leases held now, expired and revoked since the store opened (this process's); ``None``: no leases."""
+        return None
+
     def _no_leases(self) -> LeasesUnsupported:
         return LeasesUnsupported(
             f"Leases are not supported on this store ({self.description}) yet; register without a lease."

@@ -84,6 +84,10 @@ class LocalLeases(LocalStore):
         lease_of = self._leases.lease_of
         return [lease_of(target) for target in targets]
 
+    def lease_figures(self) -> tuple[int, int, int] | None:
+        table = self._leases
+        return len(table), table.expired, table.revoked
+
     # -- what a subclass journals (nothing, in memory) ------------------
 
     async def _lease_granted(self, lease: Lease) -> None:

@@ -138,6 +138,14 @@ def describe_leases(paths: dict[str, Any], schemas: dict[str, Any], register_pat
                     "description": "Put it on a lease (null: none).",
                 },
             }
+    listing = schemas["Listing"] = copy.deepcopy(schemas["Listing"])
+    listing["properties"]["ranks"]["items"]["properties"].update(
+        lease={"type": "string", "description": "The lease the record is on (only when on one)."},
+        lease_remaining={
+            "type": "number",
+            "description": "Seconds until that lease expires unless kept alive.",
+        },
+    )
     for route in register_paths:
         for method in ("put", "post"):
             operation = paths[route].get(method)
