@@ -274,6 +274,7 @@ _BY_STATUS: dict[int, type[BootstrapError]] = {
     404: UnexpectedReply,  # a rank's 404 is told apart by the protocol module first
     409: TooManyRanks,
     413: PayloadTooLarge,
+    501: LeasesUnsupported,
     503: ServerUnavailable,
 }
 

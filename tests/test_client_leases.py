@@ -14,7 +14,7 @@ from aiobootstrap import (
     ThreadedBootstrapServer,
     create_app,
 )
-from aiobootstrap.exceptions import BootstrapError
+from aiobootstrap.exceptions import BadRequest, BootstrapError, LeasesUnsupported, TooManyLeases
 from aiobootstrap.server.app import REGISTRY
 from aiobootstrap.store import MemoryStore
 
@@ -96,3 +96,18 @@ def test_the_sync_client_holds_a_lease_as_a_plain_context_manager() -> None:
             assert server.get_transfer_engine_info(5) is not None
         assert server.get_transfer_engine_info(5) is None
         assert client.list_encoder_urls() == []
+
+
+async def test_the_client_raises_the_lease_errors(aiohttp_server: Any, shared_redis: Any) -> None:
+    """Past --max-leases: TooManyLeases; a store without leases: LeasesUnsupported; a bad ttl: BadRequest."""
+    server = await aiohttp_server(create_app(ServerConfig(max_leases=1)))
+    async with BootstrapClient(str(server.make_url("")).rstrip("/")) as client, client.lease(ttl=5):
+        with pytest.raises(TooManyLeases):
+            await client.lease(ttl=5).__aenter__()
+        with pytest.raises(BadRequest):
+            await client.lease(ttl=0.5).__aenter__()
+    config = ServerConfig(store=shared_redis.url, store_prefix="client-leases")
+    server = await aiohttp_server(create_app(config))
+    async with BootstrapClient(str(server.make_url("")).rstrip("/")) as client:
+        with pytest.raises(LeasesUnsupported):
+            await client.lease(ttl=5).__aenter__()

@@ -26,7 +26,8 @@ import logging
 from collections.abc import Hashable
 from types import TracebackType
 
-from ..exceptions import BootstrapError, LeaseNotFound, ServerUnavailable
+from ..exceptions import BootstrapError, LeaseNotFound, ServerUnavailable, TooManyLeases
+from ..wire import errors as wire_errors
 from ..wire import leases as wire_leases
 from .restarts import Replay
 from .retry import Deadline
@@ -166,6 +167,8 @@ class ClientLease:
 
     async def _call(self, method: str, path: str, deadline: Deadline, body: bytes | None = None) -> bytes:
         reply = await self._transport.call(method, path, deadline, body=body, read_timeout=_READ_TIMEOUT)
+        if reply.status == 409:
+            raise TooManyLeases(wire_errors.error_detail(reply.status, reply.body))
         if reply.status != 200:
             raise self._transport.error(reply.status, path, reply.body)
         return reply.body
