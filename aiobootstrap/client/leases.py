@@ -123,11 +123,19 @@ class ClientLease:
         self._records.pop(key, None)
 
     async def register(self, key: Hashable, replay: Replay, timeout: float | None) -> None:
-        """Send a registration on this lease, remembered for a re-grant."""
-        self._records[key] = replay
+        """Send a registration on this lease, remembered for a re-grant.
+
+        Not remembered by the transport's ``reregister`` replay: after a restart
+        that lost the lease, a replay naming it could only fail; the lease's
+        re-grant registers its records again instead. A registration of the
+        same record made without the lease is forgotten there, so no restart
+        brings the record back on no lease.
+        """
         lease = self.id
+        self._transport.forget_registration(key)
+        self._records[key] = replay
         try:
-            await self._transport.send_registration(key, self._on(replay, lease), timeout)
+            await self._send(key, replay, lease, timeout)
         except LeaseNotFound:
             # Re-granting registers every record of the lease again, this one included.
             await self._regrant(lease)
@@ -137,12 +145,17 @@ class ClientLease:
     async def _keep_alive(self) -> None:
         while True:
             await asyncio.sleep(self.ttl / 3)
-            try:
-                await self.keepalive()
-            except ServerUnavailable as exc:
-                log.info("lease %s: keepalive found no server (%s); trying again", self._id, exc)
-            except BootstrapError as exc:
-                log.warning("lease %s: keepalive failed: %s", self._id, exc)
+            while True:
+                try:
+                    await self.keepalive()
+                    break
+                except ServerUnavailable as exc:
+                    # Each try lasts a third of the TTL, backing off inside: try again at once,
+                    # so a server back before the deadline hears from us in time.
+                    log.info("lease %s: keepalive found no server (%s); trying again", self._id, exc)
+                except BootstrapError as exc:
+                    log.warning("lease %s: keepalive failed: %s", self._id, exc)
+                    break
 
     async def _regrant(self, lost: str) -> None:
         async with self._regrant_lock:
@@ -159,15 +172,15 @@ class ClientLease:
             )
             lease = self.id
             for key, replay in list(self._records.items()):
-                await self._transport.send_registration(key, self._on(replay, lease), self._timeout)
+                await self._send(key, replay, lease, self._timeout)
 
-    @staticmethod
-    def _on(replay: Replay, lease: str) -> Replay:
-        return Replay(replay.method, replay.path, wire_leases.with_lease(replay.body, lease))
+    async def _send(self, key: Hashable, replay: Replay, lease: str, timeout: float | None) -> None:
+        body = wire_leases.with_lease(replay.body, lease)
+        await self._call(replay.method, replay.path, Deadline(timeout), body)
 
     async def _call(self, method: str, path: str, deadline: Deadline, body: bytes | None = None) -> bytes:
         reply = await self._transport.call(method, path, deadline, body=body, read_timeout=_READ_TIMEOUT)
-        if reply.status == 409:
+        if reply.status == 409 and path == wire_leases.LEASES_PATH:
             raise TooManyLeases(wire_errors.error_detail(reply.status, reply.body))
         if reply.status != 200:
             raise self._transport.error(reply.status, path, reply.body)

@@ -16,6 +16,7 @@ from typing import Any
 from .._json import dumps, loads, stdlib_dumps
 from .._names import ENCODER_URLS
 from ..exceptions import BadRequest, LeaseNotFound, UnexpectedReply
+from .errors import reply_object
 
 __all__ = [
     "LEASES_PATH",
@@ -158,14 +159,9 @@ def decode_lease(payload: bytes) -> LeaseInfo:
 
 def decode_lease_missing(status: int, payload: bytes) -> LeaseNotFound | None:
     """The :class:`LeaseNotFound` a reply says, or ``None`` when it is no lease's ``404``."""
-    if status != 404:
-        return None
-    try:
-        reply = loads(payload)
-    except (ValueError, RecursionError):
-        return None
-    lease = reply.get("lease") if isinstance(reply, dict) else None
-    if not isinstance(lease, str):
+    reply = reply_object(payload) if status == 404 else None
+    lease = None if reply is None else reply.get("lease")
+    if reply is None or not isinstance(lease, str):
         return None
     detail = reply.get("detail")
     return LeaseNotFound(lease, detail if isinstance(detail, str) else None)

@@ -79,6 +79,11 @@ def _operation(operation_id: str, summary: str, responses: dict[str, Any], **mor
     }
 
 
+def _on_lease(operation_id: str, summary: str, done: dict[str, Any]) -> dict[str, Any]:
+    """An operation on one lease: its id in the path, ``done`` its 200, the lease 404."""
+    return _operation(operation_id, summary, {"200": done, "404": _GONE}, parameters=[_PATH_ID])
+
+
 PATHS: dict[str, dict[str, Any]] = {
     wire_leases.LEASES_PATH: {
         "post": _operation(
@@ -94,28 +99,20 @@ PATHS: dict[str, dict[str, Any]] = {
         )
     },
     wire_leases.LEASE_KEEPALIVE_ROUTE: {
-        "post": _operation(
-            "keepaliveLease",
-            "Give the lease its full TTL again, from now.",
-            {"200": _reply("The lease.", "Lease"), "404": _GONE},
-            parameters=[_PATH_ID],
+        "post": _on_lease(
+            "keepaliveLease", "Give the lease its full TTL again, from now.", _reply("The lease.", "Lease")
         )
     },
     wire_leases.LEASE_ROUTE: {
-        "get": _operation(
+        "get": _on_lease(
             "readLease",
             "The lease: its TTL, the seconds left and the records on it.",
-            {"200": _reply("The lease.", "LeaseState"), "404": _GONE},
-            parameters=[_PATH_ID],
+            _reply("The lease.", "LeaseState"),
         ),
-        "delete": _operation(
+        "delete": _on_lease(
             "revokeLease",
             "Revoke the lease: every record on it is deleted now, as an unregister deletes it.",
-            {
-                "200": {"description": "Revoked.", "content": {"text/plain": {"schema": {"type": "string"}}}},
-                "404": _GONE,
-            },
-            parameters=[_PATH_ID],
+            {"description": "Revoked.", "content": {"text/plain": {"schema": {"type": "string"}}}},
         ),
     },
 }
