@@ -42,6 +42,17 @@ async def test_a_lease_is_granted_kept_alive_and_revoked_on_exit(aiohttp_server:
             # A keepalive at a third of the TTL moves the deadline on.
             await until(lambda: held.deadline > first_deadline)
             assert len((await store.read_lease("default", lease.id)).records) == 3
+            read = await lease.read()
+            assert read.lease == lease.id
+            assert read.ttl == 1.0
+            assert read.remaining is not None
+            assert 0 < read.remaining <= 1.0
+            assert [record.kind for record in read.records] == [
+                "transfer_engine_info",
+                "parallelism_config",
+                "encoder_urls",
+            ]
+            assert read.records[2].url == "http://e1"
         assert not lease.held
         assert len(store.lease_table) == 0
         assert store.peek(info_key(0)) is None

@@ -98,6 +98,12 @@ class ClientLease:
         except LeaseNotFound:
             await self._regrant(lease)
 
+    async def read(self) -> wire_leases.LeaseInfo:
+        """The lease as the server has it: its TTL, the seconds left and the records on it."""
+        lease = self.id
+        body = await self._call("GET", wire_leases.lease_path(lease), Deadline(self._timeout))
+        return wire_leases.decode_lease(body)
+
     async def revoke(self) -> None:
         """Stop keeping the lease alive and revoke it: the server deletes every record on it now."""
         if self._task is not None:
