@@ -214,9 +214,11 @@ class FileStore(LocalLeases):
             self._leases.attach((key, member), lease)
             await self._commit(change)
             return change.record
-        if present and moved:
-            # Listed already, now on another lease (or none): a line of its own, no new version.
+        if present:
+            # Listed already: it is the new lease's (or none's) now, even from a lease ending.
             self._leases.attach((key, member), lease)
+        if present and moved:
+            # A line of its own, and no new version: the list did not change.
             await self._commit_lease_line(hold_entry(key, lease, member))
         elif pending is not None:
             # Unchanged, but only once what it is unchanged from is on disk.
