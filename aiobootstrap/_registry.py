@@ -164,9 +164,7 @@ class Registry:
         # makes a write all or nothing, announced on the feed either way. A
         # shield would also run the write in a task of its own, and the
         # waiters it wakes would then be answered before this registration.
-        if lease is not None:
-            return await self.store.put_leased(key, value, lease)
-        return await self.store.put(key, value)
+        return await self.store.put_leased(key, value, lease)
 
     async def set_member(
         self, key: Key, member: str, *, present: bool, lease: str | None = None

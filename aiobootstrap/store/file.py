@@ -170,8 +170,9 @@ class FileStore(LocalLeases):
     async def put(self, key: Key, value: dict[str, Any]) -> Record:
         return await self._put(key, value, None)
 
-    async def put_leased(self, key: Key, value: dict[str, Any], lease: str) -> Record:
-        return await self._put(key, value, self._leases.find(key.namespace, lease))
+    async def put_leased(self, key: Key, value: dict[str, Any], lease: str | None) -> Record:
+        held = None if lease is None else self._leases.find(key.namespace, lease)
+        return await self._put(key, value, held)
 
     async def _put(self, key: Key, value: dict[str, Any], lease: Lease | None) -> Record:
         change = self._queue_put(key, value, {} if lease is None else {"lease": lease.id})

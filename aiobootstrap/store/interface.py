@@ -324,8 +324,10 @@ class Store(abc.ABC):
         """End the lease now, deleting every record on it as a delete would (``LeaseNotFound``)."""
         raise self._no_leases()
 
-    async def put_leased(self, key: Key, value: dict[str, Any], lease: str) -> Record:
-        """:meth:`put`, the record then held by ``lease`` (``LeaseNotFound``: nothing stored)."""
+    async def put_leased(self, key: Key, value: dict[str, Any], lease: str | None) -> Record:
+        """:meth:`put`, the record then held by ``lease`` (``LeaseNotFound``: nothing stored); ``None``: a put."""
+        if lease is None:
+            return await self.put(key, value)
         raise self._no_leases()
 
     async def add_leased(self, key: Key, member: str, lease: str) -> Record | None:

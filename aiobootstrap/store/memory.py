@@ -47,8 +47,9 @@ class MemoryStore(LocalLeases):
     async def put(self, key: Key, value: dict[str, Any]) -> Record:
         return self._put(key, value, None)
 
-    async def put_leased(self, key: Key, value: dict[str, Any], lease: str) -> Record:
-        return self._put(key, value, self._leases.find(key.namespace, lease))
+    async def put_leased(self, key: Key, value: dict[str, Any], lease: str | None) -> Record:
+        held = None if lease is None else self._leases.find(key.namespace, lease)
+        return self._put(key, value, held)
 
     def _put(self, key: Key, value: dict[str, Any], lease: Lease | None) -> Record:
         record = self._write(key, value)
