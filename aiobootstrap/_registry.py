@@ -59,14 +59,14 @@ This module is pure asyncio: it knows nothing of HTTP.
 from __future__ import annotations
 
 import asyncio
-import collections
 import contextlib
 import logging
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from ._parking import Parking
 from ._ranks import RankSet
-from .exceptions import ShuttingDown, StoreUnavailable, TooManyWaiters
+from .exceptions import ShuttingDown, StoreUnavailable
 from .store import Change, Key, Record, Store
 
 __all__ = ["Registry"]
@@ -116,14 +116,9 @@ class Registry:
         """``max_waiters`` limits the parked waits (:class:`TooManyWaiters` past it); ``on_delivery``
         hears each record delivered to waiters and each key deleted (see the module's notes)."""
         self.store = store
-        self._max_waiters = max_waiters
         self._on_delivery = on_delivery
         self._waitlists: dict[Key, _Waitlist] = {}
-        self._parked = 0
-        # In order of parking: waiters cancelled in that order leave each event's
-        # list of waiters from its front (a thousand on one key cost no more than one each).
-        self._parked_tasks: dict[asyncio.Task[Any], None] = {}
-        self._parked_by_namespace: collections.Counter[str] = collections.Counter()
+        self._parking = Parking(max_waiters)
         self._to_read: set[Key] = set()
         self._reader: asyncio.Task[None] | None = None
         self._closed = False
@@ -133,20 +128,20 @@ class Registry:
     @property
     def parked(self) -> int:
         """How many waits are parked right now."""
-        return self._parked
+        return self._parking.count
 
     @property
     def parked_tasks(self) -> list[asyncio.Task[Any]]:
         """The tasks of the waits parked right now, in the order they parked (a task parks one wait at a time)."""
-        return list(self._parked_tasks)
+        return self._parking.tasks
 
     def parked_in(self, namespace: str) -> int:
         """How many waits are parked right now in ``namespace``."""
-        return self._parked_by_namespace[namespace]
+        return self._parking.in_namespace(namespace)
 
     def parked_namespaces(self) -> list[str]:
         """The namespaces with parked waits."""
-        return list(self._parked_by_namespace)
+        return self._parking.namespaces()
 
     @property
     def waiting_keys(self) -> int:
@@ -162,20 +157,24 @@ class Registry:
 
     # -- changing ------------------------------------------------------
 
-    async def register(self, key: Key, value: dict[str, Any]) -> Record:
-        """Store ``value`` under ``key`` with a new version; the feed wakes its waiters."""
+    async def register(self, key: Key, value: dict[str, Any], lease: str | None = None) -> Record:
+        """Store ``value`` under ``key`` with a new version (held by ``lease``, if given); the feed wakes its waiters."""
         if self._closed:
             raise ShuttingDown()
         # Not shielded: a client that hangs up may cancel this, and each store
         # makes a write all or nothing, announced on the feed either way. A
         # shield would also run the write in a task of its own, and the
         # waiters it wakes would then be answered before this registration.
-        return await self.store.put(key, value)
+        return await self.store.put_leased(key, value, lease)
 
-    async def set_member(self, key: Key, member: str, *, present: bool) -> Record | None:
-        """Add ``member`` to, or remove it from, the set record under ``key``; a change wakes its waiters."""
+    async def set_member(
+        self, key: Key, member: str, *, present: bool, lease: str | None = None
+    ) -> Record | None:
+        """Add ``member`` to (held by ``lease``), or remove it from, the set record under ``key``; a change wakes."""
         if self._closed:
             raise ShuttingDown()
+        if lease is not None and present:
+            return await self.store.add_leased(key, member, lease)
         return await self.store.set_member(key, member, present=present)
 
     async def unregister(self, key: Key) -> Record | None:
@@ -353,25 +352,10 @@ class Registry:
         """Count a parked wait, or refuse it (closed, or the limit is reached)."""
         if self._closed:
             raise ShuttingDown()
-        if self._max_waiters is not None and self._parked >= self._max_waiters:
-            raise TooManyWaiters(
-                f"The server already holds {self._parked} waiting requests, its limit; retry later."
-            )
-        self._parked += 1
-        self._parked_by_namespace[namespace] += 1
-        task = asyncio.current_task()
-        if task is not None:
-            self._parked_tasks[task] = None
+        self._parking.park(namespace)
 
     def _unpark(self, namespace: str) -> None:
-        task = asyncio.current_task()
-        if task is not None:
-            self._parked_tasks.pop(task, None)
-        self._parked -= 1
-        by_namespace = self._parked_by_namespace
-        by_namespace[namespace] -= 1
-        if not by_namespace[namespace]:
-            del by_namespace[namespace]
+        self._parking.unpark(namespace)
 
     async def _arrival(self, key: Key, after: int) -> Record:
         """Wait, with no time limit, until ``key`` has a record newer than ``after``."""

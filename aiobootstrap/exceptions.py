@@ -8,10 +8,12 @@ Every error a caller can see derives from :class:`BootstrapError`::
     ├── Unauthorized              (401)
     ├── Forbidden                 (403)
     ├── NotRegistered             (404)
-    │   └── RankNotRegistered     (also a TimeoutError)
+    │   ├── RankNotRegistered     (also a TimeoutError)
+    │   └── LeaseNotFound         (the lease expired or was revoked)
     ├── RequestTimeout            (408, server side)
     ├── TooManyRanks              (409)
     ├── HistoryGone               (410: a watch's ``after`` is older than the history kept)
+    ├── TooManyLeases             (409)
     ├── PayloadTooLarge           (413)
     ├── UnsupportedEncoding       (415, server side)
     ├── ServerUnavailable         (503, or no answer at all)
@@ -19,6 +21,7 @@ Every error a caller can see derives from :class:`BootstrapError`::
     │   ├── TooManyWaiters
     │   ├── BodyBudgetExhausted   (server side: bodies in flight fill --max-body-memory)
     │   └── StateFileError
+    ├── LeasesUnsupported         (501: the store holds no leases yet)
     ├── UnexpectedReply           (a reply the protocol does not allow: a wrong URL, a proxy's page)
     └── AddressInUse              (also an OSError)
 
@@ -48,6 +51,8 @@ __all__ = [
     "BootstrapError",
     "Forbidden",
     "HistoryGone",
+    "LeaseNotFound",
+    "LeasesUnsupported",
     "NotRegistered",
     "PayloadTooLarge",
     "RankNotRegistered",
@@ -55,6 +60,7 @@ __all__ = [
     "ShuttingDown",
     "StateFileError",
     "StoreUnavailable",
+    "TooManyLeases",
     "TooManyNamespaces",
     "TooManyRanks",
     "TooManyWaiters",
@@ -146,6 +152,26 @@ class HistoryGone(BootstrapError):
     def __init__(self, detail: str, version: int = -1) -> None:
         super().__init__(detail)
         self.version = version
+
+
+class LeaseNotFound(NotRegistered):
+    """No lease of that id: it expired or was revoked, or never was (HTTP 404 with ``"lease"``)."""
+
+    def __init__(self, lease: str, detail: str | None = None) -> None:
+        super().__init__(f"No lease {lease}: it expired or was revoked." if detail is None else detail)
+        self.lease = lease
+
+
+class TooManyLeases(BootstrapError):
+    """The server already holds as many leases as it allows (``--max-leases``, HTTP 409)."""
+
+    status = 409
+
+
+class LeasesUnsupported(BootstrapError):
+    """The server's store holds no leases yet (HTTP 501): register without ``lease``."""
+
+    status = 501
 
 
 class PayloadTooLarge(BootstrapError):
@@ -279,6 +305,7 @@ _BY_STATUS: dict[int, type[BootstrapError]] = {
     409: TooManyRanks,
     410: HistoryGone,
     413: PayloadTooLarge,
+    501: LeasesUnsupported,
     503: ServerUnavailable,
 }
 

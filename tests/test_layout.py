@@ -31,6 +31,7 @@ FLOORS = {
     "aiobootstrap.wire": 2,
     "aiobootstrap._registry": 3,
     "aiobootstrap._history": 3,
+    "aiobootstrap._parking": 2,
     "aiobootstrap.server": 4,
     "aiobootstrap.client": 4,
     "aiobootstrap.cli": 5,
@@ -44,6 +45,7 @@ LEAVES = 0
 WITHOUT_AIOHTTP = (
     "aiobootstrap._registry",
     "aiobootstrap._history",
+    "aiobootstrap._parking",
     "aiobootstrap.store",
     "aiobootstrap.wire",
     "aiobootstrap.exceptions",

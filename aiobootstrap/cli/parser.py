@@ -132,6 +132,12 @@ def server_parser() -> argparse.ArgumentParser:
         metavar="N",
     )
     setting(
+        "--max-leases",
+        "most leases held at once, every namespace together; past it a grant is a 409 (default: %(default)d)",
+        type=int,
+        metavar="N",
+    )
+    setting(
         "--state-file",
         "journal registrations to PATH and reload them on start; the same as --store file:PATH",
         metavar="PATH",
@@ -268,6 +274,7 @@ def server_config(args: argparse.Namespace, environ: Mapping[str, str]) -> Serve
         tls_cert=args.tls_cert,
         tls_key=args.tls_key,
         max_namespaces=args.max_namespaces,
+        max_leases=args.max_leases,
         access_log=args.access_log,
         state_file=args.state_file,
         store=_store_url(args.store, args.state_file, environ),

@@ -154,6 +154,12 @@ def add_tool_parsers(parser: argparse.ArgumentParser) -> None:
         metavar="SECONDS",
         help="keep trying this long while the server is unreachable (default: %(default)g)",
     )
+    register.add_argument(
+        "--lease-ttl",
+        type=_seconds,
+        metavar="SECONDS",
+        help="register on a lease of this TTL (1 to 86400), kept alive until interrupted, then revoked",
+    )
 
     status = tools.add_parser(
         "status",

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import signal
 import ssl
 import sys
 from collections.abc import Awaitable, Callable
@@ -130,10 +131,43 @@ async def _get_encoder_urls(client: BootstrapClient, args: argparse.Namespace, o
 
 async def _register(client: BootstrapClient, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     weights = _read_weights(args.weights_file)
+    if args.lease_ttl is not None:
+        return await _register_on_lease(client, args, weights, out)
     await client.register(
         args.rank, session_id=args.session_id, weights_info_dict=weights, timeout=args.timeout
     )
     print(f"registered rank {args.rank} in namespace {client.namespace}", file=out)
+    return 0
+
+
+async def _register_on_lease(
+    client: BootstrapClient, args: argparse.Namespace, weights: dict[str, Any], out: TextIO
+) -> int:
+    """Register on a lease kept alive until SIGINT or SIGTERM, then revoke it (the record goes with it)."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, stop.set)
+    try:
+        async with client.lease(ttl=args.lease_ttl, timeout=args.timeout) as lease:
+            await client.register(
+                args.rank,
+                session_id=args.session_id,
+                weights_info_dict=weights,
+                timeout=args.timeout,
+                lease=lease,
+            )
+            print(
+                f"registered rank {args.rank} in namespace {client.namespace} on lease {lease.id} "
+                f"(ttl {args.lease_ttl:g} s); keeping it alive until interrupted",
+                file=out,
+                flush=True,
+            )
+            await stop.wait()
+    finally:
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(signum)
+    print(f"revoked the lease: rank {args.rank} unregistered", file=out, flush=True)
     return 0
 
 

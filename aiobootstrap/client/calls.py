@@ -25,6 +25,7 @@ from .._ranks import RankSet
 from ..exceptions import RankNotRegistered
 from ..wire import EncoderUrls
 from ..wire.kinds import KindRoutes
+from .leases import ClientLease, send_registration
 from .restarts import Replay
 from .retry import Deadline
 from .transport import Reply, Transport
@@ -52,11 +53,17 @@ async def request(
 
 
 async def register(
-    transport: Transport, kind: KindRoutes, rank: int, role: str, body: bytes, timeout: float | None
+    transport: Transport,
+    kind: KindRoutes,
+    rank: int,
+    role: str,
+    body: bytes,
+    timeout: float | None,
+    lease: ClientLease | None = None,
 ) -> None:
-    """Register ``rank``'s record of ``kind`` (``body``), remembered for a restarted server."""
+    """Register ``rank``'s record of ``kind`` (``body``, on ``lease``), remembered for a restarted server."""
     replay = Replay("PUT", kind.register_path, body)
-    await transport.send_registration((kind.register_path, role, rank), replay, timeout)
+    await send_registration(transport, (kind.register_path, role, rank), replay, timeout, lease)
 
 
 async def unregister(

@@ -43,6 +43,7 @@ from ..wire import (
 from ..wire.kinds import PARALLELISM_CONFIG_ROUTES, TRANSFER_ENGINE_INFO_ROUTES
 from . import calls
 from . import watch as _watch
+from .leases import ClientLease, send_registration
 from .restarts import Replay
 from .retry import Backoff, Deadline
 from .transport import Transport
@@ -138,6 +139,17 @@ class BootstrapClient:
 
     # -- the API -------------------------------------------------------
 
+    def lease(self, ttl: float = 10.0, *, timeout: float | None = 60.0) -> ClientLease:
+        """A lease of ``ttl`` seconds: ``async with client.lease(ttl=10.0) as lease:``.
+
+        Entering grants it (retrying an unreachable server up to ``timeout``)
+        and keeps it alive in the background every third of its TTL; leaving
+        revokes it, deleting every record registered with ``lease=lease``. A
+        lease found gone is granted again and its records registered again,
+        with one WARNING (see ``docs/client.md``).
+        """
+        return ClientLease(self._transport, ttl, timeout=timeout)
+
     async def health(self) -> bool:
         """Whether the server (any replica, tried once each) answers ``/health`` right now."""
         try:
@@ -157,6 +169,7 @@ class BootstrapClient:
         fields: Mapping[str, Any] | None = None,
         role: str = DEFAULT_ROLE,
         timeout: float | None = 60.0,
+        lease: ClientLease | None = None,
     ) -> None:
         """Publish ``rank``'s transfer-engine info, replacing any earlier registration of it.
 
@@ -168,9 +181,10 @@ class BootstrapClient:
 
         While the server is not up, retries with backoff for up to ``timeout``
         seconds (``None``: for ever), then raises :class:`ServerUnavailable`.
+        ``lease`` (from :meth:`lease`) puts the record on it: it lives while the lease does.
         """
         body = protocol.engine_info_body(rank, session_id, weights_info_dict, fields, role)
-        await calls.register(self._transport, _ENGINE_INFO, rank, role, body, timeout)
+        await calls.register(self._transport, _ENGINE_INFO, rank, role, body, timeout, lease)
 
     async def unregister(self, rank: int, *, role: str = DEFAULT_ROLE, timeout: float | None = 60.0) -> bool:
         """Remove ``rank``'s info; waiters for it go on waiting for a new registration.
@@ -234,13 +248,14 @@ class BootstrapClient:
         *,
         role: str = DEFAULT_ROLE,
         timeout: float | None = 60.0,
+        lease: ClientLease | None = None,
     ) -> None:
         """Publish ``rank``'s parallelism config (any JSON object, kept and served exactly as given).
 
-        Retries an unreachable server like :meth:`register`.
+        Retries an unreachable server like :meth:`register`; ``lease`` puts it on a lease.
         """
         body = protocol.config_body(rank, config, role)
-        await calls.register(self._transport, _CONFIG, rank, role, body, timeout)
+        await calls.register(self._transport, _CONFIG, rank, role, body, timeout, lease)
 
     async def unregister_parallelism_config(
         self, rank: int, *, role: str = DEFAULT_ROLE, timeout: float | None = 60.0
@@ -274,15 +289,19 @@ class BootstrapClient:
             configs.update(protocol.decode_config_batch(reply.body, asked, role))
         return configs
 
-    async def register_encoder_url(self, url: str, *, timeout: float | None = 60.0) -> None:
+    async def register_encoder_url(
+        self, url: str, *, timeout: float | None = 60.0, lease: ClientLease | None = None
+    ) -> None:
         """Add ``url`` to the encoder URL list (a URL already listed stays listed once).
 
         Retries an unreachable server like :meth:`register`; with
         ``reregister=True`` the URL is registered again on a restarted server.
+        ``lease`` puts the URL on a lease: it leaves the list when the lease ends.
         """
         body = protocol.url_body(url)
         replay = Replay("POST", protocol.ENCODER_REGISTER_PATH, body)
-        await self._transport.send_registration((protocol.ENCODER_REGISTER_PATH, url), replay, timeout)
+        key = (protocol.ENCODER_REGISTER_PATH, url)
+        await send_registration(self._transport, key, replay, timeout, lease)
 
     async def unregister_encoder_url(self, url: str, *, timeout: float | None = 60.0) -> None:
         """Remove ``url`` from the encoder URL list; nothing to do when it is not listed."""

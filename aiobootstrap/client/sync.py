@@ -12,12 +12,13 @@ its docstring. A method added to the async client and not listed here fails
 a test, as does a constructor argument that differs. The one method written
 out is ``watch_encoder_urls``: an async iterator is not a coroutine, so it is
 the blocking ``wait_encoder_urls`` in a loop (a test keeps its parameters
-the async one's).
+the async one's); and ``lease``, a plain context manager around the async one.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import ssl
 from collections.abc import Callable, Coroutine, Iterable, Iterator, Sequence
@@ -27,6 +28,7 @@ from .._loopthread import LoopThread, LoopThreadOwner
 from .._names import DEFAULT_NAMESPACE
 from ..wire import DEFAULT_MAX_BODY_SIZE, EncoderUrls, WatchedChange
 from .client import BootstrapClient
+from .leases import ClientLease
 from .retry import Backoff
 
 __all__ = ["SyncBootstrapClient"]
@@ -127,6 +129,19 @@ class SyncBootstrapClient(LoopThreadOwner):
     wait_encoder_urls = _blocking(BootstrapClient.wait_encoder_urls)
     list_ranks = _blocking(BootstrapClient.list_ranks)
     list_namespaces = _blocking(BootstrapClient.list_namespaces)
+
+    @contextlib.contextmanager
+    def lease(self, ttl: float = 10.0, *, timeout: float | None = 60.0) -> Iterator[ClientLease]:
+        """:meth:`BootstrapClient.lease` as a plain context manager: ``with client.lease(ttl=10) as lease:``.
+
+        The lease is kept alive on the client's loop thread, and revoked when the block ends.
+        """
+        lease = self._client.lease(ttl, timeout=timeout)
+        self._run(lease.__aenter__())
+        try:
+            yield lease
+        finally:
+            self._run(lease.revoke())
 
     def watch_encoder_urls(self, *, after: int = 0) -> Iterator[EncoderUrls]:
         """Each new encoder URL list, for ever: ``for urls in client.watch_encoder_urls(): ...``.

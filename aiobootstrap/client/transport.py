@@ -40,6 +40,7 @@ import aiohttp
 
 from .. import wire as protocol
 from ..exceptions import BootstrapError, ServerUnavailable, UnexpectedReply, error_for_status
+from ..wire.leases import decode_lease_missing
 from .exchange import Reply, Unreachable, exchange
 from .restarts import Replay, RestartWatch
 from .retry import ROUND_TRIP, Backoff, Deadline, Replicas
@@ -106,6 +107,8 @@ class Transport:
         self._connector = connector
         self._session: aiohttp.ClientSession | None = None
         self._restarts = RestartWatch(reregister)
+        self.forgetting: list[Callable[[Hashable], None]] = []
+        """Told of each registration forgotten (the client's leases)."""
 
     @property
     def url(self) -> str:
@@ -153,8 +156,10 @@ class Transport:
             raise self.error(reply.status, replay.path, reply.body)
 
     def forget_registration(self, key: Hashable) -> None:
-        """Send the registration named ``key`` no more after a restart."""
+        """Send the registration named ``key`` no more after a restart (nor after a lease's re-grant)."""
         self._restarts.forget(key)
+        for forget in self.forgetting:
+            forget(key)
 
     async def long_poll(
         self,
@@ -266,6 +271,9 @@ class Transport:
     def error(self, status: int, path: str, payload: bytes) -> BootstrapError:
         """The error a reply other than the one asked for means."""
         detail = protocol.error_detail(status, payload)
+        lost = decode_lease_missing(status, payload)
+        if lost is not None:
+            return lost
         if status == 404:
             # Not "not registered" (the wire said so): the route itself is not there.
             return UnexpectedReply(

@@ -38,10 +38,12 @@ from .config import ServerConfig
 from .encoder_health import encoder_health_context
 from .errors import error_middleware
 from .handlers.encoder_urls import list_encoder_urls, register_encoder_url, unregister_encoder_url
+from .handlers.leases import lease_routes
 from .handlers.per_kind import kind_routes
 from .handlers.status import health, list_namespaces, list_ranks, ready
 from .handlers.watch import HISTORY, WATCH_FIGURES, WatchCollector, WatchFigures, watch
 from .kinds import encode_object_reply, encode_reply, encoder_list_key, encoder_urls
+from .lease_metrics import LeaseCollector
 from .metrics import METRICS, NAMESPACE_FIGURES, Metrics, NamespaceFigures, metrics, metrics_middleware
 from .openapi import openapi
 from .replies import REPLY_WIRE, ReplyWire
@@ -131,6 +133,7 @@ def _routes(expect: ExpectHandler | None = None) -> list[web.RouteDef]:
         web.delete(ENCODER_UNREGISTER_PATH, unregister_encoder_url, expect_handler=expect),
         web.get(ENCODER_LIST_PATH, list_encoder_urls, expect_handler=expect),
         web.get(protocol.WATCH_PATH, watch, expect_handler=expect),
+        *lease_routes(expect),
     ]
 
 
@@ -151,6 +154,7 @@ async def _registry_context(app: web.Application) -> AsyncIterator[None]:
         max_ranks=config.max_ranks if config.world_size is None else None,
         max_namespaces=config.max_namespaces,
         max_roles=config.max_roles,
+        max_leases=config.max_leases,
     )
     store = open_store(config.store_url, prefix=config.store_prefix, limits=limits)
     # The bytes carry the boot-id stamp themselves: only when nothing else hooks a reply's headers.
@@ -163,6 +167,7 @@ async def _registry_context(app: web.Application) -> AsyncIterator[None]:
     in_order = store.follow_in_order(history)  # Redis: the stream's order, not its own writes first
     await store.open(registry if in_order else listeners(registry, history))
     await history.open()
+    app[METRICS].registry.register(LeaseCollector(store))
     app[REGISTRY] = registry
     app[HISTORY] = history
     app[METRICS].registry.register(WatchCollector(history, app[WATCH_FIGURES]))

@@ -55,6 +55,8 @@ class ServerConfig:
     """How many distinct ranks one namespace may store when no world size is set; ``None`` for no limit."""
     max_roles: int | None = 256
     """How many distinct roles one namespace may store records of one kind under; ``None`` for no limit."""
+    max_leases: int = 65_536
+    """How many leases may be held at once, every namespace together; past it a grant is a ``409``."""
     max_request_line: int = 8190
     """The longest request line (method, path and query) accepted, in bytes."""
     max_header_size: int = 8190
@@ -132,6 +134,8 @@ class ServerConfig:
             raise ValueError(f"max ranks must be at least 1, not {self.max_ranks}")
         if self.max_roles is not None and self.max_roles < 1:
             raise ValueError(f"max roles must be at least 1, not {self.max_roles}")
+        if self.max_leases < 1:
+            raise ValueError(f"max leases must be at least 1, not {self.max_leases}")
         if self.max_request_line < _MIN_REQUEST_LINE:
             raise ValueError(
                 f"max request line must be at least {_MIN_REQUEST_LINE} bytes (the client's batch "

@@ -78,11 +78,12 @@ def _has(record: Record | None, url: str) -> bool:
     return url in members_of(None if record is None else record.value)
 
 
-async def add_url(registry: Registry, namespace: str, url: str) -> bool:
-    """Register ``url``: listed, and out of the evicted set; ``True`` when the list changed."""
+async def add_url(registry: Registry, namespace: str, url: str, *, lease: str | None = None) -> bool:
+    """Register ``url``: listed (held by ``lease``, if given), and out of the evicted set; ``True`` when
+    the list changed."""
     key = encoder_list_key(namespace)
     listed = _has(await registry.get(key), url)
-    await registry.set_member(key, url, present=True)
+    await registry.set_member(key, url, present=True, lease=lease)
     await registry.set_member(evicted_key(namespace), url, present=False)
     return not listed
 

@@ -17,6 +17,7 @@ from .. import wire as protocol
 from ..exceptions import (
     BodyBudgetExhausted,
     BootstrapError,
+    LeaseNotFound,
     PayloadTooLarge,
     RequestTimeout,
     StoreUnavailable,
@@ -31,11 +32,13 @@ __all__ = ["error_middleware", "json_error"]
 log = logging.getLogger("aiobootstrap")
 
 
-def json_error(status: int, detail: str, headers: dict[str, str] | None = None) -> web.Response:
-    """An error reply: JSON ``{"detail": ...}`` with ``status`` (and ``headers``, such as ``Retry-After``)."""
-    return web.Response(
-        status=status, body=protocol.error_body(detail), content_type=protocol.JSON_TYPE, headers=headers
-    )
+def json_error(
+    status: int, detail: str, headers: dict[str, str] | None = None, **extra: object
+) -> web.Response:
+    """An error reply: JSON ``{"detail": ...}`` with ``status`` (and ``headers``, such as ``Retry-After``;
+    ``extra`` fields beside the detail, such as a lease ``404``'s ``lease``)."""
+    body = protocol.error_body(detail, **extra)
+    return web.Response(status=status, body=body, content_type=protocol.JSON_TYPE, headers=headers)
 
 
 _HTTP_DETAILS = {
@@ -57,7 +60,8 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
         headers = None
         if isinstance(exc, TooManyWaiters | StoreUnavailable | BodyBudgetExhausted):
             headers = {"Retry-After": f"{exc.retry_after:g}"}
-        response = json_error(exc.status, exc.detail, headers)
+        extra = {"lease": exc.lease} if isinstance(exc, LeaseNotFound) else {}
+        response = json_error(exc.status, exc.detail, headers, **extra)
         if isinstance(exc, _BODY_LEFT_UNREAD):
             # The rest of the body may still be on its way: the connection cannot carry another request.
             response.force_close()

@@ -49,11 +49,13 @@ def encode_listing(
     kind: str = TRANSFER_ENGINE_INFO,
     role: str = DEFAULT_ROLE,
     summary: Callable[[Record], dict[str, Any]] = engine_summary,
+    leases: Sequence[tuple[str, float] | None] | None = None,
 ) -> bytes:
     """The reply to ``GET /ranks``: one kind and role's registered ranks (without values), and who is missing.
 
     ``summary`` is what an item shows of its record besides rank, version and
-    times (for transfer-engine info: ``session_id``, and ``backend`` when tagged).
+    times (for transfer-engine info: ``session_id``, and ``backend`` when tagged). ``leases``, one
+    per record, adds ``lease`` and ``lease_remaining`` (seconds) to each record on a lease.
     """
     missing = None if world_size is None else missing_in_world(world_size, (r.rank for r in records))
     listing = {
@@ -70,9 +72,14 @@ def encode_listing(
                 "version": record.version,
                 "registered_at": record.registered_at,
                 "age": round(max(0.0, now - record.registered_at), 3),
+                **_lease_fields(None if leases is None else leases[index]),
             }
-            for record in records
+            for index, record in enumerate(records)
         ],
         **({"missing": None, "missing_ranks": None} if missing is None else missing_fields(missing)),
     }
     return dumps(listing)
+
+
+def _lease_fields(held: tuple[str, float] | None) -> dict[str, Any]:
+    return {} if held is None else {"lease": held[0], "lease_remaining": round(held[1], 3)}

@@ -5,6 +5,7 @@ The rooms, each opening with how it works:
 - ``interface``: :class:`Store`, its keys, records and limits, and the change feed's listener
 - ``tables``: the records of a store kept in this process, and the rules of a put, a delete, a limit
 - ``memory``: the memory store, the default
+- ``leases``: the lease model of a local store (one heap of deadlines); ``local_leases``: its timer and calls
 - ``file``: the file store, over ``journal`` (the file's format and I/O), ``entries`` (records as
   its lines, and a journal replayed) and ``staging`` (changes on their way to disk)
 - ``redis``: the Redis store, a package of its own rooms
@@ -22,6 +23,7 @@ from .interface import (
     Change,
     ChangeListener,
     Key,
+    LeaseState,
     Record,
     Store,
     StoreLimits,
@@ -40,6 +42,7 @@ __all__ = [
     "Change",
     "ChangeListener",
     "Key",
+    "LeaseState",
     "LocalStore",
     "MemoryStore",
     "Record",

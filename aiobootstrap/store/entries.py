@@ -27,9 +27,18 @@ from typing import Any
 from .._ranks import MAX_RANK
 from .interface import DEFAULT_NAMESPACE, DEFAULT_ROLE, TRANSFER_ENGINE_INFO, Key, Record
 from .journal import encode_line
+from .lease_entries import (
+    LEASE_OPS,
+    hold_fields,
+    lease_lines,
+    record_fields,
+    replay_lease_entry,
+    replay_put_leases,
+)
+from .leases import Lease, LeaseTable
 from .tables import Tables
 
-__all__ = ["Replayed", "delete_entry", "put_entry", "replay", "snapshot"]
+__all__ = ["Replayed", "delete_entry", "hold_entry", "put_entry", "replay", "snapshot"]
 
 log = logging.getLogger("aiobootstrap")
 
@@ -63,12 +72,28 @@ def delete_entry(key: Key, version: int) -> dict[str, Any]:
     return _entry("del", key, version)
 
 
-def snapshot(tables: Tables, incarnation: str) -> tuple[list[bytes], dict[Key, int]]:
-    """What a compacted journal holds: a ``base`` line, then a put line a live record; and each one's size."""
+def hold_entry(key: Key, lease: Lease | None, member: str) -> dict[str, Any]:
+    """The entry of a set member moved onto ``lease`` (or off every lease) with no change of its value."""
+    entry = _entry("hold", key, 0)
+    del entry["version"]
+    entry.update(hold_fields(lease, member))
+    return entry
+
+
+def snapshot(
+    tables: Tables, incarnation: str, leases: LeaseTable | None = None
+) -> tuple[list[bytes], dict[Key, int]]:
+    """What a compacted journal holds: a ``base`` line, a ``lease`` line a live lease, then a put line a
+    live record (naming its lease); and each put line's size."""
     lines = [encode_line({"op": "base", "version": tables.high, "inc": incarnation})]
+    if leases is not None:
+        lines.extend(encode_line(entry) for entry in lease_lines(leases))
     sizes: dict[Key, int] = {}
     for record in tables.all_records():
-        line = encode_line(put_entry(record))
+        entry = put_entry(record)
+        if leases is not None:
+            entry.update(record_fields(leases, record))
+        line = encode_line(entry)
         sizes[record.key] = len(line)
         lines.append(line)
     return lines, sizes
@@ -96,9 +121,14 @@ class Replayed:
 
 
 def replay(
-    entries: Sequence[tuple[dict[str, Any], int]], problems: Sequence[str], tables: Tables, path: str
+    entries: Sequence[tuple[dict[str, Any], int]],
+    problems: Sequence[str],
+    tables: Tables,
+    path: str,
+    leases: LeaseTable | None = None,
 ) -> Replayed:
-    """Apply a journal's ``entries`` (each with its line's size) to ``tables``; warn of what was skipped."""
+    """Apply a journal's ``entries`` (each with its line's size) to ``tables`` and ``leases``; warn of
+    what was skipped."""
     found = Replayed()
     live_bytes = found.live_bytes
     beyond: dict[Key, int] = {}  # the records of ranks past 18 digits the journal holds
@@ -107,6 +137,9 @@ def replay(
         if op == "base":
             tables.raise_floor(entry["version"])
             found.incarnation = entry.get("inc", found.incarnation)
+        elif op in LEASE_OPS:
+            if leases is not None:
+                replay_lease_entry(entry, _key_of(entry) if op == "hold" else None, leases)
         elif entry["rank"] > MAX_RANK:
             # Written by an older version: no route can read or delete it, so
             # it is not loaded (nor counted under max_ranks); its version stays taken.
@@ -119,13 +152,18 @@ def replay(
         elif op == "put":
             key = _key_of(entry)
             record = Record(key, entry["value"], entry["version"], float(entry["at"]))
+            before = tables.get(key)
             tables.apply_put(record)
             if tables.get(key) is record:
                 live_bytes[key] = size
+                if leases is not None:
+                    replay_put_leases(entry, record, before, leases)
         else:
             key = _key_of(entry)
             if tables.apply_delete(key, entry["version"]) is not None:
                 live_bytes.pop(key, None)
+                if leases is not None:
+                    leases.attach((key, None), None)
     if problems:
         shown = "; ".join(problems[:_WARN_LINES])
         more = f" and {len(problems) - _WARN_LINES} more" if len(problems) > _WARN_LINES else ""

@@ -36,11 +36,13 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from .entries import delete_entry, put_entry, replay, snapshot
+from .entries import delete_entry, hold_entry, put_entry, replay, snapshot
 from .interface import Change, ChangeListener, Key, Record, StoreLimits, ignore_changes, with_member
 from .journal import JournalFile, JournalMissing, StateFileError, encode_line, reason
+from .lease_entries import end_entry, grant_entry, member_leases
+from .leases import Lease
+from .local_leases import LocalLeases
 from .staging import FailureLog, Pending, Staged, not_saved
-from .tables import LocalStore
 
 __all__ = ["FileStore", "StateFileError"]
 
@@ -57,7 +59,7 @@ _CLOSED = "The state file is closed: the server is shutting down."
 _DISK_FULL = frozenset({errno.ENOSPC, errno.EDQUOT})
 
 
-class FileStore(LocalStore):
+class FileStore(LocalLeases):
     """Records in memory, made durable in a journal file (``--state-file``, ``file:PATH``)."""
 
     def __init__(self, path: str, limits: StoreLimits | None = None) -> None:
@@ -112,17 +114,21 @@ class FileStore(LocalStore):
             self._executor.shutdown(wait=False)
             raise
         self._listener = listener
+        # Every lease has its full TTL again from now: no worker is expired by the outage.
+        self._leases.renew_all()
+        self._arm()
         log.info(
-            "state file %s: loaded %d registration(s), version %d",
+            "state file %s: loaded %d registration(s), version %d, %d lease(s)",
             self.path,
             len(self._tables),
             self._tables.high,
+            len(self._leases),
         )
 
     def _load(self) -> None:
         # On the worker thread, before anyone else can see the store.
         entries, problems = self._file.read()
-        found = replay(entries, problems, self._tables, self.path)
+        found = replay(entries, problems, self._tables, self.path, self._leases)
         # A journal from before incarnations, or a new one: its data starts a life here.
         self._incarnation = found.incarnation or secrets.token_hex(8)
         self._live_bytes = found.live_bytes
@@ -145,6 +151,7 @@ class FileStore(LocalStore):
         """Finish the changes already asked for, then close the file."""
         if self._closed:
             return
+        await self._close_leases()
         self._closed = True
         self._listener = ignore_changes()
         if self._flusher is not None:
@@ -161,6 +168,20 @@ class FileStore(LocalStore):
     # -- changing ------------------------------------------------------
 
     async def put(self, key: Key, value: dict[str, Any]) -> Record:
+        return await self._put(key, value, None)
+
+    async def put_leased(self, key: Key, value: dict[str, Any], lease: str | None) -> Record:
+        held = None if lease is None else self._leases.find(key.namespace, lease)
+        return await self._put(key, value, held)
+
+    async def _put(self, key: Key, value: dict[str, Any], lease: Lease | None) -> Record:
+        change = self._queue_put(key, value, {} if lease is None else {"lease": lease.id})
+        self._leases.attach((key, None), lease)
+        await self._commit(change)
+        return change.record  # type: ignore[return-value]
+
+    def _queue_put(self, key: Key, value: dict[str, Any], fields: dict[str, Any]) -> Pending:
+        """A put stamped, checked and holding its room: committed by the caller, before any await."""
         staged, tables = self._staged, self._tables
         tables.check_room(
             key,
@@ -169,24 +190,43 @@ class FileStore(LocalStore):
             staged_tables=staged.ranks,
         )
         record = Record(key, value, staged.stamp(key.namespace, tables), time.time())
-        line = encode_line(put_entry(record))
+        line = encode_line({**put_entry(record), **fields})
         change = Pending(key, record.version, line, record, self._future())
         # The room is held until the change has landed or failed, even when
         # the caller stops waiting for it.
         staged.hold(key)
         change.done.add_done_callback(lambda _: staged.release(key, tables, put=True))
-        await self._commit(change)
-        return record
+        return change
 
     async def set_member(self, key: Key, member: str, *, present: bool) -> Record | None:
+        return await self._set_member(key, member, present, None)
+
+    async def add_leased(self, key: Key, member: str, lease: str) -> Record | None:
+        return await self._set_member(key, member, True, self._leases.find(key.namespace, lease))
+
+    async def _set_member(self, key: Key, member: str, present: bool, lease: Lease | None) -> Record | None:
         # Built on the key's latest change, queued or landed, and queued before
         # the first await: two member changes in flight never lose each other.
         pending = self._latest.get(key)
         current = self._tables.get(key) if pending is None else pending.record
         value = with_member(None if current is None else current.value, member, present=present)
+        moved = (self._leases.lease_of((key, member)) or ("",))[0] != ("" if lease is None else lease.id)
         if value is not None:
-            return await self.put(key, value)
-        if pending is not None:
+            held = member_leases(self._leases, key, value["members"])
+            held.pop(member, None)
+            if lease is not None:
+                held[member] = lease.id
+            change = self._queue_put(key, value, {"leases": held} if held else {})
+            self._leases.attach((key, member), lease)
+            await self._commit(change)
+            return change.record
+        if present:
+            # Listed already: it is the new lease's (or none's) now, even from a lease ending.
+            self._leases.attach((key, member), lease)
+        if present and moved:
+            # A line of its own, and no new version: the list did not change.
+            await self._commit_lease_line(hold_entry(key, lease, member))
+        elif pending is not None:
             # Unchanged, but only once what it is unchanged from is on disk.
             await asyncio.shield(pending.done)
         return current
@@ -200,7 +240,20 @@ class FileStore(LocalStore):
         change = Pending(key, version, encode_line(delete_entry(key, version)), None, self._future())
         # The staged version is let go once the change has landed or failed.
         change.done.add_done_callback(lambda _: staged.release(key, tables, put=False))
+        self._leases.attach((key, None), None)
         return await self._commit(change)
+
+    # -- leases: granted and ended are journaled; a keepalive is not (a restart renews every lease) --
+
+    async def _lease_granted(self, lease: Lease) -> None:
+        await self._commit_lease_line(grant_entry(lease))
+
+    async def _lease_ended(self, lease: Lease) -> None:
+        await self._commit_lease_line(end_entry(lease))
+
+    async def _commit_lease_line(self, entry: dict[str, Any]) -> None:
+        key = Key("", "", "", 0)  # a lease's line changes no record
+        await self._commit(Pending(key, 0, encode_line(entry), None, self._future(), lease_line=True))
 
     @staticmethod
     def _future() -> asyncio.Future[Record | None]:
@@ -210,7 +263,8 @@ class FileStore(LocalStore):
         if self._closed:
             raise StateFileError(_CLOSED)
         self._pending.append(change)
-        self._latest[change.key] = change
+        if not change.lease_line:
+            self._latest[change.key] = change
         if self._flusher is None:
             self._flusher = asyncio.get_running_loop().create_task(self._flush())
         # Cancelling this wait does not cancel the change: the flusher writes,
@@ -273,6 +327,9 @@ class FileStore(LocalStore):
         self._landed(change)
         tables = self._tables
         key = change.key
+        if change.lease_line:
+            change.done.set_result(None)
+            return None
         if change.record is not None:
             tables.apply_put(change.record)
             self._live_bytes[key] = len(change.line)
@@ -309,5 +366,5 @@ class FileStore(LocalStore):
     def _snapshot(self) -> list[bytes]:
         # Taken on the loop while the flusher waits (or before anyone sees the
         # store): no change lands until the rewrite is done.
-        lines, self._live_bytes = snapshot(self._tables, self._incarnation)
+        lines, self._live_bytes = snapshot(self._tables, self._incarnation, self._leases)
         return lines

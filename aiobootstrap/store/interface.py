@@ -44,7 +44,7 @@ from typing import Any, Protocol
 
 from .._names import DEFAULT_NAMESPACE, DEFAULT_ROLE, TRANSFER_ENGINE_INFO
 from .._ranks import RankSet
-from ..exceptions import TooManyRanks
+from ..exceptions import LeasesUnsupported, TooManyRanks
 
 __all__ = [
     "DEFAULT_NAMESPACE",
@@ -55,6 +55,7 @@ __all__ = [
     "Change",
     "ChangeListener",
     "Key",
+    "LeaseState",
     "Record",
     "Store",
     "StoreLimits",
@@ -176,6 +177,24 @@ class StoreLimits:
     """Namespaces that may hold records at once."""
     max_roles: int | None = None
     """Distinct roles one (namespace, kind) may hold records under; a write to a role held needs no room."""
+    max_leases: int | None = None
+    """Leases that may be held at once, every namespace together."""
+
+
+Target = tuple[Key, str | None]
+"""A record a lease holds: a per-rank record's key (``None``), or a set record's key and one member."""
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseState:
+    """A lease as a store reads it (SPEC section 9; the lease model is ``store.leases``)."""
+
+    id: str
+    namespace: str
+    ttl: float
+    remaining: float
+    """Seconds until it expires unless kept alive."""
+    records: tuple[Target, ...] = ()
 
 
 class ChangeListener(Protocol):
@@ -313,6 +332,47 @@ class Store(abc.ABC):
         it has one (``store/redis/ordered.py``).
         """
         return False
+
+    # -- leases: a store that holds none answers every call with LeasesUnsupported (a 501) --
+
+    async def grant_lease(self, namespace: str, ttl: float) -> LeaseState:
+        """A new lease of ``ttl`` seconds (``TooManyLeases`` past ``max_leases``)."""
+        raise self._no_leases()
+
+    async def keepalive_lease(self, namespace: str, lease: str) -> LeaseState:
+        """Give the lease its full TTL again (``LeaseNotFound`` when it is gone)."""
+        raise self._no_leases()
+
+    async def read_lease(self, namespace: str, lease: str) -> LeaseState:
+        """The lease and the records it holds (``LeaseNotFound`` when it is gone)."""
+        raise self._no_leases()
+
+    async def revoke_lease(self, namespace: str, lease: str) -> LeaseState:
+        """End the lease now, deleting every record on it as a delete would (``LeaseNotFound``)."""
+        raise self._no_leases()
+
+    async def put_leased(self, key: Key, value: dict[str, Any], lease: str | None) -> Record:
+        """:meth:`put`, the record then held by ``lease`` (``LeaseNotFound``: nothing stored); ``None``: a put."""
+        if lease is None:
+            return await self.put(key, value)
+        raise self._no_leases()
+
+    async def add_leased(self, key: Key, member: str, lease: str) -> Record | None:
+        """:meth:`set_member` adding ``member``, then held by ``lease`` (``LeaseNotFound``: nothing changed)."""
+        raise self._no_leases()
+
+    def leases_of(self, targets: Sequence[Target]) -> list[tuple[str, float] | None]:
+        """Each target's lease and its seconds remaining, or ``None``; read in this process, no I/O."""
+        return [None for _ in targets]
+
+    def lease_figures(self) -> tuple[int, int, int] | None:
+        """Leases held now, expired and revoked since the store opened (this process's); ``None``: no leases."""
+        return None
+
+    def _no_leases(self) -> LeasesUnsupported:
+        return LeasesUnsupported(
+            f"Leases are not supported on this store ({self.description}) yet; register without a lease."
+        )
 
     @abc.abstractmethod
     async def ping(self) -> None:

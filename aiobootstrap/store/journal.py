@@ -30,6 +30,8 @@ The checksum lets a reader tell a line torn by a crash, a flipped bit or
 appended garbage from a good line, and skip only the bad one. The JSON is
 ASCII (``_json.dumps``), so no line holds a raw newline.
 
+Leases add three ops and two put fields, described in ``store.lease_entries``.
+
 Nothing here is asynchronous: :class:`~aiobootstrap.store.file.FileStore`
 calls every method from its one worker thread.
 """
@@ -47,6 +49,7 @@ from typing import Any
 from .. import _json
 from .._ranks import is_rank
 from ..exceptions import StateFileError
+from .lease_entries import LEASE_OPS, check_lease_entry
 
 try:
     import fcntl
@@ -82,11 +85,13 @@ def parse_line(line: bytes) -> dict[str, Any]:
     if not isinstance(entry, dict):
         raise ValueError("it is not a JSON object")
     op = entry.get("op")
-    if op not in ("base", "put", "del"):
+    if op not in ("base", "put", "del", *LEASE_OPS):
         raise ValueError(f"its op {op!r} is unknown")
     for name in ("ns", "kind", "role", "inc"):
         if not isinstance(entry.get(name, ""), str):
             raise ValueError(f"its {name} is not a string")
+    if op in LEASE_OPS:
+        return check_lease_entry(entry)
     if not is_rank(entry.get("version")):
         raise ValueError("its version is not a non-negative integer")
     rank = entry.get("rank")

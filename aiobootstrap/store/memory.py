@@ -4,7 +4,8 @@ Records sit in :class:`~aiobootstrap.store.tables.Tables`, one dict per
 (namespace, kind, role), so the rank cap is that dict's length. Every method
 runs to completion without yielding, so each is atomic on the event loop: a
 count checked and a write made happen with nothing in between. The feed is a direct call to the listener after the
-change, carrying the record itself.
+change, carrying the record itself. Leases are ``local_leases``'s: a write
+attaches its record to its lease (or to none) in the same step.
 """
 
 from __future__ import annotations
@@ -14,12 +15,13 @@ import time
 from typing import Any
 
 from .interface import Change, ChangeListener, Key, Record, StoreLimits, ignore_changes, with_member
-from .tables import LocalStore
+from .leases import Lease
+from .local_leases import LocalLeases
 
 __all__ = ["MemoryStore"]
 
 
-class MemoryStore(LocalStore):
+class MemoryStore(LocalLeases):
     """Records in memory: fast, and gone when the process ends."""
 
     def __init__(self, limits: StoreLimits | None = None) -> None:
@@ -39,9 +41,22 @@ class MemoryStore(LocalStore):
         self._listener = listener
 
     async def close(self) -> None:
+        await self._close_leases()
         self._listener = ignore_changes()
 
     async def put(self, key: Key, value: dict[str, Any]) -> Record:
+        return self._put(key, value, None)
+
+    async def put_leased(self, key: Key, value: dict[str, Any], lease: str | None) -> Record:
+        held = None if lease is None else self._leases.find(key.namespace, lease)
+        return self._put(key, value, held)
+
+    def _put(self, key: Key, value: dict[str, Any], lease: Lease | None) -> Record:
+        record = self._write(key, value)
+        self._leases.attach((key, None), lease)
+        return record
+
+    def _write(self, key: Key, value: dict[str, Any]) -> Record:
         tables = self._tables
         tables.check_room(key)
         record = Record(key, value, tables.next_version(key.namespace), time.time())
@@ -50,10 +65,18 @@ class MemoryStore(LocalStore):
         return record
 
     async def set_member(self, key: Key, member: str, *, present: bool) -> Record | None:
-        # put() runs to completion without yielding: the read and the write are one step.
+        return self._set_member(key, member, present, None)
+
+    async def add_leased(self, key: Key, member: str, lease: str) -> Record | None:
+        return self._set_member(key, member, True, self._leases.find(key.namespace, lease))
+
+    def _set_member(self, key: Key, member: str, present: bool, lease: Lease | None) -> Record | None:
+        # Nothing here yields: the read and the write are one step.
         current = self._tables.get(key)
         value = with_member(None if current is None else current.value, member, present=present)
-        return current if value is None else await self.put(key, value)
+        record = current if value is None else self._write(key, value)
+        self._leases.attach((key, member), lease)
+        return record
 
     async def delete(self, key: Key) -> Record | None:
         tables = self._tables
@@ -61,6 +84,7 @@ class MemoryStore(LocalStore):
             return None
         version = tables.next_version(key.namespace)
         removed = tables.apply_delete(key, version)
+        self._leases.attach((key, None), None)
         self._listener.changed((Change(key, version, deleted=True),))
         return removed
 

@@ -48,6 +48,8 @@ class Pending:
     record: Record | None
     """The record a put writes; ``None`` for a delete."""
     done: asyncio.Future[Record | None]
+    lease_line: bool = False
+    """A lease's line (granted, ended, a member held): no record changes when it lands."""
 
 
 @dataclass(slots=True)

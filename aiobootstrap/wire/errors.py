@@ -20,6 +20,15 @@ _NOT_REGISTERED_OLD = re.compile(r"No transfer engine info for rank ([0-9]{1,18}
 """SPEC section 1's sentence: all an old polling server's 404 says."""
 
 
+def reply_object(payload: bytes) -> dict[str, Any] | None:
+    """An error reply's JSON object, or ``None`` when it is not one (a proxy's page, plain text)."""
+    try:
+        reply = loads(payload)
+    except (ValueError, RecursionError):
+        return None
+    return reply if isinstance(reply, dict) else None
+
+
 def error_body(detail: str, **extra: Any) -> bytes:
     return dumps({"detail": detail, **extra})
 
@@ -56,13 +65,8 @@ def decode_not_registered(status: int, payload: bytes) -> list[int] | None:
     rank missing) or ``missing``, or, from an old polling server, by SPEC
     section 1's exact sentence.
     """
-    if status != 404:
-        return None
-    try:
-        reply = loads(payload)
-    except (ValueError, RecursionError):
-        return None
-    if not isinstance(reply, dict):
+    reply = reply_object(payload) if status == 404 else None
+    if reply is None:
         return None
     spec = reply.get("missing_ranks")
     if isinstance(spec, str) and spec:

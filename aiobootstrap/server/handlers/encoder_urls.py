@@ -15,6 +15,7 @@ from ..kinds import encoder_list_key
 from ..metrics import METRICS, counts_gets
 from ..replies import REPLY_WIRE
 from .common import after_of, json_reply, namespace_of, wait_seconds
+from .leases import lease_of_body
 from .log_lines import log_encoder_url
 
 __all__ = ["list_encoder_urls", "register_encoder_url", "unregister_encoder_url"]
@@ -31,12 +32,15 @@ def _missing_url() -> web.Response:
 
 
 async def register_encoder_url(request: web.Request) -> web.Response:
-    """``POST /register_encoder_url``: list a URL (once), less a trailing ``/``; an evicted one at once."""
-    url = await _encoder_url(request)
+    """``POST /register_encoder_url``: list a URL (once), less a trailing ``/``, on a lease if the body
+    names one; an evicted URL is listed again at once."""
+    body = await read_body(request, request.app[CONFIG])
+    url = protocol.parse_url_body(body)
     if url is None:
         return _missing_url()
+    lease = lease_of_body(protocol.parse_body(body))
     namespace = namespace_of(request)
-    await add_url(request.app[REGISTRY], namespace, url)
+    await add_url(request.app[REGISTRY], namespace, url, lease=lease)
     request.app[METRICS].count_registration(namespace, ENCODER_URLS)
     log_encoder_url("registered", url, namespace)
     return web.Response(text="OK")

@@ -24,6 +24,7 @@ from ..kinds import RecordKind
 from ..metrics import METRICS, counts_gets
 from ..replies import REPLY_WIRE, ReplyWire, WireReply
 from .common import after_of, json_reply, namespace_of, not_registered, param, wait_seconds
+from .leases import lease_of_body
 from .log_lines import log_change
 
 __all__ = ["kind_routes"]
@@ -63,9 +64,10 @@ def _register(kind: RecordKind) -> Handler:
         rank = protocol.parse_rank_field(payload)
         role = protocol.parse_role_field(payload)
         value = kind.parse(protocol.field_of(payload, kind.field))
+        lease = lease_of_body(payload)
         protocol.check_world_size(rank, config.world_size)
         key = kind.key(namespace_of(request), role, rank)
-        record = await app[REGISTRY].register(key, value)
+        record = await app[REGISTRY].register(key, value, lease)
         app[METRICS].count_registration(key.namespace, kind.name)
         log_change("registered", record, kind)
         wire = app[REPLY_WIRE]

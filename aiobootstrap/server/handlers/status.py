@@ -39,8 +39,9 @@ async def list_ranks(request: web.Request) -> web.Response:
     namespace = namespace_of(request)
     registry = request.app[REGISTRY]
     store = registry.store
+    found = await store.records(namespace, kind.name, role)
     body = records.encode_listing(
-        await store.records(namespace, kind.name, role),
+        found,
         await store.version(namespace),
         request.app[CONFIG].world_size,
         registry.parked_in(namespace),
@@ -48,6 +49,7 @@ async def list_ranks(request: web.Request) -> web.Response:
         kind=kind.name,
         role=role,
         summary=kind.summary,
+        leases=store.leases_of([(record.key, None) for record in found]),
     )
     return web.Response(body=body, content_type=protocol.JSON_TYPE)
 

@@ -22,6 +22,7 @@ from ..._json import dumps
 from ..._version import __version__
 from .. import kinds as _kinds
 from ..access import Access, route_access
+from .leases import describe_leases
 from .paths import PATHS, RANKS_FORMAT, SERVER_WIDE, in_namespace, json_reply, kind_paths
 from .schemas import SCHEMAS, kind_schemas
 from .watch import WATCH_SCHEMAS, watch_paths
@@ -50,6 +51,8 @@ def document(*, token: bool = False, open_reads: bool = False) -> dict[str, Any]
         described.update(kind_paths(kind))
         schemas.update(kind_schemas(kind))
     described.update(watch_paths())
+    registers = [kind.register_path for kind in _kinds.KINDS] + [protocol.ENCODER_REGISTER_PATH]
+    describe_leases(described, schemas, registers)
     paths: dict[str, Any] = {}
     for route, item in described.items():
         paths[route] = item
