@@ -135,3 +135,23 @@ def test_the_list_follows_even_when_every_wait_slot_is_taken() -> None:
         assert send(server, "POST", "/register_encoder_url", {"url": "http://full:1"}) == (200, "OK")
         wait_until(lambda: shared == ["http://full:1"])
         assert server.parked == 0
+
+
+def test_the_engines_variables_are_its_defaults_and_arguments_win(monkeypatch: pytest.MonkeyPatch) -> None:
+    """As the engines' class does: SGLANG_ENCODER_BOOTSTRAP_* set the probes, an argument overrides one."""
+    monkeypatch.setenv("SGLANG_ENCODER_BOOTSTRAP_HEALTH_CHECK_INTERVAL", "0")
+    monkeypatch.setenv("SGLANG_ENCODER_BOOTSTRAP_EVICTED_TTL", "30")
+    with EncoderBootstrapServer("127.0.0.1", 0, health_check_timeout=0.5, evicted_ttl=5.0) as server:
+        config = server._server.config
+    assert (config.encoder_health_interval, config.encoder_health_timeout, config.encoder_evicted_ttl) == (
+        0.0,
+        0.5,
+        5.0,
+    )
+
+
+def test_a_variable_that_is_not_a_number_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A bad engines' variable is one clear ValueError naming it, before any thread starts."""
+    monkeypatch.setenv("SGLANG_ENCODER_BOOTSTRAP_HEALTH_CHECK_TIMEOUT", "soon")
+    with pytest.raises(ValueError, match="SGLANG_ENCODER_BOOTSTRAP_HEALTH_CHECK_TIMEOUT"):
+        EncoderBootstrapServer("127.0.0.1", 0)

@@ -19,7 +19,14 @@ from typing import Any, NoReturn
 from .._logging import LOG_FORMATS
 from .._version import __version__
 from ..server import open_files as _open_files
-from ..server.config import AUTH_READS, DEFAULT_MAX_WAITERS, DEFAULT_STORE, ServerConfig
+from ..server.config import (
+    AUTH_READS,
+    DEFAULT_MAX_WAITERS,
+    DEFAULT_STORE,
+    ENGINE_VARIABLES,
+    ServerConfig,
+    engine_settings,
+)
 from ..server.tokens import TokenFileError, TokenSet
 from .tool_parser import add_tool_parsers
 from .tools import TOOLS
@@ -44,11 +51,7 @@ _LOG_LEVELS = ("debug", "info", "warning", "error")
 
 TOKEN_ENV = "AIOBOOTSTRAP_AUTH_TOKEN"
 STORE_ENV = "AIOBOOTSTRAP_STORE"
-ENCODER_HEALTH_ENV = {
-    "encoder_health_interval": "SGLANG_ENCODER_BOOTSTRAP_HEALTH_CHECK_INTERVAL",
-    "encoder_health_timeout": "SGLANG_ENCODER_BOOTSTRAP_HEALTH_CHECK_TIMEOUT",
-    "encoder_evicted_ttl": "SGLANG_ENCODER_BOOTSTRAP_EVICTED_TTL",
-}
+ENCODER_HEALTH_ENV = ENGINE_VARIABLES
 """The engines' variables that set the encoder probes' defaults: an option wins over its variable."""
 
 
@@ -286,17 +289,12 @@ def server_config(args: argparse.Namespace, environ: Mapping[str, str]) -> Serve
 
 def _encoder_health(args: argparse.Namespace, environ: Mapping[str, str]) -> dict[str, float]:
     """The encoder probes' settings: each option, else the engines' variable, else the config's default."""
+    from_environment = engine_settings(environ)
     settings = {}
-    for field_name, variable in ENCODER_HEALTH_ENV.items():
+    for field_name in ENCODER_HEALTH_ENV:
         given = getattr(args, field_name)
-        if given is None and environ.get(variable, "").strip():
-            try:
-                given = float(environ[variable])
-            except ValueError:
-                raise ValueError(
-                    f"{variable} must be a number of seconds, not {environ[variable]!r}"
-                ) from None
-        settings[field_name] = getattr(_DEFAULTS, field_name) if given is None else given
+        default = from_environment.get(field_name, getattr(_DEFAULTS, field_name))
+        settings[field_name] = default if given is None else given
     return settings
 
 

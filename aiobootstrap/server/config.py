@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -17,7 +18,9 @@ __all__ = [
     "DEFAULT_MAX_WAITERS",
     "DEFAULT_PORT",
     "DEFAULT_STORE",
+    "ENGINE_VARIABLES",
     "ServerConfig",
+    "engine_settings",
 ]
 
 DEFAULT_HOST = "127.0.0.1"
@@ -192,3 +195,25 @@ class ServerConfig:
     @property
     def scheme(self) -> str:
         return "http" if self.tls_cert is None else "https"
+
+
+ENGINE_VARIABLES = {
+    "encoder_health_interval": "SGLANG_ENCODER_BOOTSTRAP_HEALTH_CHECK_INTERVAL",
+    "encoder_health_timeout": "SGLANG_ENCODER_BOOTSTRAP_HEALTH_CHECK_TIMEOUT",
+    "encoder_evicted_ttl": "SGLANG_ENCODER_BOOTSTRAP_EVICTED_TTL",
+}
+"""The engines' variables that set the probes' defaults (each a :class:`ServerConfig` field's)."""
+
+
+def engine_settings(environ: Mapping[str, str]) -> dict[str, float]:
+    """The probes' settings the engines' variables in ``environ`` give: each field whose variable is set;
+    a value that is not a number is a one-line ``ValueError`` naming the variable."""
+    settings = {}
+    for field_name, variable in ENGINE_VARIABLES.items():
+        text = environ.get(variable, "").strip()
+        if text:
+            try:
+                settings[field_name] = float(text)
+            except ValueError:
+                raise ValueError(f"{variable} must be a number of seconds, not {text!r}") from None
+    return settings

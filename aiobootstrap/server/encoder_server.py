@@ -12,6 +12,7 @@ health probes (see ``encoder_health``), or another replica's, through the store.
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -21,7 +22,7 @@ from .._registry import Registry
 from ..exceptions import BootstrapError, ShuttingDown
 from ..store import Record
 from ..wire import encoder_url
-from .config import DEFAULT_HOST, DEFAULT_PORT
+from .config import DEFAULT_HOST, DEFAULT_PORT, engine_settings
 from .encoder_health import add_url, remove_url
 from .kinds import encoder_list_key, encoder_urls
 from .threaded import ThreadedBootstrapServer
@@ -48,8 +49,10 @@ class EncoderBootstrapServer(ThreadedBootstrapServer):
     ``urls`` is the caller's list, kept current in place; the URLs it holds
     when given are registered. ``health_check_interval``,
     ``health_check_timeout`` and ``evicted_ttl`` are the encoder probes'
-    settings (``None``: :class:`ServerConfig`'s defaults, 10 s, 2 s and
-    600 s); other keyword arguments are :class:`ServerConfig` fields.
+    settings; ``None`` reads the engines' variable, as their class does
+    (``SGLANG_ENCODER_BOOTSTRAP_HEALTH_CHECK_INTERVAL``, ``..._TIMEOUT``,
+    ``..._EVICTED_TTL``), else :class:`ServerConfig`'s defaults (10 s, 2 s,
+    600 s). Other keyword arguments are :class:`ServerConfig` fields.
     """
 
     def __init__(
@@ -62,11 +65,16 @@ class EncoderBootstrapServer(ThreadedBootstrapServer):
         evicted_ttl: float | None = None,
         **options: Any,
     ) -> None:
-        for name, value in (
-            ("encoder_health_interval", health_check_interval),
-            ("encoder_health_timeout", health_check_timeout),
-            ("encoder_evicted_ttl", evicted_ttl),
-        ):
+        # As the engines' class does: its variables are the defaults, arguments win (and options
+        # passed as ServerConfig fields too). The one reader of the environment outside the CLI.
+        given = {
+            "encoder_health_interval": health_check_interval,
+            "encoder_health_timeout": health_check_timeout,
+            "encoder_evicted_ttl": evicted_ttl,
+        }
+        for name, value in {**engine_settings(os.environ), **options}.items():
+            options[name] = value
+        for name, value in given.items():
             if value is not None:
                 options[name] = value
         self.urls: list[str] = urls if urls is not None else []
