@@ -15,7 +15,8 @@ help:
 	@echo "make bench  run the benchmarks against the polling baseline and the reference server"
 	@echo "            (BENCH_ARGS=--quick for a short run)"
 	@echo "make soak   abuse figures: SIGKILL with --state-file, SIGTERM with parked waits, batch"
-	@echo "            memory, /health beside abuse (a few minutes; SOAK_ARGS=--quick for about one)"
+	@echo "            memory, /health beside abuse (a few minutes; SOAK_ARGS=--quick for about one);"
+	@echo "            then the server under faults (FAULTS_ARGS='--before TREE' for a before column)"
 	@echo "make clean  remove .venv and caches"
 
 $(BIN)/python:
@@ -57,6 +58,7 @@ bench: $(BENCH_INSTALLED)
 # Real servers on free ports; prints tables for docs/benchmarks.md's Soak section.
 soak: $(INSTALLED)
 	$(BIN)/python -m bench.soak $(SOAK_ARGS)
+	$(BIN)/python -m bench.server_faults $(FAULTS_ARGS)
 
 fmt: $(INSTALLED)
 	$(BIN)/ruff check --fix .
