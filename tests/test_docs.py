@@ -118,7 +118,10 @@ class Reader:
         text = _PORT.sub(lambda match: self.ports[match.group(1)], text)
         text = text.replace(".venv/bin/python", sys.executable)
         text = text.replace("/tmp/aiobootstrap-redis", str(self.directory / "redis"))
-        return _TOOL.sub(lambda m: m.group(1) if "--url" in text else f"{m.group(1)} --url {self.url}", text)
+        return "\n".join(
+            _TOOL.sub(rf"\1 --url {self.url}", line) if "--url" not in line else line
+            for line in text.split("\n")
+        )
 
     def run(self, block: Block) -> None:
         shown: str | None
