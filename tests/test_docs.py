@@ -217,3 +217,14 @@ def test_every_public_error_is_in_client_md_s_tree() -> None:
     ]
     missing = [name for name in errors if name not in tree]
     assert not missing, missing
+
+
+def test_the_readme_client_example_without_a_server_ends_with_its_one_error() -> None:
+    """Run with no server up (timeouts cut to 0.5 s), the example ends in ServerUnavailable, no task left behind."""
+    (example,) = [block for block in blocks(ROOT / "README.md") if block.language == "python"]
+    script = example.text.replace("6789", str(free_port())).replace("timeout=60.0", "timeout=0.5")
+    assert "timeout=0.5" in script
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=GUARD)
+    assert result.returncode == 1
+    assert "ServerUnavailable" in result.stderr
+    assert "never retrieved" not in result.stderr
