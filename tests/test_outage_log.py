@@ -3,12 +3,15 @@ the writes it refused counted in one line per interval, not one line each nor no
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any
 
 import pytest
 
 from aiobootstrap import ServerConfig, create_app
+from aiobootstrap._logging import RateLimited
+from aiobootstrap.server.errors import STORE_REFUSALS
 
 from .conftest import registration, until
 from .redis_server import RedisServer
@@ -35,3 +38,21 @@ async def test_an_outage_is_a_warning_its_end_info_and_refusals_are_counted(
     assert not lines(caplog, logging.INFO, "the change feed broke")
     redis_server.start()
     await until(lambda: bool(lines(caplog, logging.INFO, "is back")))
+
+
+async def test_the_next_interval_s_line_counts_the_refusals_held_back(
+    aiohttp_client: Any, redis_server: RedisServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Refusals within an interval are counted into the next interval's line (here an interval of 0.2 s)."""
+    caplog.set_level(logging.INFO, logger="aiobootstrap")
+    app = create_app(ServerConfig(store=redis_server.url))
+    app[STORE_REFUSALS] = RateLimited(logging.getLogger("aiobootstrap"), 0.2)
+    client = await aiohttp_client(app)
+    redis_server.kill()
+    for rank in range(3):
+        assert (await client.put("/register_transfer_engine_info", json=registration(rank))).status == 503
+    await asyncio.sleep(0.25)  # the interval runs out
+    assert (await client.put("/register_transfer_engine_info", json=registration(3))).status == 503
+    refusals = lines(caplog, logging.WARNING, "Refused a write")
+    assert len(refusals) == 2, refusals
+    assert refusals[1].endswith("(and 2 times more since the last such message)")
