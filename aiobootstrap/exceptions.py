@@ -19,7 +19,9 @@ Every error a caller can see derives from :class:`BootstrapError`::
     ├── ServerUnavailable         (503, or no answer at all)
     │   ├── ShuttingDown
     │   ├── TooManyWaiters
+    │   ├── StoreUnavailable      (the store behind the server, Redis, did not answer)
     │   ├── BodyBudgetExhausted   (server side: bodies in flight fill --max-body-memory)
+    │   ├── TooManyNamespaces     (the store holds records in --max-namespaces namespaces)
     │   └── StateFileError
     ├── LeasesUnsupported         (501: the store holds no leases yet)
     ├── UnexpectedReply           (a reply the protocol does not allow: a wrong URL, a proxy's page)

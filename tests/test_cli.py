@@ -257,3 +257,20 @@ def test_one_port_on_every_address_a_name_resolves_to(monkeypatch: pytest.Monkey
     finally:
         for sock in socks:
             sock.close()
+
+
+@pytest.mark.parametrize("args", [["--port", "0"], ["status"]], ids=["serve", "status"])
+def test_a_missing_dependency_is_one_line_naming_it_and_the_venv(args: list[str]) -> None:
+    """Run by a python without aiohttp (the system's, not .venv's): one line and status 1, no traceback."""
+    hide_aiohttp = (
+        "import runpy, sys; sys.modules['aiohttp'] = None; "
+        f"sys.argv = ['aiobootstrap', *{args!r}]; runpy.run_module('aiobootstrap', run_name='__main__')"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", hide_aiohttp], capture_output=True, text=True, timeout=GUARD, check=False
+    )
+    assert result.returncode == 1
+    assert "Traceback" not in result.stderr
+    assert result.stderr.count("\n") == 1
+    assert "'aiohttp' is missing" in result.stderr
+    assert ".venv/bin/python -m aiobootstrap" in result.stderr

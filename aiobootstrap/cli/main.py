@@ -127,9 +127,32 @@ def _tool(argv: Sequence[str]) -> int:
         return EXIT_BROKEN_PIPE
 
 
+EXIT_MISSING_DEPENDENCY = 1
+"""A package aiobootstrap needs (aiohttp...) is not installed in this python."""
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """The console script: run the tool ``argv`` names, else serve; the exit status."""
-    argv = list(sys.argv[1:] if argv is None else argv)
+    """The console script: run the tool ``argv`` names, else serve; the exit status.
+
+    A dependency missing from this python (the system's, not the ``.venv``
+    aiobootstrap was installed in) is one line naming it, not a traceback.
+    """
+    try:
+        return _main(list(sys.argv[1:] if argv is None else argv))
+    except ModuleNotFoundError as exc:
+        missing = (exc.name or "").partition(".")[0]
+        if not missing or missing == "aiobootstrap":
+            raise  # aiobootstrap's own module: a bug, not a missing install
+        print(
+            f"{PROG}: the package {missing!r} is missing from {sys.executable}: run the python "
+            "aiobootstrap is installed in (.venv/bin/python -m aiobootstrap, or . .venv/bin/activate "
+            "first), or pip install aiobootstrap into this one",
+            file=sys.stderr,
+        )
+        return EXIT_MISSING_DEPENDENCY
+
+
+def _main(argv: list[str]) -> int:
     if argv and argv[0] in TOOLS:
         return _tool(argv)
     if argv and argv[0] == "serve":

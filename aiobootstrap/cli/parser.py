@@ -130,7 +130,8 @@ def server_parser() -> argparse.ArgumentParser:
     )
     setting(
         "--max-namespaces",
-        "most namespaces with ranks or waits at once, default included (default: %(default)d)",
+        "most namespaces holding records at once, default included, counted in the store (so across "
+        "replicas); a registration that would make another gets 503 (default: %(default)d)",
         type=int,
         metavar="N",
     )

@@ -10,7 +10,9 @@ from __future__ import annotations
 import argparse
 import urllib.parse
 from collections.abc import Callable
+from typing import Any
 
+from .. import _json
 from .. import wire as protocol
 from .._names import DEFAULT_NAMESPACE, DEFAULT_ROLE, ENCODER_URLS, RANK_KINDS, TRANSFER_ENGINE_INFO
 from ..exceptions import BadRequest
@@ -68,6 +70,24 @@ def _ranks_spec(text: str) -> str:
     except BadRequest as exc:
         raise argparse.ArgumentTypeError(exc.detail) from None
     return text
+
+
+def _session_id(text: str) -> str:
+    if not text:
+        raise argparse.ArgumentTypeError("a session id is a non-empty string, such as 10.0.0.7:18000")
+    return text
+
+
+def _field(text: str) -> tuple[str, Any]:
+    key, equals, value = text.partition("=")
+    if not equals or not key:
+        raise argparse.ArgumentTypeError(f"{text!r} is not KEY=JSON (such as tp_size=8)")
+    try:
+        return key, _json.loads(value)
+    except (ValueError, RecursionError) as exc:
+        raise argparse.ArgumentTypeError(
+            f"the value of {key!r} is not JSON ({exc}); a string is quoted"
+        ) from None
 
 
 KINDS = (*RANK_KINDS, ENCODER_URLS)
@@ -137,15 +157,43 @@ def add_tool_parsers(parser: argparse.ArgumentParser) -> None:
     )
 
     register = tools.add_parser(
-        "register", parents=[common], help="register a rank's info", description="Register a rank's info."
+        "register",
+        parents=[common, role],
+        help="register a rank's info or parallelism config",
+        description="Register a rank's record of one kind: transfer-engine info (a session id, weights "
+        "and any other fields, such as a NIXL backend's) or a parallelism config.",
     )
-    register.add_argument("--rank", type=_rank, required=True)
-    register.add_argument("--session-id", required=True)
+    register.add_argument("--rank", type=_rank, required=True, help="the rank whose record this is")
+    register.add_argument(
+        "--kind",
+        choices=RANK_KINDS,
+        default=TRANSFER_ENGINE_INFO,
+        help="what to register (default: %(default)s)",
+    )
+    register.add_argument(
+        "--session-id",
+        type=_session_id,
+        help="the transfer engine's session id, such as 10.0.0.7:18000 (required unless the info "
+        "file or a --field gives it, or the info is a tagged backend's)",
+    )
     register.add_argument(
         "--weights-file",
-        required=True,
         metavar="FILE",
-        help="a JSON object: the weights_info_dict ('-' reads standard input)",
+        help="a JSON object: the weights_info_dict ('-' reads standard input; default: {})",
+    )
+    register.add_argument(
+        "--info-file",
+        metavar="FILE",
+        help="a JSON object: the whole record (the transfer_engine_info, such as a NIXL backend's, "
+        "or the parallelism config); the other options add to it ('-' reads standard input)",
+    )
+    register.add_argument(
+        "--field",
+        action="append",
+        type=_field,
+        default=[],
+        metavar="KEY=JSON",
+        help="one more field of the record, its value JSON (backend='\"nixl\"', tp_size=8); repeat for several",
     )
     register.add_argument(
         "--timeout",
@@ -202,7 +250,7 @@ def add_tool_parsers(parser: argparse.ArgumentParser) -> None:
         description="Wait until ranks 0 to N-1 have all registered a record of the kind and role, then "
         "exit 0 (for scripts and init containers). Exit 1 if the timeout runs out first.",
     )
-    wait.add_argument("--world-size", type=_count, required=True, metavar="N")
+    wait.add_argument("--world-size", type=_count, required=True, metavar="N", help="wait for ranks 0 to N-1")
     wait.add_argument(
         "--kind",
         choices=RANK_KINDS,

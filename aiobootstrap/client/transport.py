@@ -107,6 +107,7 @@ class Transport:
         self._connector = connector
         self._session: aiohttp.ClientSession | None = None
         self._restarts = RestartWatch(reregister)
+        self._failed_tries = 0  # since a server last answered: logged once when one does
         self.forgetting: list[Callable[[Hashable], None]] = []
         """Told of each registration forgotten (the client's leases)."""
 
@@ -255,18 +256,25 @@ class Transport:
                 )
             else:
                 if reply.status not in _RETRY_STATUSES:
+                    if self._failed_tries:
+                        log.info("the server at %s answers, after %d failed tries", url, self._failed_tries)
+                        self._failed_tries = 0
                     return reply
                 failure = protocol.error_detail(reply.status, reply.body)
             self._restarts.went_away()
             self._replicas.failed(url)
+            self._failed_tries += 1
             failures += 1
             if failures < len(self._replicas.urls):
+                log.debug("%s %s: %s; trying the next replica", method, path, failure)
                 continue  # the next replica, at once
             if deadline.expired():
                 raise ServerUnavailable(failure)
             failures = 0
             # Not up yet, shutting down or full: it (or another) may answer soon.
-            await asyncio.sleep(min(backoff.next_delay(), deadline.remaining()))
+            delay = min(backoff.next_delay(), deadline.remaining())
+            log.debug("%s %s: %s; trying again in %.3g s", method, path, failure, delay)
+            await asyncio.sleep(delay)
 
     def error(self, status: int, path: str, payload: bytes) -> BootstrapError:
         """The error a reply other than the one asked for means."""

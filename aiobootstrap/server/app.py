@@ -36,7 +36,7 @@ from .batches import BATCH_REPLIES, BatchReplies
 from .body import BODY_BUDGET, BodyBudget
 from .config import ServerConfig
 from .encoder_health import encoder_health_context
-from .errors import error_middleware
+from .errors import STORE_REFUSALS, error_middleware, store_refusals
 from .handlers.encoder_urls import list_encoder_urls, register_encoder_url, unregister_encoder_url
 from .handlers.leases import lease_routes
 from .handlers.per_kind import kind_routes
@@ -68,6 +68,7 @@ def create_app(config: ServerConfig | None = None) -> web.Application:
         middlewares.append(auth_middleware(guard))
     app = web.Application(middlewares=middlewares, client_max_size=config.max_body_size)
     app[CONFIG] = config
+    app[STORE_REFUSALS] = store_refusals()
     app[BODY_BUDGET] = BodyBudget(config.max_body_memory)
     app[METRICS] = Metrics(lambda: _live_namespaces(app), keep=config.max_namespaces)
     app[WATCH_FIGURES] = WatchFigures()

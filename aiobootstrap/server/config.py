@@ -53,7 +53,7 @@ class ServerConfig:
     max_waiters: int | None = DEFAULT_MAX_WAITERS
     """How many waits may be parked at once; more get 503 with Retry-After; ``None`` for no limit."""
     max_namespaces: int = 1024
-    """How many namespaces (the default one included) may hold ranks or waits at once."""
+    """How many namespaces (the default one included) may hold records at once, counted in the store."""
     max_ranks: int | None = 65_536
     """How many distinct ranks one namespace may store when no world size is set; ``None`` for no limit."""
     max_roles: int | None = 256

@@ -14,6 +14,7 @@ from aiohttp import web
 from aiohttp.typedefs import Handler
 
 from .. import wire as protocol
+from .._logging import RateLimited
 from ..exceptions import (
     BodyBudgetExhausted,
     BootstrapError,
@@ -27,9 +28,20 @@ from ..exceptions import (
 from .appkeys import CONFIG
 from .body import too_large_detail
 
-__all__ = ["error_middleware", "json_error"]
+__all__ = ["STORE_REFUSALS", "error_middleware", "json_error", "store_refusals"]
 
 log = logging.getLogger("aiobootstrap")
+
+STORE_REFUSALS = web.AppKey("store_refusals", RateLimited)
+"""The writes refused with ``503`` while the store is unavailable: one WARNING line per interval."""
+
+_REFUSALS_INTERVAL = 10.0
+"""Seconds between two lines counting the writes an outage of the store refused."""
+
+
+def store_refusals() -> RateLimited:
+    """What ``app`` keeps under :data:`STORE_REFUSALS`."""
+    return RateLimited(log, _REFUSALS_INTERVAL)
 
 
 def json_error(
@@ -60,6 +72,15 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
         headers = None
         if isinstance(exc, TooManyWaiters | StoreUnavailable | BodyBudgetExhausted):
             headers = {"Retry-After": f"{exc.retry_after:g}"}
+        if isinstance(exc, StoreUnavailable) and request.method != "GET":
+            # The first at once, the next ones counted into one line per interval.
+            request.app[STORE_REFUSALS].log(
+                logging.WARNING,
+                "Refused a write (%s %s) with 503: %s",
+                request.method,
+                request.path,
+                exc.detail,
+            )
         extra = {"lease": exc.lease} if isinstance(exc, LeaseNotFound) else {}
         response = json_error(exc.status, exc.detail, headers, **extra)
         if isinstance(exc, _BODY_LEFT_UNREAD):

@@ -162,6 +162,9 @@ def parse_engine_info(info: object) -> dict[str, Any]:
     if backend is not None and (not isinstance(backend, str) or not backend):
         raise BadRequest(f"The field {name}.backend must be a non-empty string.")
     if is_classic(info):
+        for field in ("session_id", "weights_info_dict"):
+            if field not in info:
+                raise BadRequest(f"The field {name}.{field} is required.")
         if not isinstance(info.get("session_id"), str):
             raise BadRequest(f"The field {name}.session_id must be a string.")
         if not isinstance(info.get("weights_info_dict"), dict):
@@ -227,7 +230,8 @@ def engine_info_body(
     role: str = DEFAULT_ROLE,
 ) -> bytes:
     """A register body of transfer-engine info: the classic fields, and any others (``backend``...)."""
-    info: dict[str, Any] = dict(fields or {})
+    _mapping(weights_info_dict, "weights_info_dict")
+    info: dict[str, Any] = dict(_mapping(fields or {}, "fields"))
     if session_id is not None:
         info["session_id"] = session_id
     info["weights_info_dict"] = dict(weights_info_dict)
@@ -236,7 +240,14 @@ def engine_info_body(
 
 def config_body(rank: int, config: Mapping[str, Any], role: str = DEFAULT_ROLE) -> bytes:
     """A register body of a parallelism config."""
-    return _register_body(rank, PARALLELISM_CONFIG, dict(config), role)
+    return _register_body(rank, PARALLELISM_CONFIG, dict(_mapping(config, "config")), role)
+
+
+def _mapping(value: Mapping[str, Any], name: str) -> Mapping[str, Any]:
+    """``value``, a mapping, else a ``TypeError`` naming the argument (``{...}`` is a set, not a dict)."""
+    if not isinstance(value, Mapping):
+        raise TypeError(f"{name} must be a mapping (a dict), not {type(value).__name__}: {value!r:.80}")
+    return value
 
 
 def url_body(url: str) -> bytes:

@@ -188,7 +188,12 @@ class Feed:
             except Exception as exc:  # the reader must outlive anything a connection can throw
                 reraise_cancellation()
                 if not failed:
-                    logger.info("The change feed of %s broke (%s); reconnecting.", where, reason(exc))
+                    logger.warning(
+                        "Redis at %s is unreachable: the change feed broke (%s); reconnecting. Writes are "
+                        "refused with 503 and waits stay parked until it is back.",
+                        where,
+                        reason(exc),
+                    )
                 failed = True
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 1.0)

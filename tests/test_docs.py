@@ -1,0 +1,230 @@
+"""The docs' runnable blocks, run as written against a real server (issue 19's doc-test).
+
+A fenced block right after a ``<!-- runnable -->`` line, in README.md or
+docs/*.md, is run: a ``console`` block as one bash script of its ``$ ``
+commands (continued by a trailing ``\\``), the other lines being the output
+it must print; a ``python`` block as a script, its output the ``text`` block
+after a later ``<!-- output -->`` line, if there is one. Each must exit 0.
+Each document's blocks run in order, in one scratch directory, against one
+server of their own (``python -m aiobootstrap --port 0``): the docs' ports
+(6789, and 6380, 6790, 6791 of the Redis quick start) become free ones, and
+a tool given no ``--url`` gets the server's. A background job a block starts
+is stopped when the block ends. The lines ``aiobootstrap listening on ...``
+that servers started in a block print are not output the block shows.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+RUNNABLE = "<!-- runnable -->"
+OUTPUT = "<!-- output -->"
+PORTS = ("6789", "6380", "6790", "6791")
+"""The ports the docs name: 6789 becomes the test's server, the others free ports."""
+_PORT = re.compile(r"(?<!\d)(" + "|".join(PORTS) + r")(?!\d)")
+_TOOL = re.compile(r"(-m aiobootstrap (?:get|register|status|wait|watch))(?![\w-])")
+LISTENING = "aiobootstrap listening on "
+GUARD = 60.0
+"""Seconds a block may take."""
+
+
+@dataclasses.dataclass
+class Block:
+    path: Path
+    line: int  # of the opening fence, 1-based
+    language: str
+    text: str
+    output: str | None = None  # a python block's, from its <!-- output --> block
+
+    def __str__(self) -> str:
+        return f"{self.path.relative_to(ROOT)}:{self.line}"
+
+
+def _fenced(lines: list[str], at: int, path: Path) -> tuple[str, str, int]:
+    """The language, text and end of the fenced block opening at or after ``lines[at]``."""
+    while not lines[at].strip():
+        at += 1
+    fence = lines[at]
+    assert fence.startswith("```"), f"{path}:{at + 1}: a marker must be followed by a fenced block"
+    end = lines.index("```", at + 1)
+    return fence[3:].strip(), "\n".join(lines[at + 1 : end]) + "\n", end
+
+
+def blocks(path: Path) -> list[Block]:
+    """The runnable blocks of ``path``, in order."""
+    lines = path.read_text(encoding="utf-8").splitlines()
+    found: list[Block] = []
+    at = 0
+    while at < len(lines):
+        marker = lines[at].strip()
+        if marker == RUNNABLE:
+            language, text, end = _fenced(lines, at + 1, path)
+            found.append(Block(path, at + 2, language, text))
+            at = end
+        elif marker == OUTPUT:
+            assert found, f"{path}:{at + 1}: an output block with no runnable block before it"
+            _, found[-1].output, at = _fenced(lines, at + 1, path)
+        at += 1
+    return found
+
+
+def console(text: str) -> tuple[str, str]:
+    """A console block's commands, as a script, and the output it shows."""
+    commands: list[str] = []
+    shown: list[str] = []
+    continued = False
+    for line in text.splitlines():
+        if continued:
+            commands[-1] += "\n" + line
+        elif line.startswith("$ "):
+            commands.append(line[2:])
+        else:
+            shown.append(line)
+            continue
+        continued = line.endswith("\\")
+    return "set -eo pipefail\n" + "\n".join(commands) + "\n", "".join(f"{line}\n" for line in shown)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class Reader:
+    """One document's run: its server, its ports, its scratch directory."""
+
+    def __init__(self, server_port: str, directory: Path) -> None:
+        self.ports = {port: str(free_port()) for port in PORTS}
+        self.ports["6789"] = server_port
+        self.url = f"http://127.0.0.1:{server_port}"
+        self.directory = directory
+
+    def substitute(self, text: str) -> str:
+        text = _PORT.sub(lambda match: self.ports[match.group(1)], text)
+        text = text.replace(".venv/bin/python", sys.executable)
+        text = text.replace("/tmp/aiobootstrap-redis", str(self.directory / "redis"))
+        return "\n".join(
+            _TOOL.sub(rf"\1 --url {self.url}", line) if "--url" not in line else line
+            for line in text.split("\n")
+        )
+
+    def run(self, block: Block) -> None:
+        shown: str | None
+        if block.language == "console":
+            script, shown = console(self.substitute(block.text))
+            command = ["bash", "-c", script]
+        elif block.language == "python":
+            script, shown = self.substitute(block.text), block.output
+            command = [sys.executable, "-c", script]
+        else:
+            pytest.fail(f"{block}: a runnable block is console or python, not {block.language!r}")
+        printed = self.directory / "printed"
+        env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+        with printed.open("w") as out:
+            process = subprocess.Popen(
+                command,
+                cwd=self.directory,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env=env,
+                start_new_session=True,
+            )
+            try:
+                status = process.wait(GUARD)
+            finally:
+                # Its background jobs (servers, a Redis) share its session: stopped with it.
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(process.pid, signal.SIGTERM)
+                process.wait(GUARD)
+        output = printed.read_text()
+        assert status == 0, f"{block} exited {status}:\n{output}"
+        if shown is not None and (block.language == "python" or shown):
+            seen = "".join(line for line in output.splitlines(True) if not line.startswith(LISTENING))
+            assert seen == shown, f"{block} printed:\n{output}\nnot what the doc shows:\n{shown}"
+
+
+@pytest.fixture
+def server() -> Iterator[str]:
+    process = subprocess.Popen(
+        [sys.executable, "-m", "aiobootstrap", "--port", "0", "--log-level", "warning"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    assert process.stdout is not None
+    line = process.stdout.readline()
+    assert line.startswith(LISTENING), line
+    yield line.rsplit(":", 1)[1].strip()
+    process.terminate()
+    process.wait(GUARD)
+    process.stdout.close()
+
+
+RUN = [path for path in DOCUMENTS if blocks(path)]
+
+
+@pytest.mark.parametrize("path", RUN, ids=[str(path.relative_to(ROOT)) for path in RUN])
+def test_the_runnable_blocks_run_as_written(path: Path, server: str, tmp_path: Path) -> None:
+    """Each runnable block of the document exits 0 and prints the output the document shows."""
+    if "redis-server" in path.read_text() and shutil.which("redis-server") is None:
+        pytest.skip("the document starts a redis-server, and none is installed")
+    reader = Reader(server, tmp_path)
+    for block in blocks(path):
+        reader.run(block)
+
+
+def test_the_readme_and_the_docs_have_runnable_blocks() -> None:
+    """The README's status, client and curl examples, the register tool's and the Redis quick start are checked."""
+    names = {path.name: len(blocks(path)) for path in RUN}
+    assert names.get("README.md", 0) >= 4, names
+    assert {"cli.md", "scale-out.md"} <= names.keys(), names
+
+
+def test_every_server_config_field_is_in_embedding_md() -> None:
+    """docs/embedding.md's table of ServerConfig names every field."""
+    from aiobootstrap import ServerConfig
+
+    text = (ROOT / "docs" / "embedding.md").read_text()
+    missing = [f.name for f in dataclasses.fields(ServerConfig) if f"| `{f.name}` |" not in text]
+    assert not missing, missing
+
+
+def test_every_public_error_is_in_client_md_s_tree() -> None:
+    """docs/client.md's error tree names every error aiobootstrap exports."""
+    import aiobootstrap.exceptions
+
+    text = (ROOT / "docs" / "client.md").read_text()
+    tree = text[text.index("## Errors") :]
+    errors = [
+        name
+        for name in aiobootstrap.exceptions.__all__
+        if isinstance(getattr(aiobootstrap.exceptions, name), type)
+    ]
+    missing = [name for name in errors if name not in tree]
+    assert not missing, missing
+
+
+def test_the_readme_client_example_without_a_server_ends_with_its_one_error() -> None:
+    """Run with no server up (timeouts cut to 0.5 s), the example ends in ServerUnavailable, no task left behind."""
+    (example,) = [block for block in blocks(ROOT / "README.md") if block.language == "python"]
+    script = example.text.replace("6789", str(free_port())).replace("timeout=60.0", "timeout=0.5")
+    assert "timeout=0.5" in script
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=GUARD)
+    assert result.returncode == 1
+    assert "ServerUnavailable" in result.stderr
+    assert "never retrieved" not in result.stderr
