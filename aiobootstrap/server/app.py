@@ -39,6 +39,7 @@ from .encoder_health import encoder_health_context
 from .errors import error_middleware
 from .handlers.encoder_urls import list_encoder_urls, register_encoder_url, unregister_encoder_url
 from .handlers.leases import lease_routes
+from .handlers.page import page
 from .handlers.per_kind import kind_routes
 from .handlers.status import health, list_namespaces, list_ranks, ready
 from .handlers.watch import HISTORY, WATCH_FIGURES, WatchCollector, WatchFigures, watch
@@ -134,6 +135,7 @@ def _routes(expect: ExpectHandler | None = None) -> list[web.RouteDef]:
         web.get(ENCODER_LIST_PATH, list_encoder_urls, expect_handler=expect),
         web.get(protocol.WATCH_PATH, watch, expect_handler=expect),
         *lease_routes(expect),
+        web.get(protocol.PAGE_PATH, page, expect_handler=expect),  # /ns/{namespace}/ in a namespace
     ]
 
 
