@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import difflib
 import json
 import signal
 import ssl
@@ -31,6 +32,7 @@ from .watch_tool import watch_tool
 
 if TYPE_CHECKING:
     # Imported when a tool runs: serving never pays for the client's imports.
+    from .._ranks import RankSet
     from ..client.client import BootstrapClient
     from ..wire import RankListing
 
@@ -47,6 +49,8 @@ EXIT_SERVER = 3
 
 _PROGRESS_EVERY = 1.0
 """Seconds between progress lines of a ``wait`` shown on a terminal."""
+_NAMED = 8
+"""The missing ranks a ``wait`` progress line names (then a count of the rest)."""
 
 
 class ToolError(Exception):
@@ -191,26 +195,53 @@ def _read_weights(name: str) -> dict[str, Any]:
 
 
 async def _status(client: BootstrapClient, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    """Exit 0 when every rank of a known world size is in for each kind and role shown, else 1."""
     if args.namespaces:
         return await _namespaces(client, out)
     kinds = args.kind or list(KINDS)
     roles = args.role or [DEFAULT_ROLE]
     sections: list[str] = []
-    version = 0
+    version = waiters = held = 0
+    complete, warned = True, False
     for kind in (kind for kind in KINDS if kind in kinds and kind in RANK_KINDS):
         for role in dict.fromkeys(roles):
             listing = await client.list_ranks(kind=kind, role=role)
-            version = max(version, listing.version)
-            sections += _ranks_section(listing, args.world_size)
+            version, waiters, held = max(version, listing.version), listing.waiters, held + len(listing.ranks)
+            if not listing.ranks and args.kind is None and kind != TRANSFER_ENGINE_INFO:
+                continue  # a kind the deployment does not use: shown when --kind asks for it
+            server_size, asked = listing.world_size, args.world_size
+            if not warned and None not in (server_size, asked) and server_size != asked:
+                warned = True
+                print(
+                    f"warning: --world-size {asked} differs from the server's world size {server_size}",
+                    file=err,
+                )
+            lines, missing = _ranks_section(listing, args.world_size)
+            sections += lines
+            complete = complete and not missing
     if ENCODER_URLS in kinds:
         urls = await client.wait_encoder_urls(timeout=0)
-        version = max(version, urls.version)
+        version, held = max(version, urls.version), held + len(urls.urls)
         sections.append(f"{ENCODER_URLS}: {len(urls.urls)} listed, version {urls.version}")
         sections += [f"  {printable(url)}" for url in urls.urls]
-    print(f"namespace {client.namespace}, version {version}", file=out)
+    print(f"namespace {client.namespace}, version {version}, {waiters} waiting", file=out)
     for line in sections:
         print(line, file=out)
-    return 0
+    if not held:
+        await _hint_namespaces(client, err)
+    return 0 if complete else EXIT_ABSENT
+
+
+async def _hint_namespaces(client: BootstrapClient, err: TextIO) -> None:
+    """An empty namespace: say so, name the server's namespaces, and the nearest to the one asked."""
+    try:
+        names = [each.name for each in await client.list_namespaces() if each.name != client.namespace]
+    except BootstrapError:
+        return  # a token that may not list them: the empty listing says enough
+    near = difflib.get_close_matches(client.namespace, names, n=1)
+    hint = f" (did you mean {printable(near[0])}?)" if near else ""
+    shown = ", ".join(printable(name) for name in names) or "none"
+    print(f"namespace {client.namespace} holds nothing; the server's namespaces: {shown}{hint}", file=err)
 
 
 async def _namespaces(client: BootstrapClient, out: TextIO) -> int:
@@ -226,8 +257,8 @@ async def _namespaces(client: BootstrapClient, out: TextIO) -> int:
     return 0
 
 
-def _ranks_section(listing: RankListing, asked_world_size: int | None) -> list[str]:
-    """One kind and role: a heading, a table of its ranks, and the missing ones."""
+def _ranks_section(listing: RankListing, asked_world_size: int | None) -> tuple[list[str], RankSet | None]:
+    """One kind and role: a heading, a table of its ranks, and the missing ones (with the missing set)."""
     world_size = asked_world_size if asked_world_size is not None else listing.world_size
     heading = f"{listing.kind}, role {printable(listing.role)}: {len(listing.ranks)} registered"
     if world_size is not None:
@@ -250,12 +281,19 @@ def _ranks_section(listing: RankListing, asked_world_size: int | None) -> list[s
         for *cells, age in rows:
             padded = [cell.ljust(width) for cell, width in zip(cells, widths, strict=True)]
             lines.append("  " + "  ".join([*padded, age]))
-    if world_size is not None:
-        missing = listing.missing_ranks
-        if missing is None or world_size != listing.world_size:
-            missing = protocol.missing_in_world(world_size, (rank.rank for rank in listing.ranks))
+    missing = _missing(listing, world_size)
+    if missing is not None:
         lines.append(f"  missing: {missing or 'none'}")
-    return lines
+    return lines, missing
+
+
+def _missing(listing: RankListing, world_size: int | None) -> RankSet | None:
+    """The ranks of ``[0, world_size)`` the listing lacks; ``None`` without a world size."""
+    if world_size is None:
+        return None
+    if listing.missing_ranks is not None and world_size == listing.world_size:
+        return listing.missing_ranks
+    return protocol.missing_in_world(world_size, (rank.rank for rank in listing.ranks))
 
 
 def format_age(seconds: float) -> str:
@@ -273,8 +311,12 @@ def format_age(seconds: float) -> str:
 
 
 async def _wait(client: BootstrapClient, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    world_size: int = args.world_size
     kind, role = args.kind, args.role
+    world_size: int | None = args.world_size
+    if world_size is None:  # the server's, as status reads it
+        world_size = (await client.list_ranks(kind=kind, role=role)).world_size
+        if world_size is None:
+            raise ToolError("the server has no --world-size: give wait --world-size N")
     progress = (
         asyncio.create_task(_show_progress(client, world_size, kind, role, err)) if err.isatty() else None
     )
@@ -312,7 +354,12 @@ async def _show_progress(client: BootstrapClient, world_size: int, kind: str, ro
         else:
             count = sum(1 for rank in listing.ranks if rank.rank < world_size)
             shown = f"{count}/{world_size} ranks registered"
-        print(f"\r{shown:<40}", end="", file=err, flush=True)
+            missing = _missing(listing, world_size)
+            if missing:
+                first = missing.head(_NAMED)
+                more = f" and {len(missing) - len(first)} more" if len(missing) > len(first) else ""
+                shown += f", missing {','.join(map(str, first))}{more}"
+        print(f"\r{shown:<60}", end="", file=err, flush=True)
         await asyncio.sleep(_PROGRESS_EVERY)
 
 
