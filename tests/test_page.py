@@ -129,26 +129,27 @@ async def test_the_page_renders_every_rank_and_follows_a_registration_and_a_dele
         assert symbols[0] != symbols[1], "a state is a symbol too, not only a colour"
         await client.unregister(3)
         await _cell_says(page, 3, "missing")
+        await client.register_encoder_url("http://10.0.0.9:8000")
+        await _text_in(page, "#encoder-list", "http://10.0.0.9:8000")
+        await _text_in(page, "#encoder-count", "1 encoder URL listed")
     assert all(url.startswith(server.url) or url.startswith("data:") for url in requested), requested
     await _screenshot(page, "page-8.png")
     await page.context.close()
 
 
 async def test_a_lease_expiry_turns_the_cell_missing(browser, server):
-    """A rank on a 1-second lease that nobody keeps alive: registered, then missing once it expires."""
+    """A rank on a 3-second lease that nobody keeps alive: on a lease running out, then missing once it expires."""
     page, _ = await _open(browser, server.url + "/")
     await _text_in(page, "#conn", "live")
     info = {"session_id": "leased", "weights_info_dict": {}}
     async with aiohttp.ClientSession() as http:
-        async with http.post(server.url + "/leases", json={"ttl": 1}) as reply:
+        async with http.post(server.url + "/leases", json={"ttl": 3}) as reply:
             lease = (await reply.json())["lease"]
         body = {"rank": 5, "transfer_engine_info": info, "lease": lease}
         async with http.put(server.url + "/register_transfer_engine_info", json=body) as reply:
             assert reply.status == 200
-    await page.wait_for_function(
-        "() => !document.querySelector('[data-rank=\"5\"]').title.startsWith('rank 5: missing')",
-        timeout=SHOWN,
-    )
+    await _cell_says(page, 5, "lease running out")
+    assert await page.evaluate("() => document.querySelector('[data-rank=\"5\"]').textContent") == "!"
     await _cell_says(page, 5, "missing")
     await page.context.close()
 
