@@ -23,34 +23,18 @@ import pytest_asyncio
 from aiobootstrap import BootstrapClient, BootstrapServer
 from aiobootstrap.server.tokens import TokenSet
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
+from .chromium import CHROMIUM, CHROMIUM_ARGS, missing
+
 SHOWN = 5_000
 """Milliseconds a change may take to show: generous (the page shows one within a second)."""
 SCREENSHOTS = Path(os.environ.get("AIOBOOTSTRAP_SCREENSHOTS", "/tmp/aiobootstrap-page"))
 
-try:
+if missing() is None:
     from playwright.async_api import Browser, Page, async_playwright
-
-    PLAYWRIGHT = True
-except ImportError:  # pragma: no cover - the skip below says so
-    PLAYWRIGHT = False
 
 pytestmark = [
     pytest.mark.asyncio(loop_scope="module"),
-    pytest.mark.skipif(not PLAYWRIGHT, reason="chromium tests need the playwright package (the test extra)"),
-    pytest.mark.skipif(
-        not os.access(CHROMIUM, os.X_OK),
-        reason=f"chromium is not installed at {CHROMIUM} (apt-get install chromium)",
-    ),
+    pytest.mark.skipif(missing() is not None, reason=str(missing())),
 ]
 
 
