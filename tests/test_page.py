@@ -52,9 +52,13 @@ async def server() -> AsyncIterator[BootstrapServer]:
         yield served
 
 
-async def _open(browser: Browser, url: str, *, dark: bool = False) -> tuple[Page, list[str]]:
+async def _open(
+    browser: Browser, url: str, *, dark: bool = False, height: int = 720
+) -> tuple[Page, list[str]]:
     """A fresh page at ``url``, and the log of every URL it requested."""
-    context = await browser.new_context(color_scheme="dark" if dark else "light")
+    context = await browser.new_context(
+        color_scheme="dark" if dark else "light", viewport={"width": 1200, "height": height}
+    )
     page = await context.new_page()
     requested: list[str] = []
     page.on("request", lambda request: requested.append(request.url))
@@ -87,8 +91,16 @@ async def _count(page: Page, selector: str) -> int:
     return int(await page.evaluate("(selector) => document.querySelectorAll(selector).length", selector))
 
 
+async def _hover(page: Page, rank: int) -> None:
+    """Hover a cell: its title is written out at the top of the page."""
+    await page.hover(f'[data-rank="{rank}"]')
+    await _text_in(page, "#detail", f"rank {rank}: ")
+
+
 async def _screenshot(page: Page, name: str) -> None:
-    await page.screenshot(path=str(SCREENSHOTS / name), full_page=True)  # Playwright makes the folder
+    await page.screenshot(
+        path=str(SCREENSHOTS / name),
+    )  # Playwright makes the folder
 
 
 async def test_the_page_renders_every_rank_and_follows_a_registration_and_a_deletion(browser, server):
@@ -201,7 +213,7 @@ async def test_light_and_dark_both_render(browser, dark):
         async with BootstrapClient(served.url) as client:
             for rank in range(0, 64, 3):
                 await client.register(rank, session_id=f"s{rank}", weights_info_dict={})
-        page, _ = await _open(browser, served.url + "/", dark=dark)
+        page, _ = await _open(browser, served.url + "/", dark=dark, height=260)  # docs/page.png's size
         await _cell_says(page, 3, "registered")
         background, cell, text = await page.evaluate(
             """() => [getComputedStyle(document.body).backgroundColor,
@@ -210,6 +222,7 @@ async def test_light_and_dark_both_render(browser, dark):
         )
         assert len({background, cell, text}) == 3
         assert (background == "rgb(21, 22, 20)") is dark
+        await _hover(page, 3)
         await _screenshot(page, f"page-64-{'dark' if dark else 'light'}.png")
         await page.context.close()
 
