@@ -183,7 +183,8 @@ async def test_a_lost_server_is_said_and_the_page_catches_up_when_it_is_back(bro
 
 
 async def test_the_token_is_asked_once_and_kept_out_of_urls_and_logs(browser, caplog):
-    """With tokens, the page asks for one (a 401 page), then reads with it: never in a URL or the access log."""
+    """With tokens, the page asks for one (a 401 page; a wrong one is refused with the server's detail), then
+    reads with it: asked once, never in a URL or the access log."""
     secret = "page-token-s3cret"
     tokens = TokenSet.parse(f"{secret}\n")
     caplog.set_level(logging.INFO, logger="aiohttp.access")
@@ -191,6 +192,10 @@ async def test_the_token_is_asked_once_and_kept_out_of_urls_and_logs(browser, ca
         host="127.0.0.1", port=0, world_size=2, auth_tokens=tokens, access_log=True
     ) as served:
         page, requested = await _open(browser, served.url + "/")
+        await page.wait_for_selector("#token-form:not([hidden])", timeout=SHOWN)
+        await page.fill("#token", "not-the-token")  # refused: the server's detail, and the form again
+        await page.click("#token-form button")
+        await _text_in(page, "#token-error", "not valid")
         await page.wait_for_selector("#token-form:not([hidden])", timeout=SHOWN)
         await page.fill("#token", secret)
         await page.click("#token-form button")
