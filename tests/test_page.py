@@ -151,7 +151,8 @@ async def test_a_lease_expiry_turns_the_cell_missing(browser, server):
 
 
 async def test_the_namespace_picker_lists_and_opens_namespaces(browser, server):
-    """The picker names the namespaces /namespaces lists; choosing one opens /ns/NAME/ and its grid."""
+    """The picker names the namespaces /namespaces lists; choosing one opens /ns/NAME/ and its grid; a new
+    role gets a grid of its own, live."""
     async with BootstrapClient(server.url, namespace="team-a") as client:
         await client.register(2, session_id="a2", weights_info_dict={})
     page, _ = await _open(browser, server.url + "/")
@@ -162,6 +163,12 @@ async def test_the_namespace_picker_lists_and_opens_namespaces(browser, server):
     await page.wait_for_url("**/ns/team-a/", timeout=SHOWN)
     await _cell_says(page, 2, "registered")
     await _cell_says(page, 0, "missing")
+    async with BootstrapClient(
+        server.url, namespace="team-a"
+    ) as client:  # a role of its own: a grid of its own
+        await client.register(4, session_id="d4", weights_info_dict={}, role="draft")
+    await _text_in(page, "#groups section:nth-child(2) h2", "transfer_engine_info · draft")
+    await _cell_says(page, 4, "registered", section=1)
     await page.context.close()
 
 
