@@ -34,6 +34,7 @@ from .appkeys import CONFIG, REGISTRY
 from .auth import ExpectHandler, UnroutedExpect, auth_middleware, expect_handler
 from .batches import BATCH_REPLIES, BatchReplies
 from .body import BODY_BUDGET, BodyBudget
+from .bringup_metrics import BringUpCollector, kind_figures
 from .config import ServerConfig
 from .encoder_health import encoder_health_context
 from .errors import error_middleware
@@ -170,6 +171,7 @@ async def _registry_context(app: web.Application) -> AsyncIterator[None]:
     await store.open(registry if in_order else listeners(registry, history))
     await history.open()
     app[METRICS].registry.register(LeaseCollector(store))
+    app[METRICS].registry.register(BringUpCollector(app[METRICS]))
     app[REGISTRY] = registry
     app[HISTORY] = history
     app[METRICS].registry.register(WatchCollector(history, app[WATCH_FIGURES]))
@@ -228,6 +230,7 @@ async def _namespace_figures(app: web.Application) -> list[NamespaceFigures]:
     registry = app[REGISTRY]
     store = registry.store
     names = sorted(await _live_namespaces(app))
+    waits = registry.oldest_waits()
     return [
         NamespaceFigures(
             name,
@@ -235,6 +238,7 @@ async def _namespace_figures(app: web.Application) -> list[NamespaceFigures]:
             registry.parked_in(name),
             await store.version(name),
             len(encoder_urls(await store.get(encoder_list_key(name)))),
+            await kind_figures(store, name, app[CONFIG].world_size, waits),
         )
         for name in names
     ]
