@@ -61,6 +61,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -85,11 +86,13 @@ Delivery = Callable[[Key, Record | None], None]
 
 
 class _Waitlist:
-    __slots__ = ("event", "record", "waiters")
+    __slots__ = ("event", "record", "since", "waiters")
 
     def __init__(self) -> None:
         self.event = asyncio.Event()
         self.waiters = 0
+        self.since = time.monotonic()
+        """When the first of its waiters parked (the key has had someone waiting since)."""
         self.record: Record | None = None
         """The newest record the feed delivered for the key while someone waited."""
 
@@ -147,6 +150,15 @@ class Registry:
     def waiting_keys(self) -> int:
         """How many keys have a waitlist right now."""
         return len(self._waitlists)
+
+    def oldest_waits(self) -> dict[tuple[str, str, str], float]:
+        """Per (namespace, kind, role) with waits parked: the seconds the longest-waited key has waited."""
+        now = time.monotonic()
+        oldest: dict[tuple[str, str, str], float] = {}
+        for key, waitlist in self._waitlists.items():
+            where = (key.namespace, key.kind, key.role)
+            oldest[where] = max(oldest.get(where, 0.0), now - waitlist.since)
+        return oldest
 
     @property
     def closed(self) -> bool:

@@ -79,4 +79,4 @@ def test_register_help_explains_every_option() -> None:
     register_help = " ".join(tool("register", "--help").stdout.split())
     assert "--rank RANK the rank whose record this is" in register_help
     assert "--session-id SESSION_ID the transfer engine's session id" in register_help
-    assert "--world-size N wait for ranks 0 to N-1" in " ".join(tool("wait", "--help").stdout.split())
+    assert "--world-size N ranks 0 to N-1 are expected" in " ".join(tool("wait", "--help").stdout.split())

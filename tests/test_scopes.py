@@ -92,6 +92,8 @@ ROUTES: list[tuple[str, str, dict[str, Any] | None, Access]] = [
     ("DELETE", f"{_NS}/unregister_encoder_url", {"url": "http://encoder-0:8000"}, Access.WRITE),
     ("GET", f"{_NS}/list_encoder_urls", None, Access.READ),
     ("GET", f"{_NS}/watch?after=0", None, Access.READ),
+    # The page (SPEC section 11): a read; a client that does not ask for HTML gets the JSON refusals.
+    ("GET", f"{_NS}/", None, Access.READ),
     ("POST", f"{_NS}/leases", {"ttl": 10}, Access.WRITE),
     # No lease has that id: a caller let through gets the lease's 404, one refused 401 or 403.
     ("POST", f"{_NS}/leases/{_NO_LEASE}/keepalive", None, Access.WRITE),

@@ -34,7 +34,7 @@ from aiohttp import web
 from prometheus_client.parser import text_string_to_metric_families
 from pytest_aiohttp import AiohttpServer
 
-from aiobootstrap import ServerConfig, create_app
+from aiobootstrap import ServerConfig, ThreadedBootstrapServer, create_app
 from aiobootstrap.cli.main import main
 from aiobootstrap.cli.tools import format_age
 
@@ -217,13 +217,14 @@ def test_get_with_wait_returns_once_the_rank_registers(url: str, namespace: str,
 
 
 def test_status_prints_a_table_and_the_missing_ranks(url: str, namespace: str, weights: Path) -> None:
-    """status lists, per kind, rank, session id, version and age, and with --world-size the missing ranks."""
+    """status lists, per kind, rank, session id, version and age, and with --world-size the missing ranks:
+    then it exits 1; a kind that holds nothing (parallelism config here) is left out unless asked."""
     for rank in (0, 1, 3):
         register(url, namespace, rank, weights)
     result = tool("status", "--url", url, "--namespace", namespace, "--world-size", "6")
-    assert result.returncode == 0, result.stderr
+    assert result.returncode == 1, result.stderr
     lines = result.stdout.splitlines()
-    assert lines[0] == f"namespace {namespace}, version 3"
+    assert lines[0] == f"namespace {namespace}, version 3, 0 waiting"
     assert lines[1] == "transfer_engine_info, role target: 3 registered of world size 6"
     assert lines[2].split() == ["RANK", "SESSION", "ID", "VERSION", "AGE"]
     assert [line.split()[:2] for line in lines[3:6]] == [
@@ -231,12 +232,37 @@ def test_status_prints_a_table_and_the_missing_ranks(url: str, namespace: str, w
         ["1", "10.0.0.1:18000"],
         ["3", "10.0.0.3:18000"],
     ]
-    assert lines[6:] == [
-        "  missing: 2,4-5",
-        "parallelism_config, role target: 0 registered of world size 6",
-        "  missing: 0-5",
-        "encoder_urls: 0 listed, version 0",
-    ]
+    assert lines[6:] == ["  missing: 2,4-5", "encoder_urls: 0 listed, version 0"]
+    for rank in (2, 4, 5):
+        register(url, namespace, rank, weights)
+    assert tool("status", "--url", url, "--namespace", namespace, "--world-size", "6").returncode == 0
+
+
+def test_status_warns_when_its_world_size_is_not_the_servers(weights: Path) -> None:
+    """--world-size that disagrees with the server's: one warning line, and the exit status by the asked one."""
+    server = ThreadedBootstrapServer("127.0.0.1", 0, world_size=2)
+    try:
+        register(server.url, "default", 0, weights)
+        register(server.url, "default", 1, weights)
+        result = tool("status", "--url", server.url, "--world-size", "4", "--kind", "transfer_engine_info")
+        assert result.returncode == 1
+        assert result.stderr == "warning: --world-size 4 differs from the server's world size 2\n"
+        assert "  missing: 2-3" in result.stdout.splitlines()
+        assert tool("status", "--url", server.url).returncode == 0
+        waited = tool("wait", "--url", server.url, "--timeout", "5")  # the server's world size
+        assert waited.returncode == 0, waited.stderr
+        assert waited.stdout == "all 2 ranks registered in namespace default\n"
+    finally:
+        server.close()
+
+
+def test_status_of_an_empty_namespace_names_the_near_one(url: str, namespace: str, weights: Path) -> None:
+    """A mistyped --namespace: status says it holds nothing and names the nearest namespace there is."""
+    register(url, namespace, 0, weights)
+    result = tool("status", "--url", url, "--namespace", namespace + "x")
+    assert result.returncode == 0
+    assert f"namespace {namespace}x holds nothing" in result.stderr
+    assert f"(did you mean {namespace}?)" in result.stderr
 
 
 def test_status_namespaces_lists_every_namespace(url: str, namespace: str, weights: Path) -> None:
@@ -255,9 +281,8 @@ def test_status_without_a_world_size_lists_only(url: str, namespace: str) -> Non
     result = tool("status", "--url", url, "--namespace", namespace)
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines() == [
-        f"namespace {namespace}, version 0",
+        f"namespace {namespace}, version 0, 0 waiting",
         "transfer_engine_info, role target: 0 registered",
-        "parallelism_config, role target: 0 registered",
         "encoder_urls: 0 listed, version 0",
     ]
 
@@ -298,7 +323,7 @@ def test_wait_that_times_out_exits_1_naming_the_missing(url: str, namespace: str
 
 
 def test_wait_shows_progress_on_a_terminal(url: str, namespace: str, weights: Path) -> None:
-    """With standard error on a terminal, wait keeps one line saying how many ranks have registered."""
+    """With standard error on a terminal, wait keeps one line saying how many ranks have registered, and which not."""
     register(url, namespace, 0, weights)
     primary, secondary = pty.openpty()
     try:
@@ -310,7 +335,7 @@ def test_wait_shows_progress_on_a_terminal(url: str, namespace: str, weights: Pa
         os.close(secondary)
         seen = ""
         deadline = time.monotonic() + GUARD
-        while "1/2 ranks registered" not in seen:
+        while "1/2 ranks registered, missing 1" not in seen:
             assert time.monotonic() < deadline, seen
             ready, _, _ = select.select([primary], [], [], GUARD)
             assert ready, seen
@@ -448,9 +473,9 @@ def test_status_per_kind_and_role(url: str, namespace: str, weights: Path) -> No
         "status", "--url", url, "--namespace", namespace, "--world-size", "2",
         "--role", "target", "--role", "draft",
     )  # fmt: skip
-    assert result.returncode == 0, result.stderr
+    assert result.returncode == 1, result.stderr  # rank 1 of target and rank 0 of draft are missing
     lines = result.stdout.splitlines()
-    assert lines[0] == f"namespace {namespace}, version 4"
+    assert lines[0] == f"namespace {namespace}, version 4, 0 waiting"
     assert "transfer_engine_info, role target: 1 registered of world size 2" in lines
     assert "transfer_engine_info, role draft: 1 registered of world size 2" in lines
     draft = lines.index("transfer_engine_info, role draft: 1 registered of world size 2")
@@ -612,3 +637,9 @@ async def test_the_token_comes_from_the_flag_or_the_environment(
 def test_ages_read_like_a_human_wrote_them(seconds: float, shown: str) -> None:
     """status shows ages as seconds, then minutes, hours and days."""
     assert format_age(seconds) == shown
+
+
+def test_wait_without_a_world_size_anywhere_is_status_2(url: str, namespace: str) -> None:
+    """wait reads the server's world size; a server without one and no --world-size: one line, status 2."""
+    result = tool("wait", "--url", url, "--namespace", namespace)
+    assert_one_line_error(result, 2, "the server has no --world-size: give wait --world-size N")

@@ -214,7 +214,7 @@ def add_tool_parsers(parser: argparse.ArgumentParser) -> None:
         parents=[common],
         help="list the registered ranks of each kind and role",
         description="List the registered ranks of each kind and role and, with a known world size, "
-        "the missing ones; and the encoder URLs.",
+        "the missing ones; and the encoder URLs. Exit 1 when a known world size has ranks missing.",
     )
     status.add_argument(
         "--kind",
@@ -250,7 +250,13 @@ def add_tool_parsers(parser: argparse.ArgumentParser) -> None:
         description="Wait until ranks 0 to N-1 have all registered a record of the kind and role, then "
         "exit 0 (for scripts and init containers). Exit 1 if the timeout runs out first.",
     )
-    wait.add_argument("--world-size", type=_count, required=True, metavar="N", help="wait for ranks 0 to N-1")
+    wait.add_argument(
+        "--world-size",
+        type=_count,
+        default=None,
+        metavar="N",
+        help="ranks 0 to N-1 are expected (default: the server's --world-size)",
+    )
     wait.add_argument(
         "--kind",
         choices=RANK_KINDS,

@@ -1,4 +1,5 @@
-"""The operator's tools: ``get``, ``register``, ``status`` and ``wait``.
+"""The operator's tools: ``get``, ``status`` and ``wait`` here; ``register`` and ``watch`` in rooms of
+their own (``register_tool``, ``watch_tool``).
 
 ``get``, ``status`` and ``wait`` cover every kind of record (``--kind``:
 transfer-engine info, parallelism configs, and for ``get`` and ``status`` the
@@ -14,48 +15,35 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import difflib
 import json
-import signal
 import ssl
-import sys
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TextIO
 
-from .. import _json
 from .. import wire as protocol
 from .._logging import printable
 from .._names import DEFAULT_ROLE, ENCODER_URLS, PARALLELISM_CONFIG, RANK_KINDS, TRANSFER_ENGINE_INFO
 from ..exceptions import BadRequest, BootstrapError, Forbidden, RankNotRegistered, Unauthorized
+from .register_tool import register_tool
+from .tool_errors import EXIT_ABSENT, EXIT_SERVER, EXIT_USAGE, ToolError
 from .tool_parser import KINDS
 from .watch_tool import watch_tool
 
 if TYPE_CHECKING:
     # Imported when a tool runs: serving never pays for the client's imports.
+    from .._ranks import RankSet
     from ..client.client import BootstrapClient
-    from ..client.leases import ClientLease
     from ..wire import RankListing
 
     _Tool = Callable[[BootstrapClient, argparse.Namespace, TextIO, TextIO], Awaitable[int]]
 
 __all__ = ["EXIT_ABSENT", "EXIT_SERVER", "EXIT_USAGE", "TOOLS", "format_age", "run_tool"]
 
-EXIT_ABSENT = 1
-"""The rank(s) were not registered when the time ran out."""
-EXIT_USAGE = 2
-"""A bad argument or file, or a request the server refused (400, 401, 403)."""
-EXIT_SERVER = 3
-"""The server could not be reached, or failed."""
-
 _PROGRESS_EVERY = 1.0
 """Seconds between progress lines of a ``wait`` shown on a terminal."""
-
-
-class ToolError(Exception):
-    """A failure the tool explains in one line."""
-
-    def __init__(self, message: str, status: int = EXIT_USAGE) -> None:
-        super().__init__(message)
-        self.status = status
+_NAMED = 8
+"""The missing ranks a ``wait`` progress line names (then a count of the rest)."""
 
 
 def _tls(cacert: str | None) -> ssl.SSLContext | bool:
@@ -130,117 +118,54 @@ async def _get_encoder_urls(client: BootstrapClient, args: argparse.Namespace, o
     return 0
 
 
-async def _register(client: BootstrapClient, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    send = _registration(client, args)
-    rank = _registered(args)
-    if args.lease_ttl is not None:
-        return await _register_on_lease(client, args, send, rank, out)
-    await send(None)
-    print(f"registered {rank} in namespace {client.namespace}", file=out)
-    return 0
-
-
-_Send = Callable[["ClientLease | None"], Awaitable[None]]
-
-
-def _registration(client: BootstrapClient, args: argparse.Namespace) -> _Send:
-    """The register call the options describe, given a lease or ``None``; a bad file is a ``ToolError``."""
-    record = _read_object(args.info_file, "info file") if args.info_file is not None else {}
-    record.update(args.field)
-    if args.kind == PARALLELISM_CONFIG:
-        if args.session_id is not None or args.weights_file is not None:
-            raise ToolError(
-                "--session-id and --weights-file are transfer_engine_info's: "
-                "give a parallelism config with --info-file or --field"
-            )
-        return lambda lease: client.register_parallelism_config(
-            args.rank, record, role=args.role, timeout=args.timeout, lease=lease
-        )
-    if args.session_id is not None:
-        record["session_id"] = args.session_id
-    if args.weights_file is not None:
-        record["weights_info_dict"] = _read_object(args.weights_file, "weights file")
-    weights = record.pop("weights_info_dict", {})
-    if not isinstance(weights, dict):
-        raise ToolError(f"weights_info_dict must be a JSON object, not {type(weights).__name__}")
-    # The session id goes as given, among the fields: the server says what is wrong with it.
-    return lambda lease: client.register(
-        args.rank, weights_info_dict=weights, fields=record, role=args.role, timeout=args.timeout, lease=lease
-    )
-
-
-def _registered(args: argparse.Namespace) -> str:
-    """What a register registered: ``rank 3``, or ``rank 3's parallelism_config (role draft)``."""
-    what = f"rank {args.rank}" if args.kind == TRANSFER_ENGINE_INFO else f"rank {args.rank}'s {args.kind}"
-    return what if args.role == DEFAULT_ROLE else f"{what} (role {printable(args.role)})"
-
-
-async def _register_on_lease(
-    client: BootstrapClient, args: argparse.Namespace, send: _Send, rank: str, out: TextIO
-) -> int:
-    """Register on a lease kept alive until SIGINT or SIGTERM, then revoke it (the record goes with it)."""
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(signum, stop.set)
-    try:
-        async with client.lease(ttl=args.lease_ttl, timeout=args.timeout) as lease:
-            await send(lease)
-            print(
-                f"registered {rank} in namespace {client.namespace} on lease {lease.id} "
-                f"(ttl {args.lease_ttl:g} s); keeping it alive until interrupted",
-                file=out,
-                flush=True,
-            )
-            await stop.wait()
-    finally:
-        for signum in (signal.SIGINT, signal.SIGTERM):
-            loop.remove_signal_handler(signum)
-    print(f"revoked the lease: {rank} unregistered", file=out, flush=True)
-    return 0
-
-
-def _read_object(name: str, what: str) -> dict[str, Any]:
-    """The JSON object in file ``name`` (``-``: standard input), the ``what`` (weights file...)."""
-    try:
-        if name == "-":
-            text = sys.stdin.read()
-        else:
-            with open(name, encoding="utf-8") as file:
-                text = file.read()
-    except (OSError, UnicodeDecodeError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        raise ToolError(f"cannot read the {what} {name}: {reason}") from None
-    try:
-        value = _json.loads(text)
-    except (ValueError, RecursionError) as exc:
-        raise ToolError(f"the {what} {name} is not valid JSON: {exc}") from None
-    if not isinstance(value, dict):
-        raise ToolError(f"the {what} {name} must hold a JSON object, not {type(value).__name__}")
-    return value
-
-
 async def _status(client: BootstrapClient, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    """Exit 0 when every rank of a known world size is in for each kind and role shown, else 1."""
     if args.namespaces:
         return await _namespaces(client, out)
     kinds = args.kind or list(KINDS)
     roles = args.role or [DEFAULT_ROLE]
     sections: list[str] = []
-    version = 0
+    version = waiters = held = 0
+    complete, warned = True, False
     for kind in (kind for kind in KINDS if kind in kinds and kind in RANK_KINDS):
         for role in dict.fromkeys(roles):
             listing = await client.list_ranks(kind=kind, role=role)
-            version = max(version, listing.version)
-            sections += _ranks_section(listing, args.world_size)
+            version, waiters, held = max(version, listing.version), listing.waiters, held + len(listing.ranks)
+            if not listing.ranks and args.kind is None and kind != TRANSFER_ENGINE_INFO:
+                continue  # a kind the deployment does not use: shown when --kind asks for it
+            server_size, asked = listing.world_size, args.world_size
+            if not warned and None not in (server_size, asked) and server_size != asked:
+                warned = True
+                print(
+                    f"warning: --world-size {asked} differs from the server's world size {server_size}",
+                    file=err,
+                )
+            lines, missing = _ranks_section(listing, args.world_size)
+            sections += lines
+            complete = complete and not missing
     if ENCODER_URLS in kinds:
         urls = await client.wait_encoder_urls(timeout=0)
-        version = max(version, urls.version)
+        version, held = max(version, urls.version), held + len(urls.urls)
         sections.append(f"{ENCODER_URLS}: {len(urls.urls)} listed, version {urls.version}")
         sections += [f"  {printable(url)}" for url in urls.urls]
-    print(f"namespace {client.namespace}, version {version}", file=out)
+    print(f"namespace {client.namespace}, version {version}, {waiters} waiting", file=out)
     for line in sections:
         print(line, file=out)
-    return 0
+    if not held:
+        await _hint_namespaces(client, err)
+    return 0 if complete else EXIT_ABSENT
+
+
+async def _hint_namespaces(client: BootstrapClient, err: TextIO) -> None:
+    """An empty namespace: say so, name the server's namespaces, and the nearest to the one asked."""
+    try:
+        names = [each.name for each in await client.list_namespaces() if each.name != client.namespace]
+    except BootstrapError:
+        return  # a token that may not list them: the empty listing says enough
+    near = difflib.get_close_matches(client.namespace, names, n=1)
+    hint = f" (did you mean {printable(near[0])}?)" if near else ""
+    shown = ", ".join(printable(name) for name in names) or "none"
+    print(f"namespace {client.namespace} holds nothing; the server's namespaces: {shown}{hint}", file=err)
 
 
 async def _namespaces(client: BootstrapClient, out: TextIO) -> int:
@@ -256,8 +181,8 @@ async def _namespaces(client: BootstrapClient, out: TextIO) -> int:
     return 0
 
 
-def _ranks_section(listing: RankListing, asked_world_size: int | None) -> list[str]:
-    """One kind and role: a heading, a table of its ranks, and the missing ones."""
+def _ranks_section(listing: RankListing, asked_world_size: int | None) -> tuple[list[str], RankSet | None]:
+    """One kind and role: a heading, a table of its ranks, and the missing ones (with the missing set)."""
     world_size = asked_world_size if asked_world_size is not None else listing.world_size
     heading = f"{listing.kind}, role {printable(listing.role)}: {len(listing.ranks)} registered"
     if world_size is not None:
@@ -280,12 +205,19 @@ def _ranks_section(listing: RankListing, asked_world_size: int | None) -> list[s
         for *cells, age in rows:
             padded = [cell.ljust(width) for cell, width in zip(cells, widths, strict=True)]
             lines.append("  " + "  ".join([*padded, age]))
-    if world_size is not None:
-        missing = listing.missing_ranks
-        if missing is None or world_size != listing.world_size:
-            missing = protocol.missing_in_world(world_size, (rank.rank for rank in listing.ranks))
+    missing = _missing(listing, world_size)
+    if missing is not None:
         lines.append(f"  missing: {missing or 'none'}")
-    return lines
+    return lines, missing
+
+
+def _missing(listing: RankListing, world_size: int | None) -> RankSet | None:
+    """The ranks of ``[0, world_size)`` the listing lacks; ``None`` without a world size."""
+    if world_size is None:
+        return None
+    if listing.missing_ranks is not None and world_size == listing.world_size:
+        return listing.missing_ranks
+    return protocol.missing_in_world(world_size, (rank.rank for rank in listing.ranks))
 
 
 def format_age(seconds: float) -> str:
@@ -303,8 +235,12 @@ def format_age(seconds: float) -> str:
 
 
 async def _wait(client: BootstrapClient, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    world_size: int = args.world_size
     kind, role = args.kind, args.role
+    world_size: int | None = args.world_size
+    if world_size is None:  # the server's, as status reads it
+        world_size = (await client.list_ranks(kind=kind, role=role)).world_size
+        if world_size is None:
+            raise ToolError("the server has no --world-size: give wait --world-size N")
     progress = (
         asyncio.create_task(_show_progress(client, world_size, kind, role, err)) if err.isatty() else None
     )
@@ -342,13 +278,18 @@ async def _show_progress(client: BootstrapClient, world_size: int, kind: str, ro
         else:
             count = sum(1 for rank in listing.ranks if rank.rank < world_size)
             shown = f"{count}/{world_size} ranks registered"
-        print(f"\r{shown:<40}", end="", file=err, flush=True)
+            missing = _missing(listing, world_size)
+            if missing:
+                first = missing.head(_NAMED)
+                more = f" and {len(missing) - len(first)} more" if len(missing) > len(first) else ""
+                shown += f", missing {','.join(map(str, first))}{more}"
+        print(f"\r{shown:<60}", end="", file=err, flush=True)
         await asyncio.sleep(_PROGRESS_EVERY)
 
 
 _TOOLS: dict[str, _Tool] = {
     "get": _get,
-    "register": _register,
+    "register": register_tool,
     "status": _status,
     "wait": _wait,
     "watch": watch_tool,

@@ -7,7 +7,7 @@ classifies every route it serves from it, and refuses to build an app with
 a route the table does not name: a new route is classified where all the
 others are, or the app does not start. A route that changes records (the
 lease routes included) is a write; one that shows them (``/watch``, a
-lease's read, the page of section 11 when it lands) is a read.
+lease's read, the page of section 11) is a read.
 
 :class:`Guard` decides, before any handler runs (so nothing is read or
 changed by a refused request):
@@ -71,6 +71,7 @@ def route_access() -> dict[tuple[str, str], Access]:
         ("DELETE", protocol.ENCODER_UNREGISTER_PATH): write,
         ("GET", protocol.ENCODER_LIST_PATH): read,
         ("GET", protocol.WATCH_PATH): read,
+        ("GET", protocol.PAGE_PATH): read,  # the page holds no records, but reads them with the token
         # A lease is a namespace's: granting, keeping and revoking one change its records' lives.
         ("POST", protocol.LEASES_PATH): write,
         ("POST", protocol.LEASE_KEEPALIVE_ROUTE): write,

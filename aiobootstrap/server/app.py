@@ -34,11 +34,13 @@ from .appkeys import CONFIG, REGISTRY
 from .auth import ExpectHandler, UnroutedExpect, auth_middleware, expect_handler
 from .batches import BATCH_REPLIES, BatchReplies
 from .body import BODY_BUDGET, BodyBudget
+from .bringup_metrics import BringUpCollector, kind_figures
 from .config import ServerConfig
 from .encoder_health import encoder_health_context
 from .errors import STORE_REFUSALS, error_middleware, store_refusals
 from .handlers.encoder_urls import list_encoder_urls, register_encoder_url, unregister_encoder_url
 from .handlers.leases import lease_routes
+from .handlers.page import page
 from .handlers.per_kind import kind_routes
 from .handlers.status import health, list_namespaces, list_ranks, ready
 from .handlers.watch import HISTORY, WATCH_FIGURES, WatchCollector, WatchFigures, watch
@@ -135,6 +137,7 @@ def _routes(expect: ExpectHandler | None = None) -> list[web.RouteDef]:
         web.get(ENCODER_LIST_PATH, list_encoder_urls, expect_handler=expect),
         web.get(protocol.WATCH_PATH, watch, expect_handler=expect),
         *lease_routes(expect),
+        web.get(protocol.PAGE_PATH, page, expect_handler=expect),  # /ns/{namespace}/ in a namespace
     ]
 
 
@@ -169,6 +172,7 @@ async def _registry_context(app: web.Application) -> AsyncIterator[None]:
     await store.open(registry if in_order else listeners(registry, history))
     await history.open()
     app[METRICS].registry.register(LeaseCollector(store))
+    app[METRICS].registry.register(BringUpCollector(app[METRICS]))
     app[REGISTRY] = registry
     app[HISTORY] = history
     app[METRICS].registry.register(WatchCollector(history, app[WATCH_FIGURES]))
@@ -227,6 +231,7 @@ async def _namespace_figures(app: web.Application) -> list[NamespaceFigures]:
     registry = app[REGISTRY]
     store = registry.store
     names = sorted(await _live_namespaces(app))
+    waits = registry.oldest_waits()
     return [
         NamespaceFigures(
             name,
@@ -234,6 +239,7 @@ async def _namespace_figures(app: web.Application) -> list[NamespaceFigures]:
             registry.parked_in(name),
             await store.version(name),
             len(encoder_urls(await store.get(encoder_list_key(name)))),
+            await kind_figures(store, name, app[CONFIG].world_size, waits),
         )
         for name in names
     ]

@@ -21,6 +21,7 @@ from .aiohttp_internals import send_continue
 from .body import too_large_detail
 from .config import ServerConfig
 from .errors import json_error
+from .handlers.page import page_refusal
 
 if TYPE_CHECKING:
     from .aiohttp_internals import InfoDict
@@ -36,7 +37,7 @@ def auth_middleware(guard: Guard) -> Middleware:
     @web.middleware
     async def require_token(request: web.Request, handler: Handler) -> web.StreamResponse:
         refusal = guard.refusal(request)
-        return refusal if refusal is not None else await handler(request)
+        return await handler(request) if refusal is None else page_refusal(request, refusal)
 
     return require_token
 

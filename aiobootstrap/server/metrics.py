@@ -36,6 +36,7 @@ from .access import GUARD
 __all__ = [
     "METRICS",
     "NAMESPACE_FIGURES",
+    "KindFigures",
     "Metrics",
     "NamespaceFigures",
     "counts_gets",
@@ -52,6 +53,18 @@ _METHODS = frozenset({"GET", "HEAD", "PUT", "POST", "DELETE", "PATCH", "OPTIONS"
 
 
 @dataclass(frozen=True, slots=True)
+class KindFigures:
+    """One kind and role of one namespace, read for a scrape."""
+
+    kind: str
+    role: str
+    registered: int
+    world_size: int | None
+    oldest_wait: float
+    """Seconds the longest-parked get for a rank of this kind and role has waited (0: none parked)."""
+
+
+@dataclass(frozen=True, slots=True)
 class NamespaceFigures:
     """What a scrape shows of one namespace, read from the store and the registry just before."""
 
@@ -60,6 +73,8 @@ class NamespaceFigures:
     parked: int
     version: int
     encoder_urls: int = 0
+    kinds: tuple[KindFigures, ...] = ()
+    """Per kind and role: registered, world size, oldest wait (``bringup_metrics`` shows them)."""
 
 
 class _NamespaceCollector:

@@ -24,6 +24,8 @@ RANKS_PATH = "/ranks"
 METRICS_PATH = "/metrics"
 OPENAPI_PATH = "/openapi.json"
 NAMESPACES_PATH = "/namespaces"
+PAGE_PATH = "/"
+"""The bring-up page (SPEC section 11); in a namespace ``/ns/{namespace}/``."""
 
 SERVER_WIDE_PATHS = frozenset({READY_PATH, METRICS_PATH, OPENAPI_PATH, NAMESPACES_PATH})
 """Routes served once for the whole server, never under ``/ns/{name}``."""

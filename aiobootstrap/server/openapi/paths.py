@@ -200,6 +200,16 @@ PATHS: dict[str, dict[str, Any]] = {
             },
         }
     },
+    protocol.PAGE_PATH: {
+        "get": {
+            "operationId": "page",
+            "summary": "The bring-up page for a browser: every rank of each kind and role, live from /watch "
+            "(one HTML file, its script and style inline; it reads the API with the token it asks for).",
+            "responses": {
+                "200": {"description": "The page.", "content": {"text/html": {"schema": {"type": "string"}}}},
+            },
+        }
+    },
     protocol.RANKS_PATH: {
         "get": {
             "operationId": "listRanks",

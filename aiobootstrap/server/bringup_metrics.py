@@ -1,0 +1,81 @@
+"""The bring-up figures of ``/metrics``: per namespace, kind and role, who is in, who is missing, how long waited.
+
+Read with the namespace figures just before a scrape renders (``app``'s
+``_namespace_figures``), shown for the namespaces the token covers: so
+"ranks missing for 5 minutes" is one alert rule on
+``aiobootstrap_missing_ranks > 0 and aiobootstrap_oldest_wait_seconds > 300``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+
+from prometheus_client.core import GaugeMetricFamily, Metric
+
+from .._names import DEFAULT_ROLE, RANK_KINDS
+from ..store import Store
+from .metrics import KindFigures, Metrics
+
+__all__ = ["BringUpCollector", "kind_figures"]
+
+
+async def kind_figures(
+    store: Store, namespace: str, world_size: int | None, waits: Mapping[tuple[str, str, str], float]
+) -> tuple[KindFigures, ...]:
+    """Role target of every per-rank kind, and every kind and role with gets parked (``Registry.oldest_waits``)."""
+    shown = {(kind, DEFAULT_ROLE) for kind in RANK_KINDS} | {(k, r) for n, k, r in waits if n == namespace}
+    return tuple(
+        [
+            KindFigures(
+                kind,
+                role,
+                await store.count(namespace, kind, role),
+                world_size,
+                waits.get((namespace, kind, role), 0.0),
+            )
+            for kind, role in sorted(shown)
+        ]
+    )
+
+
+class BringUpCollector:
+    """A collector for an app's ``CollectorRegistry``: the ``kinds`` (``metrics.KindFigures``) of the namespace figures the scrape read."""
+
+    def __init__(self, metrics: Metrics) -> None:
+        self._metrics = metrics
+
+    def collect(self) -> Iterator[Metric]:
+        labels = ["namespace", "kind", "role"]
+        world = GaugeMetricFamily(
+            "aiobootstrap_world_size",
+            "The ranks expected (--world-size), by namespace, kind and role.",
+            labels=labels,
+        )
+        registered = GaugeMetricFamily(
+            "aiobootstrap_kind_registered_ranks",
+            "Ranks registered right now, by namespace, kind and role.",
+            labels=labels,
+        )
+        missing = GaugeMetricFamily(
+            "aiobootstrap_missing_ranks",
+            "Ranks of the world size not registered right now, by namespace, kind and role.",
+            labels=labels,
+        )
+        oldest = GaugeMetricFamily(
+            "aiobootstrap_oldest_wait_seconds",
+            "Seconds the longest-parked get for a rank has waited (0 when none is parked), by namespace, "
+            "kind and role.",
+            labels=labels,
+        )
+        for namespace in self._metrics.namespaces:
+            for each in namespace.kinds:
+                where = [namespace.name, each.kind, each.role]
+                registered.add_metric(where, each.registered)
+                oldest.add_metric(where, each.oldest_wait)
+                if each.world_size is not None:
+                    world.add_metric(where, each.world_size)
+                    missing.add_metric(where, max(0, each.world_size - each.registered))
+        yield world
+        yield registered
+        yield missing
+        yield oldest
