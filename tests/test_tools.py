@@ -19,6 +19,7 @@ import os
 import pty
 import re
 import select
+import signal
 import socket
 import subprocess
 import sys
@@ -643,3 +644,60 @@ def test_wait_without_a_world_size_anywhere_is_status_2(url: str, namespace: str
     """wait reads the server's world size; a server without one and no --world-size: one line, status 2."""
     result = tool("wait", "--url", url, "--namespace", namespace)
     assert_one_line_error(result, 2, "the server has no --world-size: give wait --world-size N")
+
+
+def test_status_watch_prints_each_change_as_a_line_when_not_on_a_terminal(
+    url: str, namespace: str, weights: Path
+) -> None:
+    """status --watch to a pipe: the summary once, then one line per change, until interrupted (130)."""
+    follower = subprocess.Popen(
+        command("status", "--url", url, "--namespace", namespace, "--world-size", "2", "--watch"),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert follower.stdout is not None
+    try:
+        assert (
+            follower.stdout.readline()
+            == "transfer_engine_info, role target: 0 registered of 2, missing: 0-1\n"
+        )
+        assert (
+            follower.stdout.readline() == "parallelism_config, role target: 0 registered of 2, missing: 0-1\n"
+        )
+        register(url, namespace, 1, weights)
+        assert follower.stdout.readline() == "version 1 put transfer_engine_info rank 1 role target\n"
+    finally:
+        follower.send_signal(signal.SIGINT)
+        _, err = follower.communicate(timeout=GUARD)
+    assert (follower.returncode, err) == (130, "")
+
+
+def test_status_watch_redraws_in_place_on_a_terminal(url: str, namespace: str, weights: Path) -> None:
+    """status --watch on a terminal: the lines drawn again in place at a change, the missing rank gone."""
+    primary, secondary = pty.openpty()
+    follower = subprocess.Popen(
+        command("status", "--url", url, "--namespace", namespace, "--world-size", "2", "--watch",
+                "--kind", "transfer_engine_info"),
+        stdout=secondary, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    os.close(secondary)
+    seen = ""
+
+    def until(text: str) -> None:
+        nonlocal seen
+        deadline = time.monotonic() + GUARD
+        while text not in seen:
+            assert time.monotonic() < deadline, seen
+            ready, _, _ = select.select([primary], [], [], GUARD)
+            assert ready, seen
+            seen += os.read(primary, 1024).decode()
+
+    try:
+        until("0 registered of 2, missing: 0-1")
+        register(url, namespace, 0, weights)
+        until("\x1b[1F\x1b[J")  # up one line, cleared
+        until("1 registered of 2, missing: 1")
+    finally:
+        follower.send_signal(signal.SIGINT)
+        follower.wait(GUARD)
+        os.close(primary)
+    assert follower.returncode == 130

@@ -240,6 +240,12 @@ def add_tool_parsers(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="list the server's namespaces (those the token may see) instead of one namespace's ranks",
     )
+    status.add_argument(
+        "--watch",
+        action="store_true",
+        help="follow the namespace until interrupted: on a terminal a line per kind and role, redrawn "
+        "in place at each change; else each change as a line",
+    )
 
     add_watch_parser(tools, common, ranks=_ranks_spec, version=_version)
 

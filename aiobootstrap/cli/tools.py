@@ -28,7 +28,7 @@ from ..exceptions import BadRequest, BootstrapError, Forbidden, RankNotRegistere
 from .register_tool import register_tool
 from .tool_errors import EXIT_ABSENT, EXIT_SERVER, EXIT_USAGE, ToolError
 from .tool_parser import KINDS
-from .watch_tool import watch_tool
+from .watch_tool import describe, watch_tool
 
 if TYPE_CHECKING:
     # Imported when a tool runs: serving never pays for the client's imports.
@@ -122,6 +122,8 @@ async def _status(client: BootstrapClient, args: argparse.Namespace, out: TextIO
     """Exit 0 when every rank of a known world size is in for each kind and role shown, else 1."""
     if args.namespaces:
         return await _namespaces(client, out)
+    if args.watch:
+        return await _status_watch(client, args, out)
     kinds = args.kind or list(KINDS)
     roles = args.role or [DEFAULT_ROLE]
     sections: list[str] = []
@@ -154,6 +156,45 @@ async def _status(client: BootstrapClient, args: argparse.Namespace, out: TextIO
     if not held:
         await _hint_namespaces(client, err)
     return 0 if complete else EXIT_ABSENT
+
+
+async def _status_watch(client: BootstrapClient, args: argparse.Namespace, out: TextIO) -> int:
+    """``status --watch``: a line per kind and role, followed through ``/watch`` until interrupted.
+
+    On a terminal the lines are redrawn in place at each change; elsewhere (a pipe, a log) they are
+    printed once, then each change as a line, as ``watch`` prints it.
+    """
+    lines, version = await _summary(client, args)
+    terminal = out.isatty()
+    print("\n".join(lines), file=out, flush=True)
+    async for change in client.watch(version):
+        if not terminal:
+            print(describe(change), file=out, flush=True)
+            continue
+        drawn = len(lines)
+        lines, _ = await _summary(client, args)
+        # Up to the first line drawn, clear to the end, draw again.
+        out.write(f"\x1b[{drawn}F\x1b[J" + "\n".join(lines) + "\n")
+        out.flush()
+    return 0
+
+
+async def _summary(client: BootstrapClient, args: argparse.Namespace) -> tuple[list[str], int]:
+    """One line per per-rank kind and role asked: how many registered and, with a world size, who is missing."""
+    lines, version = [], 0
+    for kind in (kind for kind in RANK_KINDS if args.kind is None or kind in args.kind):
+        for role in dict.fromkeys(args.role or [DEFAULT_ROLE]):
+            listing = await client.list_ranks(kind=kind, role=role)
+            version = max(version, listing.version)
+            line = f"{kind}, role {printable(role)}: {len(listing.ranks)} registered"
+            world_size = args.world_size if args.world_size is not None else listing.world_size
+            missing = _missing(listing, world_size)
+            if missing is not None:
+                more = len(missing.ranges) - _NAMED
+                named = missing.format(_NAMED) + (f" and {more} more ranges" if more > 0 else "")
+                line += f" of {world_size}, missing: {named if missing else 'none'}"
+            lines.append(line)
+    return lines, version
 
 
 async def _hint_namespaces(client: BootstrapClient, err: TextIO) -> None:
