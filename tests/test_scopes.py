@@ -278,6 +278,17 @@ def _listed(text: str) -> set[str]:
     }
 
 
+async def _three_namespaces(aiohttp_client: Any, reads: str) -> TestClient[web.Request, web.Application]:
+    """A server with ``TOKENS`` and ``reads``, and rank 0 registered in default, team-a and team-b."""
+    client: TestClient[web.Request, web.Application] = await aiohttp_client(
+        create_app(ServerConfig(auth_tokens=TOKENS, auth_reads=reads))  # type: ignore[arg-type]
+    )
+    for namespace in ["default", "team-a", "team-b"]:
+        path = f"/ns/{namespace}/register_transfer_engine_info"
+        assert (await client.put(path, json=_INFO, headers=_headers(ALL))).status == 200
+    return client
+
+
 @pytest.mark.parametrize(
     ("reads", "token", "listed"),
     [
@@ -290,10 +301,7 @@ def _listed(text: str) -> set[str]:
 )
 async def test_metrics_lists_the_namespaces_the_token_covers(aiohttp_client, reads, token, listed):
     """A team's token sees its own namespaces' series; with open reads everyone sees all (a token gets no less)."""
-    client = await aiohttp_client(create_app(ServerConfig(auth_tokens=TOKENS, auth_reads=reads)))
-    for namespace in ["default", "team-a", "team-b"]:
-        path = f"/ns/{namespace}/register_transfer_engine_info"
-        assert (await client.put(path, json=_INFO, headers=_headers(ALL))).status == 200
+    client = await _three_namespaces(aiohttp_client, reads)
     reply = await client.get("/metrics", headers=_headers(token))
     assert reply.status == 200
     text = await reply.text()
@@ -311,10 +319,7 @@ async def test_metrics_lists_the_namespaces_the_token_covers(aiohttp_client, rea
 )
 async def test_the_namespace_listing_shows_what_the_token_covers(aiohttp_client, reads, token, listed):
     """GET /namespaces names the namespaces the token covers, as /metrics does, with their figures."""
-    client = await aiohttp_client(create_app(ServerConfig(auth_tokens=TOKENS, auth_reads=reads)))
-    for namespace in ["default", "team-a", "team-b"]:
-        path = f"/ns/{namespace}/register_transfer_engine_info"
-        assert (await client.put(path, json=_INFO, headers=_headers(ALL))).status == 200
+    client = await _three_namespaces(aiohttp_client, reads)
     reply = await client.get("/namespaces", headers=_headers(token))
     assert reply.status == 200
     shown = (await reply.json())["namespaces"]
