@@ -1,0 +1,198 @@
+"""Leases on the Redis store: two replicas over one real redis-server, each with its own reaper.
+
+Store tests grant leases of a few tenths of a second (the routes take 1 s at
+least) and await what expiry does; the HTTP tests drive two apps over one
+Redis. Nothing sleeps to let things settle.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from aiobootstrap import ServerConfig, create_app
+from aiobootstrap._names import ENCODER_URLS, PARALLELISM_CONFIG
+from aiobootstrap._registry import Registry
+from aiobootstrap.exceptions import LeaseNotFound, StoreUnavailable, TooManyLeases
+from aiobootstrap.store import Key, StoreLimits
+from aiobootstrap.store.redis import RedisStore
+
+from .conftest import GUARD, info_key, open_registry, registration, until
+from .redis_server import RedisServer
+
+FAST = {"timeout": 0.5, "open_timeout": 1.0, "poll_interval": 0.1}
+TINY = 0.3
+INFO = {"session_id": "s", "weights_info_dict": {}}
+REGISTER = "/register_transfer_engine_info"
+
+
+def _config_key(rank: int) -> Key:
+    return Key("default", PARALLELISM_CONFIG, "draft", rank)
+
+
+def _urls_key() -> Key:
+    return Key("default", ENCODER_URLS, "target", 0)
+
+
+@pytest.fixture
+async def pair(redis_server: RedisServer) -> AsyncIterator[tuple[Registry, Registry]]:
+    """Two registries, A and B, each over its own RedisStore on one Redis."""
+    limits = StoreLimits(max_leases=3)
+    a = await open_registry(RedisStore(redis_server.url, limits=limits, **FAST))  # type: ignore[arg-type]
+    b = await open_registry(RedisStore(redis_server.url, limits=limits, **FAST))  # type: ignore[arg-type]
+    try:
+        yield a, b
+    finally:
+        await a.store.close()
+        await b.store.close()
+
+
+def _feed(redis_server: RedisServer) -> list[dict[str, str]]:
+    """Every change on the Redis feed, oldest first (fields as the scripts write them)."""
+    entries: Any = redis_server.command("XRANGE", "{aiobootstrap}:feed", "-", "+")
+    return [dict(fields) for _, fields in entries]
+
+
+async def test_expiry_deletes_every_kind_once_and_wakes_a_waiter_on_the_other_replica(
+    pair: tuple[Registry, Registry], redis_server: RedisServer
+) -> None:
+    """Records of every kind on a lease through A; B's waiter is woken; each record has one deletion version."""
+    a, b = pair
+    lease = await a.store.grant_lease("default", TINY)
+    started = time.monotonic()
+    await a.register(info_key(0), INFO, lease.id)
+    await a.register(_config_key(0), {"tp": 2}, lease.id)
+    listed = await a.set_member(_urls_key(), "http://e1", present=True, lease=lease.id)
+    await a.set_member(_urls_key(), "http://kept", present=True)
+    assert listed is not None
+    async with asyncio.timeout(GUARD):
+        woken = await b.wait(_urls_key(), GUARD, after=listed.version + 1)
+    assert woken is not None
+    assert woken.value == {"members": ["http://kept"]}
+    await until(lambda: sum((r.store.lease_figures() or (0, 0, 0))[1] for r in pair) == 1)
+    assert time.monotonic() - started < TINY + 1.0
+    assert await b.store.get(info_key(0)) is None
+    assert await b.store.get(_config_key(0)) is None
+    # Four writes, then three deletions: each record ended once, with a version of its own.
+    feed = _feed(redis_server)
+    assert [entry["v"] for entry in feed[4:]] == ["5", "6", "7"]
+    assert {(entry["k"], entry["o"]) for entry in feed[4:]} == {
+        ("transfer_engine_info", "del"),
+        (PARALLELISM_CONFIG, "del"),
+        (ENCODER_URLS, "put"),
+    }
+    assert len(feed) == 7
+    assert await a.store.version("default") == 7
+    for registry in pair:
+        with pytest.raises(LeaseNotFound):
+            await registry.store.read_lease("default", lease.id)
+
+
+async def test_keepalive_through_the_other_replica_keeps_a_lease_past_its_ttl(
+    pair: tuple[Registry, Registry],
+) -> None:
+    """Granted through A, kept alive through B past several TTLs: the record stays; read through either."""
+    a, b = pair
+    lease = await a.store.grant_lease("default", TINY)
+    await a.register(info_key(0), INFO, lease.id)
+    deadline = time.monotonic() + 3 * TINY
+    while time.monotonic() < deadline:
+        kept = await b.store.keepalive_lease("default", lease.id)
+        assert kept.ttl == TINY
+        await asyncio.sleep(TINY / 4)  # a holder's keepalive period, not a settle
+    state = await a.store.read_lease("default", lease.id)
+    assert state.records == ((info_key(0), None),)
+    assert 0 < state.remaining <= TINY
+    assert await b.store.get(info_key(0)) is not None
+    revoked = await b.store.revoke_lease("default", lease.id)
+    assert revoked.records == ((info_key(0), None),)
+    assert await a.store.get(info_key(0)) is None
+    with pytest.raises(LeaseNotFound):
+        await a.store.keepalive_lease("default", lease.id)
+
+
+async def test_an_unknown_lease_stores_nothing_and_a_record_moves(pair: tuple[Registry, Registry]) -> None:
+    """A put or an add naming no lease raises LeaseNotFound, unchanged; registered again elsewhere, a record moves."""
+    a, b = pair
+    with pytest.raises(LeaseNotFound):
+        await a.store.put_leased(info_key(0), INFO, "nope")
+    with pytest.raises(LeaseNotFound):
+        await a.store.add_leased(_urls_key(), "http://e1", "nope")
+    assert await a.store.get(info_key(0)) is None
+    assert await a.store.get(_urls_key()) is None
+    assert await a.store.version("default") == 0
+    one = await a.store.grant_lease("default", 30)
+    two = await b.store.grant_lease("default", 30)
+    await a.store.put_leased(info_key(0), INFO, one.id)
+    await a.store.add_leased(_urls_key(), "http://e1", one.id)
+    await b.store.put_leased(info_key(0), INFO, two.id)  # moved to two
+    await b.store.add_leased(_urls_key(), "http://e1", two.id)  # listed already: moved, no new version
+    assert (await a.store.read_lease("default", one.id)).records == ()
+    assert len((await a.store.read_lease("default", two.id)).records) == 2
+    await a.store.put(info_key(0), INFO)  # off every lease
+    await a.store.set_member(_urls_key(), "http://e1", present=True)
+    assert (await b.store.read_lease("default", two.id)).records == ()
+    await b.store.revoke_lease("default", two.id)
+    assert await a.store.get(info_key(0)) is not None
+    with pytest.raises(LeaseNotFound):
+        await a.store.read_lease("other", one.id)  # leases live in their namespace
+
+
+async def test_max_leases_is_counted_across_replicas(pair: tuple[Registry, Registry]) -> None:
+    """Three leases allowed: two granted through A and one through B fill it, for both."""
+    a, b = pair
+    await a.store.grant_lease("default", 30)
+    await a.store.grant_lease("default", 30)
+    await b.store.grant_lease("default", 30)
+    for registry in pair:
+        with pytest.raises(TooManyLeases):
+            await registry.store.grant_lease("default", 30)
+
+
+async def test_a_redis_restart_with_aof_keeps_leases_and_their_records(
+    redis_server: RedisServer,
+) -> None:
+    """Redis restarted (AOF): the lease and its record are back, and keepalive goes on."""
+    store = RedisStore(redis_server.url, **FAST)  # type: ignore[arg-type]
+    registry = await open_registry(store)
+    try:
+        lease = await store.grant_lease("default", 30)
+        await registry.register(info_key(0), INFO, lease.id)
+        redis_server.kill()
+        with pytest.raises(StoreUnavailable):
+            await store.keepalive_lease("default", lease.id)
+        redis_server.start()
+        async with asyncio.timeout(GUARD):
+            while True:
+                try:
+                    kept = await store.keepalive_lease("default", lease.id)
+                    break
+                except StoreUnavailable:  # the pool reconnects on a later call
+                    await asyncio.sleep(0.05)
+        assert kept.ttl == 30
+        assert (await store.read_lease("default", lease.id)).records == ((info_key(0), None),)
+        assert store.lease_figures() is not None
+    finally:
+        await store.close()
+
+
+async def test_the_lease_routes_over_two_replicas(aiohttp_client: Any, redis_server: RedisServer) -> None:
+    """Grant through A; keepalive, read and revoke through B; the record is gone for both."""
+    config = ServerConfig(store=redis_server.url)
+    a = await aiohttp_client(create_app(config))
+    b = await aiohttp_client(create_app(config))
+    lease = (await (await a.post("/leases", json={"ttl": 10})).json())["lease"]
+    assert (await a.put(REGISTER, json={**registration(0), "lease": lease})).status == 200
+    assert await (await b.post(f"/leases/{lease}/keepalive")).json() == {"lease": lease, "ttl": 10}
+    read = await (await b.get(f"/leases/{lease}")).json()
+    assert len(read["records"]) == 1
+    assert (await b.delete(f"/leases/{lease}")).status == 200
+    assert (await a.get("/get_transfer_engine_info?rank=0")).status == 404
+    assert (await a.get(f"/leases/{lease}")).status == 404
+    response = await b.put(REGISTER, json={**registration(1), "lease": lease})
+    assert response.status == 404
+    assert (await a.get("/get_transfer_engine_info?rank=1")).status == 404
