@@ -23,6 +23,7 @@ from aiobootstrap.store.redis import RedisStore
 
 from .conftest import GUARD, info_key, open_registry, registration, until
 from .redis_server import RedisServer
+from .stall_proxy import StallProxy
 
 FAST = {"timeout": 0.5, "open_timeout": 1.0, "poll_interval": 0.1}
 TINY = 0.3
@@ -196,3 +197,50 @@ async def test_the_lease_routes_over_two_replicas(aiohttp_client: Any, redis_ser
     response = await b.put(REGISTER, json={**registration(1), "lease": lease})
     assert response.status == 404
     assert (await a.get("/get_transfer_engine_info?rank=1")).status == 404
+
+
+async def test_a_replica_cut_off_expires_nothing_while_the_other_keeps_the_lease_alive(
+    redis_server: RedisServer,
+) -> None:
+    """A's calls stall (a proxy) past several TTLs while B keeps the lease alive: A expires nothing, B reaps later."""
+    proxy = StallProxy(redis_server.port)
+    await proxy.start()
+    stalled = RedisStore(proxy.url, timeout=0.3, open_timeout=1.0, poll_interval=0.2)
+    stalled._connection.feed_url = redis_server.url  # the feed goes past the proxy
+    a = await open_registry(stalled)
+    b = await open_registry(RedisStore(redis_server.url, **FAST))  # type: ignore[arg-type]
+    try:
+        lease = await a.store.grant_lease("default", 0.6)
+        await a.register(info_key(0), INFO, lease.id)
+        proxy.stall()
+        deadline = time.monotonic() + 2.0
+        while time.monotonic() < deadline:
+            await b.store.keepalive_lease("default", lease.id)
+            await asyncio.sleep(0.15)  # a holder's keepalive period, not a settle
+        proxy.heal()
+        assert await b.store.get(info_key(0)) is not None
+        assert (await a.store.read_lease("default", lease.id)).records == ((info_key(0), None),)
+        # Nobody keeps it alive now: it ends once, by either replica.
+        await until(lambda: sum((r.store.lease_figures() or (0, 0, 0))[1] for r in (a, b)) == 1)
+        assert await b.store.get(info_key(0)) is None
+    finally:
+        await a.store.close()
+        await b.store.close()
+        await proxy.close()
+
+
+async def test_a_storm_of_expiries_past_one_reaper_batch_ends_every_lease_within_a_second(
+    pair: tuple[Registry, Registry],
+) -> None:
+    """300 leases due together (more than one look takes): every record gone within the TTL plus a second."""
+    a, b = pair
+    for store in (a.store, b.store):
+        store._leases._max = -1  # type: ignore[attr-defined]  # the pair's cap is 3
+    leases = await asyncio.gather(*(a.store.grant_lease("default", 1.0) for _ in range(300)))
+    started = time.monotonic()
+    await asyncio.gather(
+        *(a.store.put_leased(info_key(rank), INFO, lease.id) for rank, lease in enumerate(leases))
+    )
+    await until(lambda: sum((r.store.lease_figures() or (0, 0, 0))[1] for r in pair) == 300)
+    assert time.monotonic() - started < 1.0 + 1.0
+    assert await a.store.records("default", "transfer_engine_info", "default") == []

@@ -102,10 +102,14 @@ return 0
 """
 )
 
-# KEYS: deadlines leases.  ARGV: at-most.  -> {leases held, ids due}
+# KEYS: deadlines leases.  ARGV: at-most.  -> {leases held, ids due, ms until the next deadline (-1: none)}
 DUE = (
     NOW_MS
     + """
-return {redis.call('HLEN', KEYS[2]), redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, ARGV[1])}
+local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, ARGV[1])
+local next = redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. now, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
+local wait = -1
+if next[2] then wait = math.ceil(tonumber(next[2]) - now) end
+return {redis.call('HLEN', KEYS[2]), due, wait}
 """
 )

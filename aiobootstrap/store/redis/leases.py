@@ -7,14 +7,17 @@ granted, kept alive, read and revoked through any replica, and a replica that
 restarts loses nothing. Its deadline is on Redis' clock (``TIME`` in the
 scripts), so the replicas' clocks do not matter.
 
-Every replica runs one *reaper*: every :data:`REAP_INTERVAL` seconds it asks
-Redis for the leases past their deadline (``ZRANGEBYSCORE`` in one script)
-and runs ``lua.END`` for each. That script checks the deadline again, deletes
+Every replica runs one *reaper*: it asks Redis for the leases past their
+deadline (``ZRANGEBYSCORE`` in one script, which also says how far off the
+next deadline is) and runs ``lua.END`` for each, then sleeps until that next
+deadline, or :data:`REAP_INTERVAL` at most (a lease granted through another
+replica meanwhile may be due sooner). That script checks the deadline again, deletes
 each record on the lease as a delete (or a set member's removal) does, a
 change with its own version on the feed, and removes the lease, all in one
 atomic step: when several replicas reap the same lease, the first does it all
-and the others find it gone. So a lease ends exactly once, within about
-``REAP_INTERVAL`` of its deadline, whichever replica sees it first; a replica
+and the others find it gone. So a lease ends exactly once, within milliseconds of its
+deadline (``REAP_INTERVAL`` at worst, for a lease granted or kept alive through
+another replica since the reaper last looked), whichever replica sees it first; a replica
 cut off from Redis cannot run the script and so never expires anything. The
 deletions reach the listeners through the change feed, like any other
 replica's writes, waiters and watchers of every replica alike.
@@ -165,13 +168,16 @@ class RedisLeases:
                     )
                 )
                 self.held = int(reply[0])
-                for lease in reply[1]:
-                    await self._expire(text(lease))
+                # Each its own script, all at once (the pool's connections pipeline them).
+                await asyncio.gather(*(self._expire(text(lease)) for lease in reply[1]))
                 if len(reply[1]) >= _REAP_BATCH:
                     continue
+                wait = int(reply[2])
             except StoreUnavailable:
                 reraise_cancellation()  # cut off from Redis: nothing can expire from here
-            await asyncio.sleep(REAP_INTERVAL)
+                wait = -1
+            # Until the first deadline Redis knows of, or the interval (a lease granted meanwhile).
+            await asyncio.sleep(REAP_INTERVAL if wait < 0 else min(REAP_INTERVAL, (wait + 1) / 1000))
 
     async def _expire(self, lease: str) -> None:
         state = await self._end(lease, "")
