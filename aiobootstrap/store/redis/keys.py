@@ -110,20 +110,8 @@ class Keys:
         ]
 
     def ending(self, lease: str) -> list[str]:
-        """The ``KEYS`` of ``lua.END``, which ends ``lease``."""
-        return [
-            self.incarnation,
-            self.seq,
-            self.floor,
-            self.versions,
-            self.counts,
-            self.feed,
-            self.roles,
-            self.leases,
-            self.deadlines,
-            self.owners,
-            self.held(lease),
-        ]
+        """The ``KEYS`` of ``lua.END``, which ends ``lease``: a write's, its held set for the table."""
+        return [*self.write(self.held(lease)), self.deadlines]
 
 
 def decode(key: Key, blob: bytes | str) -> Record:

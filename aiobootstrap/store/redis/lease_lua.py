@@ -62,14 +62,20 @@ return {0, held + 1}
 """
 )
 
-# KEYS: leases deadlines.  ARGV: id namespace.  A lease past its deadline is gone (its end is on its way).
-KEEPALIVE = (
-    NOW_MS
-    + """
+# KEYS[1] leases, ARGV[1] id, ARGV[2] namespace: the lease's `ttl`, or 0 when it is not in that namespace.
+FIND = """
 local info = redis.call('HGET', KEYS[1], ARGV[1])
 if not info then return 0 end
 local ns, ttl = string.match(info, '^(%S+) (%S+)$')
-if ns ~= ARGV[2] or tonumber(redis.call('ZSCORE', KEYS[2], ARGV[1]) or '0') <= now then return 0 end
+if ns ~= ARGV[2] then return 0 end
+"""
+
+# KEYS: leases deadlines.  ARGV: id namespace.  A lease past its deadline is gone (its end is on its way).
+KEEPALIVE = (
+    NOW_MS
+    + FIND
+    + """
+if tonumber(redis.call('ZSCORE', KEYS[2], ARGV[1]) or '0') <= now then return 0 end
 redis.call('ZADD', KEYS[2], now + tonumber(ttl) * 1000, ARGV[1])
 return ttl
 """
@@ -78,11 +84,8 @@ return ttl
 # KEYS: leases deadlines held.  ARGV: id namespace.  -> {ttl, remaining-ms, targets}
 READ = (
     NOW_MS
+    + FIND
     + """
-local info = redis.call('HGET', KEYS[1], ARGV[1])
-if not info then return 0 end
-local ns, ttl = string.match(info, '^(%S+) (%S+)$')
-if ns ~= ARGV[2] then return 0 end
 local remaining = math.max(0, tonumber(redis.call('ZSCORE', KEYS[2], ARGV[1]) or '0') - now)
 return {ttl, remaining, redis.call('SMEMBERS', KEYS[3])}
 """

@@ -105,7 +105,8 @@ return {version, incarnation, current}
 """
 )
 
-# KEYS: incarnation seq floor versions counts feed roles leases deadlines owners held
+# KEYS: incarnation seq floor versions counts held feed roles leases owners deadlines (as PUT, with the
+#       lease's held set for the table, and the deadlines)
 # ARGV: new-incarnation feed-length id namespace ('' : expire, only if due; else revoke, in that namespace)
 # -> {1, incarnation, "NS TTL", targets} ended; {0, incarnation} not due; {-5, incarnation} no such lease
 END = (
@@ -113,14 +114,14 @@ END = (
     + NOW_MS
     + """
 local id = ARGV[3]
-local info = redis.call('HGET', KEYS[8], id)
+local info = redis.call('HGET', KEYS[9], id)
 if not info then return {-5, incarnation} end
 if ARGV[4] ~= '' then
   if string.match(info, '^(%S+)') ~= ARGV[4] then return {-5, incarnation} end
-elseif tonumber(redis.call('ZSCORE', KEYS[9], id) or '0') > now then
+elseif tonumber(redis.call('ZSCORE', KEYS[11], id) or '0') > now then
   return {0, incarnation}
 end
-local prefix = string.sub(KEYS[8], 1, -7)
+local prefix = string.sub(KEYS[9], 1, -7)
 local function next_version(ns)
   if redis.call('HEXISTS', KEYS[4], ns) == 0 then
     redis.call('HSET', KEYS[4], ns, redis.call('GET', KEYS[3]) or 0)
@@ -129,7 +130,7 @@ local function next_version(ns)
 end
 local function announce(t, version, op)
   local seq = redis.call('INCR', KEYS[2])
-  redis.call('XADD', KEYS[6], 'MAXLEN', '~', ARGV[2], '*',
+  redis.call('XADD', KEYS[7], 'MAXLEN', '~', ARGV[2], '*',
     's', seq, 'n', t[1], 'k', t[2], 'r', t[3], 'i', t[4], 'v', version, 'o', op)
 end
 local function delete_rank(t, rows)
@@ -137,7 +138,7 @@ local function delete_rank(t, rows)
   redis.call('HDEL', rows, t[4])
   if redis.call('EXISTS', rows) == 0 then
     local group = t[1] .. ':' .. t[2]
-    if redis.call('HINCRBY', KEYS[7], group, -1) <= 0 then redis.call('HDEL', KEYS[7], group) end
+    if redis.call('HINCRBY', KEYS[8], group, -1) <= 0 then redis.call('HDEL', KEYS[8], group) end
   end
   local version = next_version(t[1])
   if redis.call('HINCRBY', KEYS[5], t[1], -1) <= 0 then
@@ -162,7 +163,7 @@ local function remove_member(t, rows, current)
   redis.call('HSET', rows, t[4], string.format('%d', version) .. ' ' .. at .. ' ' .. json)
   announce(t, version, 'put')
 end
-local targets = redis.call('SMEMBERS', KEYS[11])
+local targets = redis.call('SMEMBERS', KEYS[6])
 for _, target in ipairs(targets) do
   redis.call('HDEL', KEYS[10], target)
   local t = cjson.decode(target)
@@ -172,9 +173,9 @@ for _, target in ipairs(targets) do
     if t[5] then remove_member(t, rows, current) else delete_rank(t, rows) end
   end
 end
-redis.call('DEL', KEYS[11])
-redis.call('HDEL', KEYS[8], id)
-redis.call('ZREM', KEYS[9], id)
+redis.call('DEL', KEYS[6])
+redis.call('HDEL', KEYS[9], id)
+redis.call('ZREM', KEYS[11], id)
 return {1, incarnation, info, targets}
 """
 )
