@@ -244,3 +244,18 @@ async def test_a_storm_of_expiries_past_one_reaper_batch_ends_every_lease_within
     await until(lambda: sum((r.store.lease_figures() or (0, 0, 0))[1] for r in pair) == 300)
     assert time.monotonic() - started < 2.0 + 1.0
     assert await a.store.records("default", "transfer_engine_info", "default") == []
+
+
+async def test_two_replicas_ending_one_due_lease_at_once_end_it_once(
+    pair: tuple[Registry, Registry], redis_server: RedisServer
+) -> None:
+    """Both replicas run the end of one due lease together (their reapers too): one deletion version, one end."""
+    a = pair[0]
+    lease = await a.store.grant_lease("default", TINY)
+    await a.register(info_key(0), INFO, lease.id)
+    await asyncio.sleep(TINY)  # the TTL itself
+    ends = [r.store._leases._expire(lease.id) for r in pair for _ in range(3)]  # type: ignore[attr-defined]
+    await asyncio.gather(*ends)
+    await until(lambda: sum((r.store.lease_figures() or (0, 0, 0))[1] for r in pair) >= 1)
+    assert sum((r.store.lease_figures() or (0, 0, 0))[1] for r in pair) == 1
+    assert [(entry["o"], entry["v"]) for entry in _feed(redis_server)] == [("put", "1"), ("del", "2")]
