@@ -61,6 +61,7 @@ __all__ = [
     "StoreLimits",
     "ignore_changes",
     "members_of",
+    "too_many_leases",
     "too_many_roles",
     "with_member",
 ]
@@ -113,6 +114,14 @@ def too_many_roles(held: int) -> str:
     return (
         f"The namespace already holds records of this kind under {held} distinct roles, its limit "
         "(--max-roles); unregister a role's last rank before using another."
+    )
+
+
+def too_many_leases(held: int) -> str:
+    """The detail of a grant refused under ``max_leases``: every store says it in these words."""
+    return (
+        f"The server already holds {held} leases, its limit (--max-leases); "
+        "revoke one before granting another."
     )
 
 

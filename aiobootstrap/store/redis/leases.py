@@ -9,23 +9,25 @@ scripts), so the replicas' clocks do not matter.
 
 Every replica runs one *reaper*: it asks Redis for the leases past their
 deadline (``ZRANGEBYSCORE`` in one script, which also says how far off the
-next deadline is) and runs ``lua.END`` for each, then sleeps until that next
+next deadline is), runs ``lua.END`` for each, then sleeps until that next
 deadline, or :data:`REAP_INTERVAL` at most (a lease granted through another
-replica meanwhile may be due sooner). That script checks the deadline again, deletes
-each record on the lease as a delete (or a set member's removal) does, a
-change with its own version on the feed, and removes the lease, all in one
-atomic step: when several replicas reap the same lease, the first does it all
-and the others find it gone. So a lease ends exactly once, within milliseconds of its
-deadline (``REAP_INTERVAL`` at worst, for a lease granted or kept alive through
-another replica since the reaper last looked), whichever replica sees it first; a replica
-cut off from Redis cannot run the script and so never expires anything. The
-deletions reach the listeners through the change feed, like any other
-replica's writes, waiters and watchers of every replica alike.
+replica meanwhile may be due sooner; one granted through this replica wakes
+it when due sooner). ``lua.END`` checks the deadline again, deletes each
+record on the lease as a delete (or a set member's removal) does, a change
+with its own version on the feed, and removes the lease, all in one atomic
+step: when several replicas reap the same lease, the first does it all and
+the others find it gone. So a lease ends exactly once, whichever replica
+sees it first, within milliseconds of its deadline (``REAP_INTERVAL`` at
+worst); a replica cut off from Redis cannot run the script and so never
+expires anything. The deletions reach the listeners through the change
+feed, like any other replica's writes: waiters and watchers of every
+replica alike.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import secrets
@@ -33,7 +35,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ...exceptions import LeaseNotFound, StoreUnavailable, TooManyLeases
-from ..interface import Key, LeaseState, StoreLimits, Target
+from ..interface import Key, LeaseState, StoreLimits, Target, too_many_leases
 from . import lease_lua, lua
 from .connection import Connection, reraise_cancellation
 from .keys import Keys, text
@@ -43,7 +45,7 @@ __all__ = ["REAP_INTERVAL", "RedisLeases"]
 log = logging.getLogger("aiobootstrap")
 
 REAP_INTERVAL = 0.25
-"""Seconds between two looks for leases past their deadline (each replica's)."""
+"""The longest a reaper sleeps between two looks for leases past their deadline (each replica's)."""
 
 _REAP_BATCH = 256
 """Leases ended per look, at most; a longer backlog is taken on at once by the next look."""
@@ -72,6 +74,10 @@ class RedisLeases:
         self._feed_length = feed_length
         self._saw = saw
         self._reaper: asyncio.Task[None] | None = None
+        self._wake = asyncio.Event()
+        """Set to wake the reaper early; replaced, never cleared, at each sleep."""
+        self._wake_at = 0.0
+        """When the reaper's sleep ends (the loop's clock)."""
         self.held = 0
         """Leases in Redis, every replica's, at this replica's last look."""
         self.expired = 0
@@ -90,11 +96,10 @@ class RedisLeases:
             )
             status, self.held = int(reply[0]), int(reply[1])
             if status == -1:
-                raise TooManyLeases(
-                    f"The server already holds {self.held} leases, its limit (--max-leases); "
-                    "revoke one before granting another."
-                )
+                raise TooManyLeases(too_many_leases(self.held))
             if status == 0:
+                if asyncio.get_running_loop().time() + ttl < self._wake_at:
+                    self._wake.set()  # due before the reaper's next look
                 return LeaseState(lease, namespace, ttl, ttl)
 
     async def keepalive(self, namespace: str, lease: str) -> LeaseState:
@@ -176,8 +181,14 @@ class RedisLeases:
             except StoreUnavailable:
                 reraise_cancellation()  # cut off from Redis: nothing can expire from here
                 wait = -1
-            # Until the first deadline Redis knows of, or the interval (a lease granted meanwhile).
-            await asyncio.sleep(REAP_INTERVAL if wait < 0 else min(REAP_INTERVAL, (wait + 1) / 1000))
+            # Until the first deadline Redis knows of, or the interval (a lease granted
+            # through another replica meanwhile); a grant here that is due sooner wakes it.
+            sleep = REAP_INTERVAL if wait < 0 else min(REAP_INTERVAL, (wait + 1) / 1000)
+            loop = asyncio.get_running_loop()
+            self._wake_at, self._wake = loop.time() + sleep, asyncio.Event()
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(sleep):
+                    await self._wake.wait()
 
     async def _expire(self, lease: str) -> None:
         state = await self._end(lease, "")
