@@ -259,3 +259,19 @@ async def test_two_replicas_ending_one_due_lease_at_once_end_it_once(
     await until(lambda: sum((r.store.lease_figures() or (0, 0, 0))[1] for r in pair) >= 1)
     assert sum((r.store.lease_figures() or (0, 0, 0))[1] for r in pair) == 1
     assert [(entry["o"], entry["v"]) for entry in _feed(redis_server)] == [("put", "1"), ("del", "2")]
+
+
+async def test_the_listing_on_either_replica_shows_each_record_s_lease(
+    aiohttp_client: Any, redis_server: RedisServer
+) -> None:
+    """A record on a lease through A is listed through B with its lease and remaining time; one on none without."""
+    config = ServerConfig(store=redis_server.url)
+    a = await aiohttp_client(create_app(config))
+    b = await aiohttp_client(create_app(config))
+    lease = (await (await a.post("/leases", json={"ttl": 30})).json())["lease"]
+    assert (await a.put(REGISTER, json={**registration(0), "lease": lease})).status == 200
+    assert (await a.put(REGISTER, json=registration(1))).status == 200
+    listed = {item["rank"]: item for item in (await (await b.get("/ranks")).json())["ranks"]}
+    assert listed[0]["lease"] == lease
+    assert 0 < listed[0]["lease_remaining"] <= 30
+    assert "lease" not in listed[1]

@@ -374,6 +374,10 @@ class Store(abc.ABC):
         """Each target's lease and its seconds remaining, or ``None``; read in this process, no I/O."""
         return [None for _ in targets]
 
+    async def read_leases_of(self, targets: Sequence[Target]) -> list[tuple[str, float] | None]:
+        """:meth:`leases_of` for a store that must ask for it (Redis: one script per table)."""
+        return self.leases_of(targets)
+
     def lease_figures(self) -> tuple[int, int, int] | None:
         """Leases held now, expired and revoked since the store opened (this process's); ``None``: no leases."""
         return None

@@ -19,7 +19,7 @@ than in ``KEYS`` (a previous owner's ``held`` set, a target's rank table):
 they share the ``{prefix}`` hash tag, so they live in the scripts' slot.
 """
 
-__all__ = ["ATTACH", "DUE", "GRANT", "HOLD", "KEEPALIVE", "NOW_MS", "READ"]
+__all__ = ["ATTACH", "DUE", "GRANT", "HOLD", "HOLDERS", "KEEPALIVE", "NOW_MS", "READ"]
 
 NOW_MS = """
 local clock = redis.call('TIME')
@@ -102,6 +102,28 @@ if not current or tonumber(string.match(current, '^(%d+)')) ~= tonumber(ARGV[7])
 if not lease_in(KEYS[2], ARGV[6], ARGV[1]) then return -5 end
 attach(target_of(ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]), ARGV[6])
 return 0
+"""
+)
+
+# KEYS: owners deadlines.  ARGV: namespace kind role rank...  -> {lease or '', remaining-ms} per rank
+HOLDERS = (
+    NOW_MS
+    + "local owners, prefix = KEYS[1], ''\n"
+    + ATTACH
+    + """
+local out = {}
+for i = 4, #ARGV do
+  local lease = redis.call('HGET', owners, target_of(ARGV[1], ARGV[2], ARGV[3], ARGV[i]))
+  local deadline = lease and redis.call('ZSCORE', KEYS[2], lease)
+  if deadline then
+    out[#out + 1] = lease
+    out[#out + 1] = math.max(0, tonumber(deadline) - now)
+  else
+    out[#out + 1] = ''
+    out[#out + 1] = 0
+  end
+end
+return out
 """
 )
 

@@ -31,7 +31,7 @@ import contextlib
 import json
 import logging
 import secrets
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ...exceptions import LeaseNotFound, StoreUnavailable, TooManyLeases
@@ -46,6 +46,9 @@ log = logging.getLogger("aiobootstrap")
 
 REAP_INTERVAL = 0.25
 """The longest a reaper sleeps between two looks for leases past their deadline (each replica's)."""
+
+_HOLDERS_CHUNK = 4096
+"""Records whose lease one script looks up, at most (a listing's table is read in chunks)."""
 
 _REAP_BATCH = 256
 """Leases ended per look, at most; a longer backlog is taken on at once by the next look."""
@@ -112,10 +115,8 @@ class RedisLeases:
 
     async def read(self, namespace: str, lease: str) -> LeaseState:
         keys = self._keys
-        reply = await self._connection.read(
-            lambda client: self._connection.run(
-                client, lease_lua.READ, [keys.leases, keys.deadlines, keys.held(lease)], [lease, namespace]
-            )
+        reply = await self._read(
+            lease_lua.READ, [keys.leases, keys.deadlines, keys.held(lease)], [lease, namespace]
         )
         if reply == 0:
             raise LeaseNotFound(lease)
@@ -136,6 +137,25 @@ class RedisLeases:
         )
         return state
 
+    async def holders(self, targets: Sequence[Target]) -> list[tuple[str, float] | None]:
+        """Each per-rank record's lease and its seconds remaining (a set member's: ``None``)."""
+        found: list[tuple[str, float] | None] = [None] * len(targets)
+        by_table: dict[tuple[str, str, str], list[int]] = {}
+        for index, (key, member) in enumerate(targets):
+            if member is None:
+                by_table.setdefault((key.namespace, key.kind, key.role), []).append(index)
+        keys = [self._keys.owners, self._keys.deadlines]
+        for table, indexes in by_table.items():
+            for start in range(0, len(indexes), _HOLDERS_CHUNK):
+                chunk = indexes[start : start + _HOLDERS_CHUNK]
+                args = [*table, *(targets[index][0].rank for index in chunk)]
+                reply = await self._read(lease_lua.HOLDERS, keys, args)
+                for n, index in enumerate(chunk):
+                    lease = text(reply[2 * n])
+                    if lease:
+                        found[index] = (lease, int(reply[2 * n + 1]) / 1000)
+        return found
+
     async def _end(self, lease: str, namespace: str) -> LeaseState | None:
         """Run ``lua.END``: revoke (``namespace``) or expire if due (``""``); ``None`` when nothing ended."""
         reply = await self._run(
@@ -147,6 +167,11 @@ class RedisLeases:
         held_ns, ttl = text(reply[2]).split(" ", 1)
         records = tuple(sorted(map(_target, reply[3]), key=_order))
         return LeaseState(lease, held_ns, float(ttl), 0.0, records)
+
+    async def _read(self, script: str, keys: list[str], args: list[Any]) -> Any:
+        """A script that changes nothing: asked once more on a broken connection."""
+        connection = self._connection
+        return await connection.read(lambda client: connection.run(client, script, keys, args))
 
     async def _run(self, script: str, keys: list[str], args: list[Any]) -> Any:
         connection = self._connection
@@ -167,11 +192,7 @@ class RedisLeases:
         keys = self._keys
         while True:
             try:
-                reply = await self._connection.read(
-                    lambda client: self._connection.run(
-                        client, lease_lua.DUE, [keys.deadlines, keys.leases], [_REAP_BATCH]
-                    )
-                )
+                reply = await self._read(lease_lua.DUE, [keys.deadlines, keys.leases], [_REAP_BATCH])
                 self.held = int(reply[0])
                 # Each its own script, all at once (the pool's connections pipeline them).
                 await asyncio.gather(*(self._expire(text(lease)) for lease in reply[1]))

@@ -305,9 +305,8 @@ class RedisStore(Store):
     async def revoke_lease(self, namespace: str, lease: str) -> LeaseState:
         return await self._leases.revoke(namespace, lease)
 
-    def leases_of(self, targets: Sequence[Target]) -> list[tuple[str, float] | None]:
-        # Who holds a record is in Redis, and this is read with no I/O: the listing shows none.
-        return [None for _ in targets]
+    async def read_leases_of(self, targets: Sequence[Target]) -> list[tuple[str, float] | None]:
+        return await self._leases.holders(targets)
 
     def lease_figures(self) -> tuple[int, int, int] | None:
         leases = self._leases
