@@ -18,25 +18,17 @@ from aiobootstrap import ServerConfig, create_app
 from aiobootstrap._names import ENCODER_URLS, PARALLELISM_CONFIG
 from aiobootstrap._registry import Registry
 from aiobootstrap.exceptions import LeaseNotFound, StoreUnavailable, TooManyLeases
-from aiobootstrap.store import Key, StoreLimits
+from aiobootstrap.store import StoreLimits
 from aiobootstrap.store.redis import RedisStore
 
 from .conftest import GUARD, info_key, open_registry, registration, until
 from .redis_server import RedisServer
 from .stall_proxy import StallProxy
+from .test_lease_store import INFO, config_key, lease_every_kind, urls_key
 
 FAST = {"timeout": 0.5, "open_timeout": 1.0, "poll_interval": 0.1}
 TINY = 0.3
-INFO = {"session_id": "s", "weights_info_dict": {}}
 REGISTER = "/register_transfer_engine_info"
-
-
-def _config_key(rank: int) -> Key:
-    return Key("default", PARALLELISM_CONFIG, "draft", rank)
-
-
-def _urls_key() -> Key:
-    return Key("default", ENCODER_URLS, "target", 0)
 
 
 @pytest.fixture
@@ -65,19 +57,15 @@ async def test_expiry_deletes_every_kind_once_and_wakes_a_waiter_on_the_other_re
     a, b = pair
     lease = await a.store.grant_lease("default", TINY)
     started = time.monotonic()
-    await a.register(info_key(0), INFO, lease.id)
-    await a.register(_config_key(0), {"tp": 2}, lease.id)
-    listed = await a.set_member(_urls_key(), "http://e1", present=True, lease=lease.id)
-    await a.set_member(_urls_key(), "http://kept", present=True)
-    assert listed is not None
+    listed = await lease_every_kind(a, lease.id)
     async with asyncio.timeout(GUARD):
-        woken = await b.wait(_urls_key(), GUARD, after=listed.version + 1)
+        woken = await b.wait(urls_key(), GUARD, after=listed.version + 1)
     assert woken is not None
     assert woken.value == {"members": ["http://kept"]}
     await until(lambda: sum((r.store.lease_figures() or (0, 0, 0))[1] for r in pair) == 1)
     assert time.monotonic() - started < TINY + 1.0
     assert await b.store.get(info_key(0)) is None
-    assert await b.store.get(_config_key(0)) is None
+    assert await b.store.get(config_key(0)) is None
     # Four writes, then three deletions: each record ended once, with a version of its own.
     feed = _feed(redis_server)
     assert [entry["v"] for entry in feed[4:]] == ["5", "6", "7"]
@@ -122,20 +110,20 @@ async def test_an_unknown_lease_stores_nothing_and_a_record_moves(pair: tuple[Re
     with pytest.raises(LeaseNotFound):
         await a.store.put_leased(info_key(0), INFO, "nope")
     with pytest.raises(LeaseNotFound):
-        await a.store.add_leased(_urls_key(), "http://e1", "nope")
+        await a.store.add_leased(urls_key(), "http://e1", "nope")
     assert await a.store.get(info_key(0)) is None
-    assert await a.store.get(_urls_key()) is None
+    assert await a.store.get(urls_key()) is None
     assert await a.store.version("default") == 0
     one = await a.store.grant_lease("default", 30)
     two = await b.store.grant_lease("default", 30)
     await a.store.put_leased(info_key(0), INFO, one.id)
-    await a.store.add_leased(_urls_key(), "http://e1", one.id)
+    await a.store.add_leased(urls_key(), "http://e1", one.id)
     await b.store.put_leased(info_key(0), INFO, two.id)  # moved to two
-    await b.store.add_leased(_urls_key(), "http://e1", two.id)  # listed already: moved, no new version
+    await b.store.add_leased(urls_key(), "http://e1", two.id)  # listed already: moved, no new version
     assert (await a.store.read_lease("default", one.id)).records == ()
     assert len((await a.store.read_lease("default", two.id)).records) == 2
     await a.store.put(info_key(0), INFO)  # off every lease
-    await a.store.set_member(_urls_key(), "http://e1", present=True)
+    await a.store.set_member(urls_key(), "http://e1", present=True)
     assert (await b.store.read_lease("default", two.id)).records == ()
     await b.store.revoke_lease("default", two.id)
     assert await a.store.get(info_key(0)) is not None
