@@ -37,6 +37,7 @@ from typing import Any
 from ...exceptions import LeaseNotFound, StoreUnavailable, TooManyLeases
 from ..interface import Key, LeaseState, StoreLimits, Target, too_many_leases
 from . import lease_lua, lua
+from .batcher import Batcher
 from .connection import Connection, reraise_cancellation
 from .keys import Keys, text
 
@@ -66,12 +67,15 @@ class RedisLeases:
     def __init__(
         self,
         connection: Connection,
+        writes: Batcher,
         keys: Keys,
         limits: StoreLimits,
         feed_length: int,
         saw: Callable[[str], None],
     ) -> None:
         self._connection = connection
+        self._writes = writes
+        """The store's write batcher: a lease's scripts share its pipeline of the loop turn."""
         self._keys = keys
         self._max = -1 if limits.max_leases is None else limits.max_leases
         self._feed_length = feed_length
@@ -174,8 +178,7 @@ class RedisLeases:
         return await connection.read(lambda client: connection.run(client, script, keys, args))
 
     async def _run(self, script: str, keys: list[str], args: list[Any]) -> Any:
-        connection = self._connection
-        return await connection.call(lambda client: connection.run(client, script, keys, args))
+        return await self._writes.script(script, keys, args)
 
     # -- the reaper ------------------------------------------------------------
 

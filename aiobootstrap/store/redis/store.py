@@ -50,8 +50,7 @@ from .leases import RedisLeases
 from .ordered import OrderedTap
 
 if TYPE_CHECKING:
-    import redis.asyncio as aioredis
-    from redis.asyncio.client import Pipeline
+    pass
 
 __all__ = ["RedisStore"]
 
@@ -93,7 +92,9 @@ class RedisStore(Store):
         self._feed = Feed(connection, self._keys, poll_interval=poll_interval)
         self._reads = Batcher(connection, connection.read, name="aiobootstrap redis reads")
         self._writes = Batcher(connection, connection.call, name="aiobootstrap redis writes")
-        self._leases = RedisLeases(connection, self._keys, self._limits, feed_length, self._feed.saw)
+        self._leases = RedisLeases(
+            connection, self._writes, self._keys, self._limits, feed_length, self._feed.saw
+        )
 
     # -- opening and closing --------------------------------------------------
 
@@ -280,16 +281,8 @@ class RedisStore(Store):
 
     async def _write(self, key: Key, script: str, keys: list[str], args: list[Any]) -> Any:
         """Run a write script in this loop turn's pipeline, the feed holding back ``key``'s entries meanwhile."""
-        connection = self._connection
-
-        def stage(client: aioredis.Redis, pipe: Pipeline) -> None:
-            pipe.evalsha(connection.script(client, script).sha, len(keys), *keys, *args)
-
-        async def alone() -> Any:
-            return await connection.call(lambda client: connection.run(client, script, keys, args))
-
         with self._feed.writing(key):
-            return await self._writes.submit(stage, alone=alone)
+            return await self._writes.script(script, keys, args)
 
     # -- leases (``leases``) ---------------------------------------------------------
 
