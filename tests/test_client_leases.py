@@ -6,6 +6,7 @@ import logging
 from typing import Any
 
 import pytest
+from aiohttp import web
 
 from aiobootstrap import (
     BootstrapClient,
@@ -109,16 +110,22 @@ def test_the_sync_client_holds_a_lease_as_a_plain_context_manager() -> None:
         assert client.list_encoder_urls() == []
 
 
-async def test_the_client_raises_the_lease_errors(aiohttp_server: Any, shared_redis: Any) -> None:
-    """Past --max-leases: TooManyLeases; a store without leases: LeasesUnsupported; a bad ttl: BadRequest."""
+async def test_the_client_raises_the_lease_errors(aiohttp_server: Any) -> None:
+    """Past --max-leases: TooManyLeases; a server whose store holds no leases (501): LeasesUnsupported; bad ttl."""
     server = await aiohttp_server(create_app(ServerConfig(max_leases=1)))
     async with BootstrapClient(str(server.make_url("")).rstrip("/")) as client, client.lease(ttl=5):
         with pytest.raises(TooManyLeases):
             await client.lease(ttl=5).__aenter__()
         with pytest.raises(BadRequest):
             await client.lease(ttl=0.5).__aenter__()
-    config = ServerConfig(store=shared_redis.url, store_prefix="client-leases")
-    server = await aiohttp_server(create_app(config))
+
+    async def unsupported(request: web.Request) -> web.Response:
+        return web.json_response({"detail": "Leases are not supported on this store."}, status=501)
+
+    # Every store holds leases now; an older server (or a store without them) still answers 501.
+    app = web.Application()
+    app.router.add_post("/leases", unsupported)
+    server = await aiohttp_server(app)
     async with BootstrapClient(str(server.make_url("")).rstrip("/")) as client:
         with pytest.raises(LeasesUnsupported):
             await client.lease(ttl=5).__aenter__()

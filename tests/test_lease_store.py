@@ -14,8 +14,9 @@ import time
 import pytest
 
 from aiobootstrap._names import ENCODER_URLS, PARALLELISM_CONFIG
+from aiobootstrap._registry import Registry
 from aiobootstrap.exceptions import LeaseNotFound, TooManyLeases
-from aiobootstrap.store import Key, MemoryStore, StoreLimits
+from aiobootstrap.store import Key, MemoryStore, Record, StoreLimits
 from aiobootstrap.store.leases import LeaseTable
 
 from .conftest import GUARD, info_key, open_registry, until
@@ -24,12 +25,22 @@ TINY = 0.05
 INFO = {"session_id": "s", "weights_info_dict": {}}
 
 
-def _config_key(rank: int) -> Key:
+def config_key(rank: int) -> Key:
     return Key("default", PARALLELISM_CONFIG, "draft", rank)
 
 
-def _urls_key() -> Key:
+def urls_key() -> Key:
     return Key("default", ENCODER_URLS, "target", 0)
+
+
+async def lease_every_kind(registry: Registry, lease: str) -> Record:
+    """One record of every kind on ``lease``, and an encoder URL on none beside it; the URL list's record."""
+    await registry.register(info_key(0), INFO, lease)
+    await registry.register(config_key(0), {"tp": 2}, lease)
+    listed = await registry.set_member(urls_key(), "http://e1", present=True, lease=lease)
+    await registry.set_member(urls_key(), "http://kept", present=True)
+    assert listed is not None
+    return listed
 
 
 async def test_expiry_deletes_every_record_of_every_kind_and_wakes_a_waiter() -> None:
@@ -38,18 +49,14 @@ async def test_expiry_deletes_every_record_of_every_kind_and_wakes_a_waiter() ->
     registry = await open_registry(store)
     lease = await store.grant_lease("default", TINY)
     started = time.monotonic()
-    await registry.register(info_key(0), INFO, lease.id)
-    await registry.register(_config_key(0), {"tp": 2}, lease.id)
-    listed = await registry.set_member(_urls_key(), "http://e1", present=True, lease=lease.id)
-    await registry.set_member(_urls_key(), "http://kept", present=True)
-    assert listed is not None
+    listed = await lease_every_kind(registry, lease.id)
     async with asyncio.timeout(GUARD):
-        woken = await registry.wait(_urls_key(), GUARD, after=listed.version + 1)
+        woken = await registry.wait(urls_key(), GUARD, after=listed.version + 1)
     assert woken is not None
     assert woken.value == {"members": ["http://kept"]}
     await until(lambda: len(store.lease_table) == 0 and store.peek(info_key(0)) is None)
     assert time.monotonic() - started < TINY + 1.0
-    assert await store.get(_config_key(0)) is None
+    assert await store.get(config_key(0)) is None
     # Three deletions after four writes: each its own version.
     assert await store.version("default") == 7
     with pytest.raises(LeaseNotFound):
@@ -91,8 +98,8 @@ async def test_an_unregistered_record_leaves_its_lease() -> None:
     await registry.register(info_key(4), INFO, lease.id)
     await registry.unregister(info_key(4))
     assert (await store.read_lease("default", lease.id)).records == ()
-    await registry.set_member(_urls_key(), "http://e", present=True, lease=lease.id)
-    await registry.set_member(_urls_key(), "http://e", present=False)
+    await registry.set_member(urls_key(), "http://e", present=True, lease=lease.id)
+    await registry.set_member(urls_key(), "http://e", present=False)
     assert (await store.read_lease("default", lease.id)).records == ()
 
 

@@ -208,20 +208,19 @@ def test_max_leases_must_be_positive() -> None:
         ServerConfig(max_leases=0)
 
 
-async def test_a_redis_store_answers_lease_routes_501(aiohttp_client: Any, shared_redis: Any) -> None:
-    """Leases are not on the Redis store yet: a clear 501 that stores nothing, never a 500."""
-    config = dataclasses.replace(ServerConfig(), store=shared_redis.url, store_prefix="leases501")
+async def test_the_redis_store_serves_the_lease_routes(aiohttp_client: Any, shared_redis: Any) -> None:
+    """Over Redis too: grant, register every kind on the lease, read, keepalive, revoke (no 501 any more)."""
+    config = dataclasses.replace(ServerConfig(), store=shared_redis.url, store_prefix="leases-redis")
     client = await aiohttp_client(create_app(config))
-    response = await client.post("/leases", json={"ttl": 10})
-    assert response.status == 501
-    assert "not supported on this store" in (await response.json())["detail"]
-    for path in ["/leases/x", "/leases/x/keepalive"]:
-        assert (
-            await client.post(path) if path.endswith("keepalive") else await client.get(path)
-        ).status == 501
-    response = await client.put(REGISTER, json=_on("x", registration(0)))
-    assert response.status == 501
+    lease = await _grant(client)
+    await _register_all(client, lease)
+    assert len((await (await client.get(f"/leases/{lease}")).json())["records"]) == 3
+    assert (await client.post(f"/leases/{lease}/keepalive")).status == 200
+    assert (await client.delete(f"/leases/{lease}")).status == 200
     assert (await client.get("/get_transfer_engine_info?rank=0")).status == 404
+    assert (await (await client.get("/list_encoder_urls")).json())["encoder_urls"] == []
+    response = await client.put(REGISTER, json=_on("x", registration(0)))
+    assert response.status == 404
 
 
 async def test_the_file_store_serves_the_lease_routes(aiohttp_client: Any, tmp_path: Any) -> None:

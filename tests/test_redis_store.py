@@ -448,7 +448,8 @@ async def test_reads_survive_their_pooled_connections_being_killed(
     a, b = pair
     record = await b.store.put(key(0), info())
     assert await a.store.get(key(0)) == record
-    assert redis_server.kill_clients("aiobootstrap.calls") == 2
+    # One pooled connection each, or one more while a lease reaper's look overlapped a call.
+    assert redis_server.kill_clients("aiobootstrap.calls") >= 2
     assert await a.store.get(key(0)) == record
     assert await a.store.get_many([key(0)]) == [record]
 

@@ -61,6 +61,7 @@ __all__ = [
     "StoreLimits",
     "ignore_changes",
     "members_of",
+    "too_many_leases",
     "too_many_roles",
     "with_member",
 ]
@@ -113,6 +114,14 @@ def too_many_roles(held: int) -> str:
     return (
         f"The namespace already holds records of this kind under {held} distinct roles, its limit "
         "(--max-roles); unregister a role's last rank before using another."
+    )
+
+
+def too_many_leases(held: int) -> str:
+    """The detail of a grant refused under ``max_leases``: every store says it in these words."""
+    return (
+        f"The server already holds {held} leases, its limit (--max-leases); "
+        "revoke one before granting another."
     )
 
 
@@ -364,6 +373,10 @@ class Store(abc.ABC):
     def leases_of(self, targets: Sequence[Target]) -> list[tuple[str, float] | None]:
         """Each target's lease and its seconds remaining, or ``None``; read in this process, no I/O."""
         return [None for _ in targets]
+
+    async def read_leases_of(self, targets: Sequence[Target]) -> list[tuple[str, float] | None]:
+        """:meth:`leases_of` for a store that must ask for it (Redis: one script per table)."""
+        return self.leases_of(targets)
 
     def lease_figures(self) -> tuple[int, int, int] | None:
         """Leases held now, expired and revoked since the store opened (this process's); ``None``: no leases."""

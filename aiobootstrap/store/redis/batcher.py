@@ -62,6 +62,18 @@ class Batcher:
         self.tasks: set[asyncio.Task[None]] = set()
         """The batches sent and not yet answered."""
 
+    def script(self, script: str, keys: list[str], args: list[Any]) -> asyncio.Future[Any]:
+        """Queue ``script`` (``EVALSHA``), sent again alone, loading it, if Redis never ran it."""
+        connection = self._connection
+
+        def stage(client: aioredis.Redis, pipe: Pipeline) -> None:
+            pipe.evalsha(connection.script(client, script).sha, len(keys), *keys, *args)
+
+        async def alone() -> Any:
+            return await connection.call(lambda client: connection.run(client, script, keys, args))
+
+        return self.submit(stage, alone=alone)
+
     def submit(
         self, stage: Stage, *, alone: Callable[[], Awaitable[Any]] | None = None
     ) -> asyncio.Future[Any]:

@@ -12,6 +12,10 @@ live in one slot and the scripts stay valid on a cluster:
 ``{P}:roles``                      hash    ``NS:KIND`` -> how many roles hold records of it
 ``{P}:feed``                       stream  one entry per change: seq, key, version, op; never a value
 ``{P}:records:NS:KIND:ROLE``       hash    rank -> ``"VERSION REGISTERED_AT JSON"``
+``{P}:leases``                     hash    lease id -> ``"NS TTL"`` (its length: the lease cap's count)
+``{P}:deadlines``                  zset    lease id, scored by its deadline (ms, Redis' clock)
+``{P}:owners``                     hash    target -> the lease holding it (``lease_lua`` says what a target is)
+``{P}:held:ID``                    set     the targets lease ``ID`` holds
 =================================  ======  ================================================
 
 Namespaces and kinds hold no colon and the role comes last, so two keys
@@ -47,6 +51,9 @@ class Keys:
     feed: str
     records: str
     """What every rank table's name starts with."""
+    leases: str
+    deadlines: str
+    owners: str
 
     @classmethod
     def of(cls, prefix: str) -> Keys:
@@ -60,7 +67,14 @@ class Keys:
             roles=f"{tag}:roles",
             feed=f"{tag}:feed",
             records=f"{tag}:records:",
+            leases=f"{tag}:leases",
+            deadlines=f"{tag}:deadlines",
+            owners=f"{tag}:owners",
         )
+
+    def held(self, lease: str) -> str:
+        """The set of what ``lease`` holds (the scripts find the prefix by cutting ``leases``'s name)."""
+        return f"{self.leases[: -len('leases')]}held:{lease}"
 
     def table(self, key: Key) -> str:
         """The hash of ``key``'s ranks; ``ValueError`` for a key Redis cannot name."""
@@ -91,7 +105,13 @@ class Keys:
             table,
             self.feed,
             self.roles,
+            self.leases,
+            self.owners,
         ]
+
+    def ending(self, lease: str) -> list[str]:
+        """The ``KEYS`` of ``lua.END``, which ends ``lease``: a write's, its held set for the table."""
+        return [*self.write(self.held(lease)), self.deadlines]
 
 
 def decode(key: Key, blob: bytes | str) -> Record:

@@ -11,7 +11,9 @@ Every key comes in ``KEYS`` (they share the ``{prefix}`` hash tag, so the
 scripts stay valid on a cluster); ``store.redis.keys`` says what each key holds.
 """
 
-__all__ = ["DELETE", "PUT", "VERSION", "WATCH"]
+from .lease_lua import ATTACH, NOW_MS
+
+__all__ = ["DELETE", "END", "PUT", "VERSION", "WATCH"]
 
 GET_OR_CREATE_INCARNATION = """
 local incarnation = redis.call('GET', KEYS[1])
@@ -21,20 +23,25 @@ if not incarnation then
 end
 """
 
-# KEYS: incarnation seq floor versions counts table feed roles
+# Leases (``lease_lua``): what a write moves to its lease, or to none.
+HOLDING = "local owners, prefix = KEYS[10], string.sub(KEYS[9], 1, -7)\n" + ATTACH
+
+# KEYS: incarnation seq floor versions counts table feed roles leases owners
 # ARGV: new-incarnation namespace kind role rank registered-at value max-ranks max-namespaces feed-length
-#       max-roles expected-version (optional: the write happens only if the record's version is still
-#       this, -1 absent)
+#       max-roles lease ('' none) target ('-' the record, '+MEMBER' one member of a set record)
+#       expected-version (optional: the write happens only if the record's version is still this, -1 absent)
 PUT = (
     GET_OR_CREATE_INCARNATION
+    + HOLDING
     + """
 local namespace, rank = ARGV[2], ARGV[5]
-if ARGV[12] then
+if ARGV[14] then
   local current = redis.call('HGET', KEYS[6], rank)
   local seen = -1
   if current then seen = tonumber(string.match(current, '^(%d+)')) end
-  if seen ~= tonumber(ARGV[12]) then return {-3, seen, incarnation} end
+  if seen ~= tonumber(ARGV[14]) then return {-3, seen, incarnation} end
 end
+if not lease_in(KEYS[9], ARGV[12], namespace) then return {-5, 0, incarnation} end
 if redis.call('HEXISTS', KEYS[6], rank) == 0 then
   if redis.call('HEXISTS', KEYS[5], namespace) == 0 then
     local limit, held = tonumber(ARGV[9]), redis.call('HLEN', KEYS[5])
@@ -60,6 +67,9 @@ redis.call('HSET', KEYS[6], rank, string.format('%d', version) .. ' ' .. ARGV[6]
 local seq = redis.call('INCR', KEYS[2])
 redis.call('XADD', KEYS[7], 'MAXLEN', '~', ARGV[10], '*',
   's', seq, 'n', namespace, 'k', ARGV[3], 'r', ARGV[4], 'i', rank, 'v', version, 'o', 'put')
+local member = nil
+if ARGV[13] ~= '-' then member = string.sub(ARGV[13], 2) end
+attach(target_of(namespace, ARGV[3], ARGV[4], rank, member), ARGV[12])
 return {version, 0, incarnation}
 """
 )
@@ -67,6 +77,7 @@ return {version, 0, incarnation}
 # KEYS: as PUT.  ARGV: new-incarnation namespace kind role rank feed-length
 DELETE = (
     GET_OR_CREATE_INCARNATION
+    + HOLDING
     + """
 local namespace, rank = ARGV[2], ARGV[5]
 local current = redis.call('HGET', KEYS[6], rank)
@@ -89,7 +100,83 @@ end
 local seq = redis.call('INCR', KEYS[2])
 redis.call('XADD', KEYS[7], 'MAXLEN', '~', ARGV[6], '*',
   's', seq, 'n', namespace, 'k', ARGV[3], 'r', ARGV[4], 'i', rank, 'v', version, 'o', 'del')
+attach(target_of(namespace, ARGV[3], ARGV[4], rank), '')
 return {version, incarnation, current}
+"""
+)
+
+# KEYS: incarnation seq floor versions counts held feed roles leases owners deadlines (as PUT, with the
+#       lease's held set for the table, and the deadlines)
+# ARGV: new-incarnation feed-length id namespace ('' : expire, only if due; else revoke, in that namespace)
+# -> {1, incarnation, "NS TTL", targets} ended; {0, incarnation} not due; {-5, incarnation} no such lease
+END = (
+    GET_OR_CREATE_INCARNATION
+    + NOW_MS
+    + """
+local id = ARGV[3]
+local info = redis.call('HGET', KEYS[9], id)
+if not info then return {-5, incarnation} end
+if ARGV[4] ~= '' then
+  if string.match(info, '^(%S+)') ~= ARGV[4] then return {-5, incarnation} end
+elseif tonumber(redis.call('ZSCORE', KEYS[11], id) or '0') > now then
+  return {0, incarnation}
+end
+local prefix = string.sub(KEYS[9], 1, -7)
+local function next_version(ns)
+  if redis.call('HEXISTS', KEYS[4], ns) == 0 then
+    redis.call('HSET', KEYS[4], ns, redis.call('GET', KEYS[3]) or 0)
+  end
+  return redis.call('HINCRBY', KEYS[4], ns, 1)
+end
+local function announce(t, version, op)
+  local seq = redis.call('INCR', KEYS[2])
+  redis.call('XADD', KEYS[7], 'MAXLEN', '~', ARGV[2], '*',
+    's', seq, 'n', t[1], 'k', t[2], 'r', t[3], 'i', t[4], 'v', version, 'o', op)
+end
+local function delete_rank(t, rows)
+  -- As DELETE does: the record, its role's and namespace's counts, the floor.
+  redis.call('HDEL', rows, t[4])
+  if redis.call('EXISTS', rows) == 0 then
+    local group = t[1] .. ':' .. t[2]
+    if redis.call('HINCRBY', KEYS[8], group, -1) <= 0 then redis.call('HDEL', KEYS[8], group) end
+  end
+  local version = next_version(t[1])
+  if redis.call('HINCRBY', KEYS[5], t[1], -1) <= 0 then
+    redis.call('HDEL', KEYS[5], t[1])
+    redis.call('HDEL', KEYS[4], t[1])
+    if version > tonumber(redis.call('GET', KEYS[3]) or '0') then redis.call('SET', KEYS[3], version) end
+  end
+  announce(t, version, 'del')
+end
+local function remove_member(t, rows, current)
+  -- As a set member's removal does: a put of the list without it (an empty list stays).
+  local value = cjson.decode(string.match(current, '^%d+ %S+ (.*)$'))
+  local kept, found = {}, false
+  for _, member in ipairs(value.members or {}) do
+    if member == t[5] then found = true else kept[#kept + 1] = member end
+  end
+  if not found then return end
+  local json = '{"members":[]}'
+  if #kept > 0 then json = cjson.encode({members = kept}) end
+  local version = next_version(t[1])
+  local at = string.format('%d.%06d', clock[1], clock[2])
+  redis.call('HSET', rows, t[4], string.format('%d', version) .. ' ' .. at .. ' ' .. json)
+  announce(t, version, 'put')
+end
+local targets = redis.call('SMEMBERS', KEYS[6])
+for _, target in ipairs(targets) do
+  redis.call('HDEL', KEYS[10], target)
+  local t = cjson.decode(target)
+  local rows = prefix .. 'records:' .. t[1] .. ':' .. t[2] .. ':' .. t[3]
+  local current = redis.call('HGET', rows, t[4])
+  if current then
+    if t[5] then remove_member(t, rows, current) else delete_rank(t, rows) end
+  end
+end
+redis.call('DEL', KEYS[6])
+redis.call('HDEL', KEYS[9], id)
+redis.call('ZREM', KEYS[11], id)
+return {1, incarnation, info, targets}
 """
 )
 

@@ -7,7 +7,9 @@ the write batcher's pipeline while the feed holds back the feed's entries
 for its key (``feed``); when it returns, the store announces its own change.
 A set member change is a read, then a put that happens only if the version
 read is still the record's (the script compares), again on a lost race: so
-it is atomic across replicas. Every call runs under one deadline and every
+it is atomic across replicas. Each write also moves its record (or set
+member) to its lease or to none, in the same script; the leases and their
+reaper are ``leases``'s. Every call runs under one deadline and every
 failure is :class:`~aiobootstrap.exceptions.StoreUnavailable`
 (``connection``).
 """
@@ -23,21 +25,32 @@ from typing import TYPE_CHECKING, Any
 from ... import _json
 from ..._names import check_name
 from ..._ranks import RankSet
-from ...exceptions import StoreUnavailable, TooManyNamespaces, TooManyRanks
+from ...exceptions import LeaseNotFound, StoreUnavailable, TooManyNamespaces, TooManyRanks
 from .. import interface
-from ..interface import READ_BY_KEY, Change, ChangeListener, Key, Record, Store, StoreLimits, with_member
+from ..interface import (
+    READ_BY_KEY,
+    Change,
+    ChangeListener,
+    Key,
+    LeaseState,
+    Record,
+    Store,
+    StoreLimits,
+    Target,
+    with_member,
+)
 from ..redacted import describe
-from . import lua
+from . import lease_lua, lua
 from .batcher import Batcher
 from .connection import Connection, reason, redis_missing
 from .durability import warn_if_lossy
 from .feed import Feed, block_seconds
 from .keys import Keys, decode, text
+from .leases import RedisLeases
 from .ordered import OrderedTap
 
 if TYPE_CHECKING:
-    import redis.asyncio as aioredis
-    from redis.asyncio.client import Pipeline
+    pass
 
 __all__ = ["RedisStore"]
 
@@ -79,6 +92,9 @@ class RedisStore(Store):
         self._feed = Feed(connection, self._keys, poll_interval=poll_interval)
         self._reads = Batcher(connection, connection.read, name="aiobootstrap redis reads")
         self._writes = Batcher(connection, connection.call, name="aiobootstrap redis writes")
+        self._leases = RedisLeases(
+            connection, self._writes, self._keys, self._limits, feed_length, self._feed.saw
+        )
 
     # -- opening and closing --------------------------------------------------
 
@@ -125,8 +141,10 @@ class RedisStore(Store):
                 delay = min(delay * 2, 0.5)
         await warn_if_lossy(connection)
         self._feed.start(listener, position)
+        self._leases.start()
 
     async def close(self) -> None:
+        await self._leases.stop()
         await self._feed.stop()
         # Calls already sent get their answers (within their deadline): a write
         # Redis applies is better acknowledged than reported as failed.
@@ -141,24 +159,62 @@ class RedisStore(Store):
     # -- writing --------------------------------------------------------------
 
     async def put(self, key: Key, value: dict[str, Any]) -> Record:
-        record = await self._put(key, value)
+        return await self.put_leased(key, value, None)
+
+    async def put_leased(self, key: Key, value: dict[str, Any], lease: str | None) -> Record:
+        record = await self._put(key, value, lease=lease)
         assert record is not None
         return record
 
     async def set_member(self, key: Key, member: str, *, present: bool) -> Record | None:
+        return await self._set_member(key, member, present, None)
+
+    async def add_leased(self, key: Key, member: str, lease: str) -> Record | None:
+        return await self._set_member(key, member, True, lease)
+
+    async def _set_member(self, key: Key, member: str, present: bool, lease: str | None) -> Record | None:
         # Read, change, and write only if nobody wrote in between (the script
         # compares versions); a lost race reads again. Atomic across replicas.
         while True:
             current = await self.get(key)
             value = with_member(None if current is None else current.value, member, present=present)
             if value is None:
-                return current
-            record = await self._put(key, value, expected=-1 if current is None else current.version)
+                if current is None or not present or await self._hold(current, member, lease):
+                    return current
+                continue
+            expected = -1 if current is None else current.version
+            record = await self._put(key, value, expected, lease=lease if present else None, member=member)
             if record is not None:
                 return record
 
-    async def _put(self, key: Key, value: dict[str, Any], expected: int | None = None) -> Record | None:
-        """Write ``value``; with ``expected``, only if the record's version is still that (else ``None``)."""
+    async def _hold(self, current: Record, member: str, lease: str | None) -> bool:
+        """Move ``member``, listed already, to ``lease`` or to none; ``False``: the record changed meanwhile."""
+        key = current.key
+        connection, keys = self._connection, self._keys
+        args = [key.namespace, key.kind, key.role, key.rank, member, lease or "", current.version]
+        reply = await connection.call(
+            lambda client: connection.run(
+                client, lease_lua.HOLD, [keys.table(key), keys.leases, keys.owners], args
+            )
+        )
+        if int(reply) == -5:
+            raise LeaseNotFound(lease or "")
+        return int(reply) == 0
+
+    async def _put(
+        self,
+        key: Key,
+        value: dict[str, Any],
+        expected: int | None = None,
+        *,
+        lease: str | None = None,
+        member: str | None = None,
+    ) -> Record | None:
+        """Write ``value``, held by ``lease`` (or none); with ``expected``, only if the record's version is still that.
+
+        ``member``: what the lease holds is that member of a set record, not
+        the record. ``None`` when the version was not ``expected``.
+        """
         table = self._keys.table(key)
         registered_at = time.time()
         limits = self._limits
@@ -178,6 +234,8 @@ class RedisStore(Store):
                 -1 if limits.max_namespaces is None else limits.max_namespaces,
                 self._feed_length,
                 -1 if limits.max_roles is None else limits.max_roles,
+                lease or "",
+                "-" if member is None else f"+{member}",
                 *(() if expected is None else (expected,)),
             ],
         )
@@ -187,6 +245,8 @@ class RedisStore(Store):
             self._feed.wrote_nothing(key)
         if status == -3:
             return None
+        if status == -5:
+            raise LeaseNotFound(lease or "")
         if status == -2:
             raise TooManyNamespaces(
                 f"The server already holds records in {held} namespaces, its limit "
@@ -221,16 +281,29 @@ class RedisStore(Store):
 
     async def _write(self, key: Key, script: str, keys: list[str], args: list[Any]) -> Any:
         """Run a write script in this loop turn's pipeline, the feed holding back ``key``'s entries meanwhile."""
-        connection = self._connection
-
-        def stage(client: aioredis.Redis, pipe: Pipeline) -> None:
-            pipe.evalsha(connection.script(client, script).sha, len(keys), *keys, *args)
-
-        async def alone() -> Any:
-            return await connection.call(lambda client: connection.run(client, script, keys, args))
-
         with self._feed.writing(key):
-            return await self._writes.submit(stage, alone=alone)
+            return await self._writes.script(script, keys, args)
+
+    # -- leases (``leases``) ---------------------------------------------------------
+
+    async def grant_lease(self, namespace: str, ttl: float) -> LeaseState:
+        return await self._leases.grant(namespace, ttl)
+
+    async def keepalive_lease(self, namespace: str, lease: str) -> LeaseState:
+        return await self._leases.keepalive(namespace, lease)
+
+    async def read_lease(self, namespace: str, lease: str) -> LeaseState:
+        return await self._leases.read(namespace, lease)
+
+    async def revoke_lease(self, namespace: str, lease: str) -> LeaseState:
+        return await self._leases.revoke(namespace, lease)
+
+    async def read_leases_of(self, targets: Sequence[Target]) -> list[tuple[str, float] | None]:
+        return await self._leases.holders(targets)
+
+    def lease_figures(self) -> tuple[int, int, int] | None:
+        leases = self._leases
+        return leases.held, leases.expired, leases.revoked
 
     # -- reading --------------------------------------------------------------
 
