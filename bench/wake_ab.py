@@ -50,7 +50,10 @@ BANNER = "aiobootstrap listening on "
 # Runs the CLI with cProfile toggled by signals: USR1 on, USR2 off (and dump).
 _PROFILED = """
 import cProfile, signal, sys
-from aiobootstrap.cli.main import main
+try:
+    from aiobootstrap.cli.main import main
+except ImportError:  # a tree from before the floors
+    from aiobootstrap._cli import main
 profile = cProfile.Profile()
 out = sys.argv[1]
 signal.signal(signal.SIGUSR1, lambda *_: profile.enable())
