@@ -208,10 +208,8 @@ def test_max_leases_must_be_positive() -> None:
         ServerConfig(max_leases=0)
 
 
-async def test_the_redis_store_serves_the_lease_routes(aiohttp_client: Any, shared_redis: Any) -> None:
-    """Over Redis too: grant, register every kind on the lease, read, keepalive, revoke (no 501 any more)."""
-    config = dataclasses.replace(ServerConfig(), store=shared_redis.url, store_prefix="leases-redis")
-    client = await aiohttp_client(create_app(config))
+async def _serves_the_lease_routes(client: Any) -> None:
+    """Grant, register every kind on the lease, read, keep alive, revoke: the records go with it."""
     lease = await _grant(client)
     await _register_all(client, lease)
     assert len((await (await client.get(f"/leases/{lease}")).json())["records"]) == 3
@@ -219,6 +217,13 @@ async def test_the_redis_store_serves_the_lease_routes(aiohttp_client: Any, shar
     assert (await client.delete(f"/leases/{lease}")).status == 200
     assert (await client.get("/get_transfer_engine_info?rank=0")).status == 404
     assert (await (await client.get("/list_encoder_urls")).json())["encoder_urls"] == []
+
+
+async def test_the_redis_store_serves_the_lease_routes(aiohttp_client: Any, shared_redis: Any) -> None:
+    """Over Redis too: grant, register every kind on the lease, read, keepalive, revoke (no 501 any more)."""
+    config = dataclasses.replace(ServerConfig(), store=shared_redis.url, store_prefix="leases-redis")
+    client = await aiohttp_client(create_app(config))
+    await _serves_the_lease_routes(client)
     response = await client.put(REGISTER, json=_on("x", registration(0)))
     assert response.status == 404
 
@@ -226,10 +231,4 @@ async def test_the_redis_store_serves_the_lease_routes(aiohttp_client: Any, shar
 async def test_the_file_store_serves_the_lease_routes(aiohttp_client: Any, tmp_path: Any) -> None:
     """Over the file store too: grant, register on the lease, read, revoke."""
     client = await aiohttp_client(create_app(ServerConfig(state_file=str(tmp_path / "state"))))
-    lease = await _grant(client)
-    await _register_all(client, lease)
-    assert len((await (await client.get(f"/leases/{lease}")).json())["records"]) == 3
-    assert (await client.post(f"/leases/{lease}/keepalive")).status == 200
-    assert (await client.delete(f"/leases/{lease}")).status == 200
-    assert (await client.get("/get_transfer_engine_info?rank=0")).status == 404
-    assert (await (await client.get("/list_encoder_urls")).json())["encoder_urls"] == []
+    await _serves_the_lease_routes(client)
