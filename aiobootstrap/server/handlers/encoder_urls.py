@@ -34,11 +34,12 @@ def _missing_url() -> web.Response:
 async def register_encoder_url(request: web.Request) -> web.Response:
     """``POST /register_encoder_url``: list a URL (once), less a trailing ``/``, on a lease if the body
     names one; an evicted URL is listed again at once."""
-    body = await read_body(request, request.app[CONFIG])
-    url = protocol.parse_url_body(body)
+    # The url and the lease come from one parse of the body.
+    payload = protocol.parse_body(await read_body(request, request.app[CONFIG]))
+    url = protocol.encoder_url(payload.get("url"))
     if url is None:
         return _missing_url()
-    lease = lease_of_body(protocol.parse_body(body))
+    lease = lease_of_body(payload)
     namespace = namespace_of(request)
     await add_url(request.app[REGISTRY], namespace, url, lease=lease)
     request.app[METRICS].count_registration(namespace, ENCODER_URLS)
