@@ -9,8 +9,19 @@ Each document's blocks run in order, in one scratch directory, against one
 server of their own (``python -m aiobootstrap --port 0``): the docs' ports
 (6789, and 6380, 6790, 6791 of the Redis quick start) become free ones, and
 a tool given no ``--url`` gets the server's. A background job a block starts
-is stopped when the block ends. The lines ``aiobootstrap listening on ...``
+(a second server, a Redis) runs on until the document's last block has run. The lines ``aiobootstrap listening on ...``
 that servers started in a block print are not output the block shows.
+
+Shown output is matched line by line, with two wildcards for what cannot
+repeat from run to run: ``…`` in a line stands for any text of at least one
+character (a lease id, an age, a boot id, a date), and a line that is only
+``...`` for any number of lines (headers a ``curl -i`` example leaves out).
+A shell variable a console block sets is set in the document's later
+blocks, as in the reader's one terminal.
+
+Every console, shell or python block of README.md and docs/*.md is either
+runnable or listed in ``NOT_RUN`` with the reason it cannot run here, so a
+new example left unmarked by accident fails ``test_every_example_is_run_or_excused``.
 """
 
 from __future__ import annotations
@@ -82,8 +93,32 @@ def blocks(path: Path) -> list[Block]:
     return found
 
 
-def console(text: str) -> tuple[str, str]:
-    """A console block's commands, as a script, and the output it shows."""
+COMMANDS = {"console", "sh", "shell", "bash", "python"}
+"""The languages of blocks that hold commands a reader runs."""
+
+
+def unmarked(path: Path) -> list[tuple[str, str]]:
+    """The command blocks of ``path`` not marked runnable: its name and each one's first line."""
+    lines = path.read_text(encoding="utf-8").splitlines()
+    found: list[tuple[str, str]] = []
+    before = ""  # the last non-blank line before a fence
+    at = 0
+    while at < len(lines):
+        line = lines[at]
+        if line.startswith("```"):
+            end = lines.index("```", at + 1)
+            if line[3:].strip() in COMMANDS and before not in (RUNNABLE, OUTPUT):
+                found.append((str(path.relative_to(ROOT)), lines[at + 1].strip()))
+            before, at = "```", end + 1
+            continue
+        if line.strip():
+            before = line.strip()
+        at += 1
+    return found
+
+
+def console(text: str, variables: Path) -> tuple[str, str]:
+    """A console block's commands, as a script keeping its variables in ``variables``, and the output it shows."""
     commands: list[str] = []
     shown: list[str] = []
     continued = False
@@ -96,7 +131,25 @@ def console(text: str) -> tuple[str, str]:
             shown.append(line)
             continue
         continued = line.endswith("\\")
-    return "set -eo pipefail\n" + "\n".join(commands) + "\n", "".join(f"{line}\n" for line in shown)
+    # set -a exports what the block assigns, so export -p hands it to the next block.
+    before = f"set -eo pipefail -a\n[ ! -f {variables} ] || . {variables}\n"
+    after = f"\nexport -p > {variables}\n"
+    return before + "\n".join(commands) + after, "".join(f"{line}\n" for line in shown)
+
+
+ANY_TEXT = "…"
+ANY_LINES = "..."
+
+
+def matches(printed: str, shown: str) -> bool:
+    """Whether ``printed`` is the ``shown`` output, its wildcards matching anything."""
+    pattern = "".join(
+        r"(?:.*\n)*?"
+        if line.strip() == ANY_LINES
+        else ".+?".join(re.escape(part) for part in line.split(ANY_TEXT)) + r"\n"
+        for line in shown.splitlines()
+    )
+    return re.fullmatch(pattern, printed) is not None
 
 
 def free_port() -> int:
@@ -113,6 +166,13 @@ class Reader:
         self.ports["6789"] = server_port
         self.url = f"http://127.0.0.1:{server_port}"
         self.directory = directory
+        self.sessions: list[int] = []  # each block's, holding its background jobs
+
+    def close(self) -> None:
+        """Stops the background jobs (servers, a Redis) the blocks started, as the reader's terminal would."""
+        for session in self.sessions:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(session, signal.SIGTERM)
 
     def substitute(self, text: str) -> str:
         text = _PORT.sub(lambda match: self.ports[match.group(1)], text)
@@ -126,14 +186,15 @@ class Reader:
     def run(self, block: Block) -> None:
         shown: str | None
         if block.language == "console":
-            script, shown = console(self.substitute(block.text))
+            script, shown = console(self.substitute(block.text), self.directory / ".variables")
             command = ["bash", "-c", script]
         elif block.language == "python":
             script, shown = self.substitute(block.text), block.output
             command = [sys.executable, "-c", script]
         else:
             pytest.fail(f"{block}: a runnable block is console or python, not {block.language!r}")
-        printed = self.directory / "printed"
+        # A file per block: a background job of an earlier block still holds its own.
+        printed = self.directory / f".printed-{block.line}"
         env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
         with printed.open("w") as out:
             process = subprocess.Popen(
@@ -144,18 +205,19 @@ class Reader:
                 env=env,
                 start_new_session=True,
             )
+            self.sessions.append(process.pid)
             try:
                 status = process.wait(GUARD)
-            finally:
-                # Its background jobs (servers, a Redis) share its session: stopped with it.
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(process.pid, signal.SIGTERM)
-                process.wait(GUARD)
+            except subprocess.TimeoutExpired:
+                pytest.fail(f"{block} still ran after {GUARD} s:\n{printed.read_text()}")
         output = printed.read_text()
         assert status == 0, f"{block} exited {status}:\n{output}"
         if shown is not None and (block.language == "python" or shown):
-            seen = "".join(line for line in output.splitlines(True) if not line.startswith(LISTENING))
-            assert seen == shown, f"{block} printed:\n{output}\nnot what the doc shows:\n{shown}"
+            # curl -i prints the headers' CRLF; the doc shows lines.
+            seen = "".join(
+                f"{line.rstrip(chr(13))}\n" for line in output.splitlines() if not line.startswith(LISTENING)
+            )
+            assert matches(seen, shown), f"{block} printed:\n{output}\nnot what the doc shows:\n{shown}"
 
 
 @pytest.fixture
@@ -184,8 +246,11 @@ def test_the_runnable_blocks_run_as_written(path: Path, server: str, tmp_path: P
     if "redis-server" in path.read_text() and shutil.which("redis-server") is None:
         pytest.skip("the document starts a redis-server, and none is installed")
     reader = Reader(server, tmp_path)
-    for block in blocks(path):
-        reader.run(block)
+    try:
+        for block in blocks(path):
+            reader.run(block)
+    finally:
+        reader.close()
 
 
 def test_the_readme_and_the_docs_have_runnable_blocks() -> None:
