@@ -5,23 +5,28 @@ docs/*.md, is run: a ``console`` block as one bash script of its ``$ ``
 commands (continued by a trailing ``\\``), the other lines being the output
 it must print; a ``python`` block as a script, its output the ``text`` block
 after a later ``<!-- output -->`` line, if there is one. Each must exit 0.
+
 Each document's blocks run in order, in one scratch directory, against one
-server of their own (``python -m aiobootstrap --port 0``): the docs' ports
-(6789, and 6380, 6790, 6791 of the Redis quick start) become free ones, and
-a tool given no ``--url`` gets the server's. A background job a block starts
-(a second server, a Redis) runs on until the document's last block has run. The lines ``aiobootstrap listening on ...``
-that servers started in a block print are not output the block shows.
+server of their own (``python -m aiobootstrap --port 0``, which does not
+probe encoder URLs: the docs' encoders do not exist, and evicting one would
+change the versions shown), as a reader runs them in one terminal: a shell
+variable a console block sets is set in the later blocks, and a background
+job (a second server, a Redis) runs until the document's last block has
+run. The docs' ports (6789, and 6380, 6790, 6791) become free ones, and a
+tool given no ``--url`` gets the server's. The lines ``aiobootstrap
+listening on ...`` that servers started in a block print are not output
+the block shows.
 
 Shown output is matched line by line, with two wildcards for what cannot
 repeat from run to run: ``…`` in a line stands for any text, or none (a
-lease id, an age, a boot id, a date, a pid found best effort), and a line that is only
-``...`` for any number of lines (headers a ``curl -i`` example leaves out).
-A shell variable a console block sets is set in the document's later
-blocks, as in the reader's one terminal.
+lease id, an age, a boot id, a date, a pid found best effort), and a line
+that is only ``...`` for any number of lines (headers a ``curl -i`` example
+leaves out).
 
-Every console, shell or python block of README.md and docs/*.md is either
-runnable or listed in ``NOT_RUN`` with the reason it cannot run here, so a
-new example left unmarked by accident fails ``test_every_example_is_run_or_excused``.
+Every console, shell or python block of README.md and docs/*.md (and every
+block of no language that opens with a ``$ `` prompt) is either runnable or
+listed in ``NOT_RUN`` with the reason it cannot run here, so a new example
+left unmarked by accident fails ``test_every_example_is_run_or_excused``.
 """
 
 from __future__ import annotations
@@ -279,7 +284,17 @@ class Reader:
 @pytest.fixture
 def server() -> Iterator[str]:
     process = subprocess.Popen(
-        [sys.executable, "-m", "aiobootstrap", "--port", "0", "--log-level", "warning"],
+        [
+            sys.executable,
+            "-m",
+            "aiobootstrap",
+            "--port",
+            "0",
+            "--log-level",
+            "warning",
+            "--encoder-health-interval",
+            "0",
+        ],
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,
