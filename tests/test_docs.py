@@ -194,7 +194,8 @@ def console(text: str, variables: Path) -> tuple[str, str]:
         continued = line.endswith("\\")
     # set -a exports what the block assigns, so export -p hands it to the next block.
     before = f"set -eo pipefail -a\n[ ! -f {variables} ] || . {variables}\n"
-    after = f"\nexport -p > {variables}\n"
+    # Not the shell's own: a block that cd'd would hand on a PWD that is not the next one's.
+    after = f"\nexport -n PWD OLDPWD SHLVL\nexport -p > {variables}\n"
     return before + "\n".join(commands) + after, "".join(f"{line}\n" for line in shown)
 
 
