@@ -36,12 +36,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ._data import registration, weights
-from ._replicas import _redis
-from ._scenarios import REGISTER, _register, get_path
+from ._replicas import _redis, wrk_load
+from ._scenarios import _register
 from ._servers import LOG_DIR, cpu_seconds
 from ._wire import Target
-from ._wrk import WrkResult, find_wrk, run_wrk
+from ._wrk import find_wrk
 
 ROOT = Path(__file__).resolve().parent.parent
 _BANNER = "aiobootstrap listening on "
@@ -60,9 +59,8 @@ class Server:
     label: str
     process: asyncio.subprocess.Process
     target: Target
-    profiled: bool
 
-    def cpu(self) -> float:
+    def cpu_seconds(self) -> float:
         return cpu_seconds(self.process.pid)
 
     async def stop(self) -> None:
@@ -96,39 +94,7 @@ async def _start(label: str, tree: Path, options: tuple[str, ...], profile: Path
             if not line:
                 raise RuntimeError(f"{label} exited before listening")
             if line.startswith(_BANNER):
-                return Server(
-                    label, process, Target.from_url(line[len(_BANNER) :].strip()), profile is not None
-                )
-
-
-_PUTS = [registration(2 + i, weights(4)) for i in range(1024)]
-
-
-async def _load(servers: list[Server], load: str, seconds: float, redis_pid: int | None) -> dict[str, float]:
-    """One ``wrk`` per server at once (64 connections shared out), their rates summed."""
-    connections = 64 // len(servers)
-    cpu = [server.cpu() for server in servers]
-    store_cpu = cpu_seconds(redis_pid) if redis_pid else 0.0
-    bodies = _PUTS if load == "put" else None
-    path = REGISTER if load == "put" else get_path(0)
-    runs: list[WrkResult] = await asyncio.gather(
-        *(
-            run_wrk(server.target, path, bodies, connections=connections, seconds=seconds)
-            for server in servers
-        )
-    )
-    requests = max(1, sum(run.requests for run in runs))
-    errors = sum(sum(run.errors.values()) for run in runs)
-    if errors:
-        raise RuntimeError(f"{load} through {[s.label for s in servers]}: {errors} errors")
-    return {
-        "rps": sum(run.rate for run in runs),
-        "server_us": sum(server.cpu() - before for server, before in zip(servers, cpu, strict=True))
-        * 1e6
-        / requests,
-        "redis_us": (cpu_seconds(redis_pid) - store_cpu) * 1e6 / requests if redis_pid else 0.0,
-        "p50_ms": statistics.median(run.p50 for run in runs) * 1e3,
-    }
+                return Server(label, process, Target.from_url(line[len(_BANNER) :].strip()))
 
 
 async def main(args: argparse.Namespace) -> dict[str, Any]:
@@ -155,10 +121,10 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
             for server in servers:
                 await _register(server.target, 0, 4)
             for _ in range(args.rounds):
-                for load in ("get", "put"):
+                for load in ("get_small", "put_small"):
                     for name, group in targets.items():
                         pid = None if name == "memory" else redis_pid
-                        figure = await _load(group, load, args.seconds, pid)
+                        figure = await wrk_load(group, load, args.seconds, pid)
                         results.setdefault(name, {}).setdefault(load, []).append(figure)
         finally:
             for server in servers:
@@ -177,17 +143,22 @@ def _summary(results: dict[str, dict[str, list[dict[str, float]]]]) -> dict[str,
     for loads in medians.values():
         for load, figure in loads.items():
             figure["ratio"] = figure["rps"] / medians["memory"][load]["rps"]
+            figure["cpu_ratio"] = (
+                medians["memory"][load]["server_us_per_request"] / figure["server_us_per_request"]
+            )
     return medians
 
 
 def _print(summary: dict[str, Any], rounds: int, seconds: float) -> None:
     print(f"wrk -t1 -c64 (two replicas: -c32 each), {rounds} round(s) of {seconds:g} s; medians")
-    print(f"{'target':<18} {'load':<4} {'req/s':>8} {'vs mem':>7} {'srv µs/req':>11} {'redis µs/req':>13}")
+    print(
+        f"{'target':<18} {'load':<9} {'req/s':>8} {'vs mem':>7} {'srv µs/req':>11} {'redis µs/req':>13} {'CPU ratio':>9}"
+    )
     for name, loads in summary.items():
         for load, f in loads.items():
             print(
-                f"{name:<18} {load:<4} {f['rps']:>8,.0f} {f['ratio']:>6.2f}x "
-                f"{f['server_us']:>11.0f} {f['redis_us']:>13.1f}"
+                f"{name:<18} {load:<9} {f['rps']:>8,.0f} {f['ratio']:>6.2f}x "
+                f"{f['server_us_per_request']:>11.0f} {f['redis_us_per_request']:>13.1f} {f['cpu_ratio']:>8.2f}x"
             )
 
 

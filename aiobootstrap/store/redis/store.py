@@ -1,10 +1,11 @@
 """The Redis store: :class:`RedisStore`, the store interface over the rooms of ``store.redis``.
 
-A get is an ``HMGET`` on a rank table (``keys``), sent in the read
-batcher's pipeline of its loop turn (``batcher``); a whole table's read
-(``HGETALL``, ``HKEYS``) is a call of its own. A write is one Lua script (``lua``), atomic in Redis, sent in
-the write batcher's pipeline while the feed holds back the feed's entries
-for its key (``feed``); when it returns, the store announces its own change.
+A get is a field of an ``HMGET`` on a rank table (``keys``), one per table
+and read batch (``reads``, ``batcher``); a whole table's read (``HGETALL``,
+``HKEYS``) is a call of its own. A write is one Lua script (``lua``), atomic
+in Redis (the puts of a write batch share one call, ``puts``), sent in the
+write batcher's pipeline while the feed holds back the feed's entries for
+its key (``feed``); when it returns, the store announces its own change.
 A set member change is a read, then a put that happens only if the version
 read is still the record's (the script compares), again on a lost race: so
 it is atomic across replicas. Each write also moves its record (or set
@@ -20,7 +21,7 @@ import asyncio
 import secrets
 import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ... import _json
 from ..._names import check_name
@@ -50,9 +51,6 @@ from .leases import RedisLeases
 from .ordered import OrderedTap
 from .puts import Puts
 from .reads import RankReads
-
-if TYPE_CHECKING:
-    pass
 
 __all__ = ["RedisStore"]
 
