@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-import redis.asyncio as aioredis
+import pytest
 
 from aiobootstrap import ServerConfig, create_app
 from aiobootstrap._names import TRANSFER_ENGINE_INFO, VERSION_HEADER
@@ -76,6 +76,8 @@ async def test_a_record_in_the_format_an_older_replica_writes_is_served(
     aiohttp_client: Any, redis_server: RedisServer
 ) -> None:
     """A rank field written as "VERSION REGISTERED_AT JSON", by no script of this tree: a get serves it."""
+    import redis.asyncio as aioredis
+
     client = await aiohttp_client(create_app(ServerConfig(store=redis_server.url)))
     raw = aioredis.Redis.from_url(redis_server.url)
     try:
@@ -162,3 +164,31 @@ async def test_puts_of_one_batch_keep_their_own_versions_and_refusals(redis_serv
         assert isinstance(again[1], TooManyRanks)
     finally:
         await store.close()
+
+
+def test_commands_packed_in_c_are_the_bytes_redis_py_packs() -> None:
+    """hiredis packs what redis-py would, byte for byte; what hiredis refuses meets redis-py's own error."""
+    from redis.asyncio.connection import AbstractConnection, UnixDomainSocketConnection
+    from redis.exceptions import DataError
+
+    from aiobootstrap.store.redis.packing import pack_in_c
+
+    class Pool:
+        connection_class: type[AbstractConnection] = UnixDomainSocketConnection
+
+    pool = Pool()
+    pack_in_c(pool)
+    pack_in_c(pool)  # once is enough: not wrapped twice
+    assert pool.connection_class.__mro__[2] is UnixDomainSocketConnection
+    packed, plain = pool.connection_class(), UnixDomainSocketConnection()
+    commands: list[tuple[Any, ...]] = [
+        ("EVALSHA", "f" * 40, 2, "{p}:a", "{p}:b", -1, 10_000, "ünï", b"\x00\xff", 1764600000.125),
+        ("CONFIG GET", "appendfsync"),
+        (b"CLIENT SETNAME", "x"),
+        ("HMGET", "{p}:records:default:k:target", "0", "0", "17"),
+    ]
+    for command in commands:
+        assert b"".join(packed.pack_command(*command)) == b"".join(plain.pack_command(*command))
+    for connection in (packed, plain):
+        with pytest.raises(DataError):
+            connection.pack_command("SET", "k", True)

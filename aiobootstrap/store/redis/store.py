@@ -49,6 +49,7 @@ from .feed import Feed, block_seconds
 from .keys import Keys, decode, text
 from .leases import RedisLeases
 from .ordered import OrderedTap
+from .packing import pack_in_c
 from .puts import Puts
 from .reads import RankReads
 
@@ -133,6 +134,9 @@ class RedisStore(Store):
         if connection.client is not None:
             raise RuntimeError("The Redis store is already open.")
         connection.connect()
+        for client in (connection.client, connection.feed_client):
+            if client is not None:
+                pack_in_c(client.connection_pool)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self._open_timeout
         delay = 0.05
