@@ -8,8 +8,10 @@ redis://...`` and one in-memory server, all on loopback. Figures:
 - one waiter parked on replica B woken by a registration through replica A,
   from A's ``200`` to B's first reply byte;
 - 1,000 waiters spread over A and B, woken by one registration through C;
-- GET and PUT throughput through one replica vs the in-memory server, with
-  each process's CPU per request (the replica's and Redis's);
+- GET and PUT throughput under ``wrk -t1 -c64`` (the Python generator when
+  ``wrk`` is missing) through one replica, and through two at once (32
+  connections each), vs the in-memory server, with each process's CPU per
+  request (the replicas' and Redis's);
 - a gather of 4,096 ranks on B while they register through A.
 """
 
@@ -23,15 +25,16 @@ import socket
 import statistics
 import tempfile
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, Protocol
 
 from ._data import registration, weights
 from ._load import closed_loop
 from ._scenarios import LONG_WAIT, REGISTER, Settings, _connect_many, _register, _summary, get_path
 from ._servers import SERVERS, RunningServer, cpu_seconds
-from ._wire import connect, get_request, put_request
+from ._wire import Target, connect, get_request, put_request
+from ._wrk import find_wrk, run_wrk
 
 __all__ = ["replicas"]
 
@@ -107,34 +110,97 @@ async def _cross_wake(
     return [reply.first_byte_at - put.first_byte_at for reply in done]
 
 
-async def _throughput(
-    server: RunningServer, redis_pid: int | None, seconds: float, rounds: int
-) -> dict[str, Any]:
-    put_small = [put_request(REGISTER, registration(2 + i, weights(4))) for i in range(1024)]
-    loads = {
-        "get_small": lambda i: get_request(get_path(0)),
-        "put_small": lambda i: put_small[i % 1024],
+class Measured(Protocol):
+    """A server under load: where it listens, and the CPU its process has used."""
+
+    @property
+    def target(self) -> Target: ...
+
+    def cpu_seconds(self) -> float: ...
+
+
+_PUT_BODIES = [registration(2 + i, weights(4)) for i in range(1024)]
+
+
+async def wrk_load(
+    servers: Sequence[Measured], load: str, seconds: float, redis_pid: int | None
+) -> dict[str, float]:
+    """``wrk -c64`` GETs of one rank or PUTs of 1,024 ranks, the connections shared out over ``servers`` at once.
+
+    The rate is the servers' sum; CPU per request is all their processes'
+    (and Redis's) user plus system time over the requests wrk counted.
+    """
+    connections = 64 // len(servers)
+    cpu = [server.cpu_seconds() for server in servers]
+    store_cpu = cpu_seconds(redis_pid) if redis_pid else 0.0
+    bodies = _PUT_BODIES if load == "put_small" else None
+    path = REGISTER if load == "put_small" else get_path(0)
+    runs = await asyncio.gather(
+        *(
+            run_wrk(server.target, path, bodies, connections=connections, seconds=seconds)
+            for server in servers
+        )
+    )
+    requests = max(1, sum(run.requests for run in runs))
+    errors = sum(sum(run.errors.values()) for run in runs)
+    if errors:
+        raise RuntimeError(f"{load}: {errors} requests failed under wrk")
+    used = sum(server.cpu_seconds() - before for server, before in zip(servers, cpu, strict=True))
+    return {
+        "rps": sum(run.rate for run in runs),
+        "server_us_per_request": used * 1e6 / requests,
+        "redis_us_per_request": (cpu_seconds(redis_pid) - store_cpu) * 1e6 / requests if redis_pid else 0.0,
     }
-    await _register(server.target, 0, 4)
-    out: dict[str, Any] = {}
-    for load, request_for in loads.items():
-        rates, server_us, redis_us = [], [], []
-        for _ in range(rounds):
-            cpu = server.cpu_seconds()
-            store_cpu = cpu_seconds(redis_pid) if redis_pid else 0.0
-            result = await closed_loop(server.target, request_for, concurrency=64, seconds=seconds)
-            # The whole run's CPU over the requests counted in its window: an
-            # estimate that includes the warm-up's few requests.
-            total = max(1, result.requests)
-            rates.append(result.rate)
-            server_us.append((server.cpu_seconds() - cpu) * 1e6 / total)
-            if redis_pid:
-                redis_us.append((cpu_seconds(redis_pid) - store_cpu) * 1e6 / total)
-        out[load] = {
-            "rps": statistics.median(rates),
-            "server_us_per_request": statistics.median(server_us),
-            "redis_us_per_request": statistics.median(redis_us) if redis_us else None,
+
+
+async def _generated_load(
+    server: Measured, load: str, seconds: float, redis_pid: int | None
+) -> dict[str, float]:
+    """As :func:`wrk_load`, with the Python load generator (no ``wrk`` installed)."""
+    put_small = [put_request(REGISTER, body) for body in _PUT_BODIES]
+    get_small = get_request(get_path(0))
+    cpu = server.cpu_seconds()
+    store_cpu = cpu_seconds(redis_pid) if redis_pid else 0.0
+    result = await closed_loop(
+        server.target,
+        (lambda i: put_small[i % 1024]) if load == "put_small" else (lambda i: get_small),
+        concurrency=64,
+        seconds=seconds,
+    )
+    total = max(1, result.requests)
+    return {
+        "rps": result.rate,
+        "server_us_per_request": (server.cpu_seconds() - cpu) * 1e6 / total,
+        "redis_us_per_request": (cpu_seconds(redis_pid) - store_cpu) * 1e6 / total if redis_pid else 0.0,
+    }
+
+
+async def _throughput(
+    groups: dict[str, Sequence[Measured]], redis_pid: int, seconds: float, rounds: int, use_wrk: bool
+) -> dict[str, Any]:
+    """Each load through each group of servers in turn, round after round: medians per group and load."""
+    for servers in groups.values():
+        for server in servers:
+            await _register(server.target, 0, 4)
+    runs: dict[str, dict[str, list[dict[str, float]]]] = {name: {} for name in groups}
+    for _ in range(rounds):
+        for load in ("get_small", "put_small"):
+            for name, servers in groups.items():
+                # The in-memory server's CPU is not Redis's business: no Redis figure for it.
+                pid = None if name == "memory" else redis_pid
+                if use_wrk:
+                    run = await wrk_load(servers, load, seconds, pid)
+                else:
+                    run = await _generated_load(servers[0], load, seconds, pid)
+                runs[name].setdefault(load, []).append(run)
+    out: dict[str, Any] = {
+        name: {
+            load: {figure: statistics.median(run[figure] for run in done) for figure in done[0]}
+            for load, done in loads.items()
         }
+        for name, loads in runs.items()
+    }
+    out["generator"] = "wrk -t1 -c64" if use_wrk else "python, c=64"
     return out
 
 
@@ -194,11 +260,13 @@ async def replicas(settings: Settings) -> dict[str, Any]:
             for trial in range(settings.wake_crowd_trials):
                 crowd += await _cross_wake([a, b], c, 20_000 + trial, 1000)
             out["cross_wake_1000"] = _summary(crowd)
-            rounds = settings.throughput_rounds
-            out["throughput"] = {
-                "memory": await _throughput(memory, None, settings.throughput_seconds, rounds),
-                "redis": await _throughput(a, redis_pid, settings.throughput_seconds, rounds),
-            }
+            rounds, seconds = settings.throughput_rounds, settings.throughput_seconds
+            # Side by side, each load in turn on the same cores: one process, one replica, two at once.
+            use_wrk = find_wrk() is not None and not settings.python_load
+            groups: dict[str, Sequence[Measured]] = {"memory": [memory], "redis": [a]}
+            if use_wrk:
+                groups["redis_two"] = [a, b]
+            out["throughput"] = await _throughput(groups, redis_pid, seconds, rounds, use_wrk)
             out["gather"] = await _gather(b, a, settings.gather_ranks)
         finally:
             for server in (memory, a, b, c):

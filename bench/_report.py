@@ -270,22 +270,23 @@ def _replica_figures(replicas: dict[str, Any] | None) -> list[Figure]:
             "replicas: 1,000 waiters on A and B woken through C: p99",
             crowd["p99_ms"],
             "ms",
-            target="≤ 60 ms",
-            met=crowd["p99_ms"] <= 60.0,
+            target="≤ 40 ms",
+            met=crowd["p99_ms"] <= 40.0,
         ),
     ]
     throughput = replicas["throughput"]
+    generator = throughput.get("generator", "python, c=64")
     for load, label in (("get_small", "GET"), ("put_small", "PUT")):
         ours, theirs = throughput["redis"][load], throughput["memory"][load]
         rows.append(
             Figure(
-                f"replicas: {label} small info through one replica, c=64",
+                f"replicas: {label} small info through one replica, {generator}",
                 ours["rps"],
                 "req/s",
                 theirs["rps"],
                 "one process, memory",
-                "≥ 0.75× memory",
-                ours["rps"] >= 0.75 * theirs["rps"],
+                "≥ 0.85× memory",
+                ours["rps"] >= 0.85 * theirs["rps"],
                 lower_is_better=False,
             )
         )
@@ -298,6 +299,20 @@ def _replica_figures(replicas: dict[str, Any] | None) -> list[Figure]:
                 "memory process µs",
             )
         )
+        two = throughput.get("redis_two")
+        if two is not None:
+            rows.append(
+                Figure(
+                    f"replicas: {label} small info through two replicas at once, wrk -c32 each",
+                    two[load]["rps"],
+                    "req/s",
+                    theirs["rps"],
+                    "one process, memory",
+                    "≥ 1× memory (moonshot)",
+                    two[load]["rps"] >= theirs["rps"],
+                    lower_is_better=False,
+                )
+            )
     gather = replicas["gather"]
     rows.append(
         Figure(

@@ -54,11 +54,17 @@ class _Command:
 class Batcher:
     """The commands asked in this turn of the loop, sent together in one pipeline, each answered on its own."""
 
-    def __init__(self, connection: Connection, send: Send, *, name: str) -> None:
+    def __init__(
+        self, connection: Connection, send: Send, *, name: str, in_flight: int | None = None
+    ) -> None:
         self._connection = connection
         self._send = send
         self._name = name
+        self._in_flight = in_flight
+        """At most this many batches out at once (``None``: no limit); the commands asked meanwhile wait
+        for one to return and go out together: under load, fewer and larger pipelines."""
         self._queue: list[_Command] = []
+        self._scheduled = False
         self.tasks: set[asyncio.Task[None]] = set()
         """The batches sent and not yet answered."""
 
@@ -84,18 +90,30 @@ class Batcher:
             future.set_exception(StoreUnavailable(NOT_OPEN))
             return future
         self._queue.append(_Command(stage, future, alone))
-        if len(self._queue) == 1:
-            loop.call_soon(self._send_queued)
+        self._schedule()
         return future
 
+    def _schedule(self) -> None:
+        if self._scheduled or not self._queue:
+            return
+        if self._in_flight is not None and len(self.tasks) >= self._in_flight:
+            return  # a batch returning sends the queue (``_sent``)
+        self._scheduled = True
+        asyncio.get_running_loop().call_soon(self._send_queued)
+
     def _send_queued(self) -> None:
+        self._scheduled = False
         # A command whose caller gave up before it was sent is not sent: nobody would hear its answer.
         batch = [command for command in self._queue if not command.future.done()]
         self._queue = []
         if batch:
             task = asyncio.create_task(self._answer(batch), name=self._name)
             self.tasks.add(task)
-            task.add_done_callback(self.tasks.discard)
+            task.add_done_callback(self._sent)
+
+    def _sent(self, task: asyncio.Task[None]) -> None:
+        self.tasks.discard(task)
+        self._schedule()
 
     async def _answer(self, batch: list[_Command]) -> None:
         try:

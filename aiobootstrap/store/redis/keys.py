@@ -95,7 +95,7 @@ class Keys:
         return f"{self.records}{key.namespace}:{key.kind}:{key.role}"
 
     def write(self, table: str) -> list[str]:
-        """The ``KEYS`` of a write script (``lua.PUT``, ``lua.DELETE``) that changes ``table``."""
+        """The ``KEYS`` of ``lua.DELETE`` on ``table`` (``puts`` names those of ``lua.PUTS``)."""
         return [
             self.incarnation,
             self.seq,

@@ -1,6 +1,7 @@
 """The Redis store's Lua scripts: each write is one of them, atomic in Redis.
 
-Each write (put, delete) is one script: get or create the incarnation, check
+Each write (put, delete) is one script (the puts of one write batch share
+one, ``PUTS``, each put in it as atomic as alone): get or create the incarnation, check
 the limits, take the namespace's next version (a counter starts at the floor,
 and a namespace emptied raises the floor to its last version, as
 :class:`~aiobootstrap.store.tables.Tables` does), write or delete the record,
@@ -13,7 +14,7 @@ scripts stay valid on a cluster); ``store.redis.keys`` says what each key holds.
 
 from .lease_lua import ATTACH, NOW_MS
 
-__all__ = ["DELETE", "END", "PUT", "VERSION", "WATCH"]
+__all__ = ["DELETE", "END", "PUTS", "PUT_ARGS", "VERSION", "WATCH"]
 
 GET_OR_CREATE_INCARNATION = """
 local incarnation = redis.call('GET', KEYS[1])
@@ -26,55 +27,75 @@ end
 # Leases (``lease_lua``): what a write moves to its lease, or to none.
 HOLDING = "local owners, prefix = KEYS[10], string.sub(KEYS[9], 1, -7)\n" + ATTACH
 
-# KEYS: incarnation seq floor versions counts table feed roles leases owners
-# ARGV: new-incarnation namespace kind role rank registered-at value max-ranks max-namespaces feed-length
-#       max-roles lease ('' none) target ('-' the record, '+MEMBER' one member of a set record)
-#       expected-version (optional: the write happens only if the record's version is still this, -1 absent)
-PUT = (
+PUT_ARGS = 10
+"""The arguments of each put in ``PUTS``."""
+
+# The puts of one write batch, each as atomic as the whole script, in order.
+# KEYS: incarnation seq floor versions counts feed roles leases owners, then each rank table written
+# ARGV: new-incarnation max-ranks max-namespaces feed-length max-roles, then PUT_ARGS a put:
+#       table (its index in KEYS) namespace kind role rank registered-at value lease ('' none)
+#       target ('-' the record, '+MEMBER' one member of a set record)
+#       expected-version ('' none; else the write happens only if the record's version is still this, -1 absent)
+# -> {incarnation, status, held, ...}, a pair a put: status its version, or refused: -1 the rank cap,
+#    -2 the namespace cap, -3 not the expected version (held: the version seen), -4 the role cap, -5 no lease
+PUTS = (
     GET_OR_CREATE_INCARNATION
-    + HOLDING
+    + "local owners, prefix = KEYS[9], string.sub(KEYS[8], 1, -7)\n"
+    + ATTACH
     + """
-local namespace, rank = ARGV[2], ARGV[5]
-if ARGV[14] then
-  local current = redis.call('HGET', KEYS[6], rank)
-  local seen = -1
-  if current then seen = tonumber(string.match(current, '^(%d+)')) end
-  if seen ~= tonumber(ARGV[14]) then return {-3, seen, incarnation} end
-end
-if not lease_in(KEYS[9], ARGV[12], namespace) then return {-5, 0, incarnation} end
-if redis.call('HEXISTS', KEYS[6], rank) == 0 then
-  if redis.call('HEXISTS', KEYS[5], namespace) == 0 then
-    local limit, held = tonumber(ARGV[9]), redis.call('HLEN', KEYS[5])
-    if limit >= 0 and held >= limit then return {-2, held, incarnation} end
-  else
-    local limit, held = tonumber(ARGV[8]), redis.call('HLEN', KEYS[6])
-    if limit >= 0 and held > 0 and held >= limit then return {-1, held, incarnation} end
+local max_ranks, max_namespaces = tonumber(ARGV[2]), tonumber(ARGV[3])
+local feed_length, max_roles = ARGV[4], tonumber(ARGV[5])
+local function put(rows, namespace, kind, role, rank, at, value, lease, target, expected)
+  if expected ~= '' then
+    local current = redis.call('HGET', rows, rank)
+    local seen = -1
+    if current then seen = tonumber(string.match(current, '^(%d+)')) end
+    if seen ~= tonumber(expected) then return -3, seen end
   end
-  if redis.call('EXISTS', KEYS[6]) == 0 then
-    -- A new role for this namespace and kind: counted, under the role cap.
-    local group = namespace .. ':' .. ARGV[3]
-    local limit, held = tonumber(ARGV[11]), tonumber(redis.call('HGET', KEYS[8], group) or '0')
-    if limit >= 0 and held >= limit then return {-4, held, incarnation} end
-    redis.call('HINCRBY', KEYS[8], group, 1)
+  if not lease_in(KEYS[8], lease, namespace) then return -5, 0 end
+  if redis.call('HEXISTS', rows, rank) == 0 then
+    if redis.call('HEXISTS', KEYS[5], namespace) == 0 then
+      local held = redis.call('HLEN', KEYS[5])
+      if max_namespaces >= 0 and held >= max_namespaces then return -2, held end
+    else
+      local held = redis.call('HLEN', rows)
+      if max_ranks >= 0 and held > 0 and held >= max_ranks then return -1, held end
+    end
+    if redis.call('EXISTS', rows) == 0 then
+      -- A new role for this namespace and kind: counted, under the role cap.
+      local group = namespace .. ':' .. kind
+      local held = tonumber(redis.call('HGET', KEYS[7], group) or '0')
+      if max_roles >= 0 and held >= max_roles then return -4, held end
+      redis.call('HINCRBY', KEYS[7], group, 1)
+    end
+    redis.call('HINCRBY', KEYS[5], namespace, 1)
   end
-  redis.call('HINCRBY', KEYS[5], namespace, 1)
+  if redis.call('HEXISTS', KEYS[4], namespace) == 0 then
+    redis.call('HSET', KEYS[4], namespace, redis.call('GET', KEYS[3]) or 0)
+  end
+  local version = redis.call('HINCRBY', KEYS[4], namespace, 1)
+  redis.call('HSET', rows, rank, string.format('%d', version) .. ' ' .. at .. ' ' .. value)
+  local seq = redis.call('INCR', KEYS[2])
+  redis.call('XADD', KEYS[6], 'MAXLEN', '~', feed_length, '*',
+    's', seq, 'n', namespace, 'k', kind, 'r', role, 'i', rank, 'v', version, 'o', 'put')
+  local member = nil
+  if target ~= '-' then member = string.sub(target, 2) end
+  attach(target_of(namespace, kind, role, rank, member), lease)
+  return version, 0
 end
-if redis.call('HEXISTS', KEYS[4], namespace) == 0 then
-  redis.call('HSET', KEYS[4], namespace, redis.call('GET', KEYS[3]) or 0)
+local replies = {incarnation}
+for i = 6, #ARGV, 10 do
+  local status, held = put(KEYS[tonumber(ARGV[i])], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4],
+    ARGV[i + 5], ARGV[i + 6], ARGV[i + 7], ARGV[i + 8], ARGV[i + 9])
+  replies[#replies + 1] = status
+  replies[#replies + 1] = held
 end
-local version = redis.call('HINCRBY', KEYS[4], namespace, 1)
-redis.call('HSET', KEYS[6], rank, string.format('%d', version) .. ' ' .. ARGV[6] .. ' ' .. ARGV[7])
-local seq = redis.call('INCR', KEYS[2])
-redis.call('XADD', KEYS[7], 'MAXLEN', '~', ARGV[10], '*',
-  's', seq, 'n', namespace, 'k', ARGV[3], 'r', ARGV[4], 'i', rank, 'v', version, 'o', 'put')
-local member = nil
-if ARGV[13] ~= '-' then member = string.sub(ARGV[13], 2) end
-attach(target_of(namespace, ARGV[3], ARGV[4], rank, member), ARGV[12])
-return {version, 0, incarnation}
+return replies
 """
 )
 
-# KEYS: as PUT.  ARGV: new-incarnation namespace kind role rank feed-length
+# KEYS: incarnation seq floor versions counts table feed roles leases owners (``Keys.write``)
+# ARGV: new-incarnation namespace kind role rank feed-length
 DELETE = (
     GET_OR_CREATE_INCARNATION
     + HOLDING
@@ -105,7 +126,7 @@ return {version, incarnation, current}
 """
 )
 
-# KEYS: incarnation seq floor versions counts held feed roles leases owners deadlines (as PUT, with the
+# KEYS: incarnation seq floor versions counts held feed roles leases owners deadlines (as DELETE, with the
 #       lease's held set for the table, and the deadlines)
 # ARGV: new-incarnation feed-length id namespace ('' : expire, only if due; else revoke, in that namespace)
 # -> {1, incarnation, "NS TTL", targets} ended; {0, incarnation} not due; {-5, incarnation} no such lease

@@ -1,10 +1,11 @@
 """The Redis store: :class:`RedisStore`, the store interface over the rooms of ``store.redis``.
 
-A get is an ``HMGET`` on a rank table (``keys``), sent in the read
-batcher's pipeline of its loop turn (``batcher``); a whole table's read
-(``HGETALL``, ``HKEYS``) is a call of its own. A write is one Lua script (``lua``), atomic in Redis, sent in
-the write batcher's pipeline while the feed holds back the feed's entries
-for its key (``feed``); when it returns, the store announces its own change.
+A get is a field of an ``HMGET`` on a rank table (``keys``), one per table
+and read batch (``reads``, ``batcher``); a whole table's read (``HGETALL``,
+``HKEYS``) is a call of its own. A write is one Lua script (``lua``), atomic
+in Redis (the puts of a write batch share one call, ``puts``), sent in the
+write batcher's pipeline while the feed holds back the feed's entries for
+its key (``feed``); when it returns, the store announces its own change.
 A set member change is a read, then a put that happens only if the version
 read is still the record's (the script compares), again on a lost race: so
 it is atomic across replicas. Each write also moves its record (or set
@@ -20,7 +21,7 @@ import asyncio
 import secrets
 import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ... import _json
 from ..._names import check_name
@@ -48,14 +49,20 @@ from .feed import Feed, block_seconds
 from .keys import Keys, decode, text
 from .leases import RedisLeases
 from .ordered import OrderedTap
-
-if TYPE_CHECKING:
-    pass
+from .packing import pack_in_c
+from .puts import Puts
+from .reads import RankReads
 
 __all__ = ["RedisStore"]
 
 _READ_CHUNK = 4096
 """Fields per HMGET when a large rank set is read (``records_in``)."""
+
+_TABLES_KEPT = 4096
+"""Rank tables' names remembered (``_table``)."""
+
+_IN_FLIGHT = 1
+"""Read (and write) batches out at once: what is asked meanwhile goes in the next, as fewer commands."""
 
 
 class RedisStore(Store):
@@ -90,8 +97,15 @@ class RedisStore(Store):
             max_connections=max_connections,
         )
         self._feed = Feed(connection, self._keys, poll_interval=poll_interval)
-        self._reads = Batcher(connection, connection.read, name="aiobootstrap redis reads")
-        self._writes = Batcher(connection, connection.call, name="aiobootstrap redis writes")
+        self._reads = Batcher(
+            connection, connection.read, name="aiobootstrap redis reads", in_flight=_IN_FLIGHT
+        )
+        self._writes = Batcher(
+            connection, connection.call, name="aiobootstrap redis writes", in_flight=_IN_FLIGHT
+        )
+        self._ranks = RankReads(self._reads)
+        self._puts = Puts(connection, self._writes, self._keys, self._limits, feed_length)
+        self._tables: dict[tuple[str, str, str], str] = {}
         self._leases = RedisLeases(
             connection, self._writes, self._keys, self._limits, feed_length, self._feed.saw
         )
@@ -120,6 +134,9 @@ class RedisStore(Store):
         if connection.client is not None:
             raise RuntimeError("The Redis store is already open.")
         connection.connect()
+        for client in (connection.client, connection.feed_client):
+            if client is not None:
+                pack_in_c(client.connection_pool)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self._open_timeout
         delay = 0.05
@@ -215,32 +232,22 @@ class RedisStore(Store):
         ``member``: what the lease holds is that member of a set record, not
         the record. ``None`` when the version was not ``expected``.
         """
-        table = self._keys.table(key)
+        table = self._table(key)
         registered_at = time.time()
-        limits = self._limits
-        reply = await self._write(
-            key,
-            lua.PUT,
-            self._keys.write(table),
-            [
-                secrets.token_hex(8),
-                key.namespace,
-                key.kind,
-                key.role,
-                key.rank,
-                repr(registered_at),
-                _json.dumps(value),
-                -1 if limits.max_ranks is None else limits.max_ranks,
-                -1 if limits.max_namespaces is None else limits.max_namespaces,
-                self._feed_length,
-                -1 if limits.max_roles is None else limits.max_roles,
-                lease or "",
-                "-" if member is None else f"+{member}",
-                *(() if expected is None else (expected,)),
-            ],
-        )
-        status, held = int(reply[0]), int(reply[1])
-        self._feed.saw(text(reply[2]))
+        fields = [
+            key.namespace,
+            key.kind,
+            key.role,
+            key.rank,
+            repr(registered_at),
+            _json.dumps(value),
+            lease or "",
+            "-" if member is None else f"+{member}",
+            "" if expected is None else expected,
+        ]
+        with self._feed.writing(key):
+            status, held, incarnation = await self._puts.put(table, fields)
+        self._feed.saw(incarnation)
         if status < 0:
             self._feed.wrote_nothing(key)
         if status == -3:
@@ -264,7 +271,7 @@ class RedisStore(Store):
         return record
 
     async def delete(self, key: Key) -> Record | None:
-        table = self._keys.table(key)
+        table = self._table(key)
         reply = await self._write(
             key,
             lua.DELETE,
@@ -308,8 +315,8 @@ class RedisStore(Store):
     # -- reading --------------------------------------------------------------
 
     async def get(self, key: Key) -> Record | None:
-        blobs = await self._hmget(self._keys.table(key), [str(key.rank)])
-        return None if blobs[0] is None else decode(key, blobs[0])
+        blobs = await self._hmget(self._table(key), [str(key.rank)])
+        return None if blobs[0] is None else self._ranks.record(key, blobs[0])
 
     async def get_many(self, keys: Sequence[Key]) -> list[Record | None]:
         if not keys:
@@ -317,7 +324,7 @@ class RedisStore(Store):
         # One HMGET per table, all in the same batch: one round trip.
         by_table: dict[str, list[int]] = {}
         for index, key in enumerate(keys):
-            by_table.setdefault(self._keys.table(key), []).append(index)
+            by_table.setdefault(self._table(key), []).append(index)
         reads = [
             self._hmget(table, [str(keys[index].rank) for index in indexes])
             for table, indexes in by_table.items()
@@ -327,7 +334,7 @@ class RedisStore(Store):
         for indexes, blobs in zip(by_table.values(), replies, strict=True):
             for index, blob in zip(indexes, blobs, strict=True):
                 if blob is not None:
-                    found[index] = decode(keys[index], blob)
+                    found[index] = self._ranks.record(keys[index], blob)
         return found
 
     async def records(self, namespace: str, kind: str, role: str) -> list[Record]:
@@ -353,7 +360,7 @@ class RedisStore(Store):
             chunk = wanted[start : start + _READ_CHUNK]
             blobs = await self._hmget(table, [str(rank) for rank in chunk])
             found.extend(
-                decode(Key(namespace, kind, role, rank), blob)
+                self._ranks.record(Key(namespace, kind, role, rank), blob)
                 for rank, blob in zip(chunk, blobs, strict=True)
                 if blob is not None
             )
@@ -374,5 +381,16 @@ class RedisStore(Store):
         await self._connection.read(lambda client: client.ping())
 
     def _hmget(self, table: str, fields: list[str]) -> asyncio.Future[list[bytes | None]]:
-        """``HMGET table fields``, sent with every other read asked in this turn of the loop."""
-        return self._reads.submit(lambda _, pipe: pipe.hmget(table, fields))
+        """``HMGET table fields``, one command with every other read of ``table`` asked before the batch goes out."""
+        return self._ranks.fetch(table, fields)
+
+    def _table(self, key: Key) -> str:
+        """``key``'s rank table, named (and its name checked) once per namespace, kind and role."""
+        group = (key.namespace, key.kind, key.role)
+        table = self._tables.get(group)
+        if table is None:
+            table = self._keys.table(key)
+            if len(self._tables) >= _TABLES_KEPT:
+                self._tables.clear()
+            self._tables[group] = table
+        return table
