@@ -43,7 +43,7 @@ from ..redacted import describe
 from . import lease_lua, lua
 from .batcher import Batcher
 from .connection import Connection, reason, redis_missing
-from .durability import warn_if_lossy
+from .durability import warn_if_lossy, warn_if_unreplicated
 from .feed import Feed, block_seconds
 from .keys import Keys, decode, text
 from .leases import RedisLeases
@@ -72,7 +72,9 @@ class RedisStore(Store):
         poll_interval: float = 1.0,
         feed_length: int = 10_000,
         max_connections: int = 64,
+        min_replicas: int = 0,
     ) -> None:
+        """``min_replicas``: how many Redis replicas must hold a write before it is acknowledged (``WAIT``)."""
         if redis_missing():
             raise ImportError("The Redis store needs the redis extra: pip install 'aiobootstrap[redis]'.")
         check_name(prefix, "store prefix")
@@ -91,7 +93,14 @@ class RedisStore(Store):
         )
         self._feed = Feed(connection, self._keys, poll_interval=poll_interval)
         self._reads = Batcher(connection, connection.read, name="aiobootstrap redis reads")
-        self._writes = Batcher(connection, connection.call, name="aiobootstrap redis writes")
+        self._min_replicas = min_replicas
+        self._writes = Batcher(
+            connection,
+            connection.call,
+            name="aiobootstrap redis writes",
+            replicas=min_replicas,
+            replica_wait=min(1.0, timeout / 2),  # well inside the call's deadline
+        )
         self._leases = RedisLeases(
             connection, self._writes, self._keys, self._limits, feed_length, self._feed.saw
         )
@@ -140,6 +149,7 @@ class RedisStore(Store):
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 0.5)
         await warn_if_lossy(connection)
+        await warn_if_unreplicated(connection, self._min_replicas)
         self._feed.start(listener, position)
         self._leases.start()
 
@@ -190,13 +200,10 @@ class RedisStore(Store):
     async def _hold(self, current: Record, member: str, lease: str | None) -> bool:
         """Move ``member``, listed already, to ``lease`` or to none; ``False``: the record changed meanwhile."""
         key = current.key
-        connection, keys = self._connection, self._keys
+        keys = self._keys
         args = [key.namespace, key.kind, key.role, key.rank, member, lease or "", current.version]
-        reply = await connection.call(
-            lambda client: connection.run(
-                client, lease_lua.HOLD, [keys.table(key), keys.leases, keys.owners], args
-            )
-        )
+        # In the write batch, so --store-min-replicas waits for it like any write.
+        reply = await self._writes.script(lease_lua.HOLD, [keys.table(key), keys.leases, keys.owners], args)
         if int(reply) == -5:
             raise LeaseNotFound(lease or "")
         return int(reply) == 0
