@@ -73,6 +73,9 @@ def redis_missing() -> bool:
 
 def reason(exc: BaseException) -> str:
     """What went wrong, in a few words: the first line of ``exc``'s message, or its type's name."""
+    if aioredis is not None and isinstance(exc, MasterNotFoundError):
+        # Its message lists every Sentinel's error in repr form: the gist is enough.
+        return "no Sentinel names a primary now"
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     return text.rstrip(".")
 
@@ -92,9 +95,6 @@ def reraise_cancellation() -> None:
 
 def unavailable(where: str, exc: BaseException) -> StoreUnavailable:
     """The :class:`StoreUnavailable` that a Redis error (raised, or a pipeline's reply) stands for."""
-    if isinstance(exc, MasterNotFoundError):
-        # Its message lists every Sentinel's error in repr form: the gist is enough.
-        return StoreUnavailable(f"Redis at {where} is unreachable: no Sentinel names a primary now.")
     if isinstance(exc, ResponseError):
         return StoreUnavailable(f"Redis at {where} refused the command: {reason(exc)}.")
     return StoreUnavailable(f"Redis at {where} is unreachable: {reason(exc)}.")
