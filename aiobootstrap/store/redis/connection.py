@@ -138,7 +138,9 @@ class Connection:
     ) -> None:
         self._url = url
         self.feed_url = url
-        """Where the feed reader connects: ``url`` (a test points it past a proxy that stalls the calls)."""
+        """Where the feed reader connects: ``url`` (a test points it past a proxy that stalls the calls).
+
+        A plain URL only: with a Sentinel URL the reader follows the primary the Sentinels name."""
         self.where = where
         """The Redis, named for messages: its URL without the password."""
         self._prefix = prefix
