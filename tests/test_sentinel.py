@@ -131,12 +131,18 @@ async def _missing(replica: Any, acknowledged: dict[int, str]) -> list[int]:
 
 
 async def test_with_min_replicas_a_failover_loses_no_acknowledged_registration_and_no_waiter(
-    aiohttp_client: Any, cluster: SentinelCluster
+    aiohttp_client: Any, cluster: SentinelCluster, caplog: pytest.LogCaptureFixture
 ) -> None:
     """--store-min-replicas 1, primary SIGKILLed mid-storm: both replicas read every 200 back after the
     failover, under the same boot id, and waits parked before the kill are answered by registrations after."""
     config = ServerConfig(store=cluster.url, store_prefix="with-wait", store_min_replicas=1)
-    a, b = await _replicas(aiohttp_client, config)
+    with caplog.at_level(logging.WARNING, logger="aiobootstrap"):
+        a, b = await _replicas(aiohttp_client, config)
+    # The replica is connected and keeps an AOF (asked directly): only the primary's floor is missing.
+    start = [r.getMessage() for r in caplog.records if "cannot keep --store-min-replicas" in r.getMessage()]
+    assert len(start) == 2  # one line per aiobootstrap replica
+    assert all("min-replicas-to-write is 0" in line for line in start)
+    assert not any("replicas are connected" in line or "replica 127.0.0.1" in line for line in start)
     boot = a.app[REGISTRY].store.incarnation
     waits = [await _park(replica, 100_000 + index) for index, replica in enumerate((a, b, a, b))]
     acknowledged, refused = await _storm_through_a_failover(cluster, a, b)
