@@ -57,6 +57,7 @@ bench: $(BENCH_INSTALLED)
 	$(BIN)/python -m bench.page
 	$(BIN)/python -m bench.leases --redis
 	$(BIN)/python -m bench.replica_wrk
+	$(BIN)/python -m bench.failover
 
 # Real servers on free ports; prints tables for docs/benchmarks.md's Soak section.
 soak: $(INSTALLED)

@@ -51,6 +51,8 @@ class RedisServer:
         # temporary directory gets no socket, rather than a server that fails to start.
         self.unix_socket: Path | None = socket_path if len(str(socket_path)) < 100 else None
         self.process: subprocess.Popen[bytes] | None = None
+        self.extra_args: list[str] = []
+        """More redis-server options, for the next start (``--replicaof HOST PORT``, say)."""
 
     @property
     def url(self) -> str:
@@ -80,6 +82,7 @@ class RedisServer:
             "--protected-mode",
             "yes",
         ]
+        args += self.extra_args
         if self.unix_socket is not None:
             args += ["--unixsocket", str(self.unix_socket), "--unixsocketperm", "700"]
         if self.tls is not None:

@@ -152,13 +152,21 @@ def server_parser() -> argparse.ArgumentParser:
         metavar="URL",
         help=(
             "where records live: memory:, file:PATH, redis://[user:password@]host[:port][/db], "
-            f"rediss://..., unix:///path/redis.sock[?db=N] (or set {STORE_ENV}; default: {DEFAULT_STORE})"
+            "rediss://..., unix:///path/redis.sock[?db=N], redis+sentinel://host:port[,host:port...]/MASTER, "
+            f"rediss+sentinel://... (or set {STORE_ENV}; default: {DEFAULT_STORE})"
         ),
     )
     setting(
         "--store-prefix",
         "prefix of every key in a Redis store, to keep registries apart (default: %(default)s)",
         metavar="NAME",
+    )
+    setting(
+        "--store-min-replicas",
+        "acknowledge a write only once N Redis replicas hold it (WAIT), else 503; 0: once the primary "
+        "does (default: %(default)d)",
+        type=int,
+        metavar="N",
     )
     setting(
         "--max-ranks",
@@ -283,6 +291,7 @@ def server_config(args: argparse.Namespace, environ: Mapping[str, str]) -> Serve
         state_file=args.state_file,
         store=_store_url(args.store, args.state_file, environ),
         store_prefix=args.store_prefix,
+        store_min_replicas=args.store_min_replicas,
         **_encoder_health(args, environ),
         watch_history=args.watch_history,
     )

@@ -160,7 +160,9 @@ async def _registry_context(app: web.Application) -> AsyncIterator[None]:
         max_roles=config.max_roles,
         max_leases=config.max_leases,
     )
-    store = open_store(config.store_url, prefix=config.store_prefix, limits=limits)
+    store = open_store(
+        config.store_url, prefix=config.store_prefix, limits=limits, min_replicas=config.store_min_replicas
+    )
     # The bytes carry the boot-id stamp themselves: only when nothing else hooks a reply's headers.
     stamps_only = list(app.on_response_prepare) == [_boot_header]
     wire = ReplyWire(

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from .._names import check_name
-from ..store.url import check_store_url
+from ..store.url import check_store_url, describe, is_redis_url
 from ..wire import BATCH_QUERY_CHARS, DEFAULT_MAX_BODY_SIZE
 from .tokens import TokenSet, is_token
 
@@ -94,6 +94,8 @@ class ServerConfig:
     """Where records live: ``memory:``, ``file:PATH``, ``redis://...``, ``rediss://...``, ``unix://...``."""
     store_prefix: str = "aiobootstrap"
     """The prefix of every key in a Redis store: several registries can share one Redis."""
+    store_min_replicas: int = 0
+    """How many Redis replicas must hold a write before it is acknowledged (``WAIT``); fewer in time is a 503."""
     encoder_health_interval: float = 10.0
     """Seconds between probes of every listed and evicted encoder URL (``GET <url>/health``); 0: no probes."""
     encoder_health_timeout: float = 2.0
@@ -129,6 +131,13 @@ class ServerConfig:
             )
         check_store_url(self.store)
         check_name(self.store_prefix, "store prefix")
+        if self.store_min_replicas < 0:
+            raise ValueError(f"store min replicas must be non-negative, not {self.store_min_replicas}")
+        if self.store_min_replicas and not is_redis_url(self.store_url):
+            raise ValueError(
+                f"--store-min-replicas {self.store_min_replicas} needs a Redis store (redis://, "
+                f"redis+sentinel://...), not {describe(self.store_url)}"
+            )
         if self.max_waiters is not None and self.max_waiters < 0:
             raise ValueError(f"max waiters must be non-negative, not {self.max_waiters}")
         if self.max_connections is not None and self.max_connections < 1:

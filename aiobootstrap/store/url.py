@@ -1,8 +1,9 @@
 """``--store URL`` to a store, and a URL fit for a log line.
 
 The schemes: ``memory:`` (the default), ``file:PATH`` (the journal),
-``redis://[user:password@]host[:port][/db]``, ``rediss://...`` (TLS) and
-``unix:///path/redis.sock[?db=N]``. A URL that cannot be served, whatever the
+``redis://[user:password@]host[:port][/db]``, ``rediss://...`` (TLS),
+``unix:///path/redis.sock[?db=N]``, and ``redis+sentinel://`` or
+``rediss+sentinel://`` (the primary Redis Sentinel names, ``sentinel_url``). A URL that cannot be served, whatever the
 reason (malformed, an unknown scheme, its extra not installed), is a
 :class:`ValueError` with a one-line message: the CLI turns it into exit status 2.
 """
@@ -15,10 +16,12 @@ from .._names import check_name
 from .interface import Store, StoreLimits
 from .memory import MemoryStore
 from .redacted import describe
+from .sentinel_url import SENTINEL_SCHEMES, parse_sentinel_url
 
-__all__ = ["check_store_url", "describe", "open_store"]
+__all__ = ["check_store_url", "describe", "is_redis_url", "open_store"]
 
-REDIS_SCHEMES = ("redis", "rediss", "unix")
+REDIS_SCHEMES = ("redis", "rediss", "unix", *SENTINEL_SCHEMES)
+_SCHEMES = "memory:, file:PATH, redis://, rediss://, unix://, redis+sentinel:// or rediss+sentinel://"
 
 
 def check_store_url(url: str) -> None:
@@ -29,34 +32,44 @@ def check_store_url(url: str) -> None:
     _parse(url)
 
 
+def is_redis_url(url: str) -> bool:
+    """True when ``url`` names a Redis store (plain, TLS, Unix socket or Sentinel)."""
+    return url.partition(":")[0].lower() in REDIS_SCHEMES
+
+
 def _parse(url: str) -> tuple[str, str]:
     """``url``'s scheme and what follows its colon, checked."""
     scheme, _, rest = url.partition(":")
     scheme = scheme.lower()
     if not _ or not scheme:
-        raise ValueError(
-            f"The store URL {url!r} has no scheme; use memory:, file:PATH, redis://, rediss:// or unix://."
-        )
+        raise ValueError(f"The store URL {url!r} has no scheme; use {_SCHEMES}.")
     if scheme == "memory":
         if rest not in ("", "//"):
             raise ValueError(f"The store URL {url!r} is malformed: memory: takes nothing after the colon.")
     elif scheme == "file":
         if not (rest[2:] if rest.startswith("//") else rest):
             raise ValueError(f"The store URL {url!r} names no file; use file:PATH.")
+    elif scheme in SENTINEL_SCHEMES:
+        parse_sentinel_url(url)
     elif scheme in REDIS_SCHEMES:
         _check_redis_url(url)
     else:
-        raise ValueError(
-            f"The store URL {describe(url)} has an unknown scheme {scheme!r}; "
-            "use memory:, file:PATH, redis://, rediss:// or unix://."
-        )
+        raise ValueError(f"The store URL {describe(url)} has an unknown scheme {scheme!r}; use {_SCHEMES}.")
     return scheme, rest
 
 
-def open_store(url: str, *, prefix: str = "aiobootstrap", limits: StoreLimits | None = None) -> Store:
-    """The store ``url`` names, not yet opened (call :meth:`Store.open`)."""
+def open_store(
+    url: str, *, prefix: str = "aiobootstrap", limits: StoreLimits | None = None, min_replicas: int = 0
+) -> Store:
+    """The store ``url`` names, not yet opened (call :meth:`Store.open`).
+
+    ``min_replicas``: how many Redis replicas must hold a write before it is
+    acknowledged (``--store-min-replicas``); only a Redis store can promise it.
+    """
     limits = limits if limits is not None else StoreLimits()
     scheme, rest = _parse(url)
+    if min_replicas and scheme not in REDIS_SCHEMES:
+        raise ValueError(f"--store-min-replicas needs a Redis store, not {describe(url)}.")
     if scheme == "memory":
         return MemoryStore(limits)
     if scheme == "file":
@@ -71,7 +84,7 @@ def open_store(url: str, *, prefix: str = "aiobootstrap", limits: StoreLimits | 
             raise ValueError(
                 f"The store URL {describe(url)} needs the redis extra: pip install 'aiobootstrap[redis]'."
             )
-        return RedisStore(url, prefix=prefix, limits=limits)
+        return RedisStore(url, prefix=prefix, limits=limits, min_replicas=min_replicas)
     raise AssertionError(f"unreachable: {scheme}")
 
 

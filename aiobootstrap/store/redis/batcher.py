@@ -11,8 +11,14 @@ connection the server had closed), a write batch with :meth:`Connection.call`
 
 Each command gets its own answer. The pipeline is sent with
 ``raise_on_error=False``, so a command Redis refuses fails alone; a script
-Redis never ran (``NOSCRIPT``: a restarted Redis forgot it) is sent again
-alone, loading it, and is the only command ever sent twice. Whatever the
+Redis never ran (``NOSCRIPT``: a restarted Redis forgot it) is loaded and
+queued once more, and is the only command ever sent twice.
+
+Replicas (``--store-min-replicas N``): a write batch ends with ``WAIT N
+ms``, on the same connection as its scripts, so it answers once N replicas
+hold every write before it. Fewer in time, and every command of the batch
+is :class:`StoreUnavailable`: its write ran on the primary, but a failover
+now could lose it, and nobody may be told it is kept. Whatever the
 batch as a whole raises (Redis unreachable, a deadline, a bug) every command
 of the batch hears it: a batch task never ends with a future unresolved, so
 one bad request cannot hang the others sent with it.
@@ -55,30 +61,62 @@ class Batcher:
     """The commands asked in this turn of the loop, sent together in one pipeline, each answered on its own."""
 
     def __init__(
-        self, connection: Connection, send: Send, *, name: str, in_flight: int | None = None
+        self,
+        connection: Connection,
+        send: Send,
+        *,
+        name: str,
+        in_flight: int | None = None,
+        replicas: int = 0,
+        replica_wait: float = 1.0,
     ) -> None:
+        """``replicas``: how many Redis replicas must hold a batch's writes (``WAIT``), for ``replica_wait`` s."""
         self._connection = connection
         self._send = send
         self._name = name
         self._in_flight = in_flight
         """At most this many batches out at once (``None``: no limit); the commands asked meanwhile wait
         for one to return and go out together: under load, fewer and larger pipelines."""
+        self._replicas = replicas
+        self._replica_wait = replica_wait
         self._queue: list[_Command] = []
         self._scheduled = False
         self.tasks: set[asyncio.Task[None]] = set()
         """The batches sent and not yet answered."""
 
     def script(self, script: str, keys: list[str], args: list[Any]) -> asyncio.Future[Any]:
-        """Queue ``script`` (``EVALSHA``), sent again alone, loading it, if Redis never ran it."""
+        """Queue ``script`` (``EVALSHA``), loaded and queued once more if Redis never ran it."""
         connection = self._connection
 
         def stage(client: aioredis.Redis, pipe: Pipeline) -> None:
             pipe.evalsha(connection.script(client, script).sha, len(keys), *keys, *args)
 
-        async def alone() -> Any:
-            return await connection.call(lambda client: connection.run(client, script, keys, args))
+        return self.submit(stage, alone=lambda: self.run_alone(script, keys, args))
 
-        return self.submit(stage, alone=alone)
+    async def run_alone(self, script: str, keys: list[str], args: list[Any]) -> Any:
+        """Run ``script`` by itself, loaded first, when Redis never ran it in a batch (``NOSCRIPT``).
+
+        Not queued again: with a batch in flight the queue waits for this one, which is waiting here.
+        Its ``WAIT`` rides in the same pipeline, as it must: ``WAIT`` counts this connection's writes.
+        """
+        connection = self._connection
+
+        async def load_and_run(client: aioredis.Redis) -> list[Any]:
+            sha = await client.script_load(script)
+            pipe = client.pipeline(transaction=False)
+            pipe.evalsha(sha, len(keys), *keys, *args)
+            if self._replicas:
+                pipe.execute_command("WAIT", self._replicas, int(self._replica_wait * 1000))
+            return await pipe.execute(raise_on_error=False)
+
+        replies = await connection.call(load_and_run)
+        short = self._short_of_replicas(replies.pop()) if self._replicas else None
+        reply = replies[0]
+        if isinstance(reply, BaseException):
+            raise unavailable(connection.where, reply)
+        if short is not None:
+            raise short
+        return reply
 
     def submit(
         self, stage: Stage, *, alone: Callable[[], Awaitable[Any]] | None = None
@@ -131,12 +169,17 @@ class Batcher:
             pipe = client.pipeline(transaction=False)
             for command in batch:
                 command.stage(client, pipe)
+            if self._replicas:
+                pipe.execute_command("WAIT", self._replicas, int(self._replica_wait * 1000))
             return await pipe.execute(raise_on_error=False)
 
         replies = await self._send(pipeline)
         where = self._connection.where
+        short = self._short_of_replicas(replies.pop()) if self._replicas else None
         for command, reply in zip(batch, replies, strict=True):
-            if isinstance(reply, BaseException):
+            if short is not None and not isinstance(reply, BaseException):
+                reply = short
+            elif isinstance(reply, BaseException):
                 if command.alone is not None and never_ran(reply):
                     try:
                         reply = await command.alone()
@@ -151,6 +194,18 @@ class Batcher:
                 future.set_exception(reply)
             else:
                 future.set_result(reply)
+
+    def _short_of_replicas(self, reply: Any) -> StoreUnavailable | None:
+        """What ``WAIT``'s ``reply`` means for the batch: ``None`` when enough replicas hold it."""
+        if isinstance(reply, BaseException):
+            return unavailable(self._connection.where, reply)
+        if int(reply) >= self._replicas:
+            return None
+        return StoreUnavailable(
+            f"Redis at {self._connection.where}: the write reached {int(reply)} of the {self._replicas} "
+            f"replicas it must (--store-min-replicas) within {self._replica_wait:g} s, so it may or may not "
+            "be kept; a retry is safe."
+        )
 
 
 def _fail(batch: list[_Command], error: BaseException) -> None:

@@ -12,6 +12,14 @@ connection it drew had been closed by the server.
 The feed reader has a connection of its own: its ``XREAD`` blocks for up to a
 second, and must neither hold a pooled connection nor wait behind the calls.
 
+Sentinel (``redis+sentinel://``): both pools are redis-py's Sentinel pools
+(``Sentinel.master_for``), which ask the Sentinels for the primary whenever
+they open a connection, close their connections to a primary that is no
+longer named, and turn a ``READONLY`` reply (a demoted primary) into a
+broken connection, asked again next time. So while there is no primary a
+call is ``StoreUnavailable`` like any outage, and after a failover the next
+call lands on the new one; nothing here discovers anything by hand.
+
 This is the one module that imports redis-py (the ``redis`` extra): without
 it the package still imports, and :func:`redis_missing` says so.
 """
@@ -24,10 +32,12 @@ from collections.abc import Awaitable, Callable, Iterator
 from typing import Any, TypeVar
 
 from ...exceptions import StoreUnavailable
+from ..sentinel_url import is_sentinel_url, parse_sentinel_url
 
 try:  # the `redis` extra
     import redis.asyncio as aioredis
     from redis.asyncio.retry import Retry
+    from redis.asyncio.sentinel import MasterNotFoundError, Sentinel, SentinelConnectionPool
     from redis.backoff import NoBackoff
     from redis.commands.core import AsyncScript
     from redis.exceptions import ConnectionError as RedisConnectionError
@@ -63,6 +73,9 @@ def redis_missing() -> bool:
 
 def reason(exc: BaseException) -> str:
     """What went wrong, in a few words: the first line of ``exc``'s message, or its type's name."""
+    if aioredis is not None and isinstance(exc, MasterNotFoundError):
+        # Its message lists every Sentinel's error in repr form: the gist is enough.
+        return "no Sentinel names a primary now"
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     return text.rstrip(".")
 
@@ -125,7 +138,9 @@ class Connection:
     ) -> None:
         self._url = url
         self.feed_url = url
-        """Where the feed reader connects: ``url`` (a test points it past a proxy that stalls the calls)."""
+        """Where the feed reader connects: ``url`` (a test points it past a proxy that stalls the calls).
+
+        A plain URL only: with a Sentinel URL the reader follows the primary the Sentinels name."""
         self.where = where
         """The Redis, named for messages: its URL without the password."""
         self._prefix = prefix
@@ -137,6 +152,8 @@ class Connection:
         """The pooled client the calls share; ``None`` while closed."""
         self.feed_client: aioredis.Redis | None = None
         """The feed reader's own client; ``None`` while closed."""
+        self._sentinel: Sentinel | None = None
+        """The Sentinels both pools ask for the primary (a Sentinel URL); ``None`` otherwise."""
         self._scripts: dict[str, AsyncScript] = {}
 
     def connect(self) -> None:
@@ -147,33 +164,62 @@ class Connection:
             "socket_connect_timeout": min(self.timeout, 1.0),
             "health_check_interval": 0,
         }
+        calls: dict[str, Any] = {
+            "max_connections": self._max_connections,
+            "socket_timeout": self.timeout,
+            "client_name": f"{self._prefix}.calls",
+            **common,
+        }
+        # The reader's own connection: its XREAD blocks for a second, so its
+        # socket waits that long plus the usual timeout before giving up.
+        feed: dict[str, Any] = {
+            "max_connections": 2,
+            "socket_timeout": self.timeout + self._block_seconds,
+            "client_name": f"{self._prefix}.feed",
+            **common,
+        }
+        if is_sentinel_url(self._url):
+            self._through_sentinel(calls, feed)
+            return
         # A blocking pool: with every connection busy a call waits its turn
         # (within its deadline); redis-py's default pool would raise a
         # ConnectionError, and a busy Redis would look unreachable.
-        pool = aioredis.BlockingConnectionPool.from_url(
-            self._url,
-            max_connections=self._max_connections,
-            timeout=None,
-            socket_timeout=self.timeout,
-            client_name=f"{self._prefix}.calls",
-            **common,
-        )
+        pool = aioredis.BlockingConnectionPool.from_url(self._url, timeout=None, **calls)
         self.client = aioredis.Redis(connection_pool=pool)
-        # The reader's own connection: its XREAD blocks for a second, so its
-        # socket waits that long plus the usual timeout before giving up.
-        feed_pool = aioredis.ConnectionPool.from_url(
-            self.feed_url,
-            max_connections=2,
-            socket_timeout=self.timeout + self._block_seconds,
-            client_name=f"{self._prefix}.feed",
-            **common,
-        )
+        feed_pool = aioredis.ConnectionPool.from_url(self.feed_url, **feed)
         self.feed_client = aioredis.Redis(connection_pool=feed_pool)
+
+    def _through_sentinel(self, calls: dict[str, Any], feed: dict[str, Any]) -> None:
+        """Both pools as redis-py's Sentinel pools of the primary the URL's Sentinels name."""
+        target = parse_sentinel_url(self._url)
+        # redis-py reads the primary's credentials, db and TLS options as from any URL.
+        node: dict[str, Any] = dict(aioredis.connection.parse_url(target.node_url))
+        node.pop("host", None)
+        node.pop("connection_class", None)
+        if target.tls:
+            node["ssl"] = True
+        asking = {
+            "socket_timeout": min(self.timeout, 1.0),
+            "socket_connect_timeout": min(self.timeout, 1.0),
+            "retry": Retry(NoBackoff(), 0),
+            "retry_on_error": [],
+        }
+        if target.tls:
+            asking.update({"ssl": True, **{k: v for k, v in node.items() if k.startswith("ssl_")}})
+        sentinel = self._sentinel = Sentinel(list(target.sentinels), sentinel_kwargs=asking, **node)  # type: ignore[no-untyped-call]
+        self.client = sentinel.master_for(
+            target.master, connection_pool_class=_BlockingSentinelPool, timeout=None, **calls
+        )
+        self.feed_client = sentinel.master_for(target.master, **feed)
 
     async def disconnect(self) -> None:
         clients = (self.client, self.feed_client)
         self.client = self.feed_client = None
+        sentinel, self._sentinel = self._sentinel, None
         self._scripts.clear()
+        if sentinel is not None:
+            with contextlib.suppress(Exception):
+                await sentinel.aclose()
         for client in clients:
             if client is not None:
                 with contextlib.suppress(Exception):
@@ -206,6 +252,37 @@ class Connection:
                 raise
         return await self.call(operation)
 
+    async def ask_node(self, host: str, port: int, operation: Operation[_T]) -> _T:
+        """Run ``operation`` once on another Redis node (a replica) with the calls' credentials and TLS.
+
+        For the checks at open only: a connection of its own, closed after.
+        """
+        client = self.client
+        if client is None:
+            raise StoreUnavailable(NOT_OPEN)
+        pool = client.connection_pool
+        settings = dict(pool.connection_kwargs)
+        for name in ("connection_pool", "path", "host", "port"):
+            settings.pop(name, None)
+        tls = issubclass(pool.connection_class, aioredis.SSLConnection)
+        node_pool = aioredis.ConnectionPool(
+            connection_class=aioredis.SSLConnection if tls else aioredis.Connection,
+            host=host,
+            port=port,
+            max_connections=1,
+            **settings,
+        )
+        node = aioredis.Redis(connection_pool=node_pool)
+        try:
+            with map_exceptions(f"{host}:{port}", self.timeout):
+                async with asyncio.timeout(self.timeout):
+                    return await operation(node)
+        finally:
+            with contextlib.suppress(Exception):
+                await node.aclose()
+            with contextlib.suppress(Exception):
+                await node_pool.disconnect()
+
     def script(self, client: aioredis.Redis, script: str) -> AsyncScript:
         """``script`` registered with ``client``: it knows its SHA."""
         registered = self._scripts.get(script)
@@ -216,3 +293,9 @@ class Connection:
     async def run(self, client: aioredis.Redis, script: str, keys: list[str], args: list[Any]) -> Any:
         """Run ``script`` alone: ``EVALSHA``, loading the script again after ``NOSCRIPT`` (a restarted Redis)."""
         return await self.script(client, script)(keys=keys, args=args, client=client)
+
+
+if aioredis is not None:
+
+    class _BlockingSentinelPool(SentinelConnectionPool, aioredis.BlockingConnectionPool):
+        """redis-py's Sentinel pool, blocking when full, as the plain URL's pool is (see :meth:`Connection.connect`)."""

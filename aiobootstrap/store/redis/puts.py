@@ -121,15 +121,12 @@ class Puts:
                 self._open = None
             pipe.evalsha(connection.script(client, lua.PUTS).sha, len(group.keys), *group.keys, *group.args)
 
-        async def alone() -> Any:
-            return await connection.call(
-                lambda client: connection.run(client, lua.PUTS, group.keys, group.args)
-            )
-
         def settle(done: asyncio.Future[Any]) -> None:
             if self._open is group:
                 self._open = None  # the batch failed before its stage ran
             group.settle(done)
 
-        self._batcher.submit(stage, alone=alone).add_done_callback(settle)
+        self._batcher.submit(
+            stage, alone=lambda: self._batcher.run_alone(lua.PUTS, group.keys, group.args)
+        ).add_done_callback(settle)
         return future

@@ -44,7 +44,7 @@ from ..redacted import describe
 from . import lease_lua, lua
 from .batcher import Batcher
 from .connection import Connection, reason, redis_missing
-from .durability import warn_if_lossy
+from .durability import warn_if_lossy, warn_if_unreplicated
 from .feed import Feed, block_seconds
 from .keys import Keys, decode, text
 from .leases import RedisLeases
@@ -79,7 +79,9 @@ class RedisStore(Store):
         poll_interval: float = 1.0,
         feed_length: int = 10_000,
         max_connections: int = 64,
+        min_replicas: int = 0,
     ) -> None:
+        """``min_replicas``: how many Redis replicas must hold a write before it is acknowledged (``WAIT``)."""
         if redis_missing():
             raise ImportError("The Redis store needs the redis extra: pip install 'aiobootstrap[redis]'.")
         check_name(prefix, "store prefix")
@@ -100,8 +102,14 @@ class RedisStore(Store):
         self._reads = Batcher(
             connection, connection.read, name="aiobootstrap redis reads", in_flight=_IN_FLIGHT
         )
+        self._min_replicas = min_replicas
         self._writes = Batcher(
-            connection, connection.call, name="aiobootstrap redis writes", in_flight=_IN_FLIGHT
+            connection,
+            connection.call,
+            name="aiobootstrap redis writes",
+            in_flight=_IN_FLIGHT,
+            replicas=min_replicas,
+            replica_wait=min(1.0, timeout / 2),  # well inside the call's deadline
         )
         self._ranks = RankReads(self._reads)
         self._puts = Puts(connection, self._writes, self._keys, self._limits, feed_length)
@@ -157,6 +165,7 @@ class RedisStore(Store):
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 0.5)
         await warn_if_lossy(connection)
+        await warn_if_unreplicated(connection, self._min_replicas)
         self._feed.start(listener, position)
         self._leases.start()
 
@@ -207,13 +216,10 @@ class RedisStore(Store):
     async def _hold(self, current: Record, member: str, lease: str | None) -> bool:
         """Move ``member``, listed already, to ``lease`` or to none; ``False``: the record changed meanwhile."""
         key = current.key
-        connection, keys = self._connection, self._keys
+        keys = self._keys
         args = [key.namespace, key.kind, key.role, key.rank, member, lease or "", current.version]
-        reply = await connection.call(
-            lambda client: connection.run(
-                client, lease_lua.HOLD, [keys.table(key), keys.leases, keys.owners], args
-            )
-        )
+        # In the write batch, so --store-min-replicas waits for it like any write.
+        reply = await self._writes.script(lease_lua.HOLD, [keys.table(key), keys.leases, keys.owners], args)
         if int(reply) == -5:
             raise LeaseNotFound(lease or "")
         return int(reply) == 0
@@ -315,7 +321,7 @@ class RedisStore(Store):
     # -- reading --------------------------------------------------------------
 
     async def get(self, key: Key) -> Record | None:
-        blobs = await self._hmget(self._table(key), [str(key.rank)])
+        blobs = await self._ranks.fetch(self._table(key), [str(key.rank)])
         return None if blobs[0] is None else self._ranks.record(key, blobs[0])
 
     async def get_many(self, keys: Sequence[Key]) -> list[Record | None]:
@@ -326,7 +332,7 @@ class RedisStore(Store):
         for index, key in enumerate(keys):
             by_table.setdefault(self._table(key), []).append(index)
         reads = [
-            self._hmget(table, [str(keys[index].rank) for index in indexes])
+            self._ranks.fetch(table, [str(keys[index].rank) for index in indexes])
             for table, indexes in by_table.items()
         ]
         replies = await asyncio.gather(*reads)
@@ -358,7 +364,7 @@ class RedisStore(Store):
         found: list[Record] = []
         for start in range(0, len(wanted), _READ_CHUNK):
             chunk = wanted[start : start + _READ_CHUNK]
-            blobs = await self._hmget(table, [str(rank) for rank in chunk])
+            blobs = await self._ranks.fetch(table, [str(rank) for rank in chunk])
             found.extend(
                 self._ranks.record(Key(namespace, kind, role, rank), blob)
                 for rank, blob in zip(chunk, blobs, strict=True)
@@ -379,10 +385,6 @@ class RedisStore(Store):
 
     async def ping(self) -> None:
         await self._connection.read(lambda client: client.ping())
-
-    def _hmget(self, table: str, fields: list[str]) -> asyncio.Future[list[bytes | None]]:
-        """``HMGET table fields``, one command with every other read of ``table`` asked before the batch goes out."""
-        return self._ranks.fetch(table, fields)
 
     def _table(self, key: Key) -> str:
         """``key``'s rank table, named (and its name checked) once per namespace, kind and role."""
