@@ -658,9 +658,9 @@ async def test_whatever_a_batch_raises_every_call_of_it_hears(
     async with asyncio.timeout(GUARD):
         table = a.store._keys.table(key(0))
         outcomes = await asyncio.gather(
-            a.store._hmget(table, ["0"]),
+            a.store._ranks.fetch(table, ["0"]),
             reads.submit(lambda _, pipe: pipe.hmget("\ud800", ["0"])),
-            a.store._hmget(table, ["1"]),
+            a.store._ranks.fetch(table, ["1"]),
             return_exceptions=True,
         )
         assert all(isinstance(outcome, UnicodeEncodeError) for outcome in outcomes), outcomes
