@@ -622,6 +622,12 @@ async def test_writes_of_one_loop_turn_survive_a_script_flush_and_run_once(
     assert sorted(record.version for record in records) == list(range(2, 22))
     assert await a.store.version("default") == 21
     assert await a.store.delete(key(1)) == records[0]
+    # The other scripts' retries too (a delete, a lease's grant), with a batch of writes in flight.
+    redis_server.command("SCRIPT", "FLUSH")
+    async with asyncio.timeout(GUARD):
+        deleted, lease = await asyncio.gather(a.store.delete(key(2)), a.store.grant_lease("default", 30))
+    assert deleted == records[1]
+    assert (await a.store.read_lease("default", lease.id)).id == lease.id
 
 
 async def test_a_put_redis_cannot_name_fails_alone_among_the_puts_of_its_loop_turn(
