@@ -19,6 +19,7 @@ from pathlib import Path
 import aiohttp
 import pytest
 import pytest_asyncio
+from aiohttp import web
 
 from aiobootstrap import BootstrapClient, BootstrapServer
 from aiobootstrap.server.tokens import TokenSet
@@ -273,4 +274,98 @@ async def test_65536_ranks_are_drawn_as_runs(browser):
             timeout=SHOWN,
         )
         assert await _count(page, "#groups section:first-child .run") == 3
+        await page.context.close()
+
+
+async def _title_has(page: Page, rank: int, text: str, *, present: bool = True) -> None:
+    """Await the title of ``rank``'s cell (first group) to hold ``text`` (or, ``present=False``, not to)."""
+    await page.wait_for_function(
+        """([rank, text, present]) => {
+            const cell = document.querySelector(`#groups section [data-rank="${rank}"]`);
+            return cell != null && cell.title.includes(text) === present;
+        }""",
+        arg=[rank, text, present],
+        timeout=SHOWN,
+    )
+
+
+async def test_waiters_are_shown_on_their_ranks_and_follow_parks_and_leaves(browser, server):
+    """A get parked on rank 3 marks its cell (a digit and a marker, and the title); a second makes it 2;
+    both leaving unmark it. Nothing changes in the records: the page sees it by looking again."""
+    page, _ = await _open(browser, server.url + "/")
+    await _text_in(page, "#conn", "live")
+    async with BootstrapClient(server.url) as client:
+        first = asyncio.create_task(client.get(3, timeout=60))
+        await _title_has(page, 3, "1 wait parked on it")
+        assert await page.evaluate("() => document.querySelector('[data-rank=\"3\"]').textContent") == "1"
+        assert await page.evaluate(
+            "() => document.querySelector('[data-rank=\"3\"]').classList.contains('waited')"
+        )
+        await _title_has(page, 4, "parked", present=False)
+        second = asyncio.create_task(client.get(3, timeout=60))
+        await _title_has(page, 3, "2 waits parked on it")
+        for task in (first, second):
+            task.cancel()
+        await asyncio.gather(first, second, return_exceptions=True)
+        await _title_has(page, 3, "parked", present=False)
+        assert await page.evaluate("() => document.querySelector('[data-rank=\"3\"]').textContent") == "·"
+    await page.context.close()
+
+
+class _Encoder:
+    """A tiny encoder whose ``/health`` answers ``status``: a real aiohttp server on a free port."""
+
+    def __init__(self) -> None:
+        self.status = 200
+        self.url = ""
+        self._runner: web.AppRunner | None = None
+
+    async def health(self, request: web.Request) -> web.Response:
+        return web.Response(status=self.status, text="OK")
+
+    async def __aenter__(self) -> _Encoder:
+        app = web.Application()
+        app.router.add_get("/health", self.health)
+        self._runner = web.AppRunner(app)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        port = self._runner.addresses[0][1]
+        self.url = f"http://127.0.0.1:{port}"
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self._runner is not None
+        await self._runner.cleanup()
+
+
+async def _encoder_says(page: Page, url: str, state: str, text: str = "", *, timeout: float = SHOWN) -> None:
+    await page.wait_for_function(
+        """([url, state, text]) => [...document.querySelectorAll('#encoder-list li')].some(
+            li => li.textContent.includes(url) && li.dataset.state === state && li.textContent.includes(text))""",
+        arg=[url, state, text],
+        timeout=timeout,
+    )
+
+
+async def test_encoder_health_is_shown_and_follows_an_eviction(browser):
+    """An encoder answering /health is healthy; made to fail, it is failing (with its count), then evicted
+    (since when); answering again, healthy and listed again. Each state a symbol and words."""
+    async with (
+        _Encoder() as encoder,
+        BootstrapServer(
+            host="127.0.0.1", port=0, world_size=4, encoder_health_interval=1.5, encoder_health_timeout=0.5
+        ) as served,
+    ):
+        async with BootstrapClient(served.url) as client:
+            await client.register_encoder_url(encoder.url)
+        page, _ = await _open(browser, served.url + "/")
+        await _encoder_says(page, encoder.url, "healthy", "✓")
+        encoder.status = 500
+        await _encoder_says(page, encoder.url, "failing", "failed health check")
+        # Three failed probes, 1.5 s apart, from the first: the eviction comes up to 4.5 s after "failing".
+        await _encoder_says(page, encoder.url, "evicted", "evicted since", timeout=SHOWN + 4_500)
+        await _text_in(page, "#encoder-count", "0 encoder URLs listed, 1 evicted")
+        encoder.status = 200
+        await _encoder_says(page, encoder.url, "healthy")
         await page.context.close()

@@ -132,3 +132,27 @@ async def test_encoder_health_without_probing_says_listed(aiohttp_client: Any) -
     assert body["probing"] is False
     assert body["encoder_urls"] == [{"url": "http://10.0.0.9:8000", "state": "listed", "failures": 0}]
     assert (await (await client.get("/ns/bad name/encoder_url_health")).json())["detail"]
+
+
+async def test_a_revival_is_one_put_on_the_watch(aiohttp_client: Any, aiohttp_server: Any) -> None:
+    """An eviction is one delete and a revival one put on /watch: the evicted set's own changes are not
+    read as changes of the list (they were: a revival came as a put and then a delete)."""
+    encoder = Encoder()
+    encoder.status = 500
+    app = web.Application()
+    app.router.add_get("/health", encoder.health)
+    url = str((await aiohttp_server(app)).make_url("")).rstrip("/")
+    client = await aiohttp_client(create_app(ServerConfig(encoder_health_interval=0.05)))
+    await client.post("/register_encoder_url", json={"url": url})
+    registered = (await (await client.get("/list_encoder_urls")).json())["version"]
+    prober = client.app[ENCODER_HEALTH]
+    while (await (await client.get("/list_encoder_urls")).json())["encoder_urls"]:
+        await prober.after_rounds(1)
+    await prober.after_rounds(1)  # the eviction's two writes done
+    evicted = (await (await client.get("/watch?after=0")).json())["version"]
+    encoder.status = 200
+    while not (await (await client.get("/list_encoder_urls")).json())["encoder_urls"]:
+        await prober.after_rounds(1)
+    await prober.after_rounds(1)
+    changes = (await (await client.get(f"/watch?after={registered}")).json())["changes"]
+    assert [(each["op"], each["version"] > evicted) for each in changes] == [("delete", False), ("put", True)]
