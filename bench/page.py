@@ -1,6 +1,6 @@
 """The bring-up page in Chromium: first render, a registration shown, the memory it takes.
 
-    python -m bench.page [--ranks 4096] [--big 65536] [--samples 50]
+    python -m bench.page [--ranks 4096] [--big 65536] [--samples 50] [--pages 100] [--window 30]
 
 A ``BootstrapServer`` of world size ``--ranks`` with every rank but the last
 ``--samples`` registered; Debian's Chromium (``/usr/bin/chromium``, through
@@ -15,7 +15,17 @@ Playwright) opens the page:
 
 Then the same at ``--big`` ranks (every one registered but the samples), with
 the page's JavaScript heap (``performance.memory``) once it has settled.
-Takes ~1 min; prints a Markdown table for docs/benchmarks.md.
+Then **what open pages cost the server** (``--pages``, 0 to skip; ``--only-pages`` for this alone):
+a server process (``python -m aiobootstrap``, world size 64, 48 ranks registered,
+one encoder URL: its own, so healthy) holds, in turn, ``--pages`` pages open in
+one Chromium (a browser context each: one context's 6 connections to a host
+would be held by 6 pages' long-polls) and ``--pages`` parked watchers from a
+Python client (``GET /watch?after=V&wait=25`` in a loop, as a page's). Each on
+a fresh server, alternated ``--rounds`` times; once all are live, the server's
+CPU seconds over ``--window`` seconds and its RSS growth since before they
+came. Figures are medians, and the pages' as a ratio to the watchers'.
+
+Takes ~4 min; prints Markdown tables for docs/benchmarks.md.
 """
 
 from __future__ import annotations
@@ -26,8 +36,12 @@ import statistics
 import sys
 import time
 
+import aiohttp
+
 from aiobootstrap import BootstrapClient, BootstrapServer
 from tests.chromium import CHROMIUM, CHROMIUM_ARGS, missing
+
+from ._servers import SERVERS, RunningServer
 
 _ARGS = [*CHROMIUM_ARGS, "--enable-precise-memory-info"]
 _OBSERVE = """([lo, hi]) => {
@@ -101,11 +115,112 @@ async def _measure(browser, world: int, samples: int) -> dict[str, float]:  # ty
     }
 
 
+async def _open_server() -> RunningServer:
+    """A server process of world size 64: 48 ranks in, one encoder URL (its own /health: healthy)."""
+    server = await RunningServer.start(SERVERS["aiobootstrap"], "--world-size", "64")
+    await _fill(server.url, range(48))
+    async with BootstrapClient(server.url) as client:
+        await client.register_encoder_url(server.url)
+    return server
+
+
+async def _window(server: RunningServer, seconds: float, before_rss: int) -> dict[str, float]:
+    began = server.cpu_seconds()
+    await asyncio.sleep(seconds)
+    return {"cpu": server.cpu_seconds() - began, "rss": (server.rss() - before_rss) / 1024}
+
+
+async def _with_pages(browser, count: int, seconds: float) -> dict[str, float]:  # type: ignore[no-untyped-def]
+    server = await _open_server()
+    try:
+        before = server.rss()
+        contexts = [await browser.new_context() for _ in range(count)]
+        pages = [await context.new_page() for context in contexts]
+        await asyncio.gather(*(page.goto(server.url + "/") for page in pages))
+        live = "() => document.querySelector('#conn').textContent.startsWith('live')"
+        await asyncio.gather(*(page.wait_for_function(live, timeout=120_000) for page in pages))
+        figures = await _window(server, seconds, before)
+        for context in contexts:
+            await context.close()
+        return figures
+    finally:
+        await server.stop()
+
+
+class _Live:
+    """Set once ``count`` watchers have had their first answer (and so park from then on)."""
+
+    def __init__(self, count: int) -> None:
+        self.left = count
+        self.all = asyncio.Event()
+
+    def one(self) -> None:
+        self.left -= 1
+        if not self.left:
+            self.all.set()
+
+
+async def _watcher(http: aiohttp.ClientSession, url: str, live: _Live) -> None:
+    """What a page's watch does: a long-poll from the last version, for ever."""
+    version, first = 0, True
+    while True:
+        async with http.get(f"{url}/watch", params={"after": str(version), "wait": "25"}) as reply:
+            version = (await reply.json())["version"]
+        if first:
+            first = False
+            live.one()
+
+
+async def _with_watchers(count: int, seconds: float) -> dict[str, float]:
+    server = await _open_server()
+    try:
+        before = server.rss()
+        live = _Live(count)
+        connector = aiohttp.TCPConnector(limit=0)
+        async with aiohttp.ClientSession(connector=connector) as http:
+            watchers = [asyncio.create_task(_watcher(http, server.url, live)) for _ in range(count)]
+            await live.all.wait()
+            figures = await _window(server, seconds, before)
+            for task in watchers:
+                task.cancel()
+            await asyncio.gather(*watchers, return_exceptions=True)
+        return figures
+    finally:
+        await server.stop()
+
+
+async def _compare(browser, count: int, seconds: float, rounds: int) -> str:  # type: ignore[no-untyped-def]
+    pages: list[dict[str, float]] = []
+    watchers: list[dict[str, float]] = []
+    for _ in range(rounds):
+        watchers.append(await _with_watchers(count, seconds))
+        pages.append(await _with_pages(browser, count, seconds))
+        print(f"round: pages {pages[-1]}, watchers {watchers[-1]}", file=sys.stderr)
+
+    def median(runs: list[dict[str, float]], name: str) -> float:
+        return statistics.median(run[name] for run in runs)
+
+    lines = [
+        f"| {count} open pages vs {count} parked watchers ({seconds:g} s, median of {rounds}) | pages "
+        f"| watchers | ratio |",
+        "|---|---|---|---|",
+    ]
+    for name, label, unit in (("cpu", "server CPU", "s"), ("rss", "server RSS growth", "MB")):
+        page, watcher = median(pages, name), median(watchers, name)
+        ratio = f"{page / watcher:.2f}\u00d7" if watcher > 0 else "-"
+        lines.append(f"| {label} | {page:.2f} {unit} | {watcher:.2f} {unit} | {ratio} |")
+    return "\n".join(lines)
+
+
 async def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.page")
     parser.add_argument("--ranks", type=int, default=4096)
     parser.add_argument("--big", type=int, default=65536)
     parser.add_argument("--samples", type=int, default=50)
+    parser.add_argument("--pages", type=int, default=100, help="open pages against as many watchers; 0: skip")
+    parser.add_argument("--only-pages", action="store_true", help="only the open pages' cost")
+    parser.add_argument("--window", type=float, default=30.0, help="seconds each is measured")
+    parser.add_argument("--rounds", type=int, default=2)
     args = parser.parse_args(argv)
     if missing() is not None:
         print(f"bench.page: skipped: {missing()}", file=sys.stderr)
@@ -113,16 +228,25 @@ async def main(argv: list[str] | None = None) -> int:
     from playwright.async_api import async_playwright
 
     async with async_playwright() as playwright:
-        browser = await playwright.chromium.launch(executable_path=CHROMIUM, args=_ARGS)
-        rows = [(world, await _measure(browser, world, args.samples)) for world in (args.ranks, args.big)]
+        # Pages of many contexts share a few renderer processes, as tabs of one browser would.
+        browser = await playwright.chromium.launch(
+            executable_path=CHROMIUM, args=[*_ARGS, "--renderer-process-limit=8"]
+        )
+        worlds = () if args.only_pages else (args.ranks, args.big)
+        rows = [(world, await _measure(browser, world, args.samples)) for world in worlds]
+        compared = await _compare(browser, args.pages, args.window, args.rounds) if args.pages else ""
         await browser.close()
-    print("| ranks | first render | registration shown: p50 | worst | JS heap |")
-    print("|---|---|---|---|---|")
+    if rows:
+        print("| ranks | first render | registration shown: p50 | worst | JS heap |")
+        print("|---|---|---|---|---|")
     for world, figures in rows:
         print(
             f"| {world:,} | {figures['render']:.0f} ms | {figures['p50']:.0f} ms | {figures['max']:.0f} ms "
             f"| {figures['heap']:.0f} MB |"
         )
+    if compared:
+        print()
+        print(compared)
     return 0
 
 
