@@ -18,12 +18,16 @@ the page's JavaScript heap (``performance.memory``) once it has settled.
 Then **what open pages cost the server** (``--pages``, 0 to skip; ``--only-pages`` for this alone):
 a server process (``python -m aiobootstrap``, world size 64, 48 ranks registered,
 one encoder URL: its own, so healthy) holds, in turn, ``--pages`` pages open in
-one Chromium (a browser context each: one context's 6 connections to a host
-would be held by 6 pages' long-polls) and ``--pages`` parked watchers from a
-Python client (``GET /watch?after=V&wait=25`` in a loop, as a page's). Each on
-a fresh server, alternated ``--rounds`` times; once all are live, the server's
-CPU seconds over ``--window`` seconds and its RSS growth since before they
-came. Figures are medians, and the pages' as a ratio to the watchers'.
+one Chromium and ``--pages`` parked watchers from a Python client
+(``GET /watch?after=V&wait=25`` in a loop, as a page's). Each page has a host
+name of its own (``pN.page.test``, mapped to 127.0.0.1 by
+``--host-resolver-rules``): a browser keeps at most 6 connections to one host,
+so a 7th tab of one origin waits for one of them (see docs/operations.md), and
+100 pages of one host would not be 100 parked watchers. One site, so the pages
+share a few renderer processes. Each on a fresh server, alternated
+``--rounds`` times; once all are parked (``aiobootstrap_watchers`` says so), the
+server's CPU seconds over ``--window`` seconds and its RSS growth since before
+they came. Figures are medians, and the pages' as a ratio to the watchers'.
 
 Takes ~4 min; prints Markdown tables for docs/benchmarks.md.
 """
@@ -124,24 +128,38 @@ async def _open_server() -> RunningServer:
     return server
 
 
-async def _window(server: RunningServer, seconds: float, before_rss: int) -> dict[str, float]:
+async def _watchers_parked(url: str) -> float:
+    async with aiohttp.ClientSession() as http, http.get(url + "/metrics") as reply:
+        text = await reply.text()
+    return next(
+        float(line.split()[1]) for line in text.splitlines() if line.startswith("aiobootstrap_watchers ")
+    )
+
+
+async def _window(server: RunningServer, count: int, seconds: float, before_rss: int) -> dict[str, float]:
+    async with asyncio.timeout(120):
+        # A page's first watch answers at once, then parks; another process's count, read over HTTP.
+        while await _watchers_parked(server.url) < count:  # noqa: ASYNC110
+            await asyncio.sleep(0.5)
     began = server.cpu_seconds()
     await asyncio.sleep(seconds)
-    return {"cpu": server.cpu_seconds() - began, "rss": (server.rss() - before_rss) / 1024}
+    parked = await _watchers_parked(server.url)
+    return {"cpu": server.cpu_seconds() - began, "rss": (server.rss() - before_rss) / 1024, "parked": parked}
 
 
 async def _with_pages(browser, count: int, seconds: float) -> dict[str, float]:  # type: ignore[no-untyped-def]
     server = await _open_server()
     try:
         before = server.rss()
-        contexts = [await browser.new_context() for _ in range(count)]
-        pages = [await context.new_page() for context in contexts]
-        await asyncio.gather(*(page.goto(server.url + "/") for page in pages))
+        context = await browser.new_context()
+        pages = [await context.new_page() for _ in range(count)]
+        port = server.url.rsplit(":", 1)[1]
+        for index, page in enumerate(pages):  # one at a time: the machine is shared
+            await page.goto(f"http://p{index}.page.test:{port}/")
         live = "() => document.querySelector('#conn').textContent.startsWith('live')"
         await asyncio.gather(*(page.wait_for_function(live, timeout=120_000) for page in pages))
-        figures = await _window(server, seconds, before)
-        for context in contexts:
-            await context.close()
+        figures = await _window(server, count, seconds, before)
+        await context.close()
         return figures
     finally:
         await server.stop()
@@ -180,7 +198,7 @@ async def _with_watchers(count: int, seconds: float) -> dict[str, float]:
         async with aiohttp.ClientSession(connector=connector) as http:
             watchers = [asyncio.create_task(_watcher(http, server.url, live)) for _ in range(count)]
             await live.all.wait()
-            figures = await _window(server, seconds, before)
+            figures = await _window(server, count, seconds, before)
             for task in watchers:
                 task.cancel()
             await asyncio.gather(*watchers, return_exceptions=True)
@@ -204,6 +222,8 @@ async def _compare(browser, count: int, seconds: float, rounds: int) -> str:  # 
         f"| {count} open pages vs {count} parked watchers ({seconds:g} s, median of {rounds}) | pages "
         f"| watchers | ratio |",
         "|---|---|---|---|",
+        f"| watches parked at the end (all of them) | {median(pages, 'parked'):.0f} | "
+        f"{median(watchers, 'parked'):.0f} | |",
     ]
     for name, label, unit in (("cpu", "server CPU", "s"), ("rss", "server RSS growth", "MB")):
         page, watcher = median(pages, name), median(watchers, name)
@@ -228,9 +248,8 @@ async def main(argv: list[str] | None = None) -> int:
     from playwright.async_api import async_playwright
 
     async with async_playwright() as playwright:
-        # Pages of many contexts share a few renderer processes, as tabs of one browser would.
         browser = await playwright.chromium.launch(
-            executable_path=CHROMIUM, args=[*_ARGS, "--renderer-process-limit=8"]
+            executable_path=CHROMIUM, args=[*_ARGS, "--host-resolver-rules=MAP *.page.test 127.0.0.1"]
         )
         worlds = () if args.only_pages else (args.ranks, args.big)
         rows = [(world, await _measure(browser, world, args.samples)) for world in worlds]

@@ -294,18 +294,33 @@ async def test_65536_ranks_are_drawn_as_runs(browser):
             timeout=SHOWN,
         )
         assert await _count(page, "#groups section:first-child .run") == 3
+        async with BootstrapClient(served.url) as client:
+            waiter = asyncio.create_task(client.get(50000, timeout=60))
+            await page.wait_for_function(
+                "() => [...document.querySelectorAll('#groups .run')].some(r => "
+                "r.title === 'rank 50000: missing (1), 1 waiting on each')",
+                timeout=LOOKED,
+            )
+            assert await _count(page, "#groups section:first-child .run") == 5
+            waiter.cancel()
+            await asyncio.gather(waiter, return_exceptions=True)
         await page.context.close()
 
 
+LOOKED = SHOWN + 5_000
+"""Milliseconds a parked wait may take to show: the page looks at waits every 5 s (they are no watch change)."""
+
+
 async def _title_has(page: Page, rank: int, text: str, *, present: bool = True) -> None:
-    """Await the title of ``rank``'s cell (first group) to hold ``text`` (or, ``present=False``, not to)."""
+    """Await the title of ``rank``'s cell (first group) to hold ``text`` (or, ``present=False``, not to),
+    within :data:`LOOKED`."""
     await page.wait_for_function(
         """([rank, text, present]) => {
             const cell = document.querySelector(`#groups section [data-rank="${rank}"]`);
             return cell != null && cell.title.includes(text) === present;
         }""",
         arg=[rank, text, present],
-        timeout=SHOWN,
+        timeout=LOOKED,
     )
 
 
