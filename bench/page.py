@@ -147,11 +147,17 @@ async def _window(server: RunningServer, count: int, seconds: float, before_rss:
     return {"cpu": server.cpu_seconds() - began, "rss": (server.rss() - before_rss) / 1024, "parked": parked}
 
 
-async def _with_pages(browser, count: int, seconds: float) -> dict[str, float]:  # type: ignore[no-untyped-def]
+_HIDDEN = "Object.defineProperty(document, 'visibilityState', {get: () => 'hidden'});"
+"""A tab in the background, as the page sees it: it then looks at nothing but its watch."""
+
+
+async def _with_pages(browser, count: int, seconds: float, *, hidden: bool = False) -> dict[str, float]:  # type: ignore[no-untyped-def]
     server = await _open_server()
     try:
         before = server.rss()
         context = await browser.new_context()
+        if hidden:
+            await context.add_init_script(_HIDDEN)
         pages = [await context.new_page() for _ in range(count)]
         port = server.url.rsplit(":", 1)[1]
         for index, page in enumerate(pages):  # one at a time: the machine is shared
@@ -209,26 +215,33 @@ async def _with_watchers(count: int, seconds: float) -> dict[str, float]:
 
 async def _compare(browser, count: int, seconds: float, rounds: int) -> str:  # type: ignore[no-untyped-def]
     pages: list[dict[str, float]] = []
+    hidden: list[dict[str, float]] = []
     watchers: list[dict[str, float]] = []
     for _ in range(rounds):
         watchers.append(await _with_watchers(count, seconds))
         pages.append(await _with_pages(browser, count, seconds))
-        print(f"round: pages {pages[-1]}, watchers {watchers[-1]}", file=sys.stderr)
+        hidden.append(await _with_pages(browser, count, seconds, hidden=True))
+        print(f"round: pages {pages[-1]}, hidden {hidden[-1]}, watchers {watchers[-1]}", file=sys.stderr)
 
     def median(runs: list[dict[str, float]], name: str) -> float:
         return statistics.median(run[name] for run in runs)
 
+    def ratio(part: float, whole: float) -> str:
+        return f"{part / whole:.1f}\u00d7" if whole > 0 else "-"
+
     lines = [
-        f"| {count} open pages vs {count} parked watchers ({seconds:g} s, median of {rounds}) | pages "
-        f"| watchers | ratio |",
-        "|---|---|---|---|",
-        f"| watches parked at the end (all of them) | {median(pages, 'parked'):.0f} | "
-        f"{median(watchers, 'parked'):.0f} | |",
+        f"| {count} of each, {seconds:g} s, median of {rounds} | pages, visible | pages, hidden tabs "
+        "| parked watchers | visible / watchers | hidden / watchers |",
+        "|---|---|---|---|---|---|",
+        f"| watches parked at the end | {median(pages, 'parked'):.0f} | {median(hidden, 'parked'):.0f} "
+        f"| {median(watchers, 'parked'):.0f} | | |",
     ]
     for name, label, unit in (("cpu", "server CPU", "s"), ("rss", "server RSS growth", "MB")):
-        page, watcher = median(pages, name), median(watchers, name)
-        ratio = f"{page / watcher:.2f}\u00d7" if watcher > 0 else "-"
-        lines.append(f"| {label} | {page:.2f} {unit} | {watcher:.2f} {unit} | {ratio} |")
+        page, tab, watcher = median(pages, name), median(hidden, name), median(watchers, name)
+        lines.append(
+            f"| {label} | {page:.2f} {unit} | {tab:.2f} {unit} | {watcher:.2f} {unit} "
+            f"| {ratio(page, watcher)} | {ratio(tab, watcher)} |"
+        )
     return "\n".join(lines)
 
 
