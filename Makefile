@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed
 BENCH_INSTALLED := $(VENV)/.installed-bench
 
-.PHONY: help run test lint fmt bench soak clean
+.PHONY: help run test lint fmt bench soak screenshots clean
 
 help:
 	@echo "make run    serve on 127.0.0.1:6789 (ARGS='--port 0 --world-size 8' to change)"
@@ -17,6 +17,7 @@ help:
 	@echo "make soak   abuse figures: SIGKILL with --state-file, SIGTERM with parked waits, batch"
 	@echo "            memory, /health beside abuse (a few minutes; SOAK_ARGS=--quick for about one);"
 	@echo "            then the server under faults (FAULTS_ARGS='--before TREE' for a before column)"
+	@echo "make screenshots  retake docs/page.png and docs/page-4096.png in Chromium (tests/test_page.py)"
 	@echo "make clean  remove .venv and caches"
 
 $(BIN)/python:
@@ -63,6 +64,11 @@ bench: $(BENCH_INSTALLED)
 soak: $(INSTALLED)
 	$(BIN)/python -m bench.soak $(SOAK_ARGS)
 	$(BIN)/python -m bench.server_faults $(FAULTS_ARGS)
+
+# The docs' screenshots, taken by the browser tests that check what they show; a plain test run writes
+# its screenshots to tmp_path, so it leaves git clean.
+screenshots: $(INSTALLED)
+	AIOBOOTSTRAP_SCREENSHOTS=docs $(BIN)/python -m pytest -n 0 -q tests/test_page.py -k "screenshot or 4096"
 
 fmt: $(INSTALLED)
 	$(BIN)/ruff check --fix .

@@ -220,6 +220,9 @@ class History:
                     rank=key.rank,
                 )
             ]
+        if key.role != DEFAULT_ROLE:
+            # The evicted set (encoder_health), not the list: diffed as the list, a revival read as a delete.
+            return []
         namespace = key.namespace
         if change.record is None:
             # No value to diff: nobody behind this version can be told exactly what changed.

@@ -65,7 +65,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ._parking import Parking
+from ._parking import Parked, Parking
 from ._ranks import RankSet
 from .exceptions import ShuttingDown, StoreUnavailable
 from .store import Change, Key, Record, Store
@@ -145,6 +145,10 @@ class Registry:
     def parked_namespaces(self) -> list[str]:
         """The namespaces with parked waits."""
         return self._parking.namespaces()
+
+    def parked_by_rank(self, namespace: str, kind: str, role: str) -> list[tuple[RankSet, int]]:
+        """The waits parked on each rank of one kind and role (ranks with as many grouped; see ``_parking``)."""
+        return self._parking.by_rank(namespace, kind, role)
 
     @property
     def waiting_keys(self) -> int:
@@ -287,14 +291,14 @@ class Registry:
         with contextlib.suppress(StoreUnavailable):  # an unreachable store only delays the answer
             if (record := _fresh(await self.store.get(key), after)) is not None:
                 return record
-        self._park(key.namespace)
+        parked = self._park(key.namespace, key.kind, key.role, key.rank)
         try:
             async with asyncio.timeout(timeout):
                 return await self._arrival(key, after)
         except TimeoutError:
             pass
         finally:
-            self._unpark(key.namespace)
+            self._parking.unpark(parked)
         # The deadline: an answer only what the store can prove.
         return _fresh(await self.store.get(key), after)
 
@@ -311,7 +315,7 @@ class Registry:
         found = await self._read_set(namespace, kind, role, ranks, after, tolerate_outage=timeout > 0)
         missing = _missing(ranks, found)
         if missing and timeout > 0:
-            self._park(namespace)
+            parked = self._park(namespace, kind, role, missing)
             try:
                 async with asyncio.timeout(timeout):
                     # Waiting for each missing rank in turn ends when the last
@@ -322,12 +326,12 @@ class Registry:
                         found = await self._read_set(
                             namespace, kind, role, ranks, after, tolerate_outage=True
                         )
-                        missing = _missing(ranks, found)
+                        missing = parked.ranks = _missing(ranks, found)
             except TimeoutError:
                 found = await self._read_set(namespace, kind, role, ranks, after, tolerate_outage=False)
                 missing = _missing(ranks, found)
             finally:
-                self._unpark(namespace)
+                self._parking.unpark(parked)
         return [found[rank] for rank in sorted(found)], missing
 
     async def _sweep(
@@ -360,14 +364,11 @@ class Registry:
             raise
         return {record.rank: record for record in records if record.version > after}
 
-    def _park(self, namespace: str) -> None:
+    def _park(self, namespace: str, kind: str, role: str, ranks: int | RankSet) -> Parked:
         """Count a parked wait, or refuse it (closed, or the limit is reached)."""
         if self._closed:
             raise ShuttingDown()
-        self._parking.park(namespace)
-
-    def _unpark(self, namespace: str) -> None:
-        self._parking.unpark(namespace)
+        return self._parking.park(namespace, kind, role, ranks)
 
     async def _arrival(self, key: Key, after: int) -> Record:
         """Wait, with no time limit, until ``key`` has a record newer than ``after``."""

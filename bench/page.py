@@ -1,6 +1,6 @@
 """The bring-up page in Chromium: first render, a registration shown, the memory it takes.
 
-    python -m bench.page [--ranks 4096] [--big 65536] [--samples 50]
+    python -m bench.page [--ranks 4096] [--big 65536] [--samples 50] [--pages 100] [--window 30]
 
 A ``BootstrapServer`` of world size ``--ranks`` with every rank but the last
 ``--samples`` registered; Debian's Chromium (``/usr/bin/chromium``, through
@@ -15,7 +15,21 @@ Playwright) opens the page:
 
 Then the same at ``--big`` ranks (every one registered but the samples), with
 the page's JavaScript heap (``performance.memory``) once it has settled.
-Takes ~1 min; prints a Markdown table for docs/benchmarks.md.
+Then **what open pages cost the server** (``--pages``, 0 to skip; ``--only-pages`` for this alone):
+a server process (``python -m aiobootstrap``, world size 64, 48 ranks registered,
+one encoder URL: its own, so healthy) holds, in turn, ``--pages`` pages open in
+one Chromium and ``--pages`` parked watchers from a Python client
+(``GET /watch?after=V&wait=25`` in a loop, as a page's). Each page has a host
+name of its own (``pN.page.test``, mapped to 127.0.0.1 by
+``--host-resolver-rules``): a browser keeps at most 6 connections to one host,
+so a 7th tab of one origin waits for one of them (see docs/operations.md), and
+100 pages of one host would not be 100 parked watchers. One site, so the pages
+share a few renderer processes. Each on a fresh server, alternated
+``--rounds`` times; once all are parked (``aiobootstrap_watchers`` says so), the
+server's CPU seconds over ``--window`` seconds and its RSS growth since before
+they came. Figures are medians, and the pages' as a ratio to the watchers'.
+
+Takes ~4 min; prints Markdown tables for docs/benchmarks.md.
 """
 
 from __future__ import annotations
@@ -26,8 +40,12 @@ import statistics
 import sys
 import time
 
+import aiohttp
+
 from aiobootstrap import BootstrapClient, BootstrapServer
 from tests.chromium import CHROMIUM, CHROMIUM_ARGS, missing
+
+from ._servers import SERVERS, RunningServer
 
 _ARGS = [*CHROMIUM_ARGS, "--enable-precise-memory-info"]
 _OBSERVE = """([lo, hi]) => {
@@ -101,11 +119,141 @@ async def _measure(browser, world: int, samples: int) -> dict[str, float]:  # ty
     }
 
 
+async def _open_server() -> RunningServer:
+    """A server process of world size 64: 48 ranks in, one encoder URL (its own /health: healthy)."""
+    server = await RunningServer.start(SERVERS["aiobootstrap"], "--world-size", "64")
+    await _fill(server.url, range(48))
+    async with BootstrapClient(server.url) as client:
+        await client.register_encoder_url(server.url)
+    return server
+
+
+async def _watchers_parked(url: str) -> float:
+    async with aiohttp.ClientSession() as http, http.get(url + "/metrics") as reply:
+        text = await reply.text()
+    return next(
+        float(line.split()[1]) for line in text.splitlines() if line.startswith("aiobootstrap_watchers ")
+    )
+
+
+async def _window(server: RunningServer, count: int, seconds: float, before_rss: int) -> dict[str, float]:
+    async with asyncio.timeout(120):
+        # A page's first watch answers at once, then parks; another process's count, read over HTTP.
+        while await _watchers_parked(server.url) < count:  # noqa: ASYNC110
+            await asyncio.sleep(0.5)
+    began = server.cpu_seconds()
+    await asyncio.sleep(seconds)
+    parked = await _watchers_parked(server.url)
+    return {"cpu": server.cpu_seconds() - began, "rss": (server.rss() - before_rss) / 1024, "parked": parked}
+
+
+_HIDDEN = "Object.defineProperty(document, 'visibilityState', {get: () => 'hidden'});"
+"""A tab in the background, as the page sees it: it then looks at nothing but its watch."""
+
+
+async def _with_pages(browser, count: int, seconds: float, *, hidden: bool = False) -> dict[str, float]:  # type: ignore[no-untyped-def]
+    server = await _open_server()
+    try:
+        before = server.rss()
+        context = await browser.new_context()
+        if hidden:
+            await context.add_init_script(_HIDDEN)
+        pages = [await context.new_page() for _ in range(count)]
+        port = server.url.rsplit(":", 1)[1]
+        for index, page in enumerate(pages):  # one at a time: the machine is shared
+            await page.goto(f"http://p{index}.page.test:{port}/")
+        live = "() => document.querySelector('#conn').textContent.startsWith('live')"
+        await asyncio.gather(*(page.wait_for_function(live, timeout=120_000) for page in pages))
+        figures = await _window(server, count, seconds, before)
+        await context.close()
+        return figures
+    finally:
+        await server.stop()
+
+
+class _Live:
+    """Set once ``count`` watchers have had their first answer (and so park from then on)."""
+
+    def __init__(self, count: int) -> None:
+        self.left = count
+        self.all = asyncio.Event()
+
+    def one(self) -> None:
+        self.left -= 1
+        if not self.left:
+            self.all.set()
+
+
+async def _watcher(http: aiohttp.ClientSession, url: str, live: _Live) -> None:
+    """What a page's watch does: a long-poll from the last version, for ever."""
+    version, first = 0, True
+    while True:
+        async with http.get(f"{url}/watch", params={"after": str(version), "wait": "25"}) as reply:
+            version = (await reply.json())["version"]
+        if first:
+            first = False
+            live.one()
+
+
+async def _with_watchers(count: int, seconds: float) -> dict[str, float]:
+    server = await _open_server()
+    try:
+        before = server.rss()
+        live = _Live(count)
+        connector = aiohttp.TCPConnector(limit=0)
+        async with aiohttp.ClientSession(connector=connector) as http:
+            watchers = [asyncio.create_task(_watcher(http, server.url, live)) for _ in range(count)]
+            await live.all.wait()
+            figures = await _window(server, count, seconds, before)
+            for task in watchers:
+                task.cancel()
+            await asyncio.gather(*watchers, return_exceptions=True)
+        return figures
+    finally:
+        await server.stop()
+
+
+async def _compare(browser, count: int, seconds: float, rounds: int) -> str:  # type: ignore[no-untyped-def]
+    pages: list[dict[str, float]] = []
+    hidden: list[dict[str, float]] = []
+    watchers: list[dict[str, float]] = []
+    for _ in range(rounds):
+        watchers.append(await _with_watchers(count, seconds))
+        pages.append(await _with_pages(browser, count, seconds))
+        hidden.append(await _with_pages(browser, count, seconds, hidden=True))
+        print(f"round: pages {pages[-1]}, hidden {hidden[-1]}, watchers {watchers[-1]}", file=sys.stderr)
+
+    def median(runs: list[dict[str, float]], name: str) -> float:
+        return statistics.median(run[name] for run in runs)
+
+    def ratio(part: float, whole: float) -> str:
+        return f"{part / whole:.1f}\u00d7" if whole > 0 else "-"
+
+    lines = [
+        f"| {count} of each, {seconds:g} s, median of {rounds} | pages, visible | pages, hidden tabs "
+        "| parked watchers | visible / watchers | hidden / watchers |",
+        "|---|---|---|---|---|---|",
+        f"| watches parked at the end | {median(pages, 'parked'):.0f} | {median(hidden, 'parked'):.0f} "
+        f"| {median(watchers, 'parked'):.0f} | | |",
+    ]
+    for name, label, unit in (("cpu", "server CPU", "s"), ("rss", "server RSS growth", "MB")):
+        page, tab, watcher = median(pages, name), median(hidden, name), median(watchers, name)
+        lines.append(
+            f"| {label} | {page:.2f} {unit} | {tab:.2f} {unit} | {watcher:.2f} {unit} "
+            f"| {ratio(page, watcher)} | {ratio(tab, watcher)} |"
+        )
+    return "\n".join(lines)
+
+
 async def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.page")
     parser.add_argument("--ranks", type=int, default=4096)
     parser.add_argument("--big", type=int, default=65536)
     parser.add_argument("--samples", type=int, default=50)
+    parser.add_argument("--pages", type=int, default=100, help="open pages against as many watchers; 0: skip")
+    parser.add_argument("--only-pages", action="store_true", help="only the open pages' cost")
+    parser.add_argument("--window", type=float, default=30.0, help="seconds each is measured")
+    parser.add_argument("--rounds", type=int, default=2)
     args = parser.parse_args(argv)
     if missing() is not None:
         print(f"bench.page: skipped: {missing()}", file=sys.stderr)
@@ -113,16 +261,24 @@ async def main(argv: list[str] | None = None) -> int:
     from playwright.async_api import async_playwright
 
     async with async_playwright() as playwright:
-        browser = await playwright.chromium.launch(executable_path=CHROMIUM, args=_ARGS)
-        rows = [(world, await _measure(browser, world, args.samples)) for world in (args.ranks, args.big)]
+        browser = await playwright.chromium.launch(
+            executable_path=CHROMIUM, args=[*_ARGS, "--host-resolver-rules=MAP *.page.test 127.0.0.1"]
+        )
+        worlds = () if args.only_pages else (args.ranks, args.big)
+        rows = [(world, await _measure(browser, world, args.samples)) for world in worlds]
+        compared = await _compare(browser, args.pages, args.window, args.rounds) if args.pages else ""
         await browser.close()
-    print("| ranks | first render | registration shown: p50 | worst | JS heap |")
-    print("|---|---|---|---|---|")
+    if rows:
+        print("| ranks | first render | registration shown: p50 | worst | JS heap |")
+        print("|---|---|---|---|---|")
     for world, figures in rows:
         print(
             f"| {world:,} | {figures['render']:.0f} ms | {figures['p50']:.0f} ms | {figures['max']:.0f} ms "
             f"| {figures['heap']:.0f} MB |"
         )
+    if compared:
+        print()
+        print(compared)
     return 0
 
 

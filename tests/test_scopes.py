@@ -91,6 +91,7 @@ ROUTES: list[tuple[str, str, dict[str, Any] | None, Access]] = [
     ("POST", f"{_NS}/register_encoder_url", _URL, Access.WRITE),
     ("DELETE", f"{_NS}/unregister_encoder_url", {"url": "http://encoder-0:8000"}, Access.WRITE),
     ("GET", f"{_NS}/list_encoder_urls", None, Access.READ),
+    ("GET", f"{_NS}/encoder_url_health", None, Access.READ),
     ("GET", f"{_NS}/watch?after=0", None, Access.READ),
     # The page (SPEC section 11): a read; a client that does not ask for HTML gets the JSON refusals.
     ("GET", f"{_NS}/", None, Access.READ),

@@ -239,6 +239,22 @@ def test_status_prints_a_table_and_the_missing_ranks(url: str, namespace: str, w
     assert tool("status", "--url", url, "--namespace", namespace, "--world-size", "6").returncode == 0
 
 
+def test_status_names_who_waits_for_a_missing_rank(url: str, namespace: str, weights: Path) -> None:
+    """A get parked on missing rank 2: status says so beside the missing ranks."""
+    register(url, namespace, 0, weights)
+    getter = subprocess.Popen(
+        command("get", "--url", url, "--namespace", namespace, "--rank", "2", "--wait", str(GUARD)),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        until_parked(url, namespace)
+        result = tool("status", "--url", url, "--namespace", namespace, "--world-size", "4")
+        assert "  missing: 1-3 (1 waiting on 2)" in result.stdout.splitlines(), result.stdout
+    finally:
+        register(url, namespace, 2, weights)
+        getter.communicate(timeout=GUARD)
+
+
 def test_status_warns_when_its_world_size_is_not_the_servers(weights: Path) -> None:
     """--world-size that disagrees with the server's: one warning line, and the exit status by the asked one."""
     server = ThreadedBootstrapServer("127.0.0.1", 0, world_size=2)

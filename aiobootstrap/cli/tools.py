@@ -248,7 +248,10 @@ def _ranks_section(listing: RankListing, asked_world_size: int | None) -> tuple[
             lines.append("  " + "  ".join([*padded, age]))
     missing = _missing(listing, world_size)
     if missing is not None:
-        lines.append(f"  missing: {missing or 'none'}")
+        # Who waits for which missing rank, as ranges: "(2 waiting on 3; 1 waiting on 0-2,7)".
+        waited = [(ranks.without(ranks.without(missing)), waits) for ranks, waits in listing.waiters_by_rank]
+        shown = "; ".join(f"{waits} waiting on {ranks}" for ranks, waits in waited if ranks)
+        lines.append(f"  missing: {missing or 'none'}" + (f" ({shown})" if shown else ""))
     return lines, missing
 
 

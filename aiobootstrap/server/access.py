@@ -70,6 +70,7 @@ def route_access() -> dict[tuple[str, str], Access]:
         ("POST", protocol.ENCODER_REGISTER_PATH): write,
         ("DELETE", protocol.ENCODER_UNREGISTER_PATH): write,
         ("GET", protocol.ENCODER_LIST_PATH): read,
+        ("GET", protocol.ENCODER_HEALTH_PATH): read,
         ("GET", protocol.WATCH_PATH): read,
         ("GET", protocol.PAGE_PATH): read,  # the page holds no records, but reads them with the token
         # A lease is a namespace's: granting, keeping and revoking one change its records' lives.

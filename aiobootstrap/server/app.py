@@ -38,7 +38,12 @@ from .bringup_metrics import BringUpCollector, kind_figures
 from .config import ServerConfig
 from .encoder_health import encoder_health_context
 from .errors import STORE_REFUSALS, error_middleware, store_refusals
-from .handlers.encoder_urls import list_encoder_urls, register_encoder_url, unregister_encoder_url
+from .handlers.encoder_urls import (
+    encoder_url_health,
+    list_encoder_urls,
+    register_encoder_url,
+    unregister_encoder_url,
+)
 from .handlers.leases import lease_routes
 from .handlers.page import page
 from .handlers.per_kind import kind_routes
@@ -135,6 +140,7 @@ def _routes(expect: ExpectHandler | None = None) -> list[web.RouteDef]:
         web.post(ENCODER_REGISTER_PATH, register_encoder_url, expect_handler=expect),
         web.delete(ENCODER_UNREGISTER_PATH, unregister_encoder_url, expect_handler=expect),
         web.get(ENCODER_LIST_PATH, list_encoder_urls, expect_handler=expect),
+        web.get(protocol.ENCODER_HEALTH_PATH, encoder_url_health, expect_handler=expect),
         web.get(protocol.WATCH_PATH, watch, expect_handler=expect),
         *lease_routes(expect),
         web.get(protocol.PAGE_PATH, page, expect_handler=expect),  # /ns/{namespace}/ in a namespace

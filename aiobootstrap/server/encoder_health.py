@@ -155,6 +155,13 @@ class EncoderHealth:
                 await self._evicted(namespace, url, ok)
         return {(namespace, url) for url in urls}
 
+    def state_of(self, namespace: str, url: str) -> tuple[int, float | None]:
+        """What this replica's probes found of ``url``: its consecutive failures, and the seconds since it
+        was evicted (``None`` when this replica has not seen it evicted: listed, or until its next round)."""
+        at = (namespace, url)
+        since = self._evicted_at.get(at)
+        return self._failures.get(at, 0), None if since is None else time.monotonic() - since
+
     async def after_rounds(self, count: int = 1) -> None:
         """Return once ``count`` more rounds are complete (tests await this instead of sleeping)."""
         target = self.rounds + count

@@ -11,6 +11,7 @@ from typing import Any
 
 from .._json import dumps
 from .._names import DEFAULT_ROLE, TRANSFER_ENGINE_INFO
+from .._ranks import RankSet
 from ..store import Record
 from ..wire import is_classic, missing_fields, missing_in_world
 
@@ -50,12 +51,15 @@ def encode_listing(
     role: str = DEFAULT_ROLE,
     summary: Callable[[Record], dict[str, Any]] = engine_summary,
     leases: Sequence[tuple[str, float] | None] | None = None,
+    waiters_by_rank: Sequence[tuple[RankSet, int]] = (),
 ) -> bytes:
     """The reply to ``GET /ranks``: one kind and role's registered ranks (without values), and who is missing.
 
     ``summary`` is what an item shows of its record besides rank, version and
     times (for transfer-engine info: ``session_id``, and ``backend`` when tagged). ``leases``, one
     per record, adds ``lease`` and ``lease_remaining`` (seconds) to each record on a lease.
+    ``waiters_by_rank`` (ranks with as many waits parked, grouped) becomes an object of rank
+    specs to counts: ranges, so a batch wait on 65,536 ranks is one entry.
     """
     missing = None if world_size is None else missing_in_world(world_size, (r.rank for r in records))
     listing = {
@@ -65,6 +69,7 @@ def encode_listing(
         "world_size": world_size,
         "count": len(records),
         "waiters": waiters,
+        "waiters_by_rank": {str(ranks): waits for ranks, waits in waiters_by_rank},
         "ranks": [
             {
                 "rank": record.rank,

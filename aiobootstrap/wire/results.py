@@ -152,6 +152,13 @@ class RankListing:
     missing_ranks: RankSet | None = None
     """Every rank of ``[0, world_size)`` not registered, as ranges (exact however many);
     ``None`` without a world size."""
+    waiters_by_rank: tuple[tuple[RankSet, int], ...] = ()
+    """The waits parked on ranks of this kind and role: each set of ranks with the count of waits on
+    each of its ranks, only ranks with waits (empty from a server that does not count them)."""
+
+    def waiting_on(self, rank: int) -> int:
+        """How many waits are parked on ``rank`` of this kind and role."""
+        return next((waits for ranks, waits in self.waiters_by_rank if rank in ranks), 0)
 
 
 def missing_in_world(world_size: int, registered: Iterable[int]) -> RankSet:
@@ -180,7 +187,19 @@ def decode_listing(payload: bytes) -> RankListing:
             kind=text(reply.get("kind", TRANSFER_ENGINE_INFO), "kind"),
             role=text(reply.get("role", DEFAULT_ROLE), "role"),
             missing_ranks=_listed_missing(reply.get("missing_ranks"), missing),
+            waiters_by_rank=_waiters_by_rank(reply.get("waiters_by_rank", {})),
         )
+
+
+def _waiters_by_rank(spec: object) -> tuple[tuple[RankSet, int], ...]:
+    """A listing's ``waiters_by_rank``: rank specs to counts."""
+    try:
+        return tuple(
+            (RankSet.parse(text(ranks, "waiters_by_rank"), name="waiters_by_rank"), count(waits, "waiters"))
+            for ranks, waits in json_object(spec, "waiters_by_rank").items()
+        )
+    except ValueError as exc:
+        raise Wrong(str(exc)) from None
 
 
 def _listed_missing(spec: object, missing: list[int] | None) -> RankSet | None:

@@ -7,10 +7,12 @@ import time
 from aiohttp import web
 
 from ... import wire as protocol
+from ..._json import dumps
 from ..._names import ENCODER_URLS
+from ...store import members_of
 from ..appkeys import CONFIG, REGISTRY
 from ..body import read_body
-from ..encoder_health import add_url, remove_url
+from ..encoder_health import ENCODER_HEALTH, FAILURES_TO_EVICT, add_url, evicted_key, remove_url
 from ..kinds import encoder_list_key
 from ..metrics import METRICS, counts_gets
 from ..replies import REPLY_WIRE
@@ -18,7 +20,7 @@ from .common import after_of, json_reply, namespace_of, wait_seconds
 from .leases import lease_of_body
 from .log_lines import log_encoder_url
 
-__all__ = ["list_encoder_urls", "register_encoder_url", "unregister_encoder_url"]
+__all__ = ["encoder_url_health", "list_encoder_urls", "register_encoder_url", "unregister_encoder_url"]
 
 
 async def _encoder_url(request: web.Request) -> str | None:
@@ -76,3 +78,34 @@ async def list_encoder_urls(request: web.Request) -> web.StreamResponse:
     if record is None:
         return await json_reply(request, protocol.encode_encoder_urls([], 0), version=0)
     return await json_reply(request, request.app[REPLY_WIRE].body(record), version=record.version)
+
+
+async def encoder_url_health(request: web.Request) -> web.Response:
+    """``GET /encoder_url_health``: each listed and evicted URL with what this replica's probes found."""
+    namespace = namespace_of(request)
+    listed, evicted = await request.app[REGISTRY].store.get_many(
+        [encoder_list_key(namespace), evicted_key(namespace)]
+    )
+    prober = request.app.get(ENCODER_HEALTH)
+    urls: list[dict[str, object]] = []
+    for url in members_of(None if listed is None else listed.value):
+        failures = 0 if prober is None else prober.state_of(namespace, url)[0]
+        state = "listed" if prober is None else "failing" if failures else "healthy"
+        urls.append({"url": url, "state": state, "failures": failures})
+    shown = {each["url"] for each in urls}
+    for url in members_of(None if evicted is None else evicted.value):
+        if url in shown:
+            continue  # between the two writes of an eviction or a revival: listed, as the prober treats it
+        since = None if prober is None else prober.state_of(namespace, url)[1]
+        urls.append(
+            {"url": url, "state": "evicted", "evicted_for": None if since is None else round(since, 3)}
+        )
+    config = request.app[CONFIG]
+    body = {
+        "version": 0 if listed is None else listed.version,
+        "probing": prober is not None,
+        "interval": config.encoder_health_interval,
+        "failures_to_evict": FAILURES_TO_EVICT,
+        "encoder_urls": urls,
+    }
+    return web.Response(body=dumps(body), content_type=protocol.JSON_TYPE)

@@ -3,7 +3,7 @@
 The page is one file shipped in the package (``server/page/index.html``): its
 script and style are inline, so nothing is fetched but the page itself and
 the API routes it reads (``/namespaces``, ``/ranks``, ``/list_encoder_urls``,
-``/watch``), all on this server. The ``Content-Security-Policy`` allows
+``/encoder_url_health``, ``/watch``), all on this server. The ``Content-Security-Policy`` allows
 exactly that: the inline script and style by their digests, requests to
 ``'self'`` only, no frames, no forms sent anywhere.
 

@@ -284,6 +284,18 @@ PATHS: dict[str, dict[str, Any]] = {
             },
         }
     },
+    protocol.ENCODER_HEALTH_PATH: {
+        "get": {
+            "operationId": "encoderUrlHealth",
+            "summary": "Each listed and evicted encoder URL with what this replica's health probes found "
+            "(healthy, failing with its failures, evicted and for how long).",
+            "responses": {
+                "200": json_reply("The URLs and their health.", "EncoderUrlHealth"),
+                "400": _BAD_REQUEST,
+                "503": _UNAVAILABLE,
+            },
+        }
+    },
     protocol.METRICS_PATH: {
         "get": {
             "operationId": "metrics",

@@ -122,6 +122,33 @@ SCHEMAS: dict[str, Any] = {
             },
         },
     },
+    "EncoderUrlHealth": {
+        "type": "object",
+        "required": ["version", "probing", "interval", "failures_to_evict", "encoder_urls"],
+        "properties": {
+            "version": {"type": "integer", "minimum": 0, "description": "The list's version."},
+            "probing": {"type": "boolean", "description": "False with --encoder-health-interval 0."},
+            "interval": {"type": "number", "description": "Seconds between rounds of probes."},
+            "failures_to_evict": {"type": "integer", "description": "Consecutive failures that evict."},
+            "encoder_urls": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "required": ["url", "state"],
+                    "properties": {
+                        "url": {"type": "string"},
+                        "state": {"enum": ["healthy", "failing", "evicted", "listed"]},
+                        "failures": {"type": "integer", "minimum": 0},
+                        "evicted_for": {
+                            "type": ["number", "null"],
+                            "description": "Seconds since this replica evicted it (null: not seen yet).",
+                        },
+                    },
+                },
+                "description": "The listed URLs in order of first registration, then the evicted ones.",
+            },
+        },
+    },
     "Namespaces": {
         "type": "object",
         "required": ["namespaces"],
@@ -182,6 +209,14 @@ SCHEMAS: dict[str, Any] = {
                 "description": (
                     "Every rank of [0, world_size) not registered, as a rank set such as 0-3,8 "
                     "(empty when none is missing); null without a world size."
+                ),
+            },
+            "waiters_by_rank": {
+                "type": "object",
+                "additionalProperties": {"type": "integer", "minimum": 1},
+                "description": (
+                    "The waits parked on ranks of this kind and role: each key a rank set such as 0-3,8, "
+                    "its value the waits parked on each of its ranks; only ranks with waits."
                 ),
             },
             "missing_truncated": {

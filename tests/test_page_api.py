@@ -1,0 +1,158 @@
+"""What the page reads besides the listings it always had: waiters per rank in ``/ranks`` (and the client's
+``RankListing``), and ``GET /encoder_url_health``. The real app through ``aiohttp_client``, no browser."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from typing import Any
+
+from aiohttp import web
+
+from aiobootstrap import ServerConfig, create_app
+from aiobootstrap._parking import Parking
+from aiobootstrap._ranks import RankSet
+from aiobootstrap.server.appkeys import REGISTRY
+from aiobootstrap.server.encoder_health import ENCODER_HEALTH
+from aiobootstrap.wire import decode_listing
+
+from .conftest import until
+from .redis_server import free_port
+
+GET = "/get_transfer_engine_info"
+
+
+async def _listing(client: Any, query: str = "") -> dict[str, Any]:
+    reply = await client.get("/ranks" + query)
+    assert reply.status == 200
+    return dict(await reply.json())
+
+
+async def test_ranks_counts_the_waits_parked_on_each_rank(aiohttp_client: Any) -> None:
+    """Two gets on rank 3, one on rank 5 and a batch on 0-7 (4 and 6 there): each rank with its count, in
+    ranges; the client reads the same; a wait that leaves is uncounted."""
+    client = await aiohttp_client(
+        create_app(ServerConfig(world_size=8)), server_kwargs={"handler_cancellation": True}
+    )
+    registry = client.app[REGISTRY]
+    for rank in (4, 6):
+        body = {"rank": rank, "transfer_engine_info": {"session_id": f"s{rank}", "weights_info_dict": {}}}
+        assert (await client.put("/register_transfer_engine_info", json=body)).status == 200
+    gets = [asyncio.create_task(client.get(f"{GET}?rank={rank}&wait=30")) for rank in (3, 3, 5)]
+    batch = asyncio.create_task(client.get(f"{GET}_batch?ranks=0-7&wait=30"))
+    draft = asyncio.create_task(client.get(f"{GET}?rank=3&role=draft&wait=30"))
+    await until(lambda: registry.parked == 5)
+    listing = await _listing(client)
+    assert listing["waiters"] == 5  # the namespace's, as before
+    assert listing["waiters_by_rank"] == {"0-2,7": 1, "3": 3, "5": 2}
+    decoded = decode_listing(await (await client.get("/ranks")).read())
+    assert [decoded.waiting_on(rank) for rank in range(8)] == [1, 1, 1, 3, 0, 2, 0, 1]
+    assert (await _listing(client, "?role=draft"))["waiters_by_rank"] == {"3": 1}
+    gets[2].cancel()
+    await asyncio.gather(gets[2], return_exceptions=True)
+    await until(lambda: registry.parked == 4)
+    assert (await _listing(client))["waiters_by_rank"] == {"0-2,5,7": 1, "3": 3}
+    for task in [*gets[:2], batch, draft]:
+        task.cancel()
+    await asyncio.gather(*gets, batch, draft, return_exceptions=True)
+    await until(lambda: registry.parked == 0)
+    assert (await _listing(client))["waiters_by_rank"] == {}
+
+
+def test_an_old_servers_listing_has_no_waiters_by_rank() -> None:
+    """A listing without the field (an older server) decodes, with no waits on any rank."""
+    old = b'{"version": 1, "world_size": 2, "ranks": [], "missing": [0, 1], "waiters": 0}'
+    listing = decode_listing(old)
+    assert listing.waiters_by_rank == ()
+    assert listing.waiting_on(0) == 0
+
+
+async def test_a_batch_wait_on_65536_ranks_is_one_entry() -> None:
+    """Parking a wait on a set costs no write per rank: the set is kept whole, and read back as one range."""
+    parking = Parking(None)
+    parked = parking.park("default", "transfer_engine_info", "target", RankSet.below(65536))
+    parking.park("default", "transfer_engine_info", "target", 70000)
+    # Ranks with as many waits are one set: one entry, whatever their number.
+    assert parking.by_rank("default", "transfer_engine_info", "target") == [
+        (RankSet.parse("0-65535,70000"), 1)
+    ]
+    parked.ranks = RankSet([(10, 20)])  # a batch's set narrows as ranks arrive
+    assert parking.by_rank("default", "transfer_engine_info", "target") == [(RankSet.parse("10-20,70000"), 1)]
+    parking.unpark(parked)
+    assert parking.count == 1
+
+
+class Encoder:
+    """A tiny encoder whose ``/health`` answers ``status``."""
+
+    def __init__(self) -> None:
+        self.status = 200
+
+    async def health(self, request: web.Request) -> web.Response:
+        return web.Response(status=self.status, text="OK")
+
+
+async def test_encoder_health_says_healthy_failing_and_evicted(
+    aiohttp_client: Any, aiohttp_server: Any
+) -> None:
+    """A live encoder healthy, one that fails counted in failures, a dead one evicted with its age; the
+    engines' /list_encoder_urls reply is unchanged (no health in it)."""
+    encoder = Encoder()
+    app = web.Application()
+    app.router.add_get("/health", encoder.health)
+    live = str((await aiohttp_server(app)).make_url("")).rstrip("/")
+    dead = f"http://127.0.0.1:{free_port()}"
+    config = ServerConfig(encoder_health_interval=0.05, encoder_health_timeout=0.5)
+    client = await aiohttp_client(create_app(config))
+    for url in (live, dead):
+        assert (await client.post("/register_encoder_url", json={"url": url})).status == 200
+    prober = client.app[ENCODER_HEALTH]
+    await prober.after_rounds(4)  # three failures evict
+    body = await (await client.get("/encoder_url_health")).json()
+    assert body["probing"] is True
+    assert body["failures_to_evict"] == 3
+    states = {each["url"]: each for each in body["encoder_urls"]}
+    assert states[live] == {"url": live, "state": "healthy", "failures": 0}
+    assert states[dead]["state"] == "evicted"
+    assert states[dead]["evicted_for"] >= 0
+    encoder.status = 500
+    await prober.after_rounds(1)
+    body = await (await client.get("/encoder_url_health")).json()
+    failing = next(each for each in body["encoder_urls"] if each["url"] == live)
+    assert failing["state"] == "failing"
+    assert 1 <= failing["failures"] < 3
+    assert set(await (await client.get("/list_encoder_urls")).json()) == {"encoder_urls", "version"}
+
+
+async def test_encoder_health_without_probing_says_listed(aiohttp_client: Any) -> None:
+    """With --encoder-health-interval 0 the URLs are listed, unprobed; in a namespace as in the default."""
+    client = await aiohttp_client(create_app(dataclasses.replace(ServerConfig(), encoder_health_interval=0)))
+    await client.post("/ns/team-a/register_encoder_url", json={"url": "http://10.0.0.9:8000"})
+    body = await (await client.get("/ns/team-a/encoder_url_health")).json()
+    assert body["probing"] is False
+    assert body["encoder_urls"] == [{"url": "http://10.0.0.9:8000", "state": "listed", "failures": 0}]
+    assert (await (await client.get("/ns/bad name/encoder_url_health")).json())["detail"]
+
+
+async def test_a_revival_is_one_put_on_the_watch(aiohttp_client: Any, aiohttp_server: Any) -> None:
+    """An eviction is one delete and a revival one put on /watch: the evicted set's own changes are not
+    read as changes of the list (they were: a revival came as a put and then a delete)."""
+    encoder = Encoder()
+    encoder.status = 500
+    app = web.Application()
+    app.router.add_get("/health", encoder.health)
+    url = str((await aiohttp_server(app)).make_url("")).rstrip("/")
+    client = await aiohttp_client(create_app(ServerConfig(encoder_health_interval=0.05)))
+    await client.post("/register_encoder_url", json={"url": url})
+    registered = (await (await client.get("/list_encoder_urls")).json())["version"]
+    prober = client.app[ENCODER_HEALTH]
+    while (await (await client.get("/list_encoder_urls")).json())["encoder_urls"]:
+        await prober.after_rounds(1)
+    await prober.after_rounds(1)  # the eviction's two writes done
+    evicted = (await (await client.get("/watch?after=0")).json())["version"]
+    encoder.status = 200
+    while not (await (await client.get("/list_encoder_urls")).json())["encoder_urls"]:
+        await prober.after_rounds(1)
+    await prober.after_rounds(1)
+    changes = (await (await client.get(f"/watch?after={registered}")).json())["changes"]
+    assert [(each["op"], each["version"] > evicted) for each in changes] == [("delete", False), ("put", True)]
