@@ -49,7 +49,7 @@ ROOT = Path(__file__).resolve().parent.parent
 DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 RUNNABLE = "<!-- runnable -->"
 OUTPUT = "<!-- output -->"
-PORTS = ("6789", "6380", "6790", "6791")
+PORTS = ("6789", "6380", "6790", "6791", "7400", "7401", "27400", "27401", "27402", "7790", "7791")
 """The ports the docs name: 6789 becomes the test's server, the others free ports."""
 _PORT = re.compile(r"(?<!\d)(" + "|".join(PORTS) + r")(?!\d)")
 _TOOL = re.compile(r"(-m aiobootstrap (?:get|register|status|wait|watch))(?![\w-])")
@@ -238,6 +238,7 @@ class Reader:
         text = _PORT.sub(lambda match: self.ports[match.group(1)], text)
         text = text.replace(".venv/bin/python", sys.executable)
         text = text.replace("/tmp/aiobootstrap-redis", str(self.directory / "redis"))
+        text = text.replace("/tmp/aiobootstrap-sentinel", str(self.directory / "sentinel"))
         return "\n".join(
             _TOOL.sub(rf"\1 --url {self.url}", line) if "--url" not in line else line
             for line in text.split("\n")
