@@ -26,6 +26,8 @@ class Parking:
         # list of waiters from its front (a thousand on one key cost no more than one each).
         self._tasks: dict[asyncio.Task[Any], None] = {}
         self._by_namespace: collections.Counter[str] = collections.Counter()
+        self.watching = 0
+        """Watches held (``_history``): they count against the limit, but a stop wakes them itself."""
 
     @property
     def tasks(self) -> list[asyncio.Task[Any]]:
@@ -40,10 +42,7 @@ class Parking:
 
     def park(self, namespace: str) -> None:
         """Count the current task's wait, or refuse it with :class:`TooManyWaiters` at the limit."""
-        if self._limit is not None and self.count >= self._limit:
-            raise TooManyWaiters(
-                f"The server already holds {self.count} waiting requests, its limit; retry later."
-            )
+        self._check()
         self.count += 1
         self._by_namespace[namespace] += 1
         task = asyncio.current_task()
@@ -58,3 +57,16 @@ class Parking:
         self._by_namespace[namespace] -= 1
         if not self._by_namespace[namespace]:
             del self._by_namespace[namespace]
+
+    def hold(self) -> None:
+        """Count a watch against the limit, or refuse it with :class:`TooManyWaiters`; :meth:`release` it after."""
+        self._check()
+        self.watching += 1
+
+    def release(self) -> None:
+        self.watching -= 1
+
+    def _check(self) -> None:
+        held = self.count + self.watching
+        if self._limit is not None and held >= self._limit:
+            raise TooManyWaiters(f"The server already holds {held} waiting requests, its limit; retry later.")

@@ -134,6 +134,10 @@ class Registry:
         return self._parking.count
 
     @property
+    def parking(self) -> Parking:
+        return self._parking  # the watch history counts its watchers here too: one --max-waiters
+
+    @property
     def parked_tasks(self) -> list[asyncio.Task[Any]]:
         """The tasks of the waits parked right now, in the order they parked (a task parks one wait at a time)."""
         return self._parking.tasks

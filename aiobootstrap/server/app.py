@@ -49,6 +49,7 @@ from .lease_metrics import LeaseCollector
 from .metrics import METRICS, NAMESPACE_FIGURES, Metrics, NamespaceFigures, metrics, metrics_middleware
 from .openapi import openapi
 from .replies import REPLY_WIRE, ReplyWire
+from .watch_replies import WATCH_WIRE, WatchWire
 
 if TYPE_CHECKING:
     from .connections import ConnectionTable
@@ -167,7 +168,8 @@ async def _registry_context(app: web.Application) -> AsyncIterator[None]:
         encode_reply, lambda: store.incarnation, enabled=stamps_only, encode_object=encode_object_reply
     )
     registry = Registry(store, max_waiters=config.max_waiters, on_delivery=wire.delivered)
-    history = History(store, limit=config.watch_history)
+    history = History(store, limit=config.watch_history, parking=registry.parking)
+    watch_wire = WatchWire(history, lambda: store.incarnation, enabled=stamps_only)
     in_order = store.follow_in_order(history)  # Redis: the stream's order, not its own writes first
     await store.open(registry if in_order else listeners(registry, history))
     await history.open()
@@ -177,6 +179,7 @@ async def _registry_context(app: web.Application) -> AsyncIterator[None]:
     app[HISTORY] = history
     app[METRICS].registry.register(WatchCollector(history, app[WATCH_FIGURES]))
     app[REPLY_WIRE] = wire
+    app[WATCH_WIRE] = watch_wire
     app[BATCH_REPLIES] = batches = BatchReplies()
     log.info("store: %s", store.description)
     try:

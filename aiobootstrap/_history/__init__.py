@@ -40,7 +40,17 @@ a replica's history begins when it starts.)
 
 Watchers park on their log's event, which a change sets and replaces (never
 ``clear()``-ed); the event is taken before the log is read, so no change slips
-between. A log made by a watcher and never changed is dropped with its last
+between. Just before it is set, ``on_change`` hears the namespace: the
+server's fast path (``server/watch_replies``) then answers the parked watches
+itself from :meth:`History.ready`, one loop callback for the crowd. A parked
+watch counts against the registry's ``--max-waiters`` (its ``Parking``); a
+stream (:meth:`History.hold`) counts once for its whole life.
+
+A namespace the store forgot (its last record deleted) has its log freed: a
+delete asks the store, a moment later, which namespaces still hold records,
+and the logs of the others that nobody watches go. What such a log vouched for
+stays as a *tombstone* (its newest version): the namespace's next log starts
+there, so a watcher from before it is told ``410``, never told nothing. A log made by a watcher and never changed is dropped with its last
 watcher (made again, it vouches for the same), so probing namespaces leaves
 nothing behind. :meth:`History.close` wakes every
 watcher with :class:`~aiobootstrap.exceptions.ShuttingDown`.
@@ -51,87 +61,35 @@ This module is pure asyncio: it knows nothing of HTTP.
 from __future__ import annotations
 
 import asyncio
-import bisect
-import collections
-from collections.abc import Callable, Sequence
+import contextlib
+from collections.abc import Callable, Iterator, Sequence
 
-from ._names import DEFAULT_ROLE, ENCODER_URLS
-from .exceptions import HistoryGone, ShuttingDown
-from .store import Change, ChangeListener, Key, Store, members_of
-from .wire import WatchedChange
+from .._names import DEFAULT_ROLE, ENCODER_URLS
+from .._parking import Parking
+from ..exceptions import HistoryGone, ShuttingDown, StoreUnavailable
+from ..store import Change, ChangeListener, Key, Store, members_of
+from ..wire import WatchedChange
+from .log import MAX_REPLY_CHANGES, Match, _every, _found, _Log
 
 __all__ = ["DEFAULT_WATCH_HISTORY", "MAX_REPLY_CHANGES", "History", "Match", "listeners"]
 
 DEFAULT_WATCH_HISTORY = 100_000
 """Changes kept per namespace (``--watch-history``)."""
 
-MAX_REPLY_CHANGES = 10_000
-"""The most changes one reply carries; its ``version`` is then the last one's, and the rest come next."""
-
-Match = Callable[[WatchedChange], bool]
-"""A watcher's filter: which changes it wants."""
-
-
-def _every(change: WatchedChange) -> bool:
-    return True
-
+MAX_TOMBSTONES = 65_536
+"""Forgotten namespaces whose last version is kept; past it the oldest is folded into the floor of new logs."""
 
 _NO_NAMESPACE = ""
 """No namespace's name: its version is the store's floor (what a namespace's first change numbers above)."""
 
 
-class _Log:
-    __slots__ = ("changes", "event", "floor", "kept", "watchers")
-
-    def __init__(self, floor: int, *, kept: bool = True) -> None:
-        self.changes: collections.deque[WatchedChange] = collections.deque()
-        self.floor = floor
-        """Every change with a version above this is in ``changes``."""
-        self.event = asyncio.Event()
-        self.watchers = 0
-        self.kept = kept
-        """``False`` for a log made by a watcher and never changed: dropped with its last watcher."""
-
-    @property
-    def high(self) -> int:
-        """The newest version the log knows of."""
-        return max(self.changes[-1].version, self.floor) if self.changes else self.floor
-
-    def after(self, version: int) -> list[WatchedChange]:
-        """The changes above ``version``, oldest first (scanned from the newest: watchers are near the tail)."""
-        found: list[WatchedChange] = []
-        for change in reversed(self.changes):
-            if change.version <= version:
-                break
-            found.append(change)
-        found.reverse()
-        return found
-
-    def add(self, change: WatchedChange, limit: int) -> None:
-        changes = self.changes
-        if change.version <= self.floor:
-            return  # heard already, or older than what the log vouches for
-        if not changes or changes[-1].version < change.version:
-            changes.append(change)
-        else:
-            # Out of order (a local write announced before the feed's entry of another): keep the order.
-            versions = [item.version for item in changes]
-            at = bisect.bisect_left(versions, change.version)
-            if at < len(versions) and versions[at] == change.version:
-                return
-            changes.insert(at, change)
-        while len(changes) > limit:
-            self.floor = max(self.floor, changes.popleft().version)
-
-    def wake(self) -> None:
-        self.event.set()
-        self.event = asyncio.Event()
-
-
 class History:
     """The changes of every namespace of a store, and the watchers waiting for the next."""
 
-    def __init__(self, store: Store, *, limit: int = DEFAULT_WATCH_HISTORY) -> None:
+    def __init__(
+        self, store: Store, *, limit: int = DEFAULT_WATCH_HISTORY, parking: Parking | None = None
+    ) -> None:
+        """``parking``: where the watches count against the server's limit of waiting requests."""
         if limit < 1:
             raise ValueError(f"the watch history must keep at least 1 change, not {limit}")
         self.store = store
@@ -145,6 +103,13 @@ class History:
         """The store's floor at open; ``None`` before, and once the feed may have missed a change."""
         self._watchers = 0
         self._closed = False
+        self._parking = parking
+        self.on_change: Callable[[str], None] | None = None
+        """Hears each namespace a change touched, before its watchers are woken."""
+        self._tombstones: dict[str, int] = {}
+        self._emptied: set[str] = set()
+        """Namespaces a delete touched since the last sweep: perhaps forgotten by the store."""
+        self._sweeper: asyncio.Task[None] | None = None
 
     @property
     def watchers(self) -> int:
@@ -178,6 +143,8 @@ class History:
     def close(self) -> None:
         """Wake every watcher with :class:`ShuttingDown`; refuse new watches."""
         self._closed = True
+        if self._sweeper is not None:
+            self._sweeper.cancel()
         for log in self._logs.values():
             log.wake()
 
@@ -191,18 +158,28 @@ class History:
             if log is None:
                 start = self._start
                 floor = change.version - 1 if start is None else min(start, change.version - 1)
-                log = self._logs[namespace] = _Log(floor)
+                log = self._logs[namespace] = _Log(max(floor, self._tombstones.pop(namespace, floor)))
+            elif not log.kept:
+                self._tombstones.pop(namespace, None)  # the log made by a watcher began above it
             log.kept = True
+            if change.deleted:
+                self._emptied.add(namespace)
             for watched in self._watched(change, log):
                 log.add(watched, self.limit)
             touched.add(namespace)
+        on_change = self.on_change
         for namespace in touched:
+            if on_change is not None:
+                on_change(namespace)
             self._logs[namespace].wake()
+        if self._emptied and self._sweeper is None and not self._closed:
+            self._sweeper = asyncio.get_running_loop().create_task(self._sweep())
 
     def resync(self) -> None:
         """The feed may have missed changes: forget every log (its watchers are told ``410``)."""
         logs, self._logs = self._logs, {}
         self._members.clear()
+        self._tombstones.clear()  # a log is now made at the store's version, above every forgotten one
         self._unknown = None
         self._start = None
         for log in logs.values():
@@ -250,13 +227,15 @@ class History:
     # -- watching ----------------------------------------------------------
 
     async def since(
-        self, namespace: str, after: int, timeout: float, match: Match | None = None
+        self, namespace: str, after: int, timeout: float, match: Match | None = None, *, held: bool = False
     ) -> tuple[list[WatchedChange], int]:
         """The changes of ``namespace`` above ``after`` that ``match``, oldest first, waiting up to ``timeout``.
 
         Returns them (at most :data:`MAX_REPLY_CHANGES`; none when the time ran
         out) and the version to ask after next. Raises :class:`HistoryGone`
-        when the history no longer reaches back to ``after``.
+        when the history no longer reaches back to ``after``, and
+        :class:`TooManyWaiters` when it would park past the limit (``held``:
+        the watch counts already, see :meth:`hold`).
         """
         match = _every if match is None else match
         loop = asyncio.get_running_loop()
@@ -266,26 +245,48 @@ class History:
             if self._closed:
                 raise ShuttingDown()
             log = await self._log(namespace)
-            if after < log.floor:
-                raise HistoryGone(
-                    f"The server's watch history of this namespace starts after version {log.floor}; "
-                    f"changes after {after} are gone: read the listing, then watch from its version.",
-                    log.high,
-                )
-            event = log.event
-            fresh = log.after(seen)
-            found = [change for change in fresh if match(change)]
-            if len(found) > MAX_REPLY_CHANGES:
-                found = found[:MAX_REPLY_CHANGES]
-                return found, found[-1].version
-            if found:
-                return found, log.high
-            seen = max(seen, log.high)
-            remaining = deadline - loop.time()
-            if remaining <= 0:
-                return [], seen
-            if not await self._park(namespace, log, event, remaining):
-                return [], max(seen, log.high)
+            try:
+                if after < log.floor:
+                    raise HistoryGone(
+                        f"The server's watch history of this namespace starts after version {log.floor}; "
+                        f"changes after {after} are gone: read the listing, then watch from its version.",
+                        log.high,
+                    )
+                event = log.event
+                found = _found(log, seen, match)
+                if found is not None:
+                    return found
+                seen = max(seen, log.high)
+                remaining = deadline - loop.time()
+                if remaining <= 0:
+                    return [], seen
+                if not await self._park(namespace, log, event, remaining, not held):
+                    return [], max(seen, log.high)
+            finally:
+                # Made by a watch, never changed: made again, it vouches for the same.
+                if not log.watchers and not log.kept and self._logs.get(namespace) is log:
+                    del self._logs[namespace]
+
+    def ready(
+        self, namespace: str, after: int, match: Match | None
+    ) -> tuple[list[WatchedChange], int] | None:
+        """What :meth:`since` would answer now without waiting, when it answers changes; else ``None``."""
+        log = self._logs.get(namespace)
+        if log is None or after < log.floor or self._closed:
+            return None
+        return _found(log, after, _every if match is None else match)
+
+    @contextlib.contextmanager
+    def hold(self) -> Iterator[None]:
+        """Count a stream against the limit of waiting requests for as long as it is open (its parks are not)."""
+        parking = self._parking
+        if parking is not None:
+            parking.hold()
+        try:
+            yield
+        finally:
+            if parking is not None:
+                parking.release()
 
     async def _log(self, namespace: str) -> _Log:
         log = self._logs.get(namespace)
@@ -294,11 +295,17 @@ class History:
         floor = self._start
         if floor is None:
             floor = await self.store.version(namespace)
+        floor = max(floor, self._tombstones.get(namespace, floor))
         # A change heard during the read made the log already.
         return self._logs.setdefault(namespace, _Log(floor, kept=False))
 
-    async def _park(self, namespace: str, log: _Log, event: asyncio.Event, timeout: float) -> bool:
-        """Wait for ``event``; ``False`` when ``timeout`` ran out first."""
+    async def _park(
+        self, namespace: str, log: _Log, event: asyncio.Event, timeout: float, counted: bool
+    ) -> bool:
+        """Wait for ``event``; ``False`` when ``timeout`` ran out first. ``counted``: against the limit."""
+        parking = self._parking if counted else None
+        if parking is not None:
+            parking.hold()
         log.watchers += 1
         self._watchers += 1
         try:
@@ -308,10 +315,35 @@ class History:
         except TimeoutError:
             return False
         finally:
+            if parking is not None:
+                parking.release()
             log.watchers -= 1
             self._watchers -= 1
-            if not log.watchers and not log.kept and self._logs.get(namespace) is log:
-                del self._logs[namespace]
+
+    async def _sweep(self) -> None:
+        """Free the logs of the namespaces the store forgot, that nobody watches (see the module's notes)."""
+        try:
+            while self._emptied:
+                emptied, self._emptied = self._emptied, set()
+                seen = {
+                    name: (log, log.high) for name in emptied if (log := self._logs.get(name)) is not None
+                }
+                live = set(await self.store.namespaces())
+                for name, (log, high) in seen.items():
+                    if name in live or log.watchers or self._logs.get(name) is not log or log.high != high:
+                        continue
+                    del self._logs[name]
+                    self._members.pop(name, None)
+                    self._tombstones[name] = high
+                while len(self._tombstones) > MAX_TOMBSTONES:
+                    oldest = next(iter(self._tombstones))
+                    high = self._tombstones.pop(oldest)
+                    if self._start is not None:
+                        self._start = max(self._start, high)
+        except StoreUnavailable:
+            pass  # kept until the next delete's sweep: a log held too long costs memory, never a change
+        finally:
+            self._sweeper = None
 
 
 def listeners(*listening: ChangeListener) -> ChangeListener:
