@@ -28,10 +28,12 @@ history did not hear.
 An encoder list change is one set record's new value (``Store.set_member``):
 the history diffs it against the members it last knew for the namespace (read
 at :meth:`History.open`, then kept from every change) and reports the URL that
-joined (``put``) or left (``delete``). A change that comes without its record
-(one made through another process sharing a Redis store carries only its key)
-cannot be diffed: the floor rises to its version, so a watcher behind it is
-told ``410`` and re-reads the list, never a wrong URL.
+joined (``put``) or left (``delete``). One made through another process
+sharing a Redis store comes without its record, but names the URL it added or
+removed (``Change.member``): told as it is, and applied to the members known.
+A change that comes with neither (an entry written before the feed named
+members) cannot be diffed: the floor rises to its version, so a watcher
+behind it is told ``410`` and re-reads the list, never a wrong URL.
 
 The feed saying it may have missed changes (:meth:`History.resync`) drops
 every log: each is made again as above, so a watcher that may have missed a
@@ -198,6 +200,8 @@ class History:
                 )
             ]
         namespace = key.namespace
+        if change.record is None and change.member is not None and not change.deleted:
+            return [self._told(namespace, change.member, change.version)]
         if change.record is None:
             # No value to diff: nobody behind this version can be told exactly what changed.
             self._members.pop(namespace, None)
@@ -223,6 +227,16 @@ class History:
         return [WatchedChange("delete", ENCODER_URLS, change.version, url=url) for url in gone] + [
             WatchedChange("put", ENCODER_URLS, change.version, url=url) for url in joined
         ]
+
+    def _told(self, namespace: str, marked: str, version: int) -> WatchedChange:
+        """A change that names the URL it added (``+URL``) or removed (``-URL``): another replica's, over Redis."""
+        url, joined = marked[1:], marked.startswith("+")
+        unknown = self._unknown
+        if not ((unknown is None and namespace not in self._members) or (unknown and namespace in unknown)):
+            # Known before it, so known after: the next change that comes with its record is diffed exactly.
+            members = [member for member in self._members.get(namespace, []) if member != url]
+            self._members[namespace] = [*members, url] if joined else members
+        return WatchedChange("put" if joined else "delete", ENCODER_URLS, version, url=url)
 
     # -- watching ----------------------------------------------------------
 

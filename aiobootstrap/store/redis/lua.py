@@ -28,7 +28,8 @@ HOLDING = "local owners, prefix = KEYS[10], string.sub(KEYS[9], 1, -7)\n" + ATTA
 
 # KEYS: incarnation seq floor versions counts table feed roles leases owners
 # ARGV: new-incarnation namespace kind role rank registered-at value max-ranks max-namespaces feed-length
-#       max-roles lease ('' none) target ('-' the record, '+MEMBER' one member of a set record)
+#       max-roles lease ('' none) target ('-' the record, '+MEMBER' / '-MEMBER' one member of a set record,
+#       added / removed)
 #       expected-version (optional: the write happens only if the record's version is still this, -1 absent)
 PUT = (
     GET_OR_CREATE_INCARNATION
@@ -65,8 +66,9 @@ end
 local version = redis.call('HINCRBY', KEYS[4], namespace, 1)
 redis.call('HSET', KEYS[6], rank, string.format('%d', version) .. ' ' .. ARGV[6] .. ' ' .. ARGV[7])
 local seq = redis.call('INCR', KEYS[2])
+-- 'm': the set member added ('+URL') or removed ('-URL'), so every replica can tell the change ('-': none).
 redis.call('XADD', KEYS[7], 'MAXLEN', '~', ARGV[10], '*',
-  's', seq, 'n', namespace, 'k', ARGV[3], 'r', ARGV[4], 'i', rank, 'v', version, 'o', 'put')
+  's', seq, 'n', namespace, 'k', ARGV[3], 'r', ARGV[4], 'i', rank, 'v', version, 'o', 'put', 'm', ARGV[13])
 local member = nil
 if ARGV[13] ~= '-' then member = string.sub(ARGV[13], 2) end
 attach(target_of(namespace, ARGV[3], ARGV[4], rank, member), ARGV[12])
@@ -128,10 +130,10 @@ local function next_version(ns)
   end
   return redis.call('HINCRBY', KEYS[4], ns, 1)
 end
-local function announce(t, version, op)
+local function announce(t, version, op, member)
   local seq = redis.call('INCR', KEYS[2])
   redis.call('XADD', KEYS[7], 'MAXLEN', '~', ARGV[2], '*',
-    's', seq, 'n', t[1], 'k', t[2], 'r', t[3], 'i', t[4], 'v', version, 'o', op)
+    's', seq, 'n', t[1], 'k', t[2], 'r', t[3], 'i', t[4], 'v', version, 'o', op, 'm', member)
 end
 local function delete_rank(t, rows)
   -- As DELETE does: the record, its role's and namespace's counts, the floor.
@@ -146,7 +148,7 @@ local function delete_rank(t, rows)
     redis.call('HDEL', KEYS[4], t[1])
     if version > tonumber(redis.call('GET', KEYS[3]) or '0') then redis.call('SET', KEYS[3], version) end
   end
-  announce(t, version, 'del')
+  announce(t, version, 'del', '-')
 end
 local function remove_member(t, rows, current)
   -- As a set member's removal does: a put of the list without it (an empty list stays).
@@ -161,7 +163,7 @@ local function remove_member(t, rows, current)
   local version = next_version(t[1])
   local at = string.format('%d.%06d', clock[1], clock[2])
   redis.call('HSET', rows, t[4], string.format('%d', version) .. ' ' .. at .. ' ' .. json)
-  announce(t, version, 'put')
+  announce(t, version, 'put', '-' .. t[5])
 end
 local targets = redis.call('SMEMBERS', KEYS[6])
 for _, target in ipairs(targets) do
