@@ -1,4 +1,4 @@
-"""The watches' fast path (``server/watch_replies.py``): the bytes it writes are aiohttp's, each crowd told its own.
+"""The pre-built replies of watches and keepalives (``server/watch_replies.py``, ``server/prebuilt.py``): aiohttp's bytes.
 
 Raw HTTP/1.x over a socket to a real server, so what a watcher sees is
 checked byte by byte against the same app with one more
@@ -236,3 +236,31 @@ async def test_a_forgotten_namespaces_history_is_freed(client: Any) -> None:
     assert (await client.put(path, json=registration(1))).status == 200
     changes = (await (await waiting).json())["changes"]
     assert [(change["op"], change["rank"]) for change in changes] == [("put", 1)]
+
+
+# -- a keepalive's pre-built 200 --------------------------------------------------
+
+
+async def _keepalive(served: Served, variant: tuple[str, str, str]) -> Reply:
+    _, version, extra = variant
+    reader, writer = await _connect(served)
+    try:
+        body = b'{"ttl": 30}'
+        head = f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n"
+        writer.write(_request("/leases", method="POST", extra=head) + body)
+        lease = json.loads((await _read_reply(reader)).body)["lease"]
+        writer.write(_request(f"/leases/{lease}/keepalive", method="POST", version=version, extra=extra))
+        reply = await _read_reply(reader)
+        assert json.loads(reply.body) == {"lease": lease, "ttl": 30}
+        reply.body = reply.body.replace(lease.encode(), b"ID")
+        return reply
+    finally:
+        writer.close()
+
+
+@pytest.mark.parametrize("name", [name for name in VARIANTS if not name.startswith("HEAD")])
+async def test_keepalive_reply_is_what_aiohttp_sends(fast: Served, plain: Served, name: str) -> None:
+    """``POST /leases/ID/keepalive``'s pre-built bytes: the same status line, headers and body as aiohttp's reply."""
+    ours = await _keepalive(fast, VARIANTS[name])
+    theirs = await _keepalive(plain, VARIANTS[name])
+    _same(ours, theirs)

@@ -210,6 +210,12 @@ class ReplyWire:
         self._cache[variant] = (b"OK", data, None)
         return data
 
+    def small_json(self, body: bytes, variant: int) -> bytes:
+        """A small JSON ``200``'s whole bytes (a keepalive's): made per reply, the head from this second's stamp."""
+        self._renew_each_second()
+        head = _head(_OK, _JSON, len(body), self._stamp, variant)
+        return head if variant & _HEAD else head + body
+
     def shutting_down(self) -> Callable[[web.BaseRequest], bytes]:
         """The ``503`` a parked wait gets at a stop, as bytes for one write, by the request's HTTP version and method.
 

@@ -19,7 +19,7 @@ registration's own reply goes first) answers every crowd that
 - a long-poll's ``200`` is encoded once per crowd, its bytes made once per
   variant (HTTP/1.0 or 1.1, keep-alive, HEAD) with the head aiohttp writes
   (``heads``), and written with one ``transport.write`` per watcher; its
-  handler then returns a :class:`SentReply`, which writes nothing;
+  handler then returns a ``prebuilt.PrebuiltReply`` that was sent already;
 - a stream's events are framed once per change (for every crowd in the
   callback), joined once per crowd, put in a chunk once (HTTP/1.1's chunked
   encoding, which the stream uses) and written to every stream of the
@@ -39,19 +39,17 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Callable, Hashable, Sequence
 
 from aiohttp import web
-from aiohttp.abc import AbstractStreamWriter
-from multidict import CIMultiDict
 
 from .. import wire as protocol
 from .._history import History, Match
 from . import heads
+from .prebuilt import Stamp
 from .writes import write
 
-__all__ = ["WATCH_WIRE", "EarlyWatch", "SentReply", "WatchWire"]
+__all__ = ["WATCH_WIRE", "EarlyWatch", "WatchWire"]
 
 log = logging.getLogger("aiobootstrap")
 
@@ -91,14 +89,12 @@ class WatchWire:
 
     def __init__(self, history: History, boot: Callable[[], str], *, enabled: bool) -> None:
         self._history = history
-        self._boot = boot
         self.enabled = enabled
         """Whether replies may skip ``on_response_prepare`` (it holds only the boot-id stamp)."""
         self._crowds: dict[str, dict[CrowdKey, _Crowd]] = {}
         self._due: set[str] = set()
-        self._second = -1
-        self._boot_id = ""
-        self._stamp = b""
+        self._stamp = Stamp(boot)
+        self._stamp_lines = b""
         history.on_change = self.changed
 
     def expect(
@@ -144,7 +140,7 @@ class WatchWire:
         crowds = self._crowds.get(namespace)
         if not crowds:
             return
-        self._renew_each_second()
+        self._stamp_lines = self._stamp.lines()
         frames: dict[int, bytes] = {}  # id(change) -> its event: framed once for every crowd
         for key, crowd in list(crowds.items()):
             ready = self._history.ready(namespace, crowd.after, crowd.match)
@@ -170,7 +166,7 @@ class WatchWire:
             variant = heads.variant(early.request)
             data = made.get(variant)
             if data is None:
-                head = heads.head(heads.OK, heads.JSON_LINE, len(body), self._stamp, variant)
+                head = heads.head(heads.OK, heads.JSON_LINE, len(body), self._stamp_lines, variant)
                 data = made[variant] = head if variant & heads.HEAD else head + body
             _send(early, data, version)
 
@@ -197,12 +193,6 @@ class WatchWire:
             chunked = response.headers.get("Transfer-Encoding") == "chunked"
             _send(early, chunk if chunked else data, version)
 
-    def _renew_each_second(self) -> None:
-        second, boot = int(time.time()), self._boot()
-        if second != self._second or boot != self._boot_id:
-            self._second, self._boot_id = second, boot
-            self._stamp = heads.stamp_lines(second, boot)
-
 
 def _send(early: EarlyWatch, data: bytes, version: int) -> None:
     if early.settled or early.upto is not None:
@@ -210,52 +200,6 @@ def _send(early: EarlyWatch, data: bytes, version: int) -> None:
     early.upto = version
     if write(early.request, data):
         early.sent = len(data)
-
-
-class SentReply(web.StreamResponse):
-    """What a long-poll's handler returns once :class:`WatchWire` wrote its ``200``: aiohttp writes nothing more.
-
-    aiohttp's request handler reads ``keep_alive``, ``body_length`` and
-    ``status`` from it after ``prepare`` and ``write_eof``, as from any
-    response; its ``headers`` (for an access log's format) name the
-    content type only.
-    """
-
-    def __init__(self, request: web.Request, early: EarlyWatch) -> None:
-        super().__init__(status=200)
-        self._closing = bool(heads.variant(request) & heads.CLOSE)
-        self._length = early.sent
-        self._headers_filled = False
-
-    @property
-    def prepared(self) -> bool:
-        return True
-
-    @property
-    def keep_alive(self) -> bool:
-        return not self._closing
-
-    def force_close(self) -> None:
-        self._closing = True
-
-    @property
-    def body_length(self) -> int:
-        return self._length
-
-    @property
-    def headers(self) -> CIMultiDict[str]:
-        headers = super().headers
-        if not self._headers_filled:
-            self._headers_filled = True
-            headers["Content-Type"] = protocol.JSON_TYPE
-        return headers
-
-    async def prepare(self, request: web.BaseRequest) -> AbstractStreamWriter | None:
-        await request.writer.drain()
-        return None
-
-    async def write_eof(self, data: bytes = b"") -> None:
-        pass
 
 
 WATCH_WIRE = web.AppKey("watch_wire", WatchWire)

@@ -30,7 +30,8 @@ from ..._ranks import RankSet
 from ...exceptions import HistoryGone, ShuttingDown
 from ..appkeys import CONFIG
 from ..kinds import kind_named
-from ..watch_replies import WATCH_WIRE, EarlyWatch, SentReply
+from ..prebuilt import PrebuiltReply
+from ..watch_replies import WATCH_WIRE, EarlyWatch
 from .common import namespace_of, param, wait_seconds
 
 __all__ = ["HISTORY", "WATCH_FIGURES", "WatchCollector", "WatchFigures", "watch"]
@@ -156,7 +157,7 @@ async def watch(request: web.Request) -> web.StreamResponse:
         if early is not None:
             wire.settle(early, namespace)
     if early is not None and early.upto is not None:
-        return SentReply(request, early)  # the fast path wrote its 200 already
+        return PrebuiltReply(request, sent=early.sent)  # the fast path wrote its 200 already
     return web.Response(body=protocol.encode_watch(changes, version), content_type=protocol.JSON_TYPE)
 
 
