@@ -212,8 +212,10 @@ async def test_watchers_count_against_the_waiter_limit(aiohttp_client: Any) -> N
 
 
 async def test_a_forgotten_namespaces_history_is_freed(client: Any) -> None:
-    """A namespace emptied is forgotten by the history too; a watcher from before is told 410, one after goes on."""
+    """A namespace emptied is forgotten by the history too (here with no grace); a watcher from before is told
+    410, one at its last version goes on."""
     history = client.app[HISTORY]
+    history.forgetting.grace = 0.0
     path = "/ns/brief/register_transfer_engine_info"
     for number in range(30):
         namespace = f"/ns/gone{number}"
@@ -264,3 +266,27 @@ async def test_keepalive_reply_is_what_aiohttp_sends(fast: Served, plain: Served
     ours = await _keepalive(fast, VARIANTS[name])
     theirs = await _keepalive(plain, VARIANTS[name])
     _same(ours, theirs)
+
+
+async def test_forgotten_namespaces_logs_are_bounded_and_a_watcher_between_polls_misses_nothing(
+    client: Any,
+) -> None:
+    """Within its grace a forgotten namespace's log is kept, so a watcher behind its last delete is told it; past
+    ``kept`` forgotten namespaces the oldest logs are freed, however young."""
+    history = client.app[HISTORY]
+    history.forgetting.kept = 4
+    path = "/ns/between/register_transfer_engine_info"
+    assert (await client.put(path, json=registration(0))).status == 200
+    assert (await client.delete(path, params={"rank": "0"})).status == 200
+    await until(lambda: "between" in history.forgetting.forgotten)
+    reply = await client.get("/ns/between/watch?after=1&wait=0")
+    assert reply.status == 200
+    assert [change["op"] for change in (await reply.json())["changes"]] == ["delete"]
+    for number in range(30):
+        churned = f"/ns/churn{number}/register_transfer_engine_info"
+        assert (await client.put(churned, json=registration(0))).status == 200
+        assert (await client.delete(churned, params={"rank": "0"})).status == 200
+    await until(lambda: "churn29" in history.forgetting.forgotten)
+    assert len(history.forgetting.forgotten) <= 4
+    assert "between" not in history._logs
+    assert sum(name.startswith("churn") for name in history._logs) <= 4

@@ -50,9 +50,8 @@ stream (:meth:`History.hold`) counts once for its whole life.
 
 A namespace the store forgot (its last record deleted) has its log freed: a
 delete asks the store, a moment later, which namespaces still hold records,
-and the logs of the others that nobody watches go. What such a log vouched for
-stays as a *tombstone* (its newest version): the namespace's next log starts
-there, so a watcher from before it is told ``410``, never told nothing. A log made by a watcher and never changed is dropped with its last
+and the logs of the others go once nobody watches them and their grace has
+passed (``forgetting``, which keeps what a freed log vouched for). A log made by a watcher and never changed is dropped with its last
 watcher (made again, it vouches for the same), so probing namespaces leaves
 nothing behind. :meth:`History.close` wakes every
 watcher with :class:`~aiobootstrap.exceptions.ShuttingDown`.
@@ -71,15 +70,13 @@ from .._parking import Parking
 from ..exceptions import HistoryGone, ShuttingDown, StoreUnavailable
 from ..store import Change, ChangeListener, Key, Store, members_of
 from ..wire import WatchedChange
+from .forgetting import Forgetting
 from .log import MAX_REPLY_CHANGES, Match, _every, _found, _Log
 
 __all__ = ["DEFAULT_WATCH_HISTORY", "MAX_REPLY_CHANGES", "History", "Match", "listeners"]
 
 DEFAULT_WATCH_HISTORY = 100_000
 """Changes kept per namespace (``--watch-history``)."""
-
-MAX_TOMBSTONES = 65_536
-"""Forgotten namespaces whose last version is kept; past it the oldest is folded into the floor of new logs."""
 
 _NO_NAMESPACE = ""
 """No namespace's name: its version is the store's floor (what a namespace's first change numbers above)."""
@@ -108,10 +105,9 @@ class History:
         self._parking = parking
         self.on_change: Callable[[str], None] | None = None
         """Hears each namespace a change touched, before its watchers are woken."""
-        self._tombstones: dict[str, int] = {}
-        self._emptied: set[str] = set()
-        """Namespaces a delete touched since the last sweep: perhaps forgotten by the store."""
+        self.forgetting = Forgetting()
         self._sweeper: asyncio.Task[None] | None = None
+        self._sweep_wake = asyncio.Event()
 
     @property
     def watchers(self) -> int:
@@ -160,28 +156,33 @@ class History:
             if log is None:
                 start = self._start
                 floor = change.version - 1 if start is None else min(start, change.version - 1)
-                log = self._logs[namespace] = _Log(max(floor, self._tombstones.pop(namespace, floor)))
-            elif not log.kept:
-                self._tombstones.pop(namespace, None)  # the log made by a watcher began above it
+                log = self._logs[namespace] = _Log(self.forgetting.floor(namespace, floor))
+            if not log.kept:
+                self.forgetting.tombstones.pop(namespace, None)  # the log begins above it
             log.kept = True
             if change.deleted:
-                self._emptied.add(namespace)
+                self.forgetting.emptied.add(namespace)
             for watched in self._watched(change, log):
                 log.add(watched, self.limit)
             touched.add(namespace)
         on_change = self.on_change
+        forgetting = self.forgetting
         for namespace in touched:
+            if forgetting.forgotten:
+                forgetting.revived(namespace)
             if on_change is not None:
                 on_change(namespace)
             self._logs[namespace].wake()
-        if self._emptied and self._sweeper is None and not self._closed:
-            self._sweeper = asyncio.get_running_loop().create_task(self._sweep())
+        if forgetting.emptied and not self._closed:
+            if self._sweeper is None:
+                self._sweeper = asyncio.get_running_loop().create_task(self._sweep())
+            self._sweep_wake.set()
 
     def resync(self) -> None:
         """The feed may have missed changes: forget every log (its watchers are told ``410``)."""
         logs, self._logs = self._logs, {}
         self._members.clear()
-        self._tombstones.clear()  # a log is now made at the store's version, above every forgotten one
+        self.forgetting.clear()
         self._unknown = None
         self._start = None
         for log in logs.values():
@@ -309,7 +310,7 @@ class History:
         floor = self._start
         if floor is None:
             floor = await self.store.version(namespace)
-        floor = max(floor, self._tombstones.get(namespace, floor))
+        floor = self.forgetting.floor(namespace, floor)
         # A change heard during the read made the log already.
         return self._logs.setdefault(namespace, _Log(floor, kept=False))
 
@@ -335,27 +336,44 @@ class History:
             self._watchers -= 1
 
     async def _sweep(self) -> None:
-        """Free the logs of the namespaces the store forgot, that nobody watches (see the module's notes)."""
+        """Free the logs of the namespaces the store forgot, once due and unwatched (see ``forgetting``)."""
+        forgetting, loop = self.forgetting, asyncio.get_running_loop()
         try:
-            while self._emptied:
-                emptied, self._emptied = self._emptied, set()
-                seen = {
-                    name: (log, log.high) for name in emptied if (log := self._logs.get(name)) is not None
-                }
-                live = set(await self.store.namespaces())
-                for name, (log, high) in seen.items():
-                    if name in live or log.watchers or self._logs.get(name) is not log or log.high != high:
+            while True:
+                if forgetting.emptied:
+                    emptied, forgetting.emptied = forgetting.emptied, set()
+                    highs = {name: log.high for name in emptied if (log := self._logs.get(name)) is not None}
+                    live = set(await self.store.namespaces())
+                    # One changed during the read may hold records the read did not see: its delete asks again.
+                    still = [
+                        name
+                        for name, high in highs.items()
+                        if (log := self._logs.get(name)) and log.high == high
+                    ]
+                    forgetting.seen(still, live, loop.time())
+                for name in list(forgetting.due(loop.time())):
+                    log = self._logs.get(name)
+                    if log is None or not log.kept:
+                        continue
+                    if log.watchers:
+                        forgetting.forgotten[name] = loop.time()  # watched: kept, its grace again
                         continue
                     del self._logs[name]
                     self._members.pop(name, None)
-                    self._tombstones[name] = high
-                while len(self._tombstones) > MAX_TOMBSTONES:
-                    oldest = next(iter(self._tombstones))
-                    high = self._tombstones.pop(oldest)
-                    if self._start is not None:
-                        self._start = max(self._start, high)
+                    folded = forgetting.freed(name, log.high)
+                    if folded is not None and self._start is not None:
+                        self._start = max(self._start, folded)
+                due = forgetting.next_due()
+                if forgetting.emptied:
+                    continue
+                if due is None:
+                    return
+                self._sweep_wake = wake = asyncio.Event()
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(max(0.0, due - loop.time())):
+                        await wake.wait()
         except StoreUnavailable:
-            pass  # kept until the next delete's sweep: a log held too long costs memory, never a change
+            pass  # asked again at the next delete: a log held too long costs memory, never a change
         finally:
             self._sweeper = None
 

@@ -117,6 +117,8 @@ async def _slash_redirect(request: web.Request, handler: Handler) -> web.StreamR
     The redirect of a request whose body is still unread says ``Connection: close``: the server does
     not linger to drop the body (``lingering_time=0``), and a client that kept the connection for its
     next request would find it closed under it."""
+    if request.match_info.http_exception is None:
+        return await handler(request)  # a route matched: nothing to redirect, no layer more to run
     try:
         return await _normalize_path(request, handler)
     except web.HTTPRedirection as redirect:
