@@ -203,6 +203,8 @@ async def _stream(
                 changes = [change for change in changes if change.version > upto]
                 after = max(after, upto)
                 if not changes:
+                    # Its bytes went below the writer: wait here as its write would, for a client slow to read.
+                    await request.writer.drain()
                     continue
             await response.write(b"".join(map(protocol.sse_event, changes)) if changes else _PING)
     except HistoryGone as exc:
