@@ -7,7 +7,9 @@ A reply whose head is one of a few (``heads``) and whose body is a few bytes
 can skip all of it, when the app's ``on_response_prepare`` holds nothing but
 the boot-id stamp (``REPLY_WIRE.enabled``), which :class:`Stamp` puts in the
 bytes. The watches' fast path (``watch_replies``) writes its bytes before its
-handler resumes: its :class:`PrebuiltReply` then writes nothing.
+handler resumes: its :class:`PrebuiltReply` then writes nothing. The gets'
+``replies.WireReply`` is a :class:`BytesReply` too: what aiohttp reads of a
+response once it is written is kept in one place.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from multidict import CIMultiDict
 from . import heads
 from .writes import write
 
-__all__ = ["PrebuiltReply", "Stamp"]
+__all__ = ["BytesReply", "PrebuiltReply", "Stamp"]
 
 
 class Stamp:
@@ -44,22 +46,20 @@ class Stamp:
         return self._lines
 
 
-class PrebuiltReply(web.StreamResponse):
-    """A ``200`` whose ``data`` (head and body) ``prepare`` writes; with ``sent``, bytes written already.
+class BytesReply(web.StreamResponse):
+    """A ``200`` that writes its own bytes below aiohttp's writer (``sent``: they were written already).
 
-    aiohttp's request handler reads ``keep_alive``, ``body_length`` and
-    ``status`` from it after ``prepare`` and ``write_eof``, as from any
-    response; its ``headers`` (for an access log's format) name the content
-    type only.
+    What aiohttp's request handler reads from a response after ``prepare`` and
+    ``write_eof`` (``keep_alive``, ``body_length``, ``status``), kept as for
+    any response; a subclass's ``prepare`` writes the bytes.
     """
 
-    def __init__(self, request: web.BaseRequest, data: bytes = b"", *, sent: int | None = None) -> None:
+    def __init__(self, request: web.BaseRequest, *, sent: int | None = None) -> None:
         super().__init__(status=200)
-        self._data = data
-        self._closing = bool(heads.variant(request) & heads.CLOSE)
+        self._variant = heads.variant(request)
+        self._closing = bool(self._variant & heads.CLOSE)
         self._length = 0 if sent is None else sent
         self._sent = sent is not None
-        self._headers_filled = False
 
     @property
     def prepared(self) -> bool:
@@ -75,6 +75,21 @@ class PrebuiltReply(web.StreamResponse):
     @property
     def body_length(self) -> int:
         return self._length
+
+    async def write_eof(self, data: bytes = b"") -> None:
+        pass
+
+
+class PrebuiltReply(BytesReply):
+    """A ``200`` whose ``data`` (head and body) ``prepare`` writes; with ``sent``, bytes written already.
+
+    Its ``headers`` (for an access log's format) name the content type only.
+    """
+
+    def __init__(self, request: web.BaseRequest, data: bytes = b"", *, sent: int | None = None) -> None:
+        super().__init__(request, sent=sent)
+        self._data = data
+        self._headers_filled = False
 
     @property
     def headers(self) -> CIMultiDict[str]:
@@ -92,6 +107,3 @@ class PrebuiltReply(web.StreamResponse):
             self._length = len(self._data)
         await request.writer.drain()
         return None
-
-    async def write_eof(self, data: bytes = b"") -> None:
-        pass

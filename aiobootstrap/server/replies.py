@@ -72,6 +72,7 @@ from .heads import connection_line as _connection
 from .heads import head as _head
 from .heads import stamp_lines as _stamp_lines
 from .heads import variant as _variant
+from .prebuilt import BytesReply
 from .writes import write, write_sliced
 
 if TYPE_CHECKING:
@@ -296,7 +297,7 @@ class EarlyReply:
             self.sent = len(data)
 
 
-class WireReply(web.StreamResponse):
+class WireReply(BytesReply):
     """A ``200`` to return from a handler: its bytes are pre-built, written by ``prepare``.
 
     A get's reply of ``record``, or with ``None`` a registration's text ``OK``.
@@ -308,29 +309,10 @@ class WireReply(web.StreamResponse):
     def __init__(
         self, request: web.Request, wire: ReplyWire, record: Record | None, early: EarlyReply | None = None
     ) -> None:
-        super().__init__(status=200)
+        super().__init__(request, sent=early.sent if early is not None and early.record is not None else None)
         self._record = record
         self._wire = wire
-        self._variant = _variant(request)
-        self._sent = early is not None and early.record is not None
-        self._length = early.sent if early is not None and self._sent else 0
-        self._closing = bool(self._variant & _CLOSE)
         self._headers_filled = False
-
-    @property
-    def prepared(self) -> bool:
-        return self._sent
-
-    @property
-    def keep_alive(self) -> bool:
-        return not self._closing
-
-    def force_close(self) -> None:
-        self._closing = True
-
-    @property
-    def body_length(self) -> int:
-        return self._length
 
     @property
     def headers(self) -> CIMultiDict[str]:
@@ -358,9 +340,6 @@ class WireReply(web.StreamResponse):
             self._length += len(body)
         await request.writer.drain()
         return None
-
-    async def write_eof(self, data: bytes = b"") -> None:
-        pass
 
 
 REPLY_WIRE = web.AppKey("reply_wire", ReplyWire)
