@@ -53,6 +53,8 @@ class Parking:
         self._by_namespace: collections.Counter[str] = collections.Counter()
         self._on_rank: dict[_Place, collections.Counter[int]] = {}
         self._on_sets: dict[_Place, dict[Parked, None]] = {}
+        self.watching = 0
+        """Watches held (``_history``): they count against the limit, but a stop wakes them itself."""
 
     @property
     def tasks(self) -> list[asyncio.Task[Any]]:
@@ -90,10 +92,7 @@ class Parking:
     def park(self, namespace: str, kind: str, role: str, ranks: int | RankSet) -> Parked:
         """Count the current task's wait on ``ranks`` (one rank, or a batch's set), or refuse it with
         :class:`TooManyWaiters` at the limit."""
-        if self._limit is not None and self.count >= self._limit:
-            raise TooManyWaiters(
-                f"The server already holds {self.count} waiting requests, its limit; retry later."
-            )
+        self._check()
         place = (namespace, kind, role)
         if isinstance(ranks, int):
             parked = Parked(place, ranks, None)
@@ -123,6 +122,19 @@ class Parking:
             del on_sets[parked]
             if not on_sets:
                 del self._on_sets[place]
+
+    def hold(self) -> None:
+        """Count a watch against the limit, or refuse it with :class:`TooManyWaiters`; :meth:`release` it after."""
+        self._check()
+        self.watching += 1
+
+    def release(self) -> None:
+        self.watching -= 1
+
+    def _check(self) -> None:
+        held = self.count + self.watching
+        if self._limit is not None and held >= self._limit:
+            raise TooManyWaiters(f"The server already holds {held} waiting requests, its limit; retry later.")
 
 
 def _drop(counter: collections.Counter[Any], key: Any) -> None:

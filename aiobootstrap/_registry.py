@@ -121,7 +121,8 @@ class Registry:
         self.store = store
         self._on_delivery = on_delivery
         self._waitlists: dict[Key, _Waitlist] = {}
-        self._parking = Parking(max_waiters)
+        self.parking = Parking(max_waiters)
+        """Who is parked, by namespace and rank (``/ranks``); the watch history counts its watchers here too."""
         self._to_read: set[Key] = set()
         self._reader: asyncio.Task[None] | None = None
         self._closed = False
@@ -131,24 +132,20 @@ class Registry:
     @property
     def parked(self) -> int:
         """How many waits are parked right now."""
-        return self._parking.count
+        return self.parking.count
 
     @property
     def parked_tasks(self) -> list[asyncio.Task[Any]]:
         """The tasks of the waits parked right now, in the order they parked (a task parks one wait at a time)."""
-        return self._parking.tasks
+        return self.parking.tasks
 
     def parked_in(self, namespace: str) -> int:
         """How many waits are parked right now in ``namespace``."""
-        return self._parking.in_namespace(namespace)
+        return self.parking.in_namespace(namespace)
 
     def parked_namespaces(self) -> list[str]:
         """The namespaces with parked waits."""
-        return self._parking.namespaces()
-
-    def parked_by_rank(self, namespace: str, kind: str, role: str) -> list[tuple[RankSet, int]]:
-        """The waits parked on each rank of one kind and role (ranks with as many grouped; see ``_parking``)."""
-        return self._parking.by_rank(namespace, kind, role)
+        return self.parking.namespaces()
 
     @property
     def waiting_keys(self) -> int:
@@ -298,7 +295,7 @@ class Registry:
         except TimeoutError:
             pass
         finally:
-            self._parking.unpark(parked)
+            self.parking.unpark(parked)
         # The deadline: an answer only what the store can prove.
         return _fresh(await self.store.get(key), after)
 
@@ -331,7 +328,7 @@ class Registry:
                 found = await self._read_set(namespace, kind, role, ranks, after, tolerate_outage=False)
                 missing = _missing(ranks, found)
             finally:
-                self._parking.unpark(parked)
+                self.parking.unpark(parked)
         return [found[rank] for rank in sorted(found)], missing
 
     async def _sweep(
@@ -368,7 +365,7 @@ class Registry:
         """Count a parked wait, or refuse it (closed, or the limit is reached)."""
         if self._closed:
             raise ShuttingDown()
-        return self._parking.park(namespace, kind, role, ranks)
+        return self.parking.park(namespace, kind, role, ranks)
 
     async def _arrival(self, key: Key, after: int) -> Record:
         """Wait, with no time limit, until ``key`` has a record newer than ``after``."""

@@ -23,8 +23,12 @@ figure beside the one it is judged against in the same run:
   of the deletion, p50/p99; and from a ``DELETE /leases/ID`` sent to the
   watcher's first byte.
 - **watch fan-out**: ``--watchers`` long-poll watchers told of one
-  registration, and as many ``get(..., wait)`` waiters on one rank, from the
-  registration sent to each first byte, p50/p99, taking turns.
+  registration, as many ``Accept: text/event-stream`` watchers (each stream
+  open and past its first comment line), and as many ``get(..., wait)``
+  waiters on one rank, from the registration sent to each first byte,
+  p50/p99, taking turns; each crowd's ratio to the waiters'.
+
+``--only fan-out`` (or ``keepalive``, ``death``; repeatable) runs just those parts.
 """
 
 from __future__ import annotations
@@ -57,6 +61,7 @@ TTL = 10.0
 SETUP_TTL = 60.0
 """The TTL the leases are granted with, so that making 10,000 never outlasts the first (a keepalive costs the same)."""
 CONNECTIONS = 64
+PARTS = ("keepalive", "death", "fan-out")
 PLAIN = 1000
 """Records on no lease, read by the small GETs."""
 
@@ -242,15 +247,70 @@ async def _crowd(server: RunningServer, rank: int, count: int, watch: bool) -> l
     return [reply.first_byte_at - put.sent_at for reply in done]
 
 
+class _Stream(asyncio.Protocol):
+    """One SSE watcher: ``ready`` once its stream is up (a comment line seen), then when the next bytes came."""
+
+    def __init__(self) -> None:
+        loop = asyncio.get_running_loop()
+        self.ready: asyncio.Future[None] = loop.create_future()
+        self.first: asyncio.Future[float] = loop.create_future()
+        self._seen = b""
+        self.transport: asyncio.Transport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+
+    def data_received(self, data: bytes) -> None:
+        if self.ready.done():
+            if not self.first.done():
+                self.first.set_result(time.perf_counter())
+            return
+        self._seen += data
+        if b": ping\n\n" in self._seen:
+            self.ready.set_result(None)
+
+
+async def _stream_crowd(server: RunningServer, rank: int, count: int) -> list[float]:
+    registrar = await connect(server.target)
+    after = await _version(registrar)
+    loop = asyncio.get_running_loop()
+    request = (
+        f"GET /watch?after={after} HTTP/1.1\r\nHost: bench\r\nAccept: text/event-stream\r\n\r\n".encode()
+    )
+    streams: list[_Stream] = []
+    for start in range(0, count, 256):
+        made = await asyncio.gather(
+            *(
+                loop.create_connection(_Stream, server.target.host, server.target.port)
+                for _ in range(min(256, count - start))
+            )
+        )
+        streams.extend(protocol for _, protocol in made)
+    for stream in streams:
+        assert stream.transport is not None
+        stream.transport.write(request)
+    await asyncio.gather(*(stream.ready for stream in streams))
+    await asyncio.sleep(0.05)  # another process: let every stream's task park again after its first write
+    put = await registrar.request(put_request(REGISTER, registration(rank, weights(4))))
+    firsts = await asyncio.gather(*(stream.first for stream in streams))
+    registrar.close()
+    for stream in streams:
+        assert stream.transport is not None
+        stream.transport.close()
+    return [first - put.sent_at for first in firsts]
+
+
 async def fan_out(
     server: RunningServer, count: int, rounds: int, first_rank: int
 ) -> dict[str, dict[str, float]]:
     watchers: list[float] = []
+    streams: list[float] = []
     waiters: list[float] = []
     for round_ in range(rounds):
-        watchers += await _crowd(server, first_rank + 2 * round_, count, watch=True)
-        waiters += await _crowd(server, first_rank + 2 * round_ + 1, count, watch=False)
-    return {"watchers": _ms(watchers), "waiters": _ms(waiters)}
+        watchers += await _crowd(server, first_rank + 3 * round_, count, watch=True)
+        streams += await _stream_crowd(server, first_rank + 3 * round_ + 1, count)
+        waiters += await _crowd(server, first_rank + 3 * round_ + 2, count, watch=False)
+    return {"watchers": _ms(watchers), "streams": _ms(streams), "waiters": _ms(waiters)}
 
 
 # -- the run -----------------------------------------------------------------------------------
@@ -272,35 +332,56 @@ async def run(args: argparse.Namespace, store: list[str]) -> dict[str, Any]:
     async with await RunningServer.start(SERVERS["aiobootstrap"], *store, "--max-wait", "300") as server:
         results: dict[str, Any] = {"store": "redis" if store else "memory"}
         redis_url = store[1] if store else None
-        results["keepalive"] = await keepalive_cost(server, args.leases, args.seconds, redis_url)
-        results["death"] = await death_seen(server, args.trials, args.leases + PLAIN)
-        results["fan_out"] = await fan_out(
-            server, args.watchers, args.rounds, args.leases + PLAIN + args.trials
-        )
+        parts = set(args.only or PARTS)
+        if "keepalive" in parts:
+            results["keepalive"] = await keepalive_cost(server, args.leases, args.seconds, redis_url)
+        if "death" in parts:
+            results["death"] = await death_seen(server, args.trials, args.leases + PLAIN)
+        if "fan-out" in parts:
+            results["fan_out"] = await fan_out(
+                server, args.watchers, args.rounds, args.leases + PLAIN + args.trials
+            )
     return results
 
 
+def _fan_lines(fan: dict[str, dict[str, float]]) -> list[str]:
+    waiters = fan["waiters"]
+    lines = [
+        f"  fan-out, registration sent -> first byte: waiters on one rank p50 {waiters['p50']:.1f} ms, "
+        f"p99 {waiters['p99']:.1f} ms"
+    ]
+    for name, label in (("watchers", "long-poll watchers"), ("streams", "SSE watchers")):
+        crowd = fan[name]
+        lines.append(
+            f"    {label}: p50 {crowd['p50']:.1f} ms ({crowd['p50'] / waiters['p50']:.2f}x), "
+            f"p99 {crowd['p99']:.1f} ms ({crowd['p99'] / waiters['p99']:.2f}x)"
+        )
+    return lines
+
+
 def report(results: dict[str, Any]) -> str:
-    keep, death, fan = results["keepalive"], results["death"], results["fan_out"]
-    return "\n".join(
-        [
-            f"leases over the {results['store']} store",
-            f"  keepalive: {keep['leases']} leases at {keep['rate']:.0f}/s: {keep['keepalive_us']:.0f} us CPU "
-            f"per keepalive vs {keep['get_us']:.0f} us per small GET; {keep['core_share']:.0%} of one core",
-            f"  RSS per lease (one record): {keep['rss_per_lease_b']:.0f} B"
-            + (
-                f"; Redis memory per lease: {keep['redis_per_lease_b']:.0f} B"
-                if results["store"] == "redis"
-                else ""
-            ),
+    lines = [f"leases over the {results['store']} store"]
+    if "keepalive" in results:
+        lines += _keep_lines(results["keepalive"], results["store"])
+    if "death" in results:
+        death = results["death"]
+        lines.append(
             f"  death seen (deadline -> watcher's first byte): p50 {death['expiry']['p50']:.1f} ms, "
             f"p99 {death['expiry']['p99']:.1f} ms; revoke sent -> first byte: p50 {death['revoke']['p50']:.1f} ms, "
-            f"p99 {death['revoke']['p99']:.1f} ms",
-            f"  fan-out, registration sent -> first byte: watchers p50 {fan['watchers']['p50']:.1f} ms, "
-            f"p99 {fan['watchers']['p99']:.1f} ms; waiters on one rank p50 {fan['waiters']['p50']:.1f} ms, "
-            f"p99 {fan['waiters']['p99']:.1f} ms",
-        ]
-    )
+            f"p99 {death['revoke']['p99']:.1f} ms"
+        )
+    if "fan_out" in results:
+        lines += _fan_lines(results["fan_out"])
+    return "\n".join(lines)
+
+
+def _keep_lines(keep: dict[str, float], store: str) -> list[str]:
+    return [
+        f"  keepalive: {keep['leases']} leases at {keep['rate']:.0f}/s: {keep['keepalive_us']:.0f} us CPU "
+        f"per keepalive vs {keep['get_us']:.0f} us per small GET; {keep['core_share']:.0%} of one core",
+        f"  RSS per lease (one record): {keep['rss_per_lease_b']:.0f} B"
+        + (f"; Redis memory per lease: {keep['redis_per_lease_b']:.0f} B" if store == "redis" else ""),
+    ]
 
 
 def main() -> int:
@@ -311,6 +392,7 @@ def main() -> int:
     parser.add_argument("--watchers", type=int, default=1000)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--redis", action="store_true", help="also over a redis-server of its own")
+    parser.add_argument("--only", action="append", choices=PARTS, help="run only this part (repeatable)")
     args = parser.parse_args()
     raise_open_file_limit()
     with asyncio.Runner(loop_factory=loop_factory()) as runner:

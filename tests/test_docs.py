@@ -54,8 +54,8 @@ PORTS = ("6789", "6380", "6790", "6791", "7400", "7401", "27400", "27401", "2740
 _PORT = re.compile(r"(?<!\d)(" + "|".join(PORTS) + r")(?!\d)")
 _TOOL = re.compile(r"(-m aiobootstrap (?:get|register|status|wait|watch))(?![\w-])")
 LISTENING = "aiobootstrap listening on "
-GUARD = 60.0
-"""Seconds a block may take."""
+GUARD = 120.0
+"""Seconds a block may take: the Sentinel quick start's failover takes 15 s alone, more on a loaded machine."""
 
 
 @dataclasses.dataclass

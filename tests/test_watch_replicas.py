@@ -53,22 +53,61 @@ async def test_both_replicas_serve_the_same_changes_in_version_order(
     assert state == {item["rank"] for item in listing["ranks"]}
 
 
-async def test_an_encoder_change_through_the_other_replica_is_told_by_its_own_or_as_a_410(
+async def test_an_encoder_change_through_the_other_replica_arrives_as_the_change(
     aiohttp_client: Any, redis_server: RedisServer
 ) -> None:
-    """Through A, A names the URL; B, which heard only the key, answers a watcher behind it with 410."""
+    """URLs added and removed through A reach B's watchers (long-poll and stream) as the same changes, not a 410.
+
+    Failed before: the feed's entry carried only the key, and B answered its watcher 410.
+    """
     a, b = await _replicas(aiohttp_client, redis_server)
+    history_b = b.app[HISTORY]
+    parked = asyncio.create_task(b.get("/watch?after=0&wait=30&kind=encoder_urls"))
+    stream = await b.get("/watch?after=0", headers={"Accept": "text/event-stream"})
+    await until(lambda: history_b.watchers == 2)
+    assert (await a.post("/register_encoder_url", json={"url": "http://e"})).status == 200
+    added = {"op": "put", "kind": "encoder_urls", "url": "http://e", "version": 1}
+    assert (await (await a.get("/watch?after=0&wait=5")).json())["changes"] == [added]
+    reply = await asyncio.wait_for(parked, GUARD)
+    assert reply.status == 200
+    assert (await reply.json()) == {"changes": [added], "version": 1}
+    assert (await a.post("/register_encoder_url", json={"url": "http://f"})).status == 200
+    assert (await a.delete("/unregister_encoder_url", json={"url": "http://e"})).status == 200
+    seen_a, seen_b = await _follow(a, 3), await _follow(b, 3)
+    assert seen_b == seen_a
+    assert [(change["op"], change["url"]) for change in seen_b] == [
+        ("put", "http://e"),
+        ("put", "http://f"),
+        ("delete", "http://e"),
+    ]
+    events = b""
+    async with asyncio.timeout(GUARD):
+        while b"id: 3\n" not in events:
+            events += await stream.content.readany()
+    assert b'"op":"delete","kind":"encoder_urls","url":"http://e","version":3' in events
+    stream.close()
+    # A change B makes itself is diffed against what it was told: the list it knows is A's.
+    assert (await b.delete("/unregister_encoder_url", json={"url": "http://f"})).status == 200
+    assert (await (await b.get("/watch?after=3&wait=5")).json())["changes"] == [
+        {"op": "delete", "kind": "encoder_urls", "url": "http://f", "version": 4}
+    ]
+
+
+async def test_an_old_feed_entry_without_its_url_is_still_a_410(
+    aiohttp_client: Any, redis_server: RedisServer
+) -> None:
+    """An encoder-list entry with no member named (written before the feed named them) keeps the 410 fallback."""
+    from aiobootstrap.store import Change, Key
+
+    _a, b = await _replicas(aiohttp_client, redis_server)
     history_b = b.app[HISTORY]
     parked = asyncio.create_task(b.get("/watch?after=0&wait=30"))
     await until(lambda: history_b.watchers == 1)
-    assert (await a.post("/register_encoder_url", json={"url": "http://e"})).status == 200
-    assert (await (await a.get("/watch?after=0&wait=5")).json())["changes"] == [
-        {"op": "put", "kind": "encoder_urls", "url": "http://e", "version": 1}
-    ]
+    # What the feed handed on for such an entry: the key and version, neither record nor member.
+    history_b.changed([Change(Key("default", "encoder_urls", "target", 0), 1)])
     reply = await asyncio.wait_for(parked, GUARD)
     assert reply.status == 410
     assert (await reply.json())["version"] == 1
-    assert (await (await b.get("/watch?after=1")).json()) == {"changes": [], "version": 1}
 
 
 def test_the_ordered_tap_keeps_the_stream_order_past_a_local_write() -> None:
@@ -92,3 +131,21 @@ def test_the_ordered_tap_keeps_the_stream_order_past_a_local_write() -> None:
     record = Record(mine, {"members": ["http://e"]}, 5, 0.0)
     tap.wrote(Change(mine, 5, record), in_flight=set())
     assert [(c.version, c.record) for c in heard] == [(5, record), (6, None)]
+
+
+async def test_a_leased_encoder_url_revoked_through_the_other_replica_arrives_as_its_delete(
+    aiohttp_client: Any, redis_server: RedisServer
+) -> None:
+    """The lease script's removal of a member names it on the feed too: B's watcher is told which URL left."""
+    a, b = await _replicas(aiohttp_client, redis_server)
+    lease = (await (await a.post("/leases", json={"ttl": 30})).json())["lease"]
+    assert (await a.post("/register_encoder_url", json={"url": "http://e", "lease": lease})).status == 200
+    assert (await (await b.get("/watch?after=0&wait=5")).json())["version"] == 1
+    parked = asyncio.create_task(b.get("/watch?after=1&wait=30"))
+    await until(lambda: b.app[HISTORY].watchers == 1)
+    assert (await a.delete(f"/leases/{lease}")).status == 200
+    reply = await asyncio.wait_for(parked, GUARD)
+    assert reply.status == 200
+    assert (await reply.json())["changes"] == [
+        {"op": "delete", "kind": "encoder_urls", "url": "http://e", "version": 2}
+    ]

@@ -51,6 +51,45 @@ def test_watch_prints_changes_as_they_happen_until_interrupted(url: str, tmp_pat
     assert "Traceback" not in err
 
 
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_watch_parked_with_nothing_to_print_exits_at_once_when_interrupted(url: str, signum: int) -> None:
+    """Parked in a long-poll (its namespace quiet), the watcher exits at once on SIGINT (130) or SIGTERM (143), no traceback.
+
+    The server's watcher gauge says when the long-poll is parked; the exit is awaited, not timed.
+    """
+    namespace = f"quiet{signum}"
+    watcher = subprocess.Popen(
+        command("watch", "--url", url, "--namespace", namespace),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        _until_parked(url, 1)
+    finally:
+        watcher.send_signal(signum)
+        out, err = watcher.communicate(timeout=GUARD)
+    assert watcher.returncode == 128 + signum
+    assert out == ""
+    assert "Traceback" not in err
+
+
+def _until_parked(url: str, count: int) -> None:
+    """Until the server's ``aiobootstrap_watchers`` gauge reads ``count`` (read from /metrics)."""
+    import time
+    import urllib.request
+
+    deadline = time.monotonic() + GUARD
+    while time.monotonic() < deadline:
+        with urllib.request.urlopen(f"{url}/metrics", timeout=GUARD) as reply:
+            text = reply.read().decode()
+        if any(
+            line.split()[-1] in (str(count), f"{count}.0")
+            for line in text.splitlines()
+            if line.startswith("aiobootstrap_watchers ")
+        ):
+            return
+    raise AssertionError(f"no {count} watchers parked within {GUARD} s")
+
+
 def test_the_line_for_people() -> None:
     assert describe(WatchedChange("put", "transfer_engine_info", 7, role="target", rank=3)) == (
         "version 7 put transfer_engine_info rank 3 role target"

@@ -10,7 +10,9 @@ answered by the listing's difference.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
+import signal
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -22,7 +24,13 @@ if TYPE_CHECKING:
     from ..client.client import BootstrapClient
     from ..wire import WatchedChange
 
-__all__ = ["add_watch_parser", "describe", "watch_tool"]
+__all__ = ["EXIT_INTERRUPTED", "add_watch_parser", "describe", "watch_tool"]
+
+EXIT_INTERRUPTED = 128
+"""Added to the signal's number for the exit status, as a shell reports a process a signal ended (Ctrl-C: 130)."""
+
+_EXIT_GRACE = 1.0
+"""Seconds the parked long-poll is given to unwind once interrupted; the tool exits after them regardless."""
 
 
 def add_watch_parser(
@@ -67,9 +75,40 @@ def describe(change: WatchedChange) -> str:
 
 
 async def watch_tool(client: BootstrapClient, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    """Print every change after ``--after`` for ever; the client's errors end it (``tools`` maps them)."""
+    """Print every change after ``--after`` until SIGINT (status 130) or SIGTERM (143); the client's errors end it too.
+
+    The signal is the tool's own, not asyncio's ``KeyboardInterrupt``: that
+    cancels the whole task, and the exit then waits for the parked long-poll,
+    its retries and its connection to unwind, which a loaded machine once
+    stretched past 30 s. Here the wait for the next change is dropped, given
+    :data:`_EXIT_GRACE` to unwind, and the tool returns.
+    """
     ranks = None if args.ranks is None else protocol.parse_ranks(args.ranks)
-    async for change in client.watch(args.after, kind=args.kind, role=args.role, ranks=ranks):
-        line = json.dumps(change.as_json()) if args.json else describe(change)
-        print(line, file=out, flush=True)
-    return 0
+    changes = client.watch(args.after, kind=args.kind, role=args.role, ranks=ranks)
+    loop = asyncio.get_running_loop()
+    stopping: asyncio.Future[int] = loop.create_future()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, _stop, stopping, signum)
+    try:
+        while True:
+            following = asyncio.ensure_future(anext(changes))
+            await asyncio.wait((following, stopping), return_when=asyncio.FIRST_COMPLETED)
+            if not following.done():
+                following.cancel()
+                await asyncio.wait((following,), timeout=_EXIT_GRACE)
+                return EXIT_INTERRUPTED + stopping.result()
+            try:
+                change = following.result()
+            except StopAsyncIteration:
+                return 0
+            line = json.dumps(change.as_json()) if args.json else describe(change)
+            print(line, file=out, flush=True)
+    finally:
+        stopping.cancel()
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(signum)
+
+
+def _stop(stopping: asyncio.Future[int], signum: int) -> None:
+    if not stopping.done():
+        stopping.set_result(signum)

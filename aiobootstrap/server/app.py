@@ -54,6 +54,7 @@ from .lease_metrics import LeaseCollector
 from .metrics import METRICS, NAMESPACE_FIGURES, Metrics, NamespaceFigures, metrics, metrics_middleware
 from .openapi import openapi
 from .replies import REPLY_WIRE, ReplyWire
+from .watch_replies import WATCH_WIRE, WatchWire
 
 if TYPE_CHECKING:
     from .connections import ConnectionTable
@@ -121,6 +122,8 @@ async def _slash_redirect(request: web.Request, handler: Handler) -> web.StreamR
     The redirect of a request whose body is still unread says ``Connection: close``: the server does
     not linger to drop the body (``lingering_time=0``), and a client that kept the connection for its
     next request would find it closed under it."""
+    if request.match_info.http_exception is None:
+        return await handler(request)  # a route matched: nothing to redirect, no layer more to run
     try:
         return await _normalize_path(request, handler)
     except web.HTTPRedirection as redirect:
@@ -175,7 +178,8 @@ async def _registry_context(app: web.Application) -> AsyncIterator[None]:
         encode_reply, lambda: store.incarnation, enabled=stamps_only, encode_object=encode_object_reply
     )
     registry = Registry(store, max_waiters=config.max_waiters, on_delivery=wire.delivered)
-    history = History(store, limit=config.watch_history)
+    history = History(store, limit=config.watch_history, parking=registry.parking)
+    watch_wire = WatchWire(history, lambda: store.incarnation, enabled=stamps_only)
     in_order = store.follow_in_order(history)  # Redis: the stream's order, not its own writes first
     await store.open(registry if in_order else listeners(registry, history))
     await history.open()
@@ -185,6 +189,7 @@ async def _registry_context(app: web.Application) -> AsyncIterator[None]:
     app[HISTORY] = history
     app[METRICS].registry.register(WatchCollector(history, app[WATCH_FIGURES]))
     app[REPLY_WIRE] = wire
+    app[WATCH_WIRE] = watch_wire
     app[BATCH_REPLIES] = batches = BatchReplies()
     log.info("store: %s", store.description)
     try:

@@ -56,12 +56,23 @@ from typing import TYPE_CHECKING
 
 from aiohttp import web
 from aiohttp.abc import AbstractStreamWriter
-from aiohttp.http import SERVER_SOFTWARE, HttpVersion10
+from aiohttp.http import SERVER_SOFTWARE
 from multidict import CIMultiDict
 
 from .. import wire as protocol
 from .._names import BOOT_HEADER, VERSION_HEADER
 from ..exceptions import SHUTTING_DOWN_DETAIL
+from .heads import CLOSE as _CLOSE
+from .heads import HEAD as _HEAD
+from .heads import HTTP10 as _HTTP10
+from .heads import JSON_LINE as _JSON
+from .heads import OK as _OK
+from .heads import TEXT_LINE as _TEXT
+from .heads import connection_line as _connection
+from .heads import head as _head
+from .heads import stamp_lines as _stamp_lines
+from .heads import variant as _variant
+from .prebuilt import BytesReply
 from .writes import write, write_sliced
 
 if TYPE_CHECKING:
@@ -74,46 +85,9 @@ log = logging.getLogger("aiobootstrap")
 SEPARATE_BODY_OVER = 256 * 1024
 """Bodies larger than this are written apart from their head, never copied per reply or second."""
 
-_HEAD = 1
-_CLOSE = 2
-_HTTP10 = 4
 _MAX_CACHED = 256
 
 Encoder = Callable[["Record"], bytes]
-
-_OK = b"200 OK"
-_TEXT = b"Content-Type: text/plain; charset=utf-8\r\n"
-_JSON = f"Content-Type: {protocol.JSON_TYPE}\r\n".encode()
-
-
-def _stamp_lines(second: int, boot: str) -> bytes:
-    """The header lines every reply of that second carries: ``Date``, ``Server`` and the boot id."""
-    date = email.utils.formatdate(second, usegmt=True)
-    return f"Date: {date}\r\nServer: {SERVER_SOFTWARE}\r\n{BOOT_HEADER}: {boot}\r\n".encode()
-
-
-def _variant(request: web.BaseRequest) -> int:
-    """What of the reply the request decides: HEAD, keep-alive, HTTP/1.0."""
-    variant = _HEAD if request.method == "HEAD" else 0
-    if not request.keep_alive:
-        variant |= _CLOSE
-    if request.version == HttpVersion10:
-        variant |= _HTTP10
-    return variant
-
-
-def _connection(variant: int) -> bytes:
-    # What aiohttp's StreamResponse writes: HTTP/1.1 says close, HTTP/1.0 says keep-alive.
-    if variant & _HTTP10:
-        return b"" if variant & _CLOSE else b"Connection: keep-alive\r\n"
-    return b"Connection: close\r\n" if variant & _CLOSE else b""
-
-
-def _head(status: bytes, fields: bytes, length: int, stamp: bytes, variant: int) -> bytes:
-    """A reply's head, as aiohttp orders it: status line, ``fields``, length, the stamp lines, connection."""
-    version = b"HTTP/1.0 " if variant & _HTTP10 else b"HTTP/1.1 "
-    length_line = b"Content-Length: %d\r\n" % length
-    return version + status + b"\r\n" + fields + length_line + stamp + _connection(variant) + b"\r\n"
 
 
 class ReplyWire:
@@ -237,6 +211,12 @@ class ReplyWire:
         self._cache[variant] = (b"OK", data, None)
         return data
 
+    def small_json(self, body: bytes, variant: int) -> bytes:
+        """A small JSON ``200``'s whole bytes (a keepalive's): made per reply, the head from this second's stamp."""
+        self._renew_each_second()
+        head = _head(_OK, _JSON, len(body), self._stamp, variant)
+        return head if variant & _HEAD else head + body
+
     def shutting_down(self) -> Callable[[web.BaseRequest], bytes]:
         """The ``503`` a parked wait gets at a stop, as bytes for one write, by the request's HTTP version and method.
 
@@ -317,7 +297,7 @@ class EarlyReply:
             self.sent = len(data)
 
 
-class WireReply(web.StreamResponse):
+class WireReply(BytesReply):
     """A ``200`` to return from a handler: its bytes are pre-built, written by ``prepare``.
 
     A get's reply of ``record``, or with ``None`` a registration's text ``OK``.
@@ -329,29 +309,10 @@ class WireReply(web.StreamResponse):
     def __init__(
         self, request: web.Request, wire: ReplyWire, record: Record | None, early: EarlyReply | None = None
     ) -> None:
-        super().__init__(status=200)
+        super().__init__(request, sent=early.sent if early is not None and early.record is not None else None)
         self._record = record
         self._wire = wire
-        self._variant = _variant(request)
-        self._sent = early is not None and early.record is not None
-        self._length = early.sent if early is not None and self._sent else 0
-        self._closing = bool(self._variant & _CLOSE)
         self._headers_filled = False
-
-    @property
-    def prepared(self) -> bool:
-        return self._sent
-
-    @property
-    def keep_alive(self) -> bool:
-        return not self._closing
-
-    def force_close(self) -> None:
-        self._closing = True
-
-    @property
-    def body_length(self) -> int:
-        return self._length
 
     @property
     def headers(self) -> CIMultiDict[str]:
@@ -379,9 +340,6 @@ class WireReply(web.StreamResponse):
             self._length += len(body)
         await request.writer.drain()
         return None
-
-    async def write_eof(self, data: bytes = b"") -> None:
-        pass
 
 
 REPLY_WIRE = web.AppKey("reply_wire", ReplyWire)

@@ -174,6 +174,9 @@ class Change:
     """The record written, when the store has it at hand; ``None`` for a deletion,
     or when only the key travelled (a feed between processes carries no values)."""
     deleted: bool = False
+    member: str | None = None
+    """A set record's member the change added (``"+"`` and it) or removed (``"-"`` and it), when told
+    without the record (Redis' feed); ``None`` otherwise."""
 
 
 @dataclass(frozen=True, slots=True)

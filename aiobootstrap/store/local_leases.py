@@ -62,8 +62,10 @@ class LocalLeases(LocalStore):
         return self._leases.state(lease)
 
     async def keepalive_lease(self, namespace: str, lease: str) -> LeaseState:
-        # Only the deadline moves: its heap entry is pushed again when it comes due.
-        return self._leases.state(self._leases.keepalive(namespace, lease))
+        # Only the deadline moves: its heap entry is pushed again when it comes due. Its records
+        # are not copied: a keepalive's reply names the lease and its TTL only.
+        kept = self._leases.keepalive(namespace, lease)
+        return LeaseState(kept.id, kept.namespace, kept.ttl, kept.ttl)
 
     async def read_lease(self, namespace: str, lease: str) -> LeaseState:
         return self._leases.state(self._leases.find(namespace, lease))

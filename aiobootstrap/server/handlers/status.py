@@ -50,7 +50,7 @@ async def list_ranks(request: web.Request) -> web.Response:
         role=role,
         summary=kind.summary,
         leases=await store.read_leases_of([(record.key, None) for record in found]),
-        waiters_by_rank=registry.parked_by_rank(namespace, kind.name, role),
+        waiters_by_rank=registry.parking.by_rank(namespace, kind.name, role),
     )
     return web.Response(body=body, content_type=protocol.JSON_TYPE)
 

@@ -17,7 +17,7 @@ must ping only when quiet and end with the history's one shutdown path.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Hashable, Iterator
 from dataclasses import dataclass
 
 from aiohttp import web
@@ -30,6 +30,8 @@ from ..._ranks import RankSet
 from ...exceptions import HistoryGone, ShuttingDown
 from ..appkeys import CONFIG
 from ..kinds import kind_named
+from ..prebuilt import PrebuiltReply
+from ..watch_replies import WATCH_WIRE, EarlyWatch
 from .common import namespace_of, param, wait_seconds
 
 __all__ = ["HISTORY", "WATCH_FIGURES", "WatchCollector", "WatchFigures", "watch"]
@@ -72,16 +74,20 @@ class WatchCollector:
 _PING = b": ping\n\n"
 
 
-def _match(request: web.Request) -> Match | None:
-    """The filter the ``kind``, ``role`` and ``ranks`` parameters name; ``None`` when none is given."""
+def _match(request: web.Request) -> tuple[Match | None, Hashable]:
+    """The filter the ``kind``, ``role`` and ``ranks`` parameters name (``None`` when none is given), and its key.
+
+    Watches with equal keys want the same changes: the fast path encodes their reply once.
+    """
     kind_text, role_text, ranks_text = param(request, "kind"), param(request, "role"), param(request, "ranks")
     kind = None
     if kind_text is not None:
         kind = ENCODER_URLS if kind_text == ENCODER_URLS else kind_named(kind_text).name
     role = None if role_text is None else protocol.parse_role_param(role_text)
     ranks: RankSet | None = None if ranks_text is None else protocol.parse_ranks(ranks_text)
+    key = (kind, role, ranks_text)
     if kind is None and role is None and ranks is None:
-        return None
+        return None, key
 
     def match(change: protocol.WatchedChange) -> bool:
         if kind is not None and change.kind != kind:
@@ -93,7 +99,7 @@ def _match(request: web.Request) -> Match | None:
             return False
         return ranks is None or (change.rank is not None and change.rank in ranks)
 
-    return match
+    return match, key
 
 
 def _wants_stream(request: web.Request) -> bool:
@@ -117,7 +123,7 @@ async def watch(request: web.Request) -> web.StreamResponse:
     ``boot``: the boot id ``V`` came from; another incarnation's is a ``410`` at once.
     """
     after = protocol.parse_after(param(request, "after"))
-    match = _match(request)
+    match, filter_key = _match(request)
     namespace = namespace_of(request)
     wait = wait_seconds(request)  # read (and checked) for a stream too, where it means nothing
     stream = _wants_stream(request)
@@ -136,21 +142,37 @@ async def watch(request: web.Request) -> web.StreamResponse:
             )
         )
     if stream:
-        return await _stream(request, history, namespace, after, match)
+        with history.hold():  # a stream over the limit is refused before it starts
+            return await _stream(request, history, namespace, after, match, filter_key)
+    wire = request.app[WATCH_WIRE]
+    early = wire.expect(request, namespace, after, filter_key, match) if wire.enabled and wait > 0 else None
     try:
         changes, version = await history.since(namespace, after, wait, match)
-    except HistoryGone as exc:
-        return _gone(exc)
+    except (HistoryGone, ShuttingDown) as exc:
+        if early is None or early.upto is None:
+            if isinstance(exc, HistoryGone):
+                return _gone(exc)
+            raise
+    finally:
+        if early is not None:
+            wire.settle(early, namespace)
+    if early is not None and early.upto is not None:
+        return PrebuiltReply(request, sent=early.sent)  # the fast path wrote its 200 already
     return web.Response(body=protocol.encode_watch(changes, version), content_type=protocol.JSON_TYPE)
 
 
 async def _stream(
-    request: web.Request, history: History, namespace: str, after: int, match: Match | None
+    request: web.Request,
+    history: History,
+    namespace: str,
+    after: int,
+    match: Match | None,
+    filter_key: Hashable,
 ) -> web.StreamResponse:
     ping = request.app[CONFIG].watch_ping
     try:
         # The first read before the stream starts: a position already gone is a plain 410.
-        changes, after = await history.since(namespace, after, 0, match)
+        changes, after = await history.since(namespace, after, 0, match, held=True)
     except HistoryGone as exc:
         return _gone(exc)
     response = web.StreamResponse(
@@ -163,11 +185,27 @@ async def _stream(
     await response.prepare(request)
     figures = request.app[WATCH_FIGURES]
     figures.streams += 1
+    wire = request.app[WATCH_WIRE]
     try:
         # Headers out at once, before the first change: the client knows the stream is up.
         await response.write(b"".join(map(protocol.sse_event, changes)) or _PING)
         while True:
-            changes, after = await history.since(namespace, after, ping, match)
+            early: EarlyWatch | None = None
+            if wire.enabled:
+                early = wire.expect(request, namespace, after, filter_key, match, response)
+            try:
+                changes, after = await history.since(namespace, after, ping, match, held=True)
+            finally:
+                if early is not None:
+                    wire.settle(early, namespace)
+            if early is not None and (upto := early.upto) is not None:
+                # The fast path sent the changes up to there; only what came after is left to write.
+                changes = [change for change in changes if change.version > upto]
+                after = max(after, upto)
+                if not changes:
+                    # Its bytes went below the writer: wait here as its write would, for a client slow to read.
+                    await request.writer.drain()
+                    continue
             await response.write(b"".join(map(protocol.sse_event, changes)) if changes else _PING)
     except HistoryGone as exc:
         data = protocol.error_body(exc.detail, version=exc.version)

@@ -220,7 +220,9 @@ class Feed:
             namespace = fields[b"n"].decode()
             version = int(fields[b"v"])
             key = Key(namespace, fields[b"k"].decode(), fields[b"r"].decode(), int(fields[b"i"]))
-            change = Change(key, version, deleted=fields[b"o"] == b"del")
+            marked = fields.get(b"m")  # older entries have none
+            member = marked.decode() if marked is not None and marked != b"-" else None
+            change = Change(key, version, deleted=fields[b"o"] == b"del", member=member)
             every.append(change)
             if (namespace, version) in self._local:
                 del self._local[(namespace, version)]

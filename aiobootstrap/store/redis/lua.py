@@ -34,7 +34,7 @@ PUT_ARGS = 10
 # KEYS: incarnation seq floor versions counts feed roles leases owners, then each rank table written
 # ARGV: new-incarnation max-ranks max-namespaces feed-length max-roles, then PUT_ARGS a put:
 #       table (its index in KEYS) namespace kind role rank registered-at value lease ('' none)
-#       target ('-' the record, '+MEMBER' one member of a set record)
+#       target ('-' the record, '+MEMBER' / '-MEMBER' one member of a set record, added / removed)
 #       expected-version ('' none; else the write happens only if the record's version is still this, -1 absent)
 # -> {incarnation, status, held, ...}, a pair a put: status its version, or refused: -1 the rank cap,
 #    -2 the namespace cap, -3 not the expected version (held: the version seen), -4 the role cap, -5 no lease
@@ -76,8 +76,9 @@ local function put(rows, namespace, kind, role, rank, at, value, lease, target, 
   local version = redis.call('HINCRBY', KEYS[4], namespace, 1)
   redis.call('HSET', rows, rank, string.format('%d', version) .. ' ' .. at .. ' ' .. value)
   local seq = redis.call('INCR', KEYS[2])
+  -- 'm': the set member added ('+URL') or removed ('-URL'), so every replica can tell the change ('-': none).
   redis.call('XADD', KEYS[6], 'MAXLEN', '~', feed_length, '*',
-    's', seq, 'n', namespace, 'k', kind, 'r', role, 'i', rank, 'v', version, 'o', 'put')
+    's', seq, 'n', namespace, 'k', kind, 'r', role, 'i', rank, 'v', version, 'o', 'put', 'm', target)
   local member = nil
   if target ~= '-' then member = string.sub(target, 2) end
   attach(target_of(namespace, kind, role, rank, member), lease)
@@ -149,10 +150,10 @@ local function next_version(ns)
   end
   return redis.call('HINCRBY', KEYS[4], ns, 1)
 end
-local function announce(t, version, op)
+local function announce(t, version, op, member)
   local seq = redis.call('INCR', KEYS[2])
   redis.call('XADD', KEYS[7], 'MAXLEN', '~', ARGV[2], '*',
-    's', seq, 'n', t[1], 'k', t[2], 'r', t[3], 'i', t[4], 'v', version, 'o', op)
+    's', seq, 'n', t[1], 'k', t[2], 'r', t[3], 'i', t[4], 'v', version, 'o', op, 'm', member)
 end
 local function delete_rank(t, rows)
   -- As DELETE does: the record, its role's and namespace's counts, the floor.
@@ -167,7 +168,7 @@ local function delete_rank(t, rows)
     redis.call('HDEL', KEYS[4], t[1])
     if version > tonumber(redis.call('GET', KEYS[3]) or '0') then redis.call('SET', KEYS[3], version) end
   end
-  announce(t, version, 'del')
+  announce(t, version, 'del', '-')
 end
 local function remove_member(t, rows, current)
   -- As a set member's removal does: a put of the list without it (an empty list stays).
@@ -182,7 +183,7 @@ local function remove_member(t, rows, current)
   local version = next_version(t[1])
   local at = string.format('%d.%06d', clock[1], clock[2])
   redis.call('HSET', rows, t[4], string.format('%d', version) .. ' ' .. at .. ' ' .. json)
-  announce(t, version, 'put')
+  announce(t, version, 'put', '-' .. t[5])
 end
 local targets = redis.call('SMEMBERS', KEYS[6])
 for _, target in ipairs(targets) do

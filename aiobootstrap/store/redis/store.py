@@ -209,7 +209,8 @@ class RedisStore(Store):
                     return current
                 continue
             expected = -1 if current is None else current.version
-            record = await self._put(key, value, expected, lease=lease if present else None, member=member)
+            marked = f"+{member}" if present else f"-{member}"
+            record = await self._put(key, value, expected, lease=lease if present else None, member=marked)
             if record is not None:
                 return record
 
@@ -236,7 +237,7 @@ class RedisStore(Store):
         """Write ``value``, held by ``lease`` (or none); with ``expected``, only if the record's version is still that.
 
         ``member``: what the lease holds is that member of a set record, not
-        the record. ``None`` when the version was not ``expected``.
+        the record, marked ``+`` added or ``-`` removed (the feed tells every replica so). ``None`` when the version was not ``expected``.
         """
         table = self._table(key)
         registered_at = time.time()
@@ -248,7 +249,7 @@ class RedisStore(Store):
             repr(registered_at),
             _json.dumps(value),
             lease or "",
-            "-" if member is None else f"+{member}",
+            "-" if member is None else member,
             "" if expected is None else expected,
         ]
         with self._feed.writing(key):

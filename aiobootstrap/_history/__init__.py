@@ -28,10 +28,12 @@ history did not hear.
 An encoder list change is one set record's new value (``Store.set_member``):
 the history diffs it against the members it last knew for the namespace (read
 at :meth:`History.open`, then kept from every change) and reports the URL that
-joined (``put``) or left (``delete``). A change that comes without its record
-(one made through another process sharing a Redis store carries only its key)
-cannot be diffed: the floor rises to its version, so a watcher behind it is
-told ``410`` and re-reads the list, never a wrong URL.
+joined (``put``) or left (``delete``). One made through another process
+sharing a Redis store comes without its record, but names the URL it added or
+removed (``Change.member``): told as it is, and applied to the members known.
+A change that comes with neither (an entry written before the feed named
+members) cannot be diffed: the floor rises to its version, so a watcher
+behind it is told ``410`` and re-reads the list, never a wrong URL.
 
 The feed saying it may have missed changes (:meth:`History.resync`) drops
 every log: each is made again as above, so a watcher that may have missed a
@@ -40,7 +42,16 @@ a replica's history begins when it starts.)
 
 Watchers park on their log's event, which a change sets and replaces (never
 ``clear()``-ed); the event is taken before the log is read, so no change slips
-between. A log made by a watcher and never changed is dropped with its last
+between. Just before it is set, ``on_change`` hears the namespace: the
+server's fast path (``server/watch_replies``) then answers the parked watches
+itself from :meth:`History.ready`, one loop callback for the crowd. A parked
+watch counts against the registry's ``--max-waiters`` (its ``Parking``); a
+stream (:meth:`History.hold`) counts once for its whole life.
+
+A namespace the store forgot (its last record deleted) has its log freed: a
+delete asks the store, a moment later, which namespaces still hold records,
+and the logs of the others go once nobody watches them and their grace has
+passed (``forgetting``, which keeps what a freed log vouched for). A log made by a watcher and never changed is dropped with its last
 watcher (made again, it vouches for the same), so probing namespaces leaves
 nothing behind. :meth:`History.close` wakes every
 watcher with :class:`~aiobootstrap.exceptions.ShuttingDown`.
@@ -51,87 +62,33 @@ This module is pure asyncio: it knows nothing of HTTP.
 from __future__ import annotations
 
 import asyncio
-import bisect
-import collections
-from collections.abc import Callable, Sequence
+import contextlib
+from collections.abc import Callable, Iterator, Sequence
 
-from ._names import DEFAULT_ROLE, ENCODER_URLS
-from .exceptions import HistoryGone, ShuttingDown
-from .store import Change, ChangeListener, Key, Store, members_of
-from .wire import WatchedChange
+from .._names import DEFAULT_ROLE, ENCODER_URLS
+from .._parking import Parking
+from ..exceptions import HistoryGone, ShuttingDown, StoreUnavailable
+from ..store import Change, ChangeListener, Key, Store, members_of
+from ..wire import WatchedChange
+from .forgetting import Forgetting
+from .log import MAX_REPLY_CHANGES, Match, _every, _found, _Log
 
 __all__ = ["DEFAULT_WATCH_HISTORY", "MAX_REPLY_CHANGES", "History", "Match", "listeners"]
 
 DEFAULT_WATCH_HISTORY = 100_000
 """Changes kept per namespace (``--watch-history``)."""
 
-MAX_REPLY_CHANGES = 10_000
-"""The most changes one reply carries; its ``version`` is then the last one's, and the rest come next."""
-
-Match = Callable[[WatchedChange], bool]
-"""A watcher's filter: which changes it wants."""
-
-
-def _every(change: WatchedChange) -> bool:
-    return True
-
-
 _NO_NAMESPACE = ""
 """No namespace's name: its version is the store's floor (what a namespace's first change numbers above)."""
-
-
-class _Log:
-    __slots__ = ("changes", "event", "floor", "kept", "watchers")
-
-    def __init__(self, floor: int, *, kept: bool = True) -> None:
-        self.changes: collections.deque[WatchedChange] = collections.deque()
-        self.floor = floor
-        """Every change with a version above this is in ``changes``."""
-        self.event = asyncio.Event()
-        self.watchers = 0
-        self.kept = kept
-        """``False`` for a log made by a watcher and never changed: dropped with its last watcher."""
-
-    @property
-    def high(self) -> int:
-        """The newest version the log knows of."""
-        return max(self.changes[-1].version, self.floor) if self.changes else self.floor
-
-    def after(self, version: int) -> list[WatchedChange]:
-        """The changes above ``version``, oldest first (scanned from the newest: watchers are near the tail)."""
-        found: list[WatchedChange] = []
-        for change in reversed(self.changes):
-            if change.version <= version:
-                break
-            found.append(change)
-        found.reverse()
-        return found
-
-    def add(self, change: WatchedChange, limit: int) -> None:
-        changes = self.changes
-        if change.version <= self.floor:
-            return  # heard already, or older than what the log vouches for
-        if not changes or changes[-1].version < change.version:
-            changes.append(change)
-        else:
-            # Out of order (a local write announced before the feed's entry of another): keep the order.
-            versions = [item.version for item in changes]
-            at = bisect.bisect_left(versions, change.version)
-            if at < len(versions) and versions[at] == change.version:
-                return
-            changes.insert(at, change)
-        while len(changes) > limit:
-            self.floor = max(self.floor, changes.popleft().version)
-
-    def wake(self) -> None:
-        self.event.set()
-        self.event = asyncio.Event()
 
 
 class History:
     """The changes of every namespace of a store, and the watchers waiting for the next."""
 
-    def __init__(self, store: Store, *, limit: int = DEFAULT_WATCH_HISTORY) -> None:
+    def __init__(
+        self, store: Store, *, limit: int = DEFAULT_WATCH_HISTORY, parking: Parking | None = None
+    ) -> None:
+        """``parking``: where the watches count against the server's limit of waiting requests."""
         if limit < 1:
             raise ValueError(f"the watch history must keep at least 1 change, not {limit}")
         self.store = store
@@ -145,6 +102,12 @@ class History:
         """The store's floor at open; ``None`` before, and once the feed may have missed a change."""
         self._watchers = 0
         self._closed = False
+        self._parking = parking
+        self.on_change: Callable[[str], None] | None = None
+        """Hears each namespace a change touched, before its watchers are woken."""
+        self.forgetting = Forgetting()
+        self._sweeper: asyncio.Task[None] | None = None
+        self._sweep_wake = asyncio.Event()
 
     @property
     def watchers(self) -> int:
@@ -178,6 +141,8 @@ class History:
     def close(self) -> None:
         """Wake every watcher with :class:`ShuttingDown`; refuse new watches."""
         self._closed = True
+        if self._sweeper is not None:
+            self._sweeper.cancel()
         for log in self._logs.values():
             log.wake()
 
@@ -191,18 +156,33 @@ class History:
             if log is None:
                 start = self._start
                 floor = change.version - 1 if start is None else min(start, change.version - 1)
-                log = self._logs[namespace] = _Log(floor)
+                log = self._logs[namespace] = _Log(self.forgetting.floor(namespace, floor))
+            if not log.kept:
+                self.forgetting.tombstones.pop(namespace, None)  # the log begins above it
             log.kept = True
+            if change.deleted:
+                self.forgetting.emptied.add(namespace)
             for watched in self._watched(change, log):
                 log.add(watched, self.limit)
             touched.add(namespace)
+        on_change = self.on_change
+        forgetting = self.forgetting
         for namespace in touched:
+            if forgetting.forgotten:
+                forgetting.revived(namespace)
+            if on_change is not None:
+                on_change(namespace)
             self._logs[namespace].wake()
+        if forgetting.emptied and not self._closed:
+            if self._sweeper is None:
+                self._sweeper = asyncio.get_running_loop().create_task(self._sweep())
+            self._sweep_wake.set()
 
     def resync(self) -> None:
         """The feed may have missed changes: forget every log (its watchers are told ``410``)."""
         logs, self._logs = self._logs, {}
         self._members.clear()
+        self.forgetting.clear()
         self._unknown = None
         self._start = None
         for log in logs.values():
@@ -224,6 +204,8 @@ class History:
             # The evicted set (encoder_health), not the list: diffed as the list, a revival read as a delete.
             return []
         namespace = key.namespace
+        if change.record is None and change.member is not None and not change.deleted:
+            return [self._told(namespace, change.member, change.version)]
         if change.record is None:
             # No value to diff: nobody behind this version can be told exactly what changed.
             self._members.pop(namespace, None)
@@ -250,16 +232,28 @@ class History:
             WatchedChange("put", ENCODER_URLS, change.version, url=url) for url in joined
         ]
 
+    def _told(self, namespace: str, marked: str, version: int) -> WatchedChange:
+        """A change that names the URL it added (``+URL``) or removed (``-URL``): another replica's, over Redis."""
+        url, joined = marked[1:], marked.startswith("+")
+        unknown = self._unknown
+        if not ((unknown is None and namespace not in self._members) or (unknown and namespace in unknown)):
+            # Known before it, so known after: the next change that comes with its record is diffed exactly.
+            members = [member for member in self._members.get(namespace, []) if member != url]
+            self._members[namespace] = [*members, url] if joined else members
+        return WatchedChange("put" if joined else "delete", ENCODER_URLS, version, url=url)
+
     # -- watching ----------------------------------------------------------
 
     async def since(
-        self, namespace: str, after: int, timeout: float, match: Match | None = None
+        self, namespace: str, after: int, timeout: float, match: Match | None = None, *, held: bool = False
     ) -> tuple[list[WatchedChange], int]:
         """The changes of ``namespace`` above ``after`` that ``match``, oldest first, waiting up to ``timeout``.
 
         Returns them (at most :data:`MAX_REPLY_CHANGES`; none when the time ran
         out) and the version to ask after next. Raises :class:`HistoryGone`
-        when the history no longer reaches back to ``after``.
+        when the history no longer reaches back to ``after``, and
+        :class:`TooManyWaiters` when it would park past the limit (``held``:
+        the watch counts already, see :meth:`hold`).
         """
         match = _every if match is None else match
         loop = asyncio.get_running_loop()
@@ -269,26 +263,48 @@ class History:
             if self._closed:
                 raise ShuttingDown()
             log = await self._log(namespace)
-            if after < log.floor:
-                raise HistoryGone(
-                    f"The server's watch history of this namespace starts after version {log.floor}; "
-                    f"changes after {after} are gone: read the listing, then watch from its version.",
-                    log.high,
-                )
-            event = log.event
-            fresh = log.after(seen)
-            found = [change for change in fresh if match(change)]
-            if len(found) > MAX_REPLY_CHANGES:
-                found = found[:MAX_REPLY_CHANGES]
-                return found, found[-1].version
-            if found:
-                return found, log.high
-            seen = max(seen, log.high)
-            remaining = deadline - loop.time()
-            if remaining <= 0:
-                return [], seen
-            if not await self._park(namespace, log, event, remaining):
-                return [], max(seen, log.high)
+            try:
+                if after < log.floor:
+                    raise HistoryGone(
+                        f"The server's watch history of this namespace starts after version {log.floor}; "
+                        f"changes after {after} are gone: read the listing, then watch from its version.",
+                        log.high,
+                    )
+                event = log.event
+                found = _found(log, seen, match)
+                if found is not None:
+                    return found
+                seen = max(seen, log.high)
+                remaining = deadline - loop.time()
+                if remaining <= 0:
+                    return [], seen
+                if not await self._park(namespace, log, event, remaining, not held):
+                    return [], max(seen, log.high)
+            finally:
+                # Made by a watch, never changed: made again, it vouches for the same.
+                if not log.watchers and not log.kept and self._logs.get(namespace) is log:
+                    del self._logs[namespace]
+
+    def ready(
+        self, namespace: str, after: int, match: Match | None
+    ) -> tuple[list[WatchedChange], int] | None:
+        """What :meth:`since` would answer now without waiting, when it answers changes; else ``None``."""
+        log = self._logs.get(namespace)
+        if log is None or after < log.floor or self._closed:
+            return None
+        return _found(log, after, _every if match is None else match)
+
+    @contextlib.contextmanager
+    def hold(self) -> Iterator[None]:
+        """Count a stream against the limit of waiting requests for as long as it is open (its parks are not)."""
+        parking = self._parking
+        if parking is not None:
+            parking.hold()
+        try:
+            yield
+        finally:
+            if parking is not None:
+                parking.release()
 
     async def _log(self, namespace: str) -> _Log:
         log = self._logs.get(namespace)
@@ -297,11 +313,17 @@ class History:
         floor = self._start
         if floor is None:
             floor = await self.store.version(namespace)
+        floor = self.forgetting.floor(namespace, floor)
         # A change heard during the read made the log already.
         return self._logs.setdefault(namespace, _Log(floor, kept=False))
 
-    async def _park(self, namespace: str, log: _Log, event: asyncio.Event, timeout: float) -> bool:
-        """Wait for ``event``; ``False`` when ``timeout`` ran out first."""
+    async def _park(
+        self, namespace: str, log: _Log, event: asyncio.Event, timeout: float, counted: bool
+    ) -> bool:
+        """Wait for ``event``; ``False`` when ``timeout`` ran out first. ``counted``: against the limit."""
+        parking = self._parking if counted else None
+        if parking is not None:
+            parking.hold()
         log.watchers += 1
         self._watchers += 1
         try:
@@ -311,10 +333,52 @@ class History:
         except TimeoutError:
             return False
         finally:
+            if parking is not None:
+                parking.release()
             log.watchers -= 1
             self._watchers -= 1
-            if not log.watchers and not log.kept and self._logs.get(namespace) is log:
-                del self._logs[namespace]
+
+    async def _sweep(self) -> None:
+        """Free the logs of the namespaces the store forgot, once due and unwatched (see ``forgetting``)."""
+        forgetting, loop = self.forgetting, asyncio.get_running_loop()
+        try:
+            while True:
+                if forgetting.emptied:
+                    emptied, forgetting.emptied = forgetting.emptied, set()
+                    highs = {name: log.high for name in emptied if (log := self._logs.get(name)) is not None}
+                    live = set(await self.store.namespaces())
+                    # One changed during the read may hold records the read did not see: its delete asks again.
+                    still = [
+                        name
+                        for name, high in highs.items()
+                        if (log := self._logs.get(name)) and log.high == high
+                    ]
+                    forgetting.seen(still, live, loop.time())
+                for name in list(forgetting.due(loop.time())):
+                    log = self._logs.get(name)
+                    if log is None or not log.kept:
+                        continue
+                    if log.watchers:
+                        forgetting.forgotten[name] = loop.time()  # watched: kept, its grace again
+                        continue
+                    del self._logs[name]
+                    self._members.pop(name, None)
+                    folded = forgetting.freed(name, log.high)
+                    if folded is not None and self._start is not None:
+                        self._start = max(self._start, folded)
+                due = forgetting.next_due()
+                if forgetting.emptied:
+                    continue
+                if due is None:
+                    return
+                self._sweep_wake = wake = asyncio.Event()
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(max(0.0, due - loop.time())):
+                        await wake.wait()
+        except StoreUnavailable:
+            pass  # asked again at the next delete: a log held too long costs memory, never a change
+        finally:
+            self._sweeper = None
 
 
 def listeners(*listening: ChangeListener) -> ChangeListener:
