@@ -300,6 +300,28 @@ async def _stream_crowd(server: RunningServer, rank: int, count: int) -> list[fl
     return [first - put.sent_at for first in firsts]
 
 
+async def parked_memory(server: RunningServer, count: int, rank: int) -> dict[str, float]:
+    """Bytes of server RSS per parked long-poll watcher and per parked waiter, each crowd held while the
+    other parks (so neither reuses memory the other freed), then both answered by one registration."""
+    registrar = await connect(server.target)
+    after = await _version(registrar)
+    grown: dict[str, float] = {}
+    held: list[Connection] = []
+    replies = []
+    for name, path in (("watcher", f"/watch?after={after}&wait=60"), ("waiter", get_path(rank, 60))):
+        before = server.rss()
+        connections = await _connect_many(server.target, count)
+        replies += [c.send(get_request(path)) for c in connections]
+        await asyncio.sleep(0.05 + count * 0.0003)  # another process: let it read and park every request
+        grown[f"per_{name}_b"] = (server.rss() - before) * 1024 / count
+        held += connections
+    await registrar.request(put_request(REGISTER, registration(rank, weights(4))))
+    await asyncio.gather(*replies)
+    for connection in [registrar, *held]:
+        connection.close()
+    return grown
+
+
 async def fan_out(
     server: RunningServer, count: int, rounds: int, first_rank: int
 ) -> dict[str, dict[str, float]]:
@@ -333,6 +355,10 @@ async def run(args: argparse.Namespace, store: list[str]) -> dict[str, Any]:
         results: dict[str, Any] = {"store": "redis" if store else "memory"}
         redis_url = store[1] if store else None
         parts = set(args.only or PARTS)
+        if "fan-out" in parts:  # first, on a fresh server: RSS grows only past memory freed before
+            memory = await parked_memory(
+                server, args.watchers, args.leases + PLAIN + args.trials + 3 * args.rounds
+            )
         if "keepalive" in parts:
             results["keepalive"] = await keepalive_cost(server, args.leases, args.seconds, redis_url)
         if "death" in parts:
@@ -341,6 +367,7 @@ async def run(args: argparse.Namespace, store: list[str]) -> dict[str, Any]:
             results["fan_out"] = await fan_out(
                 server, args.watchers, args.rounds, args.leases + PLAIN + args.trials
             )
+            results["fan_out"]["memory"] = memory
     return results
 
 
@@ -356,6 +383,11 @@ def _fan_lines(fan: dict[str, dict[str, float]]) -> list[str]:
             f"    {label}: p50 {crowd['p50']:.1f} ms ({crowd['p50'] / waiters['p50']:.2f}x), "
             f"p99 {crowd['p99']:.1f} ms ({crowd['p99'] / waiters['p99']:.2f}x)"
         )
+    memory = fan["memory"]
+    lines.append(
+        f"    RSS per parked long-poll watcher {memory['per_watcher_b']:.0f} B, "
+        f"per parked waiter {memory['per_waiter_b']:.0f} B (connections included)"
+    )
     return lines
 
 
