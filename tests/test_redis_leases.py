@@ -26,7 +26,7 @@ from .redis_server import RedisServer
 from .stall_proxy import StallProxy
 from .test_lease_store import INFO, config_key, lease_every_kind, urls_key
 
-FAST = {"timeout": 2.0, "open_timeout": 1.0, "poll_interval": 0.1}
+FAST = {"timeout": 5.0, "open_timeout": 1.0, "poll_interval": 0.1}
 TINY = 0.3
 REGISTER = "/register_transfer_engine_info"
 
