@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import itertools
 from typing import Any
 
@@ -55,6 +56,10 @@ class Parking:
         self._on_sets: dict[_Place, dict[Parked, None]] = {}
         self.watching = 0
         """Watches held (``_history``): they count against the limit, but a stop wakes them itself."""
+        self.moves = 0
+        """Waits parked or gone so far: a reader of the counts that saw this many has nothing new to read."""
+        self._moved: asyncio.Event | None = None
+        self._closed = False
 
     @property
     def tasks(self) -> list[asyncio.Task[Any]]:
@@ -102,6 +107,7 @@ class Parking:
             self._on_sets.setdefault(place, {})[parked] = None
         self.count += 1
         self._by_namespace[namespace] += 1
+        self._move()
         if parked.task is not None:
             self._tasks[parked.task] = None
         return parked
@@ -111,6 +117,7 @@ class Parking:
             self._tasks.pop(parked.task, None)
         self.count -= 1
         _drop(self._by_namespace, parked.namespace)
+        self._move()
         place = parked.place
         if parked.rank is not None:
             on_rank = self._on_rank[place]
@@ -122,6 +129,29 @@ class Parking:
             del on_sets[parked]
             if not on_sets:
                 del self._on_sets[place]
+
+    async def moved(self, since: int, timeout: float) -> None:
+        """Return once :attr:`moves` is past ``since``, after ``timeout`` s, or at :meth:`close`.
+
+        For a reader that follows the counts (the page) without asking again every few seconds.
+        """
+        if self.moves != since or self._closed or timeout <= 0:
+            return
+        if self._moved is None:
+            self._moved = asyncio.Event()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._moved.wait(), timeout)
+
+    def close(self) -> None:
+        """Let every :meth:`moved` reader go: the server is stopping."""
+        self._closed = True
+        self._move()
+
+    def _move(self) -> None:
+        self.moves += 1
+        moved, self._moved = self._moved, None
+        if moved is not None:
+            moved.set()
 
     def hold(self) -> None:
         """Count a watch against the limit, or refuse it with :class:`TooManyWaiters`; :meth:`release` it after."""

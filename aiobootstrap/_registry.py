@@ -206,6 +206,7 @@ class Registry:
         if self._closed:
             return
         self._closed = True
+        self.parking.close()
         for waitlist in self._waitlists.values():
             waitlist.event.set()
         if self._reader is not None:

@@ -12,8 +12,10 @@ from aiohttp import web
 from aiobootstrap import ServerConfig, create_app
 from aiobootstrap._parking import Parking
 from aiobootstrap._ranks import RankSet
+from aiobootstrap.server.app import release_waiters
 from aiobootstrap.server.appkeys import REGISTRY
 from aiobootstrap.server.encoder_health import ENCODER_HEALTH
+from aiobootstrap.server.handlers.watch import HISTORY
 from aiobootstrap.wire import decode_listing
 
 from .conftest import until
@@ -156,3 +158,59 @@ async def test_a_revival_is_one_put_on_the_watch(aiohttp_client: Any, aiohttp_se
     await prober.after_rounds(1)
     changes = (await (await client.get(f"/watch?after={registered}")).json())["changes"]
     assert [(each["op"], each["version"] > evicted) for each in changes] == [("delete", False), ("put", True)]
+
+
+async def test_watch_with_waits_answers_once_a_wait_parks_or_goes(aiohttp_client: Any) -> None:
+    """``/watch?after=V&waits=N&wait=S`` (the page's): parked while nothing changes and no wait moves,
+    answered with no change as a get parks and as it goes, each reply saying the new ``waits``; answered
+    by a change as any watch; at once when ``N`` is already behind. ``/namespaces`` says the first ``N``."""
+    client = await aiohttp_client(create_app(ServerConfig()), server_kwargs={"handler_cancellation": True})
+    registry = client.app[REGISTRY]
+    first = await (await client.get("/namespaces")).json()
+
+    def follow(waits: int, after: int = 0) -> asyncio.Task[Any]:
+        return asyncio.create_task(client.get(f"/watch?after={after}&waits={waits}&wait=30"))
+
+    watch = follow(first["waits"])
+    await until(lambda: registry.parked == 0 and client.app[HISTORY].watchers == 1)
+    assert not watch.done()
+    get = asyncio.create_task(client.get(f"{GET}?rank=0&wait=30"))
+    parked = await (await asyncio.wait_for(watch, 10)).json()
+    assert parked["changes"] == []
+    assert parked["waits"] > first["waits"]
+    namespaces = await (await client.get("/namespaces")).json()
+    assert namespaces["waits"] == parked["waits"]
+    assert [(n["namespace"], n["waiters"]) for n in namespaces["namespaces"]] == [("default", 1)]
+    watch = follow(parked["waits"])
+    await until(lambda: client.app[HISTORY].watchers == 1)
+    get.cancel()
+    await asyncio.gather(get, return_exceptions=True)
+    gone = await (await asyncio.wait_for(watch, 10)).json()
+    assert gone["changes"] == []
+    assert gone["waits"] > parked["waits"]
+    watch = follow(gone["waits"])
+    await until(lambda: client.app[HISTORY].watchers == 1)
+    body = {"rank": 1, "transfer_engine_info": {"session_id": "s1", "weights_info_dict": {}}}
+    assert (await client.put("/register_transfer_engine_info", json=body)).status == 200
+    changed = await (await asyncio.wait_for(watch, 10)).json()
+    assert [(c["op"], c["rank"]) for c in changed["changes"]] == [("put", 1)]
+    assert changed["waits"] == gone["waits"]
+    behind = await (
+        await client.get(f"/watch?after={changed['version']}&waits={first['waits']}&wait=30")
+    ).json()
+    assert behind["changes"] == []
+    assert behind["waits"] == gone["waits"]
+
+
+async def test_watch_refuses_a_bad_waits_and_a_stop_lets_it_go(aiohttp_client: Any) -> None:
+    """A ``waits`` that is no count is a 400 that names it; a stopping server answers a parked one."""
+    client = await aiohttp_client(create_app(ServerConfig()), server_kwargs={"handler_cancellation": True})
+    for bad in ("-1", "x", "1.5", ""):
+        reply = await client.get(f"/watch?after=0&waits={bad}&wait=5")
+        assert reply.status == 400, bad
+        assert "waits" in (await reply.json())["detail"]
+    registry = client.app[REGISTRY]
+    watch = asyncio.create_task(client.get(f"/watch?after=0&waits={registry.parking.moves}&wait=30"))
+    await until(lambda: client.app[HISTORY].watchers == 1)
+    await release_waiters(client.app)
+    assert (await asyncio.wait_for(watch, 10)).status == 503

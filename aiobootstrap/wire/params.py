@@ -58,6 +58,14 @@ def parse_after(value: str | None) -> int:
     return after
 
 
+def parse_waits(value: str) -> int:
+    """``GET /namespaces``' ``waits``: the count of moves of parked waits a reader saw last."""
+    waits = parse_int(value)
+    if waits is None or waits < 0:
+        raise BadRequest("Invalid waits parameter: give the non-negative integer a /namespaces reply said.")
+    return waits
+
+
 def parse_ranks(spec: str | None) -> RankSet:
     """Parse a rank set such as ``0-3,8,10-11``, kept as ranges: at most :data:`MAX_BATCH_RANKS` ranks."""
     if spec is None or not spec.strip():

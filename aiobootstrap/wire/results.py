@@ -242,10 +242,12 @@ class NamespaceSummary:
     encoder_urls: int = 0
 
 
-def encode_namespaces(namespaces: Sequence[NamespaceSummary]) -> bytes:
-    """The reply of ``GET /namespaces``, in order of name."""
+def encode_namespaces(namespaces: Sequence[NamespaceSummary], waits: int | None = None) -> bytes:
+    """The reply of ``GET /namespaces``, in order of name; ``waits``: the server's count of moves of parked
+    waits, which a page sends back to be told of the next (``?waits=N&wait=S``)."""
     return dumps(
         {
+            **({} if waits is None else {"waits": waits}),
             "namespaces": [
                 {
                     "namespace": each.name,
@@ -255,7 +257,7 @@ def encode_namespaces(namespaces: Sequence[NamespaceSummary]) -> bytes:
                     "encoder_urls": each.encoder_urls,
                 }
                 for each in namespaces
-            ]
+            ],
         }
     )
 

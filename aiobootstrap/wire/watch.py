@@ -85,9 +85,11 @@ class WatchReply:
     version: int
 
 
-def encode_watch(changes: Sequence[WatchedChange], version: int) -> bytes:
-    """The reply of ``GET /watch``."""
-    return b'{"changes":[' + b",".join(change.encode() for change in changes) + b'],"version":%d}' % version
+def encode_watch(changes: Sequence[WatchedChange], version: int, *, waits: int | None = None) -> bytes:
+    """The reply of ``GET /watch``; with ``waits`` (asked with ``&waits=``), the server's count of waits
+    parked or gone so far."""
+    body = b'{"changes":[' + b",".join(change.encode() for change in changes) + b'],"version":%d' % version
+    return body + (b"}" if waits is None else b',"waits":%d}' % waits)
 
 
 def sse_event(change: WatchedChange) -> bytes:

@@ -56,9 +56,11 @@ async def list_ranks(request: web.Request) -> web.Response:
 
 
 async def list_namespaces(request: web.Request) -> web.Response:
-    """``GET /namespaces``: every namespace holding records or parked waits that the token may see."""
+    """``GET /namespaces``: every namespace holding records or parked waits that the token may see, and
+    the server's count of waits parked or gone so far (``waits``, which a watch's ``&waits=`` follows)."""
     shown = [
         protocol.NamespaceSummary(each.name, each.version, each.ranks, each.parked, each.encoder_urls)
         for each in await shown_namespaces(request)
     ]
-    return web.Response(body=protocol.encode_namespaces(shown), content_type=protocol.JSON_TYPE)
+    moves = request.app[REGISTRY].parking.moves
+    return web.Response(body=protocol.encode_namespaces(shown, moves), content_type=protocol.JSON_TYPE)

@@ -17,6 +17,7 @@ must ping only when quiet and end with the history's one shutdown path.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Hashable, Iterator
 from dataclasses import dataclass
 
@@ -28,7 +29,7 @@ from ..._history import History, Match
 from ..._names import ENCODER_URLS
 from ..._ranks import RankSet
 from ...exceptions import HistoryGone, ShuttingDown
-from ..appkeys import CONFIG
+from ..appkeys import CONFIG, REGISTRY
 from ..kinds import kind_named
 from ..prebuilt import PrebuiltReply
 from ..watch_replies import WATCH_WIRE, EarlyWatch
@@ -118,9 +119,10 @@ def _gone(exc: HistoryGone) -> web.Response:
 
 
 async def watch(request: web.Request) -> web.StreamResponse:
-    """``GET /watch?after=V[&wait=S][&kind=K][&role=R][&ranks=SET][&boot=ID]``: the changes after version V.
+    """``GET /watch?after=V[&wait=S][&kind=K][&role=R][&ranks=SET][&boot=ID][&waits=N]``: the changes after V.
 
-    ``boot``: the boot id ``V`` came from; another incarnation's is a ``410`` at once.
+    ``boot``: the boot id ``V`` came from; another incarnation's is a ``410`` at once. ``waits``: see
+    :func:`_watch_with_waits`.
     """
     after = protocol.parse_after(param(request, "after"))
     match, filter_key = _match(request)
@@ -144,6 +146,9 @@ async def watch(request: web.Request) -> web.StreamResponse:
     if stream:
         with history.hold():  # a stream over the limit is refused before it starts
             return await _stream(request, history, namespace, after, match, filter_key)
+    waits = param(request, "waits")
+    if waits is not None:
+        return await _watch_with_waits(request, history, namespace, after, wait, match, waits)
     wire = request.app[WATCH_WIRE]
     early = wire.expect(request, namespace, after, filter_key, match) if wire.enabled and wait > 0 else None
     try:
@@ -159,6 +164,41 @@ async def watch(request: web.Request) -> web.StreamResponse:
     if early is not None and early.upto is not None:
         return PrebuiltReply(request, sent=early.sent)  # the fast path wrote its 200 already
     return web.Response(body=protocol.encode_watch(changes, version), content_type=protocol.JSON_TYPE)
+
+
+async def _watch_with_waits(
+    request: web.Request,
+    history: History,
+    namespace: str,
+    after: int,
+    wait: float,
+    match: Match | None,
+    waits: str,
+) -> web.Response:
+    """``&waits=N`` (the page's): answered at a change as any watch, or, with no change, once a wait has
+    parked or gone anywhere since the reply that said ``waits: N`` (a parked wait is no change of the
+    records): one parked request follows both. The reply says the new ``waits``."""
+    parking = request.app[REGISTRY].parking
+    moved = asyncio.ensure_future(parking.moved(protocol.parse_waits(waits), wait))
+    try:
+        told = asyncio.ensure_future(history.since(namespace, after, wait, match))
+        try:
+            await asyncio.wait((told, moved), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            if not told.done():
+                told.cancel()
+            await asyncio.gather(told, return_exceptions=True)
+    finally:
+        moved.cancel()
+    try:
+        changes, version = (
+            told.result() if not told.cancelled() else await history.since(namespace, after, 0, match)
+        )
+    except HistoryGone as exc:
+        return _gone(exc)
+    return web.Response(
+        body=protocol.encode_watch(changes, version, waits=parking.moves), content_type=protocol.JSON_TYPE
+    )
 
 
 async def _stream(

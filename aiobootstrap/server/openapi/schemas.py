@@ -153,6 +153,11 @@ SCHEMAS: dict[str, Any] = {
         "type": "object",
         "required": ["namespaces"],
         "properties": {
+            "waits": {
+                "type": "integer",
+                "minimum": 0,
+                "description": "Moves of parked waits so far (parked or gone), for `?waits=` to follow them.",
+            },
             "namespaces": {
                 "type": "array",
                 "items": {
@@ -170,7 +175,7 @@ SCHEMAS: dict[str, Any] = {
                         "encoder_urls": {"type": "integer", "minimum": 0},
                     },
                 },
-            }
+            },
         },
     },
     "Listing": {

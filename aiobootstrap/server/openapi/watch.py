@@ -34,6 +34,10 @@ WATCH_SCHEMAS: dict[str, Any] = {
         "properties": {
             "changes": {"type": "array", "items": {"$ref": "#/components/schemas/WatchedChange"}},
             "version": {"type": "integer", "description": "Pass it as the next after."},
+            "waits": {
+                "type": "integer",
+                "description": "Asked with waits: the server's count of waits parked or gone so far.",
+            },
         },
     },
 }
@@ -72,6 +76,12 @@ def watch_paths() -> dict[str, dict[str, Any]]:
                         },
                     ),
                     _query("role", "Only changes of this role (per-rank kinds).", ROLE),
+                    _query(
+                        "waits",
+                        "The `waits` of a /namespaces or watch reply: also answer, with no change, once a "
+                        "wait has parked or gone on the server since (the bring-up page's).",
+                        RANK,
+                    ),
                     _query(
                         "boot",
                         "The boot id (X-Aiobootstrap-Boot) `after` came from: another one is a 410 at once.",
