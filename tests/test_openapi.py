@@ -133,7 +133,7 @@ def test_limits_come_from_the_protocol() -> None:
         for parameter in operation.get("parameters", [])
     ]
     integers = [p for p in parameters if p["schema"].get("type") == "integer"]
-    assert {p["name"] for p in integers} == {"rank", "after", "waits"}
+    assert {p["name"] for p in integers} == {"rank", "after", "waits", "findings"}
     assert all(p["schema"]["maximum"] == MAX_RANK for p in integers)
     assert rank_value(str(MAX_RANK)) == MAX_RANK
     assert rank_value(str(MAX_RANK + 1)) is None

@@ -214,3 +214,27 @@ async def test_watch_refuses_a_bad_waits_and_a_stop_lets_it_go(aiohttp_client: A
     await until(lambda: client.app[HISTORY].watchers == 1)
     await release_waiters(client.app)
     assert (await asyncio.wait_for(watch, 10)).status == 503
+
+
+async def test_watch_with_findings_answers_when_a_probe_finds_a_url_failing(aiohttp_client: Any) -> None:
+    """``&findings=M``: answered, with no change, once a probe round found something else (here: a URL
+    that stopped answering, failing once, long before its eviction); the reply says the new count."""
+    config = ServerConfig(encoder_health_interval=0.1, encoder_health_timeout=0.5)
+    client = await aiohttp_client(create_app(config), server_kwargs={"handler_cancellation": True})
+    dead = f"http://127.0.0.1:{free_port()}"
+    assert (await client.post("/register_encoder_url", json={"url": dead})).status == 200
+    version = (await (await client.get("/watch?after=0")).json())["version"]
+    seen = (await (await client.get("/encoder_url_health")).json())["findings"]
+    # Whatever round it is in (healthy, failing once or twice): the next round's finding answers it.
+    reply = await (await client.get(f"/watch?after={version}&findings={seen}&wait=30")).json()
+    if reply["changes"]:  # the third failure came first: the eviction, a change of the list
+        assert [(c["op"], c["url"]) for c in reply["changes"]] == [("delete", dead)]
+    else:
+        assert reply["findings"] > seen
+    failing = await (await client.get("/encoder_url_health")).json()
+    assert failing["encoder_urls"][0]["state"] in ("failing", "evicted")
+    assert failing["findings"] >= reply["findings"]
+    for bad in ("-1", "x"):
+        refused = await client.get(f"/watch?after=0&findings={bad}")
+        assert refused.status == 400
+        assert "findings" in (await refused.json())["detail"]

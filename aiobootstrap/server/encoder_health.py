@@ -32,6 +32,7 @@ probe's re-read and its write may see the URL evicted (or revived) once more.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator
@@ -114,6 +115,9 @@ class EncoderHealth:
         self.rounds = 0
         """Rounds completed."""
         self._round_done = asyncio.Event()
+        self.findings = 0
+        """Rounds that changed what :meth:`state_of` says: a reader that saw this many has nothing new."""
+        self._found: asyncio.Event | None = None
 
     async def run(self, interval: float) -> None:
         """Probe every ``interval`` seconds until cancelled; a round that fails is logged, not fatal."""
@@ -130,9 +134,15 @@ class EncoderHealth:
     async def round(self) -> None:
         """Probe every listed and evicted URL of every namespace once (all at once), and apply the findings."""
         names = await self._registry.store.namespaces()
+        before = (dict(self._failures), dict(self._evicted_at))
         seen = await asyncio.gather(*[self._namespace_round(namespace) for namespace in names])
         self._forget_unseen(set().union(*seen))
         self.rounds += 1
+        if (self._failures, self._evicted_at) != before:
+            self.findings += 1
+            found, self._found = self._found, None
+            if found is not None:
+                found.set()
         # Replaced, never cleared: every waiter of this round sees it set.
         self._round_done.set()
         self._round_done = asyncio.Event()
@@ -161,6 +171,15 @@ class EncoderHealth:
         at = (namespace, url)
         since = self._evicted_at.get(at)
         return self._failures.get(at, 0), None if since is None else time.monotonic() - since
+
+    async def changed(self, since: int, timeout: float) -> None:
+        """Return once :attr:`findings` is past ``since``, or after ``timeout`` s (the page's watch)."""
+        if self.findings != since or timeout <= 0:
+            return
+        if self._found is None:
+            self._found = asyncio.Event()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._found.wait(), timeout)
 
     async def after_rounds(self, count: int = 1) -> None:
         """Return once ``count`` more rounds are complete (tests await this instead of sleeping)."""

@@ -59,11 +59,20 @@ def parse_after(value: str | None) -> int:
 
 
 def parse_waits(value: str) -> int:
-    """``GET /namespaces``' ``waits``: the count of moves of parked waits a reader saw last."""
-    waits = parse_int(value)
-    if waits is None or waits < 0:
-        raise BadRequest("Invalid waits parameter: give the non-negative integer a /namespaces reply said.")
-    return waits
+    """A watch's ``waits``: the count of parked waits' moves that a reader saw last."""
+    return _count(value, "waits")
+
+
+def parse_findings(value: str) -> int:
+    """A watch's ``findings``: the count of the encoder probes' changed findings that a reader saw last."""
+    return _count(value, "findings")
+
+
+def _count(value: str, name: str) -> int:
+    count = parse_int(value)
+    if count is None or count < 0:
+        raise BadRequest(f"Invalid {name} parameter: give the non-negative integer a reply said.")
+    return count
 
 
 def parse_ranks(spec: str | None) -> RankSet:

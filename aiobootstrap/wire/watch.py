@@ -85,11 +85,17 @@ class WatchReply:
     version: int
 
 
-def encode_watch(changes: Sequence[WatchedChange], version: int, *, waits: int | None = None) -> bytes:
-    """The reply of ``GET /watch``; with ``waits`` (asked with ``&waits=``), the server's count of waits
-    parked or gone so far."""
+def encode_watch(
+    changes: Sequence[WatchedChange], version: int, *, waits: int | None = None, findings: int | None = None
+) -> bytes:
+    """The reply of ``GET /watch``; asked with ``&waits=`` / ``&findings=``, the server's count of waits
+    parked or gone so far, and of its encoder probes' changed findings."""
     body = b'{"changes":[' + b",".join(change.encode() for change in changes) + b'],"version":%d' % version
-    return body + (b"}" if waits is None else b',"waits":%d}' % waits)
+    if waits is not None:
+        body += b',"waits":%d' % waits
+    if findings is not None:
+        body += b',"findings":%d' % findings
+    return body + b"}"
 
 
 def sse_event(change: WatchedChange) -> bytes:

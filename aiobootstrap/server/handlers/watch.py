@@ -30,6 +30,7 @@ from ..._names import ENCODER_URLS
 from ..._ranks import RankSet
 from ...exceptions import HistoryGone, ShuttingDown
 from ..appkeys import CONFIG, REGISTRY
+from ..encoder_health import ENCODER_HEALTH
 from ..kinds import kind_named
 from ..prebuilt import PrebuiltReply
 from ..watch_replies import WATCH_WIRE, EarlyWatch
@@ -119,10 +120,10 @@ def _gone(exc: HistoryGone) -> web.Response:
 
 
 async def watch(request: web.Request) -> web.StreamResponse:
-    """``GET /watch?after=V[&wait=S][&kind=K][&role=R][&ranks=SET][&boot=ID][&waits=N]``: the changes after V.
+    """``GET /watch?after=V[&wait=S][&kind=K][&role=R][&ranks=SET][&boot=ID][&waits=N][&findings=M]``: the changes after V.
 
     ``boot``: the boot id ``V`` came from; another incarnation's is a ``410`` at once. ``waits``: see
-    :func:`_watch_with_waits`.
+    :func:`_watch_with_looks`.
     """
     after = protocol.parse_after(param(request, "after"))
     match, filter_key = _match(request)
@@ -146,9 +147,9 @@ async def watch(request: web.Request) -> web.StreamResponse:
     if stream:
         with history.hold():  # a stream over the limit is refused before it starts
             return await _stream(request, history, namespace, after, match, filter_key)
-    waits = param(request, "waits")
-    if waits is not None:
-        return await _watch_with_waits(request, history, namespace, after, wait, match, waits)
+    waits, findings = param(request, "waits"), param(request, "findings")
+    if waits is not None or findings is not None:
+        return await _watch_with_looks(request, history, namespace, after, wait, match, waits, findings)
     wire = request.app[WATCH_WIRE]
     early = wire.expect(request, namespace, after, filter_key, match) if wire.enabled and wait > 0 else None
     try:
@@ -166,39 +167,50 @@ async def watch(request: web.Request) -> web.StreamResponse:
     return web.Response(body=protocol.encode_watch(changes, version), content_type=protocol.JSON_TYPE)
 
 
-async def _watch_with_waits(
+async def _watch_with_looks(
     request: web.Request,
     history: History,
     namespace: str,
     after: int,
     wait: float,
     match: Match | None,
-    waits: str,
+    waits: str | None,
+    findings: str | None,
 ) -> web.Response:
-    """``&waits=N`` (the page's): answered at a change as any watch, or, with no change, once a wait has
-    parked or gone anywhere since the reply that said ``waits: N`` (a parked wait is no change of the
-    records): one parked request follows both. The reply says the new ``waits``."""
+    """``&waits=N`` and ``&findings=M`` (the page's): answered at a change as any watch, or, with no
+    change, once a wait has parked or gone anywhere since the reply that said ``waits: N``, or the
+    encoder probes found something other than the reply that said ``findings: M`` (neither is a change
+    of the records): one parked request follows all three. The reply says the new counts."""
     parking = request.app[REGISTRY].parking
-    moved = asyncio.ensure_future(parking.moved(protocol.parse_waits(waits), wait))
+    health = request.app.get(ENCODER_HEALTH)
+    looks = []
+    if waits is not None:
+        looks.append(parking.moved(protocol.parse_waits(waits), wait))
+    if findings is not None:
+        since = protocol.parse_findings(findings)
+        if health is not None:
+            looks.append(health.changed(since, wait))
+    told = asyncio.ensure_future(history.since(namespace, after, wait, match))
+    looked = [asyncio.ensure_future(look) for look in looks]
     try:
-        told = asyncio.ensure_future(history.since(namespace, after, wait, match))
-        try:
-            await asyncio.wait((told, moved), return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            if not told.done():
-                told.cancel()
-            await asyncio.gather(told, return_exceptions=True)
+        await asyncio.wait((told, *looked), return_when=asyncio.FIRST_COMPLETED)
     finally:
-        moved.cancel()
+        for task in (told, *looked):
+            task.cancel()
+        await asyncio.gather(told, *looked, return_exceptions=True)
     try:
         changes, version = (
             told.result() if not told.cancelled() else await history.since(namespace, after, 0, match)
         )
     except HistoryGone as exc:
         return _gone(exc)
-    return web.Response(
-        body=protocol.encode_watch(changes, version, waits=parking.moves), content_type=protocol.JSON_TYPE
+    body = protocol.encode_watch(
+        changes,
+        version,
+        waits=None if waits is None else parking.moves,
+        findings=None if findings is None or health is None else health.findings,
     )
+    return web.Response(body=body, content_type=protocol.JSON_TYPE)
 
 
 async def _stream(

@@ -130,6 +130,10 @@ SCHEMAS: dict[str, Any] = {
             "probing": {"type": "boolean", "description": "False with --encoder-health-interval 0."},
             "interval": {"type": "number", "description": "Seconds between rounds of probes."},
             "failures_to_evict": {"type": "integer", "description": "Consecutive failures that evict."},
+            "findings": {
+                "type": "integer",
+                "description": "Probe rounds on this replica that changed a finding: a watch's `findings` follows the next.",
+            },
             "encoder_urls": {
                 "type": "array",
                 "items": {

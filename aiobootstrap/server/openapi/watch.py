@@ -38,6 +38,10 @@ WATCH_SCHEMAS: dict[str, Any] = {
                 "type": "integer",
                 "description": "Asked with waits: the server's count of waits parked or gone so far.",
             },
+            "findings": {
+                "type": "integer",
+                "description": "Asked with findings: the count of probe rounds that changed a finding.",
+            },
         },
     },
 }
@@ -80,6 +84,12 @@ def watch_paths() -> dict[str, dict[str, Any]]:
                         "waits",
                         "The `waits` of a /namespaces or watch reply: also answer, with no change, once a "
                         "wait has parked or gone on the server since (the bring-up page's).",
+                        RANK,
+                    ),
+                    _query(
+                        "findings",
+                        "The `findings` of an /encoder_url_health or watch reply: also answer, with no "
+                        "change, once this server's encoder probes found something else (the page's).",
                         RANK,
                     ),
                     _query(
