@@ -235,6 +235,6 @@ async def test_watch_with_findings_answers_when_a_probe_finds_a_url_failing(aioh
     assert failing["encoder_urls"][0]["state"] in ("failing", "evicted")
     assert failing["findings"] >= reply["findings"]
     for bad in ("-1", "x"):
-        refused = await client.get(f"/watch?after=0&findings={bad}")
+        refused = await client.get(f"/watch?after=0&waits=0&findings={bad}&wait=5")
         assert refused.status == 400
         assert "findings" in (await refused.json())["detail"]

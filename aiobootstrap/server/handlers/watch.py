@@ -18,8 +18,9 @@ must ping only when quiet and end with the history's one shutdown path.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Hashable, Iterator
+from collections.abc import Coroutine, Hashable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 from aiohttp import web
 from prometheus_client.core import GaugeMetricFamily, Metric
@@ -183,13 +184,13 @@ async def _watch_with_looks(
     of the records): one parked request follows all three. The reply says the new counts."""
     parking = request.app[REGISTRY].parking
     health = request.app.get(ENCODER_HEALTH)
-    looks = []
-    if waits is not None:
-        looks.append(parking.moved(protocol.parse_waits(waits), wait))
-    if findings is not None:
-        since = protocol.parse_findings(findings)
-        if health is not None:
-            looks.append(health.changed(since, wait))
+    moves = None if waits is None else protocol.parse_waits(waits)  # both read before anything waits
+    found = None if findings is None else protocol.parse_findings(findings)
+    looks: list[Coroutine[Any, Any, None]] = []
+    if moves is not None:
+        looks.append(parking.moved(moves, wait))
+    if found is not None and health is not None:
+        looks.append(health.changed(found, wait))
     told = asyncio.ensure_future(history.since(namespace, after, wait, match))
     looked = [asyncio.ensure_future(look) for look in looks]
     try:
