@@ -154,6 +154,28 @@ class RunningServer:
         await self.stop()
 
 
+async def start_in_tree(
+    label: str, tree: Path, argv: list[str], banner: str, *, log: str, env: dict[str, str] | None = None
+) -> tuple[asyncio.subprocess.Process, str]:
+    """``python ARGV`` run in ``tree`` (its working directory comes first on ``sys.path``, so the server
+    imports that tree's aiobootstrap), stderr appended to ``results/LOG-LABEL.log``; the process and the
+    URL its ``banner`` line names, once it listens."""
+    LOG_DIR.mkdir(parents=True, exist_ok=True)
+    errors = open(LOG_DIR / f"{log}-{label}.log", "ab")  # noqa: SIM115, ASYNC230 - once, before the child starts
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, *argv, cwd=tree, env=env, stdout=asyncio.subprocess.PIPE, stderr=errors
+    )
+    errors.close()
+    assert process.stdout is not None
+    async with asyncio.timeout(20):
+        while True:
+            line = (await process.stdout.readline()).decode()
+            if not line:
+                raise RuntimeError(f"{label} exited before listening")
+            if line.startswith(banner):
+                return process, line[len(banner) :].strip()
+
+
 async def serve_in_process(app: web.Application) -> tuple[web.AppRunner, int]:
     """``app`` on a free loopback port in this process, with the CLI's runner options: the runner and the port."""
     runner = web.AppRunner(app, handle_signals=False, handler_cancellation=True)

@@ -31,14 +31,13 @@ import json
 import os
 import signal
 import statistics
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ._replicas import _redis, wrk_load
 from ._scenarios import _register
-from ._servers import LOG_DIR, cpu_seconds
+from ._servers import cpu_seconds, start_in_tree
 from ._wire import Target
 from ._wrk import find_wrk
 
@@ -81,20 +80,8 @@ async def _start(label: str, tree: Path, options: tuple[str, ...], profile: Path
     argv: tuple[str, ...] = (*_ARGV, *options)
     if profile is not None:
         argv = ("-c", _PROFILED, str(profile / f"{label}.prof"), *argv[2:])
-    LOG_DIR.mkdir(parents=True, exist_ok=True)
-    log = open(LOG_DIR / f"replica_wrk-{label}.log", "ab")  # noqa: SIM115, ASYNC230 - once, before the child starts
-    process = await asyncio.create_subprocess_exec(
-        sys.executable, *argv, cwd=tree, env=env, stdout=asyncio.subprocess.PIPE, stderr=log
-    )
-    log.close()
-    assert process.stdout is not None
-    async with asyncio.timeout(20):
-        while True:
-            line = (await process.stdout.readline()).decode()
-            if not line:
-                raise RuntimeError(f"{label} exited before listening")
-            if line.startswith(_BANNER):
-                return Server(label, process, Target.from_url(line[len(_BANNER) :].strip()))
+    process, url = await start_in_tree(label, tree, list(argv), _BANNER, log="replica_wrk", env=env)
+    return Server(label, process, Target.from_url(url))
 
 
 async def main(args: argparse.Namespace) -> dict[str, Any]:

@@ -40,7 +40,7 @@ from aiobootstrap.server.open_files import raise_open_file_limit
 from ._data import registration, weights
 from ._load import percentile
 from ._scenarios import LONG_WAIT, REGISTER, THROUGHPUT_LOADS, _connect_many, _register, get_path
-from ._servers import LOG_DIR, rss_kib
+from ._servers import LOG_DIR, rss_kib, start_in_tree
 from ._wire import Target, connect, get_request, put_request
 from ._wrk import run_wrk
 
@@ -83,21 +83,8 @@ class Server:
             argv = ["-m", "aiobootstrap", *args]
         else:
             argv = ["-c", _PROFILED, str(profile_to / f"{label}.pstats"), *args]
-        LOG_DIR.mkdir(parents=True, exist_ok=True)
-        log = open(LOG_DIR / f"wake_ab-{label}.log", "ab")  # noqa: SIM115, ASYNC230 - once, before the child starts
-        # The working directory comes first on sys.path: the server imports that tree's aiobootstrap.
-        process = await asyncio.create_subprocess_exec(
-            sys.executable, *argv, cwd=tree, stdout=asyncio.subprocess.PIPE, stderr=log
-        )
-        log.close()
-        assert process.stdout is not None
-        async with asyncio.timeout(20):
-            while True:
-                line = (await process.stdout.readline()).decode()
-                if not line:
-                    raise RuntimeError(f"{label} exited before listening")
-                if line.startswith(banner):
-                    return cls(label, tree, process, line[len(banner) :].strip())
+        process, url = await start_in_tree(label, tree, argv, banner, log="wake_ab")
+        return cls(label, tree, process, url)
 
     def cpu_ns(self) -> int:
         total = 0
