@@ -192,3 +192,25 @@ def test_commands_packed_in_c_are_the_bytes_redis_py_packs() -> None:
     for connection in (packed, plain):
         with pytest.raises(DataError):
             connection.pack_command("SET", "k", True)
+
+
+async def test_writes_of_many_batches_at_once_keep_the_newest_and_tell_every_version_in_order(
+    aiohttp_client: Any, redis_server: RedisServer
+) -> None:
+    """400 puts of one rank at once (several write batches out together, their replies in any order):
+    the rank reads as the newest version, a waiter parked before them is answered, and the watch tells
+    every version once, in order."""
+    client = await aiohttp_client(create_app(ServerConfig(store=redis_server.url)))
+    waiter = asyncio.ensure_future(client.get(GET, params={"rank": "0", "wait": "30"}))
+    await asyncio.sleep(0)  # parked (or about to be) before the first put
+
+    async def put(n: int) -> None:
+        assert (await client.put(PUT, json=registration(0, f"10.0.0.1:{n}"))).status == 200
+
+    await asyncio.gather(*(put(n) for n in range(400)))
+    watched = await (await client.get("/watch", params={"after": "0"})).json()
+    assert [change["version"] for change in watched["changes"]] == list(range(1, 401))
+    newest = await client.get(GET, params={"rank": "0"})
+    assert int(newest.headers[VERSION_HEADER]) == 400, "the newest version, whatever reply came back last"
+    answered = await asyncio.wait_for(waiter, 30)
+    assert answered.status == 200

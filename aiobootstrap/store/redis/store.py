@@ -61,8 +61,9 @@ _READ_CHUNK = 4096
 _TABLES_KEPT = 4096
 """Rank tables' names remembered (``_table``)."""
 
-_IN_FLIGHT = 1
-"""Read (and write) batches out at once: what is asked meanwhile goes in the next, as fewer commands."""
+_READS_IN_FLIGHT, _WRITES_IN_FLIGHT = 1, 4
+"""Batches out at once, what is asked meanwhile going in the next. Four writes: with one, a replica
+sat idle while Redis ran a batch (PUT 0.65x one process; 0.8-0.94x with four: docs/benchmarks.md)."""
 
 
 class RedisStore(Store):
@@ -100,14 +101,14 @@ class RedisStore(Store):
         )
         self._feed = Feed(connection, self._keys, poll_interval=poll_interval)
         self._reads = Batcher(
-            connection, connection.read, name="aiobootstrap redis reads", in_flight=_IN_FLIGHT
+            connection, connection.read, name="aiobootstrap redis reads", in_flight=_READS_IN_FLIGHT
         )
         self._min_replicas = min_replicas
         self._writes = Batcher(
             connection,
             connection.call,
             name="aiobootstrap redis writes",
-            in_flight=_IN_FLIGHT,
+            in_flight=_WRITES_IN_FLIGHT,
             replicas=min_replicas,
             replica_wait=min(1.0, timeout / 2),  # well inside the call's deadline
         )
