@@ -48,6 +48,8 @@ if TYPE_CHECKING:
     from .server.tokens import Scope, TokenSet
     from .store import Key, MemoryStore, Record, Store
     from .wire import (
+        EncoderHealthReport,
+        EncoderUrlHealth,
         EncoderUrls,
         NamespaceSummary,
         ParallelismConfig,
@@ -62,6 +64,8 @@ _LAZY = {
     "Backoff": ".client.retry",
     "BootstrapClient": ".client.client",
     "ServerConfig": ".server.config",
+    "EncoderHealthReport": ".wire",
+    "EncoderUrlHealth": ".wire",
     "EncoderUrls": ".wire",
     "ParallelismConfig": ".wire",
     "RankListing": ".wire",
@@ -104,6 +108,8 @@ __all__ = [
     "BootstrapError",
     "BootstrapServer",
     "EncoderBootstrapServer",
+    "EncoderHealthReport",
+    "EncoderUrlHealth",
     "EncoderUrls",
     "Forbidden",
     "HistoryGone",

@@ -17,6 +17,7 @@ import asyncio
 import collections
 import contextlib
 import itertools
+from collections.abc import Callable
 from typing import Any
 
 from ._ranks import RankSet
@@ -59,6 +60,8 @@ class Parking:
         self.moves = 0
         """Waits parked or gone so far: a reader of the counts that saw this many has nothing new to read."""
         self._moved: asyncio.Event | None = None
+        self.on_move: Callable[[], None] | None = None
+        """Hears every move (:attr:`moves`): the server's watch fast path answers the page's watches."""
         self._closed = False
 
     @property
@@ -152,6 +155,8 @@ class Parking:
         moved, self._moved = self._moved, None
         if moved is not None:
             moved.set()
+        if self.on_move is not None:
+            self.on_move()
 
     def hold(self) -> None:
         """Count a watch against the limit, or refuse it with :class:`TooManyWaiters`; :meth:`release` it after."""

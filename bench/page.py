@@ -26,7 +26,8 @@ so a 7th tab of one origin waits for one of them (see docs/operations.md), and
 100 pages of one host would not be 100 parked watchers. One site, so the pages
 share a few renderer processes. Each on a fresh server, alternated
 ``--rounds`` times; once all are parked (``aiobootstrap_watchers`` says so), the
-server's CPU seconds over ``--window`` seconds and its RSS growth since before
+server's CPU seconds over ``--window`` seconds (the process's CPU clock, to the
+nanosecond, not ``/proc/PID/stat``'s 10 ms ticks) and its RSS growth since before
 they came. Figures are medians, and the pages' as a ratio to the watchers'.
 
 Takes ~4 min; prints Markdown tables for docs/benchmarks.md.
@@ -141,10 +142,11 @@ async def _window(server: RunningServer, count: int, seconds: float, before_rss:
         # A page's first watch answers at once, then parks; another process's count, read over HTTP.
         while await _watchers_parked(server.url) < count:  # noqa: ASYNC110
             await asyncio.sleep(0.5)
-    began = server.cpu_seconds()
+    began = server.cpu_clock_seconds()
     await asyncio.sleep(seconds)
     parked = await _watchers_parked(server.url)
-    return {"cpu": server.cpu_seconds() - began, "rss": (server.rss() - before_rss) / 1024, "parked": parked}
+    used = server.cpu_clock_seconds() - began
+    return {"cpu": used, "rss": (server.rss() - before_rss) / 1024, "parked": parked}
 
 
 _HIDDEN = "Object.defineProperty(document, 'visibilityState', {get: () => 'hidden'});"
@@ -241,7 +243,7 @@ async def _compare(browser, count: int, seconds: float, rounds: int) -> str:  # 
         return statistics.median(run[name] for run in runs)
 
     def ratio(part: float, whole: float) -> str:
-        return f"{part / whole:.1f}\u00d7" if whole > 0 else "-"
+        return f"{part / whole:.2f}\u00d7" if whole > 0 else "-"
 
     lines = [
         f"| {count} of each, {seconds:g} s, median of {rounds} | pages, visible | pages, hidden tabs "
@@ -251,11 +253,12 @@ async def _compare(browser, count: int, seconds: float, rounds: int) -> str:  # 
         f"| watches parked at the end | {median(pages, 'parked'):.0f} | {median(hidden, 'parked'):.0f} "
         f"| {median(watchers, 'parked'):.0f} | {median(spread, 'parked'):.0f} | | |",
     ]
-    for name, label, unit in (("cpu", "server CPU", "s"), ("rss", "server RSS growth", "MB")):
+    for name, label, unit, places in (("cpu", "server CPU", "s", 3), ("rss", "server RSS growth", "MB", 2)):
         page, tab, watcher = median(pages, name), median(hidden, name), median(watchers, name)
         opened = median(spread, name)
         lines.append(
-            f"| {label} | {page:.2f} {unit} | {tab:.2f} {unit} | {watcher:.2f} {unit} | {opened:.2f} {unit} "
+            f"| {label} | {page:.{places}f} {unit} | {tab:.{places}f} {unit} | {watcher:.{places}f} {unit} "
+            f"| {opened:.{places}f} {unit} "
             f"| {ratio(page, watcher)}, {ratio(page, opened)} | {ratio(tab, watcher)}, {ratio(tab, opened)} |"
         )
     return "\n".join(lines)

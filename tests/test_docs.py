@@ -147,6 +147,7 @@ NOT_RUN: dict[str, list[tuple[str, str]]] = {
     "docs/cli.md": [("$ python -m aiobootstrap [serve] [options]", "the synopsis, not a command")],
     "docs/client.md": [
         ("await client.register(", _FRAGMENT),
+        ("report = await client.encoder_url_health()", _FRAGMENT),
         ("urls = await client.wait_encoder_urls(", _FRAGMENT),
         ("async for change in client.watch():", _FRAGMENT),
         ("async with BootstrapClient(url) as client:", _FRAGMENT),

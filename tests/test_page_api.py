@@ -1,22 +1,33 @@
 """What the page reads besides the listings it always had: waiters per rank in ``/ranks`` (and the client's
-``RankListing``), and ``GET /encoder_url_health``. The real app through ``aiohttp_client``, no browser."""
+``RankListing``), and ``GET /encoder_url_health`` (and the clients' ``encoder_url_health``). The real app
+through ``aiohttp_client``, no browser."""
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 from typing import Any
 
+import pytest
 from aiohttp import web
 
-from aiobootstrap import ServerConfig, create_app
+from aiobootstrap import (
+    BootstrapClient,
+    EncoderHealthReport,
+    EncoderUrlHealth,
+    ServerConfig,
+    SyncBootstrapClient,
+    create_app,
+)
 from aiobootstrap._parking import Parking
 from aiobootstrap._ranks import RankSet
+from aiobootstrap.exceptions import UnexpectedReply
 from aiobootstrap.server.app import release_waiters
 from aiobootstrap.server.appkeys import REGISTRY
 from aiobootstrap.server.encoder_health import ENCODER_HEALTH
 from aiobootstrap.server.handlers.watch import HISTORY
-from aiobootstrap.wire import decode_listing
+from aiobootstrap.wire import decode_encoder_health, decode_listing
 
 from .conftest import until
 from .redis_server import free_port
@@ -124,6 +135,48 @@ async def test_encoder_health_says_healthy_failing_and_evicted(
     assert failing["state"] == "failing"
     assert 1 <= failing["failures"] < 3
     assert set(await (await client.get("/list_encoder_urls")).json()) == {"encoder_urls", "version"}
+
+
+async def test_the_clients_read_the_encoder_health(aiohttp_client: Any, aiohttp_server: Any) -> None:
+    """``encoder_url_health()`` of both clients: the route's reply, decoded (a live URL healthy, a dead
+    one evicted with its age); a reply that is not one is ``UnexpectedReply``."""
+    encoder = Encoder()
+    app = web.Application()
+    app.router.add_get("/health", encoder.health)
+    live = str((await aiohttp_server(app)).make_url("")).rstrip("/")
+    dead = f"http://127.0.0.1:{free_port()}"
+    server = await aiohttp_server(create_app(ServerConfig(encoder_health_interval=0.05)))
+    url = str(server.make_url("")).rstrip("/")
+    async with BootstrapClient(url) as client:
+        for each in (live, dead):
+            await client.register_encoder_url(each)
+        await server.app[ENCODER_HEALTH].after_rounds(4)  # three failures evict
+        report = await client.encoder_url_health()
+    raw = await (await (await aiohttp_client(server)).get("/encoder_url_health")).json()
+    assert report.probing is True
+    assert (report.version, report.findings, report.interval) == (raw["version"], raw["findings"], 0.05)
+    assert report.failures_to_evict == 3
+    assert report.encoder_urls[0] == EncoderUrlHealth(live, "healthy", 0)
+    (evicted,) = report.encoder_urls[1:]
+    assert (evicted.url, evicted.state) == (dead, "evicted")
+    assert evicted.evicted_for is not None
+    assert evicted.evicted_for >= 0
+
+    def blocking() -> EncoderHealthReport:
+        with SyncBootstrapClient(url) as sync:
+            return sync.encoder_url_health()
+
+    assert (await asyncio.to_thread(blocking)).encoder_urls[0] == EncoderUrlHealth(live, "healthy", 0)
+    for wrong in (b"[]", b'{"version": 1}', raw_with(raw, state="sleepy"), raw_with(raw, probing="yes")):
+        with pytest.raises(UnexpectedReply, match="not an encoder health report"):
+            decode_encoder_health(wrong)
+
+
+def raw_with(raw: dict[str, Any], **changed: Any) -> bytes:
+    """``raw`` re-encoded, with ``state`` given to its first URL and any other field replaced."""
+    state = changed.pop("state", None)
+    urls = [dict(raw["encoder_urls"][0], **({} if state is None else {"state": state}))]
+    return json.dumps({**raw, **changed, "encoder_urls": urls}).encode()
 
 
 async def test_encoder_health_without_probing_says_listed(aiohttp_client: Any) -> None:

@@ -40,21 +40,25 @@ every log: each is made again as above, so a watcher that may have missed a
 change is told ``410``. (Over Redis that is every reconnect of the feed, and
 a replica's history begins when it starts.)
 
-Watchers park on their log's event, which a change sets and replaces (never
-``clear()``-ed); the event is taken before the log is read, so no change slips
-between. Just before it is set, ``on_change`` hears the namespace: the
-server's fast path (``server/watch_replies``) then answers the parked watches
-itself from :meth:`History.ready`, one loop callback for the crowd. A parked
-watch counts against the registry's ``--max-waiters`` (its ``Parking``); a
-stream (:meth:`History.hold`) counts once for its whole life.
+Watchers park on a future of their own, kept by their log, which a change
+resolves (every one, then a new set for the next); a watch parks in the step
+that read the log, so no change slips between. Its owner may end its wait
+too (:class:`WaitEnd`: the server's fast path, having answered it for a
+reason of its own). Just before a change wakes its log, ``on_change`` hears
+the namespace: the server's fast path (``server/watch_replies``) then
+answers the parked watches itself from :meth:`History.now`, one loop
+callback for the crowd. A parked watch counts against the registry's
+``--max-waiters`` (its ``Parking``); a stream (:meth:`History.hold`) counts
+once for its whole life.
 
 A namespace the store forgot (its last record deleted) has its log freed: a
 delete asks the store, a moment later, which namespaces still hold records,
 and the logs of the others go once nobody watches them and their grace has
-passed (``forgetting``, which keeps what a freed log vouched for). A log made by a watcher and never changed is dropped with its last
-watcher (made again, it vouches for the same), so probing namespaces leaves
-nothing behind. :meth:`History.close` wakes every
-watcher with :class:`~aiobootstrap.exceptions.ShuttingDown`.
+passed (``forgetting``, which keeps what a freed log vouched for). A log
+made by a watcher and never changed is dropped with its last watcher (made
+again, it vouches for the same), so probing namespaces leaves nothing
+behind. :meth:`History.close` wakes every watcher with
+:class:`~aiobootstrap.exceptions.ShuttingDown`.
 
 This module is pure asyncio: it knows nothing of HTTP.
 """
@@ -68,12 +72,13 @@ from collections.abc import Callable, Iterator, Sequence
 from .._names import DEFAULT_ROLE, ENCODER_URLS
 from .._parking import Parking
 from ..exceptions import HistoryGone, ShuttingDown, StoreUnavailable
-from ..store import Change, ChangeListener, Key, Store, members_of
+from ..store import Change, Key, Store, members_of
 from ..wire import WatchedChange
+from .fanout import listeners
 from .forgetting import Forgetting
-from .log import MAX_REPLY_CHANGES, Match, _every, _found, _Log
+from .log import MAX_REPLY_CHANGES, Match, WaitEnd, _every, _found, _Log
 
-__all__ = ["DEFAULT_WATCH_HISTORY", "MAX_REPLY_CHANGES", "History", "Match", "listeners"]
+__all__ = ["DEFAULT_WATCH_HISTORY", "MAX_REPLY_CHANGES", "History", "Match", "WaitEnd", "listeners"]
 
 DEFAULT_WATCH_HISTORY = 100_000
 """Changes kept per namespace (``--watch-history``)."""
@@ -245,15 +250,22 @@ class History:
     # -- watching ----------------------------------------------------------
 
     async def since(
-        self, namespace: str, after: int, timeout: float, match: Match | None = None, *, held: bool = False
+        self,
+        namespace: str,
+        after: int,
+        timeout: float,
+        match: Match | None = None,
+        *,
+        held: bool = False,
+        end: WaitEnd | None = None,
     ) -> tuple[list[WatchedChange], int]:
         """The changes of ``namespace`` above ``after`` that ``match``, oldest first, waiting up to ``timeout``.
 
         Returns them (at most :data:`MAX_REPLY_CHANGES`; none when the time ran
-        out) and the version to ask after next. Raises :class:`HistoryGone`
-        when the history no longer reaches back to ``after``, and
-        :class:`TooManyWaiters` when it would park past the limit (``held``:
-        the watch counts already, see :meth:`hold`).
+        out, or ``end`` was ended) and the version to ask after next. Raises
+        :class:`HistoryGone` when the history no longer reaches back to
+        ``after``, and :class:`TooManyWaiters` when it would park past the
+        limit (``held``: the watch counts already, see :meth:`hold`).
         """
         match = _every if match is None else match
         loop = asyncio.get_running_loop()
@@ -270,29 +282,28 @@ class History:
                         f"changes after {after} are gone: read the listing, then watch from its version.",
                         log.high,
                     )
-                event = log.event
                 found = _found(log, seen, match)
                 if found is not None:
                     return found
                 seen = max(seen, log.high)
                 remaining = deadline - loop.time()
-                if remaining <= 0:
+                if remaining <= 0 or (end is not None and end.ended):
                     return [], seen
-                if not await self._park(namespace, log, event, remaining, not held):
+                if not await self._park(log, remaining, not held, end):
                     return [], max(seen, log.high)
             finally:
                 # Made by a watch, never changed: made again, it vouches for the same.
                 if not log.watchers and not log.kept and self._logs.get(namespace) is log:
                     del self._logs[namespace]
 
-    def ready(
-        self, namespace: str, after: int, match: Match | None
-    ) -> tuple[list[WatchedChange], int] | None:
-        """What :meth:`since` would answer now without waiting, when it answers changes; else ``None``."""
+    def now(self, namespace: str, after: int, match: Match | None) -> tuple[list[WatchedChange], int] | None:
+        """What :meth:`since` would answer now without waiting, changes or none; ``None`` where it would
+        not answer so (no log, the history gone past ``after``, or closed)."""
         log = self._logs.get(namespace)
         if log is None or after < log.floor or self._closed:
             return None
-        return _found(log, after, _every if match is None else match)
+        found = _found(log, after, _every if match is None else match)
+        return ([], max(after, log.high)) if found is None else found
 
     @contextlib.contextmanager
     def hold(self) -> Iterator[None]:
@@ -317,24 +328,29 @@ class History:
         # A change heard during the read made the log already.
         return self._logs.setdefault(namespace, _Log(floor, kept=False))
 
-    async def _park(
-        self, namespace: str, log: _Log, event: asyncio.Event, timeout: float, counted: bool
-    ) -> bool:
-        """Wait for ``event``; ``False`` when ``timeout`` ran out first. ``counted``: against the limit."""
+    async def _park(self, log: _Log, timeout: float, counted: bool, end: WaitEnd | None) -> bool:
+        """Wait for the log's next change (or ``end``); ``False`` when ``timeout`` ran out first.
+        ``counted``: against the limit."""
         parking = self._parking if counted else None
         if parking is not None:
             parking.hold()
+        parked = log.park()
+        if end is not None:
+            end.parked = parked
         log.watchers += 1
         self._watchers += 1
         try:
             async with asyncio.timeout(timeout):
-                await event.wait()
+                await parked
             return True
         except TimeoutError:
             return False
         finally:
             if parking is not None:
                 parking.release()
+            log.unpark(parked)
+            if end is not None:
+                end.parked = None
             log.watchers -= 1
             self._watchers -= 1
 
@@ -379,18 +395,3 @@ class History:
             pass  # asked again at the next delete: a log held too long costs memory, never a change
         finally:
             self._sweeper = None
-
-
-def listeners(*listening: ChangeListener) -> ChangeListener:
-    """One listener that hands the store's feed to each of ``listening``, in order."""
-
-    class _All:
-        def changed(self, changes: Sequence[Change]) -> None:
-            for listener in listening:
-                listener.changed(changes)
-
-        def resync(self) -> None:
-            for listener in listening:
-                listener.resync()
-
-    return _All()

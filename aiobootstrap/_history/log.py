@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 from ..wire import WatchedChange
 
-__all__ = ["MAX_REPLY_CHANGES", "Match"]
+__all__ = ["MAX_REPLY_CHANGES", "Match", "WaitEnd"]
 
 MAX_REPLY_CHANGES = 10_000
 """The most changes one reply carries; its ``version`` is then the last one's, and the rest come next."""
@@ -22,14 +22,36 @@ def _every(change: WatchedChange) -> bool:
     return True
 
 
+class WaitEnd:
+    """A parked watch's own reason to stop waiting, besides a change and its time (see ``History.since``).
+
+    Its owner calls :meth:`end` (the server's fast path, once it has answered
+    the watch itself): the watch's wait is over at once, as if its time ran out.
+    """
+
+    __slots__ = ("ended", "parked")
+
+    def __init__(self) -> None:
+        self.ended = False
+        self.parked: asyncio.Future[None] | None = None
+        """What the watch waits on while parked (the history sets it)."""
+
+    def end(self) -> None:
+        self.ended = True
+        parked = self.parked
+        if parked is not None and not parked.done():
+            parked.set_result(None)
+
+
 class _Log:
-    __slots__ = ("changes", "event", "floor", "kept", "watchers")
+    __slots__ = ("changes", "floor", "kept", "parked", "watchers")
 
     def __init__(self, floor: int, *, kept: bool = True) -> None:
         self.changes: collections.deque[WatchedChange] = collections.deque()
         self.floor = floor
         """Every change with a version above this is in ``changes``."""
-        self.event = asyncio.Event()
+        self.parked: dict[asyncio.Future[None], None] = {}
+        """One future per parked watch (rather than one event for all): a :class:`WaitEnd` ends one of them."""
         self.watchers = 0
         self.kept = kept
         """``False`` for a log made by a watcher and never changed: dropped with its last watcher."""
@@ -65,9 +87,20 @@ class _Log:
         while len(changes) > limit:
             self.floor = max(self.floor, changes.popleft().version)
 
+    def park(self) -> asyncio.Future[None]:
+        """A future :meth:`wake` resolves; its parker drops it (:meth:`unpark`) when it stops waiting."""
+        parked: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.parked[parked] = None
+        return parked
+
+    def unpark(self, parked: asyncio.Future[None]) -> None:
+        self.parked.pop(parked, None)
+
     def wake(self) -> None:
-        self.event.set()
-        self.event = asyncio.Event()
+        parked, self.parked = self.parked, {}
+        for future in parked:
+            if not future.done():
+                future.set_result(None)
 
 
 def _found(log: _Log, after: int, match: Match) -> tuple[list[WatchedChange], int] | None:

@@ -33,6 +33,7 @@ from .._names import DEFAULT_NAMESPACE, DEFAULT_ROLE, TRANSFER_ENGINE_INFO
 from ..exceptions import ServerUnavailable
 from ..wire import (
     DEFAULT_MAX_BODY_SIZE,
+    EncoderHealthReport,
     EncoderUrls,
     NamespaceSummary,
     ParallelismConfig,
@@ -316,6 +317,13 @@ class BootstrapClient:
             self._transport, "GET", protocol.ENCODER_LIST_PATH, Deadline(timeout), params=query
         )
         return protocol.decode_encoder_urls(reply.body).urls
+
+    async def encoder_url_health(self, *, timeout: float | None = 60.0) -> EncoderHealthReport:
+        """What the server's probes found of each encoder URL, listed then evicted (``GET
+        /encoder_url_health``; retrying an unreachable server up to ``timeout``). Failure counts and
+        eviction clocks are each replica's own: given several, the one that answers says."""
+        reply = await calls.request(self._transport, "GET", protocol.ENCODER_HEALTH_PATH, Deadline(timeout))
+        return protocol.decode_encoder_health(reply.body)
 
     async def wait_encoder_urls(self, after: int = 0, *, timeout: float | None = None) -> EncoderUrls:
         """The encoder URL list once its version is past ``after``, waiting up to ``timeout`` seconds.

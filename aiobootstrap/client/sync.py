@@ -126,6 +126,7 @@ class SyncBootstrapClient(LoopThreadOwner):
     register_encoder_url = _blocking(BootstrapClient.register_encoder_url)
     unregister_encoder_url = _blocking(BootstrapClient.unregister_encoder_url)
     list_encoder_urls = _blocking(BootstrapClient.list_encoder_urls)
+    encoder_url_health = _blocking(BootstrapClient.encoder_url_health)
     wait_encoder_urls = _blocking(BootstrapClient.wait_encoder_urls)
     list_ranks = _blocking(BootstrapClient.list_ranks)
     list_namespaces = _blocking(BootstrapClient.list_namespaces)

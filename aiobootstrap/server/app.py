@@ -179,7 +179,7 @@ async def _registry_context(app: web.Application) -> AsyncIterator[None]:
     )
     registry = Registry(store, max_waiters=config.max_waiters, on_delivery=wire.delivered)
     history = History(store, limit=config.watch_history, parking=registry.parking)
-    watch_wire = WatchWire(history, lambda: store.incarnation, enabled=stamps_only)
+    watch_wire = WatchWire(history, registry.parking, lambda: store.incarnation, enabled=stamps_only)
     in_order = store.follow_in_order(history)  # Redis: the stream's order, not its own writes first
     await store.open(registry if in_order else listeners(registry, history))
     await history.open()

@@ -35,7 +35,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 import aiohttp
 from aiohttp import web
@@ -47,6 +47,7 @@ from ..exceptions import BootstrapError
 from ..store import Key, Record, members_of
 from .appkeys import CONFIG, REGISTRY
 from .kinds import encoder_list_key
+from .watch_replies import WATCH_WIRE
 
 __all__ = [
     "ENCODER_HEALTH",
@@ -118,6 +119,8 @@ class EncoderHealth:
         self.findings = 0
         """Rounds that changed what :meth:`state_of` says: a reader that saw this many has nothing new."""
         self._found: asyncio.Event | None = None
+        self.on_finding: Callable[[], None] | None = None
+        """Hears each round that moved :attr:`findings` (the watch fast path answers the page's watches)."""
 
     async def run(self, interval: float) -> None:
         """Probe every ``interval`` seconds until cancelled; a round that fails is logged, not fatal."""
@@ -143,6 +146,8 @@ class EncoderHealth:
             found, self._found = self._found, None
             if found is not None:
                 found.set()
+            if self.on_finding is not None:
+                self.on_finding()
         # Replaced, never cleared: every waiter of this round sees it set.
         self._round_done.set()
         self._round_done = asyncio.Event()
@@ -266,6 +271,7 @@ async def encoder_health_context(app: web.Application) -> AsyncIterator[None]:
             evicted_ttl=config.encoder_evicted_ttl,
         )
         app[ENCODER_HEALTH] = health
+        app[WATCH_WIRE].probed_by(health)
         task = asyncio.create_task(
             health.run(config.encoder_health_interval), name="aiobootstrap encoder health"
         )

@@ -26,6 +26,15 @@ registration's own reply goes first) answers every crowd that
   crowd; the stream's task then skips the changes it was sent
   (:attr:`EarlyWatch.upto`).
 
+A long-poll that asked ``&waits=N`` / ``&findings=M`` (the page's) is in a
+crowd of the counts it was told too. Its reply says the counts now, and it is
+also answered when they move: the registry's ``Parking.on_move`` (a wait
+parked or gone) and the prober's ``EncoderHealth.on_finding`` call
+:meth:`WatchWire.looked`, and one loop callback answers every such crowd
+told counts that are no longer true, with the changes it has (often none),
+then ends each watch's wait (``EarlyWatch`` is the history's ``WaitEnd``).
+So the page's renewal parks as a plain watch does: no task of its own.
+
 A crowd with nothing new (its filter matched none of the changes) stays
 parked. A watch settled (:meth:`WatchWire.settle`) is never written to, nor
 is a client gone. Anything else (a ``410``, a stop, a wait running out, a
@@ -40,29 +49,41 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Hashable, Sequence
+from typing import Protocol
 
 from aiohttp import web
 
 from .. import wire as protocol
-from .._history import History, Match
+from .._history import History, Match, WaitEnd
+from .._parking import Parking
 from . import heads
 from .prebuilt import Stamp
 from .writes import write
 
-__all__ = ["WATCH_WIRE", "EarlyWatch", "WatchWire"]
+__all__ = ["WATCH_WIRE", "EarlyWatch", "Prober", "WatchWire"]
 
 log = logging.getLogger("aiobootstrap")
 
-CrowdKey = tuple[Hashable, int, bool]
-"""A crowd: the filter's parameters, ``after``, and whether it streams."""
+CrowdKey = tuple[Hashable, int, bool, int | None, int | None]
+"""A crowd: the filter's parameters, ``after``, whether it streams, and the waits and findings it was
+told (``None``: not asked)."""
 
 
-class EarlyWatch:
-    """A parked watch that a change may answer before its handler resumes (see :meth:`WatchWire.expect`)."""
+class Prober(Protocol):
+    """What the wire reads of the app's encoder prober (``encoder_health.EncoderHealth``, which imports this)."""
+
+    findings: int
+    on_finding: Callable[[], None] | None
+
+
+class EarlyWatch(WaitEnd):
+    """A parked watch that a change may answer before its handler resumes (see :meth:`WatchWire.expect`);
+    ended (:meth:`WaitEnd.end`) when answered for its counts."""
 
     __slots__ = ("crowd", "request", "response", "sent", "settled", "upto")
 
     def __init__(self, request: web.Request, response: web.StreamResponse | None, crowd: _Crowd) -> None:
+        super().__init__()
         self.request = request
         self.response = response
         """The stream's prepared response; ``None`` for a long-poll."""
@@ -75,11 +96,12 @@ class EarlyWatch:
 
 
 class _Crowd:
-    __slots__ = ("after", "key", "match", "watches")
+    __slots__ = ("after", "findings", "key", "match", "namespace", "waits", "watches")
 
-    def __init__(self, key: CrowdKey, after: int, match: Match | None) -> None:
+    def __init__(self, namespace: str, key: CrowdKey, match: Match | None) -> None:
+        self.namespace = namespace
         self.key = key
-        self.after = after
+        _, self.after, _, self.waits, self.findings = key
         self.match = match
         self.watches: dict[EarlyWatch, bool] = {}
 
@@ -87,15 +109,26 @@ class _Crowd:
 class WatchWire:
     """The parked watches of every namespace, by crowd, and the bytes a change answers them with."""
 
-    def __init__(self, history: History, boot: Callable[[], str], *, enabled: bool) -> None:
+    def __init__(self, history: History, parking: Parking, boot: Callable[[], str], *, enabled: bool) -> None:
         self._history = history
+        self._parking = parking
+        self._health: Prober | None = None
         self.enabled = enabled
         """Whether replies may skip ``on_response_prepare`` (it holds only the boot-id stamp)."""
         self._crowds: dict[str, dict[CrowdKey, _Crowd]] = {}
         self._due: set[str] = set()
+        self._looking: dict[_Crowd, None] = {}
+        """The crowds that asked for waits or findings, answered when those move."""
+        self._looks_due = False
         self._stamp = Stamp(boot)
         self._stamp_lines = b""
         history.on_change = self.changed
+        parking.on_move = self.looked
+
+    def probed_by(self, health: Prober) -> None:
+        """Follow the findings of the app's prober (it starts after the wire)."""
+        self._health = health
+        health.on_finding = self.looked
 
     def expect(
         self,
@@ -105,15 +138,21 @@ class WatchWire:
         filter_key: Hashable,
         match: Match | None,
         stream: web.StreamResponse | None = None,
+        *,
+        waits: int | None = None,
+        findings: int | None = None,
     ) -> EarlyWatch:
-        """Announce a watch of ``namespace`` after ``after`` (a stream's ``stream``); settle it when its wait is over."""
+        """Announce a watch of ``namespace`` after ``after`` (a stream's ``stream``; a long-poll's ``waits``
+        and ``findings``, the counts it was told); settle it when its wait is over."""
         crowds = self._crowds.get(namespace)
         if crowds is None:
             crowds = self._crowds[namespace] = {}
-        key = (filter_key, after, stream is not None)
+        key = (filter_key, after, stream is not None, waits, findings)
         crowd = crowds.get(key)
         if crowd is None:
-            crowd = crowds[key] = _Crowd(key, after, match)
+            crowd = crowds[key] = _Crowd(namespace, key, match)
+            if waits is not None or findings is not None:
+                self._looking[crowd] = None
         early = EarlyWatch(request, stream, crowd)
         crowd.watches[early] = True
         return early
@@ -123,17 +162,28 @@ class WatchWire:
         early.settled = True
         crowd = early.crowd
         if crowd.watches.pop(early, False) and not crowd.watches:
-            crowds = self._crowds.get(namespace)
-            if crowds is not None and crowds.get(crowd.key) is crowd:
-                del crowds[crowd.key]
-                if not crowds:
-                    del self._crowds[namespace]
+            self._drop(crowd)
+
+    def _drop(self, crowd: _Crowd) -> None:
+        self._looking.pop(crowd, None)
+        crowds = self._crowds.get(crowd.namespace)
+        if crowds is not None and crowds.get(crowd.key) is crowd:
+            del crowds[crowd.key]
+            if not crowds:
+                del self._crowds[crowd.namespace]
 
     def changed(self, namespace: str) -> None:
         """The history's ``on_change``: answer the crowds of ``namespace`` one loop turn later."""
         if namespace in self._crowds and namespace not in self._due:
             self._due.add(namespace)
             asyncio.get_running_loop().call_soon(self._answer, namespace)
+
+    def looked(self) -> None:
+        """``Parking.on_move`` and ``EncoderHealth.on_finding``: answer the crowds told other counts, one
+        loop turn later (so many moves in one step cost one pass)."""
+        if self._looking and not self._looks_due:
+            self._looks_due = True
+            asyncio.get_running_loop().call_soon(self._answer_looks)
 
     def _answer(self, namespace: str) -> None:
         self._due.discard(namespace)
@@ -143,10 +193,10 @@ class WatchWire:
         self._stamp_lines = self._stamp.lines()
         frames: dict[int, bytes] = {}  # id(change) -> its event: framed once for every crowd
         for key, crowd in list(crowds.items()):
-            ready = self._history.ready(namespace, crowd.after, crowd.match)
-            if ready is None:
+            now = self._history.now(namespace, crowd.after, crowd.match)
+            if now is None or not now[0]:
                 continue
-            changes, version = ready
+            changes, version = now
             try:
                 if key[2]:
                     self._stream(crowd, changes, version, frames)
@@ -154,12 +204,36 @@ class WatchWire:
                     self._long_poll(crowd, changes, version)
             except Exception:
                 log.exception("An early watch reply failed")  # each watch's own task still answers it
-            del crowds[key]
-        if not crowds:
-            del self._crowds[namespace]
+            self._drop(crowd)
+
+    def _answer_looks(self) -> None:
+        self._looks_due = False
+        moves, health = self._parking.moves, self._health
+        findings = None if health is None else health.findings
+        self._stamp_lines = self._stamp.lines()
+        for crowd in list(self._looking):
+            told_waits, told_findings = crowd.waits, crowd.findings
+            if (told_waits is None or told_waits == moves) and (
+                told_findings is None or findings is None or told_findings == findings
+            ):
+                continue
+            now = self._history.now(crowd.namespace, crowd.after, crowd.match)
+            if now is None:
+                continue  # gone past it, or stopping: its handler answers (a 410, a 503)
+            try:
+                self._long_poll(crowd, *now)
+            except Exception:
+                log.exception("An early watch reply failed")
+            self._drop(crowd)
 
     def _long_poll(self, crowd: _Crowd, changes: Sequence[protocol.WatchedChange], version: int) -> None:
-        body = protocol.encode_watch(changes, version)
+        health = self._health
+        body = protocol.encode_watch(
+            changes,
+            version,
+            waits=None if crowd.waits is None else self._parking.moves,
+            findings=None if crowd.findings is None or health is None else health.findings,
+        )
         made: dict[int, bytes] = {}
         for early in crowd.watches:
             # Read now, not at announcing: its first reading fills the request's cache of properties.
@@ -169,6 +243,8 @@ class WatchWire:
                 head = heads.head(heads.OK, heads.JSON_LINE, len(body), self._stamp_lines, variant)
                 data = made[variant] = head if variant & heads.HEAD else head + body
             _send(early, data, version)
+        for early in crowd.watches:
+            early.end()  # answered: no change may be coming to wake it
 
     def _stream(
         self,

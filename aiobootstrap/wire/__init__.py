@@ -3,7 +3,7 @@
 Everything both ends must agree on lives under this folder and nowhere else:
 the routes (``routes``), the query grammar (``params``), the request bodies
 (``bodies``), the error replies (``errors``), the public result types and
-their decoders (``results``, reading replies through ``reading``) and each
+their decoders (``results``, ``encoder_health``, reading replies through ``reading``) and each
 kind's routes (``kinds``). Nothing here
 does I/O, imports aiohttp or knows the store. On the server's side a malformed
 value raises :class:`~aiobootstrap.exceptions.BadRequest` naming the field; on
@@ -33,6 +33,7 @@ from .bodies import (
     parse_url_body,
     url_body,
 )
+from .encoder_health import ENCODER_STATES, EncoderHealthReport, EncoderUrlHealth, decode_encoder_health
 from .errors import (
     decode_absent,
     decode_not_registered,
@@ -162,6 +163,7 @@ __all__ = [
     "ENCODER_HEALTH_PATH",
     "ENCODER_LIST_PATH",
     "ENCODER_REGISTER_PATH",
+    "ENCODER_STATES",
     "ENCODER_UNREGISTER_PATH",
     "EVENT_STREAM",
     "FORMS",
@@ -192,6 +194,8 @@ __all__ = [
     "SERVER_WIDE_PATHS",
     "TRANSFER_ENGINE_INFO_ROUTES",
     "WATCH_PATH",
+    "EncoderHealthReport",
+    "EncoderUrlHealth",
     "EncoderUrls",
     "KindRoutes",
     "LeaseInfo",
@@ -213,6 +217,7 @@ __all__ = [
     "decode_change",
     "decode_config",
     "decode_config_batch",
+    "decode_encoder_health",
     "decode_encoder_urls",
     "decode_info",
     "decode_lease",

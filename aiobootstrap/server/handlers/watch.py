@@ -17,10 +17,8 @@ must ping only when quiet and end with the history's one shutdown path.
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Coroutine, Hashable, Iterator
+from collections.abc import Hashable, Iterator
 from dataclasses import dataclass
-from typing import Any
 
 from aiohttp import web
 from prometheus_client.core import GaugeMetricFamily, Metric
@@ -30,12 +28,12 @@ from ..._history import History, Match
 from ..._names import ENCODER_URLS
 from ..._ranks import RankSet
 from ...exceptions import HistoryGone, ShuttingDown
-from ..appkeys import CONFIG, REGISTRY
-from ..encoder_health import ENCODER_HEALTH
+from ..appkeys import CONFIG
 from ..kinds import kind_named
 from ..prebuilt import PrebuiltReply
 from ..watch_replies import WATCH_WIRE, EarlyWatch
 from .common import namespace_of, param, wait_seconds
+from .watch_looks import Looks, gone, watch_with_looks
 
 __all__ = ["HISTORY", "WATCH_FIGURES", "WatchCollector", "WatchFigures", "watch"]
 
@@ -112,19 +110,11 @@ def _wants_stream(request: web.Request) -> bool:
     )
 
 
-def _gone(exc: HistoryGone) -> web.Response:
-    return web.Response(
-        status=410,
-        body=protocol.error_body(exc.detail, version=exc.version),
-        content_type=protocol.JSON_TYPE,
-    )
-
-
 async def watch(request: web.Request) -> web.StreamResponse:
     """``GET /watch?after=V[&wait=S][&kind=K][&role=R][&ranks=SET][&boot=ID][&waits=N][&findings=M]``: the changes after V.
 
-    ``boot``: the boot id ``V`` came from; another incarnation's is a ``410`` at once. ``waits``: see
-    :func:`_watch_with_looks`.
+    ``boot``: the boot id ``V`` came from; another incarnation's is a ``410`` at once. ``waits`` and
+    ``findings``: see ``watch_looks``.
     """
     after = protocol.parse_after(param(request, "after"))
     match, filter_key = _match(request)
@@ -138,7 +128,7 @@ async def watch(request: web.Request) -> web.StreamResponse:
     boot = param(request, "boot")
     if boot is not None and boot != history.store.incarnation:
         # The version came from another incarnation of the registry: none of it holds here.
-        return _gone(
+        return gone(
             HistoryGone(
                 "The registry is not the incarnation that version came from (a new boot id): "
                 "read the listing, then watch from its version.",
@@ -148,69 +138,30 @@ async def watch(request: web.Request) -> web.StreamResponse:
     if stream:
         with history.hold():  # a stream over the limit is refused before it starts
             return await _stream(request, history, namespace, after, match, filter_key)
-    waits, findings = param(request, "waits"), param(request, "findings")
-    if waits is not None or findings is not None:
-        return await _watch_with_looks(request, history, namespace, after, wait, match, waits, findings)
+    looks = Looks.asked(request)
     wire = request.app[WATCH_WIRE]
-    early = wire.expect(request, namespace, after, filter_key, match) if wire.enabled and wait > 0 else None
+    early = None
+    if looks is not None and looks.behind:
+        wait = 0.0  # told counts that have moved: answered at once
+    elif wire.enabled and wait > 0:
+        told = (None, None) if looks is None else (looks.waits, looks.findings)
+        early = wire.expect(request, namespace, after, filter_key, match, waits=told[0], findings=told[1])
+    elif looks is not None:
+        return await watch_with_looks(history, namespace, after, wait, match, looks)
     try:
-        changes, version = await history.since(namespace, after, wait, match)
+        # A watch told counts ends its wait when the wire answered it for them (``early``'s end).
+        changes, version = await history.since(namespace, after, wait, match, end=early)
     except (HistoryGone, ShuttingDown) as exc:
         if early is None or early.upto is None:
             if isinstance(exc, HistoryGone):
-                return _gone(exc)
+                return gone(exc)
             raise
     finally:
         if early is not None:
             wire.settle(early, namespace)
     if early is not None and early.upto is not None:
         return PrebuiltReply(request, sent=early.sent)  # the fast path wrote its 200 already
-    return web.Response(body=protocol.encode_watch(changes, version), content_type=protocol.JSON_TYPE)
-
-
-async def _watch_with_looks(
-    request: web.Request,
-    history: History,
-    namespace: str,
-    after: int,
-    wait: float,
-    match: Match | None,
-    waits: str | None,
-    findings: str | None,
-) -> web.Response:
-    """``&waits=N`` and ``&findings=M`` (the page's): answered at a change as any watch, or, with no
-    change, once a wait has parked or gone anywhere since the reply that said ``waits: N``, or the
-    encoder probes found something other than the reply that said ``findings: M`` (neither is a change
-    of the records): one parked request follows all three. The reply says the new counts."""
-    parking = request.app[REGISTRY].parking
-    health = request.app.get(ENCODER_HEALTH)
-    moves = None if waits is None else protocol.parse_waits(waits)  # both read before anything waits
-    found = None if findings is None else protocol.parse_findings(findings)
-    looks: list[Coroutine[Any, Any, None]] = []
-    if moves is not None:
-        looks.append(parking.moved(moves, wait))
-    if found is not None and health is not None:
-        looks.append(health.changed(found, wait))
-    told = asyncio.ensure_future(history.since(namespace, after, wait, match))
-    looked = [asyncio.ensure_future(look) for look in looks]
-    try:
-        await asyncio.wait((told, *looked), return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for task in (told, *looked):
-            task.cancel()
-        await asyncio.gather(told, *looked, return_exceptions=True)
-    try:
-        changes, version = (
-            told.result() if not told.cancelled() else await history.since(namespace, after, 0, match)
-        )
-    except HistoryGone as exc:
-        return _gone(exc)
-    body = protocol.encode_watch(
-        changes,
-        version,
-        waits=None if waits is None else parking.moves,
-        findings=None if findings is None or health is None else health.findings,
-    )
+    body = protocol.encode_watch(changes, version) if looks is None else looks.encode(changes, version)
     return web.Response(body=body, content_type=protocol.JSON_TYPE)
 
 
@@ -227,7 +178,7 @@ async def _stream(
         # The first read before the stream starts: a position already gone is a plain 410.
         changes, after = await history.since(namespace, after, 0, match, held=True)
     except HistoryGone as exc:
-        return _gone(exc)
+        return gone(exc)
     response = web.StreamResponse(
         headers={
             "Content-Type": protocol.EVENT_STREAM,
