@@ -221,6 +221,7 @@ def test_every_async_method_blocks_with_the_same_signature() -> None:
         "wait_encoder_urls",
         "list_ranks",
         "list_namespaces",
+        "encoder_url_health",
     }
     for name in public:
         method = getattr(SyncBootstrapClient, name)
