@@ -11,6 +11,8 @@ deployment serves several failovers in a row.
 from __future__ import annotations
 
 import contextlib
+import os
+import signal
 import subprocess
 import time
 from pathlib import Path
@@ -78,8 +80,24 @@ class SentinelProcess:
                 state = dict(zip(state[::2], state[1::2], strict=True))
             return state
 
+    def pause(self) -> None:
+        assert self.process is not None
+        os.kill(self.process.pid, signal.SIGSTOP)
+
+    def resume(self) -> None:
+        assert self.process is not None
+        os.kill(self.process.pid, signal.SIGCONT)
+
+    def store_clients(self) -> list[str]:
+        """The names of the connections an aiobootstrap store holds to this Sentinel (``PREFIX.sentinel``)."""
+        with self.client() as client:
+            listed: list[dict[str, str]] = client.client_list()
+        return [entry["name"] for entry in listed if entry.get("name", "").endswith(".sentinel")]
+
     def stop(self) -> None:
         if self.process is not None and self.process.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.process.pid, signal.SIGCONT)
             self.process.kill()
             self.process.wait()
 
