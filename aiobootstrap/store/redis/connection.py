@@ -81,7 +81,13 @@ def redis_missing() -> bool:
 def reason(exc: BaseException) -> str:
     """What went wrong, in a few words: the first line of ``exc``'s message, or its type's name."""
     if aioredis is not None and isinstance(exc, MasterNotFoundError):
-        # Its message lists every Sentinel's error in repr form: the gist is enough.
+        # Its message lists every Sentinel's error in repr form: the gist is enough. A refused
+        # password is one of them (redis-py counts it a connection error and asks the next).
+        if "AuthenticationError" in str(exc):
+            return (
+                "the Sentinels refused the password they were given (sentinel_password= and "
+                "sentinel_username= in the URL's query)"
+            )
         return "no Sentinel names a primary now"
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     return text.rstrip(".")
@@ -219,6 +225,9 @@ class Connection:
         }
         if target.tls:
             asking.update({"ssl": True, **{k: v for k, v in node.items() if k.startswith("ssl_")}})
+        # The Sentinels' own credentials, never the nodes': redis-py gives the Sentinels only these.
+        if target.sentinel_password is not None:
+            asking.update(username=target.sentinel_username, password=target.sentinel_password)
         sentinel = self._sentinel = Sentinel(list(target.sentinels), sentinel_kwargs=asking, **node)  # type: ignore[no-untyped-call]
         self.client = sentinel.master_for(
             target.master, connection_pool_class=_BlockingSentinelPool, timeout=None, **calls
