@@ -2,8 +2,9 @@
 
 A get is a field of an ``HMGET`` on a rank table (``keys``), one per table
 and read batch (``reads``, ``batcher``); a whole table's read (``HGETALL``,
-``HKEYS``) is a call of its own. A write is one Lua script (``lua``), atomic
-in Redis (the puts of a write batch share one call, ``puts``), sent in the
+``HKEYS``) is a call of its own; each read also asks whose data it read
+(``incarnation``). A write is one Lua script (``lua``), atomic in Redis
+(the puts of a write batch share one call, ``puts``), sent in the
 write batcher's pipeline while the feed holds back the feed's entries for
 its key (``feed``); when it returns, the store announces its own change.
 A set member change is a read, then a put that happens only if the version
@@ -46,6 +47,7 @@ from .batcher import Batcher
 from .connection import Connection, reason, redis_missing
 from .durability import warn_if_lossy, warn_if_unreplicated
 from .feed import Feed, block_seconds
+from .incarnation import Incarnations
 from .keys import Keys, decode, text
 from .leases import RedisLeases
 from .ordered import OrderedTap
@@ -99,8 +101,9 @@ class RedisStore(Store):
             max_connections=max_connections,
         )
         self._feed = Feed(connection, self._keys, poll_interval=poll_interval)
+        self._incarnations = checked = Incarnations(connection, self._keys.incarnation, self._feed)
         self._reads = Batcher(
-            connection, connection.read, name="aiobootstrap redis reads", in_flight=_IN_FLIGHT
+            connection, connection.read, name="aiobootstrap redis reads", in_flight=_IN_FLIGHT, check=checked
         )
         self._min_replicas = min_replicas
         self._writes = Batcher(
@@ -234,11 +237,9 @@ class RedisStore(Store):
         lease: str | None = None,
         member: str | None = None,
     ) -> Record | None:
-        """Write ``value``, held by ``lease`` (or none); with ``expected``, only if the record's version is still that.
-
-        ``member``: what the lease holds is that member of a set record, not
-        the record, marked ``+`` added or ``-`` removed (the feed tells every replica so). ``None`` when the version was not ``expected``.
-        """
+        """Write ``value``, held by ``lease`` (or none); with ``expected``, only if the record's version is still
+        that (else ``None``). ``member``: the lease holds that member of a set record, not the record, marked
+        ``+`` added or ``-`` removed (the feed tells every replica so)."""
         table = self._table(key)
         registered_at = time.time()
         fields = [
@@ -346,13 +347,13 @@ class RedisStore(Store):
 
     async def records(self, namespace: str, kind: str, role: str) -> list[Record]:
         table = self._keys.table(Key(namespace, kind, role, 0))
-        blobs = await self._connection.read(lambda client: client.hgetall(table))
+        blobs = await self._incarnations.read(lambda pipe: pipe.hgetall(table))
         found = [decode(Key(namespace, kind, role, int(rank)), blob) for rank, blob in blobs.items()]
         return sorted(found, key=lambda record: record.rank)
 
     async def count(self, namespace: str, kind: str, role: str) -> int:
         table = self._keys.table(Key(namespace, kind, role, 0))
-        return int(await self._connection.read(lambda client: client.hlen(table)))
+        return int(await self._incarnations.read(lambda pipe: pipe.hlen(table)))
 
     async def records_in(self, namespace: str, kind: str, role: str, ranks: RankSet) -> list[Record]:
         if len(ranks) <= READ_BY_KEY:
@@ -360,7 +361,7 @@ class RedisStore(Store):
         # The table's rank fields, then only the records asked for: a batch of
         # a large set never transfers the table's other records.
         table = self._keys.table(Key(namespace, kind, role, 0))
-        fields = await self._connection.read(lambda client: client.hkeys(table))
+        fields = await self._incarnations.read(lambda pipe: pipe.hkeys(table))
         wanted = sorted(rank for rank in map(int, fields) if rank in ranks)
         found: list[Record] = []
         for start in range(0, len(wanted), _READ_CHUNK):
@@ -381,7 +382,7 @@ class RedisStore(Store):
         return int(reply)
 
     async def namespaces(self) -> list[str]:
-        names = await self._connection.read(lambda client: client.hkeys(self._keys.counts))
+        names = await self._incarnations.read(lambda pipe: pipe.hkeys(self._keys.counts))
         return sorted(text(name) for name in names)
 
     async def ping(self) -> None:
