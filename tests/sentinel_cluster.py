@@ -37,11 +37,15 @@ class SentinelProcess:
         *,
         password: str | None = None,
         node_password: str | None = None,
+        taken: set[int] | None = None,
     ) -> None:
+        """``taken``: ports of the deployment's other processes, which a free port may just have been."""
         assert REDIS_SERVER is not None, SKIP_REASON
         directory.mkdir(parents=True, exist_ok=True)
         self.directory = directory
         self.port = free_port()
+        while taken is not None and self.port in taken:
+            self.port = free_port()
         self.password = password
         """This Sentinel's own ``requirepass`` (the Sentinels use it with each other too)."""
         self.config = directory / "sentinel.conf"
@@ -70,7 +74,8 @@ class SentinelProcess:
             stderr=subprocess.DEVNULL,
         )
         deadline = time.monotonic() + guard
-        while not self.answers():
+        # Answering is not enough: another process may answer on the port this one could not take.
+        while not self.answers() or self.process.poll() is not None:
             if self.process.poll() is not None or time.monotonic() > deadline:
                 log = (self.directory / "sentinel.log").read_text(errors="replace")[-2000:]
                 raise RuntimeError(f"redis-server --sentinel did not start:\n{log}")
@@ -137,21 +142,26 @@ class SentinelCluster:
         self.nodes = [RedisServer(_fresh(directory / name)) for name in ("node-a", "node-b")]
         for node in self.nodes:
             node.password = node_password
+        while self.nodes[1].port == self.nodes[0].port:  # a free port is free until taken
+            self.nodes[1].port = free_port()
         primary = self.nodes[0]
         self.nodes[1].extra_args = ["--replicaof", "127.0.0.1", str(primary.port)]
         self.node_password = node_password
         self.sentinel_password = sentinel_password
-        self.sentinels = [
-            SentinelProcess(
+        taken = {node.port for node in self.nodes}
+        self.sentinels = []
+        for index in range(3):
+            sentinel = SentinelProcess(
                 directory / f"sentinel-{index}",
                 primary.port,
                 down_after_ms,
                 failover_timeout_ms,
                 password=sentinel_password,
                 node_password=node_password,
+                taken=taken,
             )
-            for index in range(3)
-        ]
+            taken.add(sentinel.port)
+            self.sentinels.append(sentinel)
 
     @property
     def url(self) -> str:
