@@ -240,7 +240,7 @@ class Connection:
         self.client = self.feed_client = None
         sentinel, self._sentinel = self._sentinel, None
         self._scripts.clear()
-        # Each call ends within its deadline; the second more is for its own cleanup.
+        # Each call ends within its deadline; one second more is for its cleanup.
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(self.timeout + 1.0):
                 await self._idle.wait()
