@@ -8,14 +8,14 @@ applies, made through this process or any other sharing the store, reaches
 :meth:`Registry.changed`, and only that wakes waiters: a local registration
 wakes nobody directly, so the path is the same on one process and on many.
 
-A getter that finds nothing (or only a record older than its ``after``) joins
-the key's *waitlist*: an ``asyncio.Event``, a count of its waiters, and the
-newest record the feed delivered for the key. A change for the key stores
-its record there (the store hands it over when it has it; otherwise the
-registry reads it once, for all the key's waiters), sets the event, and puts
-a fresh event in its place for later waiters; an event that others share is
-never ``clear()``-ed. A woken waiter takes the delivered record if it is new
-enough, or waits on the next event.
+A getter that finds nothing (or only a record older than its ``after``) joins the key's
+*waitlist*: an ``asyncio.Event``, a count of its waiters, and the newest record the feed
+delivered for the key. A change for the key stores its record there (the store hands it over
+when it has it; otherwise the registry reads it once, for all the key's waiters), sets the
+event, and puts a fresh event in its place for later waiters; an event that others share is
+never ``clear()``-ed. A woken waiter takes the delivered record if it is new enough, or waits
+on the next event. An ``after`` counts in the store's incarnation: in a new one (the store
+lost its data, so versions start again) every record is new enough.
 
 Parking is ordered so that no change can slip past: a waiter joins the
 waitlist and takes the current event *before* it reads the store. A change
@@ -86,7 +86,7 @@ Delivery = Callable[[Key, Record | None], None]
 
 
 class _Waitlist:
-    __slots__ = ("event", "record", "since", "waiters")
+    __slots__ = ("event", "incarnation", "record", "since", "waiters")
 
     def __init__(self) -> None:
         self.event = asyncio.Event()
@@ -95,6 +95,8 @@ class _Waitlist:
         """When the first of its waiters parked (the key has had someone waiting since)."""
         self.record: Record | None = None
         """The newest record the feed delivered for the key while someone waited."""
+        self.incarnation = ""
+        """The store's incarnation when ``record`` came: a record of a newer one replaces it, whatever its version."""
 
 
 def _missing(ranks: RankSet, found: dict[int, Record]) -> RankSet:
@@ -199,10 +201,8 @@ class Registry:
     def close(self) -> None:
         """Answer every parked wait with :class:`ShuttingDown`; refuse new changes and new waits.
 
-        A wait whose task was cancelled meanwhile (see :attr:`parked_tasks`)
-        ends cancelled. The store stays open: whoever opened it closes it.
-        Closing again does nothing.
-        """
+        A wait whose task was cancelled meanwhile (see :attr:`parked_tasks`) ends cancelled. The store
+        stays open: whoever opened it closes it. Closing again does nothing."""
         if self._closed:
             return
         self._closed = True
@@ -234,8 +234,9 @@ class Registry:
             self._read_later(key)
 
     def _deliver(self, waitlist: _Waitlist, record: Record) -> None:
-        if waitlist.record is None or waitlist.record.version < record.version:
-            waitlist.record = record
+        held, now = waitlist.record, self.store.incarnation
+        if held is None or held.version < record.version or waitlist.incarnation != now:
+            waitlist.record, waitlist.incarnation = record, now  # a version counts in its incarnation
         self._tell(record.key, record)
         waitlist.event.set()
         waitlist.event = asyncio.Event()
@@ -310,6 +311,7 @@ class Registry:
         the records found, not with the set: the set stays ranges, and only
         the rank being waited for has a waitlist.
         """
+        incarnation = self.store.incarnation
         found = await self._read_set(namespace, kind, role, ranks, after, tolerate_outage=timeout > 0)
         missing = _missing(ranks, found)
         if missing and timeout > 0:
@@ -321,6 +323,7 @@ class Registry:
                     # A rank unregistered meanwhile is missing again: go round.
                     while missing:
                         await self._sweep(namespace, kind, role, missing, after, found)
+                        after = after if self.store.incarnation == incarnation else 0  # see the top
                         found = await self._read_set(
                             namespace, kind, role, ranks, after, tolerate_outage=True
                         )
@@ -374,6 +377,7 @@ class Registry:
         if waitlist is None:
             waitlist = self._waitlists[key] = _Waitlist()
         waitlist.waiters += 1
+        incarnation = self.store.incarnation
         try:
             # Take the event before reading: a change landing during the read sets it.
             event = waitlist.event
@@ -387,6 +391,7 @@ class Registry:
                     raise ShuttingDown()
                 await event.wait()
                 event = waitlist.event
+                after = after if self.store.incarnation == incarnation else 0  # see the top
                 record = _fresh(waitlist.record, after)
             return record
         finally:

@@ -53,10 +53,13 @@ class RedisServer:
         self.process: subprocess.Popen[bytes] | None = None
         self.extra_args: list[str] = []
         """More redis-server options, for the next start (``--replicaof HOST PORT``, say)."""
+        self.password: str | None = None
+        """``requirepass`` (and ``masterauth``, for a replica of a node with the same), from the next start."""
 
     @property
     def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
+        credentials = f":{self.password}@" if self.password is not None else ""
+        return f"redis://{credentials}127.0.0.1:{self.port}/0"
 
     def start(self, guard: float = 10.0) -> None:
         """Start (or restart after a kill) and return once it answers PING."""
@@ -83,6 +86,8 @@ class RedisServer:
             "yes",
         ]
         args += self.extra_args
+        if self.password is not None:
+            args += ["--requirepass", self.password, "--masterauth", self.password]
         if self.unix_socket is not None:
             args += ["--unixsocket", str(self.unix_socket), "--unixsocketperm", "700"]
         if self.tls is not None:
@@ -129,7 +134,14 @@ class RedisServer:
         tls: dict[str, Any] = {}
         if self.tls is not None:
             tls = {"ssl": True, "ssl_ca_certs": self.tls[2]}
-        return redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=5.0, decode_responses=True, **tls)
+        return redis.Redis(
+            host="127.0.0.1",
+            port=self.port,
+            password=self.password,
+            socket_timeout=5.0,
+            decode_responses=True,
+            **tls,
+        )
 
     def command(self, *args: str) -> object:
         with self._client() as client:

@@ -11,6 +11,8 @@ deployment serves several failovers in a row.
 from __future__ import annotations
 
 import contextlib
+import os
+import signal
 import subprocess
 import time
 from pathlib import Path
@@ -27,13 +29,29 @@ class SentinelProcess:
     """One ``redis-server CONF --sentinel``: it rewrites its config file, so the file is its own."""
 
     def __init__(
-        self, directory: Path, primary_port: int, down_after_ms: int, failover_timeout_ms: int
+        self,
+        directory: Path,
+        primary_port: int,
+        down_after_ms: int,
+        failover_timeout_ms: int,
+        *,
+        password: str | None = None,
+        node_password: str | None = None,
+        taken: set[int] | None = None,
     ) -> None:
+        """``taken``: ports of the deployment's other processes, which a free port may just have been."""
         assert REDIS_SERVER is not None, SKIP_REASON
         directory.mkdir(parents=True, exist_ok=True)
         self.directory = directory
         self.port = free_port()
+        while taken is not None and self.port in taken:
+            self.port = free_port()
+        self.password = password
+        """This Sentinel's own ``requirepass`` (the Sentinels use it with each other too)."""
         self.config = directory / "sentinel.conf"
+        secrets = f"requirepass {password}\n" if password is not None else ""
+        if node_password is not None:
+            secrets += f"sentinel auth-pass {MASTER} {node_password}\n"
         self.config.write_text(
             f"port {self.port}\n"
             "bind 127.0.0.1\n"
@@ -43,7 +61,7 @@ class SentinelProcess:
             f"sentinel monitor {MASTER} 127.0.0.1 {primary_port} 2\n"
             f"sentinel down-after-milliseconds {MASTER} {down_after_ms}\n"
             f"sentinel failover-timeout {MASTER} {failover_timeout_ms}\n"
-            f"sentinel parallel-syncs {MASTER} 1\n"
+            f"sentinel parallel-syncs {MASTER} 1\n" + secrets
         )
         self.process: subprocess.Popen[bytes] | None = None
 
@@ -56,7 +74,8 @@ class SentinelProcess:
             stderr=subprocess.DEVNULL,
         )
         deadline = time.monotonic() + guard
-        while not self.answers():
+        # Answering is not enough: another process may answer on the port this one could not take.
+        while not self.answers() or self.process.poll() is not None:
             if self.process.poll() is not None or time.monotonic() > deadline:
                 log = (self.directory / "sentinel.log").read_text(errors="replace")[-2000:]
                 raise RuntimeError(f"redis-server --sentinel did not start:\n{log}")
@@ -68,7 +87,13 @@ class SentinelProcess:
         return False
 
     def client(self) -> redis.Redis:
-        return redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=2.0, decode_responses=True)
+        return redis.Redis(
+            host="127.0.0.1",
+            port=self.port,
+            password=self.password,
+            socket_timeout=2.0,
+            decode_responses=True,
+        )
 
     def master(self) -> dict[str, str]:
         """``SENTINEL MASTER``: what this Sentinel knows of the primary."""
@@ -78,8 +103,24 @@ class SentinelProcess:
                 state = dict(zip(state[::2], state[1::2], strict=True))
             return state
 
+    def pause(self) -> None:
+        assert self.process is not None
+        os.kill(self.process.pid, signal.SIGSTOP)
+
+    def resume(self) -> None:
+        assert self.process is not None
+        os.kill(self.process.pid, signal.SIGCONT)
+
+    def store_clients(self) -> list[str]:
+        """The names of the connections an aiobootstrap store holds to this Sentinel (``PREFIX.sentinel``)."""
+        with self.client() as client:
+            listed: list[dict[str, str]] = client.client_list()
+        return [entry["name"] for entry in listed if entry.get("name", "").endswith(".sentinel")]
+
     def stop(self) -> None:
         if self.process is not None and self.process.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.process.pid, signal.SIGCONT)
             self.process.kill()
             self.process.wait()
 
@@ -88,22 +129,51 @@ class SentinelCluster:
     """A primary, its replica and three Sentinels, started and stopped together."""
 
     def __init__(
-        self, directory: Path, *, down_after_ms: int = 1000, failover_timeout_ms: int = 2000
+        self,
+        directory: Path,
+        *,
+        down_after_ms: int = 1000,
+        failover_timeout_ms: int = 2000,
+        node_password: str | None = None,
+        sentinel_password: str | None = None,
     ) -> None:
+        """``node_password``: the Redis nodes' ``requirepass``; ``sentinel_password``: the Sentinels' own."""
         assert REDIS_SERVER is not None, SKIP_REASON
         self.nodes = [RedisServer(_fresh(directory / name)) for name in ("node-a", "node-b")]
+        for node in self.nodes:
+            node.password = node_password
+        while self.nodes[1].port == self.nodes[0].port:  # a free port is free until taken
+            self.nodes[1].port = free_port()
         primary = self.nodes[0]
         self.nodes[1].extra_args = ["--replicaof", "127.0.0.1", str(primary.port)]
-        self.sentinels = [
-            SentinelProcess(directory / f"sentinel-{index}", primary.port, down_after_ms, failover_timeout_ms)
-            for index in range(3)
-        ]
+        self.node_password = node_password
+        self.sentinel_password = sentinel_password
+        taken = {node.port for node in self.nodes}
+        self.sentinels = []
+        for index in range(3):
+            sentinel = SentinelProcess(
+                directory / f"sentinel-{index}",
+                primary.port,
+                down_after_ms,
+                failover_timeout_ms,
+                password=sentinel_password,
+                node_password=node_password,
+                taken=taken,
+            )
+            taken.add(sentinel.port)
+            self.sentinels.append(sentinel)
 
     @property
     def url(self) -> str:
-        """The store URL every aiobootstrap replica is given."""
+        """The store URL every aiobootstrap replica is given, with both passwords when there are."""
+        return self.url_with(self.sentinel_password)
+
+    def url_with(self, sentinel_password: str | None) -> str:
+        """The store URL, giving the Sentinels ``sentinel_password`` (``None``: none)."""
         hosts = ",".join(f"127.0.0.1:{sentinel.port}" for sentinel in self.sentinels)
-        return f"redis+sentinel://{hosts}/{MASTER}"
+        credentials = f":{self.node_password}@" if self.node_password is not None else ""
+        query = f"?sentinel_password={sentinel_password}" if sentinel_password is not None else ""
+        return f"redis+sentinel://{credentials}{hosts}/{MASTER}{query}"
 
     def start(self, guard: float = 20.0) -> None:
         for node in self.nodes:

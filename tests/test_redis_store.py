@@ -380,6 +380,32 @@ async def test_flushall_changes_the_incarnation_and_resyncs(
     await a.heard.until(lambda: a.heard.heard(key(0), record.version))
 
 
+async def test_a_read_of_a_flushed_redis_is_never_absent_under_the_old_incarnation(
+    redis_server: RedisServer,
+) -> None:
+    """The first reads after FLUSHALL, long before the watcher's next look (a minute): no "absent" under
+    the old incarnation. A read finding no incarnation is a 503 saying why, and wakes the watcher, which
+    makes a new one at once; then absence is proven, under the new incarnation."""
+    a = await opened(redis_server.url, poll_interval=60.0)
+    try:
+        await a.store.put(key(0), info())
+        before = a.store.incarnation
+        redis_server.flushall()
+        with pytest.raises(StoreUnavailable, match="holds none of this registry's data"):
+            await a.store.get(key(0))
+        await a.heard.until(lambda: a.store.incarnation != before)
+        assert await a.store.get(key(0)) is None
+        assert await a.store.records("default", TRANSFER_ENGINE_INFO, "target") == []
+        redis_server.command("SET", "{aiobootstrap}:incarnation", "made-elsewhere")
+        assert await a.store.get_many([key(0)]) == [None]
+        assert a.store.incarnation == "made-elsewhere"  # the reply's own, at once
+        redis_server.command("SET", "{aiobootstrap}:incarnation", "and-again")
+        assert await a.store.count("default", TRANSFER_ENGINE_INFO, "target") == 0  # a read of its own, too
+        assert a.store.incarnation == "and-again"
+    finally:
+        await a.store.close()
+
+
 # -- faults ---------------------------------------------------------------------
 
 

@@ -334,3 +334,33 @@ async def test_versions_never_repeat_after_a_namespace_is_emptied() -> None:
     assert await registry.store.namespaces() == []
     again = await registry.register(key, {"session_id": "s", "weights_info_dict": {}})
     assert again.version > first.version + 1
+
+
+class _Forgetful(MemoryStore):
+    """A memory store whose incarnation the test changes, as a Redis store's does when Redis lost its data."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.now = "first"
+
+    @property
+    def incarnation(self) -> str:
+        return self.now
+
+
+async def test_a_wait_parked_across_a_new_incarnation_takes_its_first_record() -> None:
+    """A wait for rank 0 newer than version 5, version 3 delivered meanwhile (not enough): once the store's
+    incarnation changes, the new incarnation's version 1 answers it, not the old version 3, since a version
+    counts in its incarnation only."""
+    store = _Forgetful()
+    registry = await open_registry(store)
+    key = info_key(0)
+    waiter = asyncio.create_task(registry.wait(key, timeout=GUARD, after=5))
+    await until(lambda: registry.parked == 1)
+    registry.changed([Change(key, 3, Record(key, {"session_id": "old"}, 3, 0.0))])
+    await asyncio.sleep(0)
+    assert not waiter.done()
+    store.now = "second"
+    fresh = Record(key, {"session_id": "new"}, 1, 0.0)
+    registry.changed([Change(key, 1, fresh)])
+    assert await asyncio.wait_for(waiter, GUARD) is fresh

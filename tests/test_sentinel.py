@@ -13,6 +13,7 @@ import gc
 import itertools
 import logging
 import re
+import time
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,18 +23,16 @@ import pytest
 
 from aiobootstrap import ServerConfig, create_app
 from aiobootstrap.cli.parser import server_config, server_parser
+from aiobootstrap.exceptions import StoreUnavailable
 from aiobootstrap.server.app import REGISTRY
+from aiobootstrap.store import open_store
+from aiobootstrap.store.redis import RedisStore
 
 from .conftest import GUARD, registration, until
 from .redis_server import REDIS_SERVER, SKIP_REASON, RedisServer, free_port
 from .sentinel_cluster import SentinelCluster
 from .test_cli import launch
-
-# After a failover, redis-py's asyncio Sentinel client leaves a connection to a Sentinel unclosed
-# (its ResourceWarning names a Sentinel's port), and Python warns when it is collected; not traced to
-# its line yet. The warning is ignored here, and the module collects its garbage at its end, so that
-# it cannot fail a later module's test.
-pytestmark = pytest.mark.filterwarnings("ignore:unclosed:ResourceWarning")
+from .test_redis_store import Recorder
 
 FAILOVER_GUARD = 30.0
 """Seconds a failover and a heal may take before a test fails: generous, never a measurement."""
@@ -49,9 +48,28 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SentinelCluste
         yield deployment
     finally:
         deployment.stop()
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", ResourceWarning)
-            gc.collect()
+
+
+@pytest.fixture(autouse=True)
+def nothing_left_open(request: pytest.FixtureRequest) -> Iterator[None]:
+    """After each test on the deployment (its apps closed first): no Sentinel holds a connection of a store,
+    and the garbage collector finds no connection left unclosed."""
+    yield
+    if "cluster" not in request.fixturenames:
+        return
+    _assert_nothing_open(request.getfixturevalue("cluster"))
+
+
+def _assert_nothing_open(cluster: SentinelCluster) -> None:
+    # A closed connection leaves the Sentinel's list once it has read the close.
+    deadline = time.monotonic() + GUARD
+    while left := [name for sentinel in cluster.sentinels for name in sentinel.store_clients()]:
+        assert time.monotonic() < deadline, f"connections left open on the Sentinels: {left}"
+        time.sleep(0.05)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        gc.collect()
+    assert [str(w.message) for w in caught if issubclass(w.category, ResourceWarning)] == []
 
 
 async def _replicas(aiohttp_client: Any, config: ServerConfig) -> tuple[Any, Any]:
@@ -205,6 +223,35 @@ async def test_a_demoted_primary_sends_every_replica_to_the_new_one(
                 await asyncio.sleep(0.05)
         read = await replica.get("/get_transfer_engine_info", params={"rank": "0"})
         assert read.status == 200
+
+
+async def test_a_store_closed_while_a_call_asks_the_sentinels_leaves_no_connection_open(
+    cluster: SentinelCluster,
+) -> None:
+    """A call that must find the primary again (its connection cut) while the store closes, the Sentinel
+    it asks first paused: it moves on to the next Sentinel, and the close waits for it before closing
+    anything, so the connection it opens there is closed too (it was left to the garbage collector)."""
+    store = open_store(cluster.url, prefix="closing")
+    await store.open(Recorder())
+    assert isinstance(store, RedisStore)
+    sentinel = store._connection._sentinel
+    assert sentinel is not None
+    first = sentinel.sentinels[0].connection_pool  # the Sentinel redis-py asks first: the last that answered
+    assert cluster.primary().kill_clients("closing.calls") == 1
+    paused = next(s for s in cluster.sentinels if s.port == first.connection_kwargs["port"])
+    paused.pause()
+    try:
+        ping = asyncio.create_task(store.ping())
+        # Until the call waits for the paused Sentinel's answer (redis-py's pool says when).
+        await until(lambda: any(c.is_connected for c in first._in_use_connections))
+        await store.close()
+        assert ping.done()  # the close waited for it
+        result = (await asyncio.gather(ping, return_exceptions=True))[0]
+        assert result is None or isinstance(result, StoreUnavailable)
+    finally:
+        paused.resume()
+    del store, ping
+    _assert_nothing_open(cluster)
 
 
 async def test_min_replicas_without_a_replica_warns_at_start_and_refuses_writes_with_503(

@@ -152,8 +152,9 @@ def server_parser() -> argparse.ArgumentParser:
         metavar="URL",
         help=(
             "where records live: memory:, file:PATH, redis://[user:password@]host[:port][/db], "
-            "rediss://..., unix:///path/redis.sock[?db=N], redis+sentinel://host:port[,host:port...]/MASTER, "
-            f"rediss+sentinel://... (or set {STORE_ENV}; default: {DEFAULT_STORE})"
+            "rediss://..., unix:///path/redis.sock[?db=N], redis+sentinel://host:port[,host:port...]/MASTER"
+            "[?sentinel_password=P], rediss+sentinel://... (or set "
+            f"{STORE_ENV}, which keeps a URL's passwords out of process listings; default: {DEFAULT_STORE})"
         ),
     )
     setting(

@@ -107,6 +107,8 @@ class ReplyWire:
         """Whether replies may skip ``on_response_prepare`` (it holds only the boot-id stamp)."""
         self._bodies: dict[Key, tuple[int, bytes]] = {}
         self._objects: dict[Key, tuple[int, bytes]] = {}  # the form=object bodies, kept alike
+        self._bodies_boot = ""
+        """The boot id the bodies were made under."""
         self._expecting: dict[Key, dict[EarlyReply, bool]] = {}
         """The gets that may be answered at a delivery, by key, in the order they came."""
         self._second = -1
@@ -117,6 +119,11 @@ class ReplyWire:
 
     def body(self, record: Record, whole: bool = False) -> bytes:
         """A get's encoded reply of ``record`` (``whole``: form=object), made once per version for all getters."""
+        if (boot := self._boot()) != self._bodies_boot:
+            # A new incarnation counts its versions again: the old one's bodies would answer for the new's.
+            self._bodies_boot = boot
+            self._bodies.clear()
+            self._objects.clear()
         bodies = self._objects if whole else self._bodies
         cached = bodies.get(record.key)
         if cached is not None and cached[0] == record.version:

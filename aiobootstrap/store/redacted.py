@@ -11,7 +11,9 @@ from urllib.parse import urlsplit
 
 __all__ = ["describe"]
 
-_QUERY_PASSWORD = re.compile(r"((?:^|&)password=)[^&]*")
+_QUERY_PASSWORD = re.compile(r"((?:^|&)[^&=]*(?:pas|pwd)[^&=]*=)[^&]*", re.IGNORECASE)
+"""A password in the query: redis-py's (``unix:///path?password=``), the Sentinels' own
+(``sentinel_password=``), and any misspelling of them, which an error message names."""
 
 
 def describe(url: str) -> str:
@@ -21,7 +23,6 @@ def describe(url: str) -> str:
         netloc = parts.netloc
         if parts.password is not None:
             netloc = f"{parts.username or ''}:***@{netloc.rpartition('@')[2]}"
-        # redis-py also reads a password from the query (unix:///path?password=...).
         query = _QUERY_PASSWORD.sub(r"\1***", parts.query)
         if (netloc, query) == (parts.netloc, parts.query):
             return url

@@ -3,9 +3,14 @@
 ``redis+sentinel://[user:password@]host:port[,host:port...]/MASTER[?db=N]``
 names the Sentinels to ask (a port left out is Sentinel's 26379) and the
 master name they monitor; the credentials and ``db`` are the Redis
-primary's (and its replicas'), not the Sentinels'. ``rediss+sentinel://``
-speaks TLS to the Sentinels and the Redis nodes alike, and takes the
-``ssl_*`` query parameters a ``rediss://`` URL takes.
+primary's (and its replicas'), not the Sentinels'. Sentinels that want a
+password of their own (``requirepass`` in their config, or an ACL user) get
+it from ``sentinel_password=`` (and ``sentinel_username=``) in the query:
+the URL is the one secret to hand over (``AIOBOOTSTRAP_STORE`` keeps it out
+of process listings), and :func:`~aiobootstrap.store.redacted.describe`
+hides both passwords. ``rediss+sentinel://`` speaks TLS to the Sentinels and
+the Redis nodes alike, and takes the ``ssl_*`` query parameters a
+``rediss://`` URL takes.
 
 A leaf of the store: :mod:`~aiobootstrap.store.url` checks a URL with it
 at start, and the Redis connection reads one with it when it connects, so
@@ -15,7 +20,7 @@ of one line, for exit status 2.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from urllib.parse import parse_qsl, unquote, urlencode
 
 from .redacted import describe
@@ -27,6 +32,7 @@ SENTINEL_PORT = 26379
 """The port of a Sentinel whose URL names none: Sentinel's own default."""
 
 _FORM = "redis+sentinel://[user:password@]host:port[,host:port...]/MASTER[?db=N]"
+_CREDENTIALS = ("sentinel_username", "sentinel_password")
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +47,10 @@ class SentinelURL:
     """A plain ``redis://`` (or ``rediss://``) URL without a host, holding the primary's credentials,
     database and TLS options: redis-py reads it as it reads any URL."""
     tls: bool
+    sentinel_username: str | None = field(default=None, repr=False)
+    """The Sentinels' own user (``sentinel_username=``); ``None``: the default user."""
+    sentinel_password: str | None = field(default=None, repr=False)
+    """The Sentinels' own password (``sentinel_password=``); ``None``: they are asked without one."""
 
 
 def is_sentinel_url(url: str) -> bool:
@@ -72,21 +82,42 @@ def parse_sentinel_url(url: str) -> SentinelURL:
     tls = scheme == "rediss+sentinel"
     db = "0"
     options: list[tuple[str, str]] = []
+    credentials_of_sentinels: dict[str, str] = {}
     for name, value in parse_qsl(query, keep_blank_values=True):
         if name == "db":
             db = value
+        elif name in _CREDENTIALS:
+            if name in credentials_of_sentinels:
+                raise ValueError(f"The store URL {shown} gives {name} twice; give it once.")
+            if not value:
+                raise ValueError(f"The store URL {shown} has an empty {name}; leave it out, or give one.")
+            credentials_of_sentinels[name] = value
         elif tls and name.startswith("ssl_"):
             options.append((name, value))
         else:
-            allowed = "db and the ssl_* options" if tls else "db"
+            allowed = "db, sentinel_username, sentinel_password" + (" and the ssl_* options" if tls else "")
             raise ValueError(f"The store URL {shown} has the parameter {name!r}; it takes {allowed}.")
     if not db.isdigit():
         raise ValueError(f"The store URL {shown} names database {db!r}; a database is a number.")
+    if (
+        "sentinel_username" in credentials_of_sentinels
+        and "sentinel_password" not in credentials_of_sentinels
+    ):
+        raise ValueError(
+            f"The store URL {shown} gives sentinel_username without sentinel_password; a user needs its password."
+        )
     credentials = f"{userinfo}@" if at else ""
     node_url = f"{'rediss' if tls else 'redis'}://{credentials}sentinel.named/{db}"
     if options:
         node_url += f"?{urlencode(options)}"
-    return SentinelURL(sentinels, master, node_url, tls)
+    return SentinelURL(
+        sentinels,
+        master,
+        node_url,
+        tls,
+        sentinel_username=credentials_of_sentinels.get("sentinel_username"),
+        sentinel_password=credentials_of_sentinels.get("sentinel_password"),
+    )
 
 
 def _host_port(part: str, shown: str) -> tuple[str, int]:

@@ -18,7 +18,10 @@ Replicas (``--store-min-replicas N``): a write batch ends with ``WAIT N
 ms``, on the same connection as its scripts, so it answers once N replicas
 hold every write before it. Fewer in time, and every command of the batch
 is :class:`StoreUnavailable`: its write ran on the primary, but a failover
-now could lose it, and nobody may be told it is kept. Whatever the
+now could lose it, and nobody may be told it is kept.
+
+A read batch ends with a ``check`` (``incarnation``): the incarnation of the
+node that answered, whose verdict can fail every read of the batch. Whatever the
 batch as a whole raises (Redis unreachable, a deadline, a bug) every command
 of the batch hears it: a batch task never ends with a future unresolved, so
 one bad request cannot hang the others sent with it.
@@ -29,7 +32,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ...exceptions import StoreUnavailable
 from .connection import NOT_OPEN, Connection, Operation, never_ran, unavailable
@@ -47,6 +50,15 @@ Send = Callable[[Operation[list[Any]]], Awaitable[list[Any]]]
 """How a batch goes out: :meth:`Connection.read` or :meth:`Connection.call`."""
 
 _CLOSED = "The Redis store was closed."
+
+
+class Check(Protocol):
+    """A command every batch ends with, and what its reply means for the batch."""
+
+    def stage(self, pipe: Pipeline) -> None: ...
+
+    def verdict(self, reply: Any) -> BaseException | None:
+        """``None``: the batch's replies stand; an error: every command of the batch hears it."""
 
 
 @dataclass(slots=True)
@@ -69,8 +81,10 @@ class Batcher:
         in_flight: int | None = None,
         replicas: int = 0,
         replica_wait: float = 1.0,
+        check: Check | None = None,
     ) -> None:
-        """``replicas``: how many Redis replicas must hold a batch's writes (``WAIT``), for ``replica_wait`` s."""
+        """``replicas``: how many Redis replicas must hold a batch's writes (``WAIT``), for ``replica_wait`` s;
+        ``check``: the command every batch ends with (see the top)."""
         self._connection = connection
         self._send = send
         self._name = name
@@ -79,6 +93,7 @@ class Batcher:
         for one to return and go out together: under load, fewer and larger pipelines."""
         self._replicas = replicas
         self._replica_wait = replica_wait
+        self._check = check
         self._queue: list[_Command] = []
         self._scheduled = False
         self.tasks: set[asyncio.Task[None]] = set()
@@ -171,13 +186,18 @@ class Batcher:
                 command.stage(client, pipe)
             if self._replicas:
                 pipe.execute_command("WAIT", self._replicas, int(self._replica_wait * 1000))
+            if self._check is not None:
+                self._check.stage(pipe)
             return await pipe.execute(raise_on_error=False)
 
         replies = await self._send(pipeline)
         where = self._connection.where
+        wrong = self._check.verdict(replies.pop()) if self._check is not None else None
         short = self._short_of_replicas(replies.pop()) if self._replicas else None
         for command, reply in zip(batch, replies, strict=True):
-            if short is not None and not isinstance(reply, BaseException):
+            if wrong is not None:
+                reply = wrong
+            elif short is not None and not isinstance(reply, BaseException):
                 reply = short
             elif isinstance(reply, BaseException):
                 if command.alone is not None and never_ran(reply):

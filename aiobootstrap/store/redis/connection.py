@@ -20,6 +20,13 @@ broken connection, asked again next time. So while there is no primary a
 call is ``StoreUnavailable`` like any outage, and after a failover the next
 call lands on the new one; nothing here discovers anything by hand.
 
+Closing waits for the calls under way (each within its deadline) before it
+closes anything: a call that is discovering the primary when the Sentinels'
+clients are closed goes on to the next Sentinel, and would open a connection
+into a pool already closed, left for the garbage collector to find. Then the
+two pools go, and the Sentinels' own clients last, since only the pools ask
+them.
+
 This is the one module that imports redis-py (the ``redis`` extra): without
 it the package still imports, and :func:`redis_missing` says so.
 """
@@ -74,7 +81,13 @@ def redis_missing() -> bool:
 def reason(exc: BaseException) -> str:
     """What went wrong, in a few words: the first line of ``exc``'s message, or its type's name."""
     if aioredis is not None and isinstance(exc, MasterNotFoundError):
-        # Its message lists every Sentinel's error in repr form: the gist is enough.
+        # Its message lists every Sentinel's error in repr form: the gist is enough. A refused
+        # password is one of them (redis-py counts it a connection error and asks the next).
+        if "AuthenticationError" in str(exc):
+            return (
+                "the Sentinels refused the password they were given (sentinel_password= and "
+                "sentinel_username= in the URL's query)"
+            )
         return "no Sentinel names a primary now"
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     return text.rstrip(".")
@@ -155,6 +168,10 @@ class Connection:
         self._sentinel: Sentinel | None = None
         """The Sentinels both pools ask for the primary (a Sentinel URL); ``None`` otherwise."""
         self._scripts: dict[str, AsyncScript] = {}
+        self._calls = 0
+        """Calls under way: :meth:`disconnect` waits for them."""
+        self._idle = asyncio.Event()
+        self._idle.set()
 
     def connect(self) -> None:
         common: dict[str, Any] = {
@@ -199,6 +216,8 @@ class Connection:
         if target.tls:
             node["ssl"] = True
         asking = {
+            # Named, so that a Sentinel's CLIENT LIST tells a store's connections from the others'.
+            "client_name": f"{self._prefix}.sentinel",
             "socket_timeout": min(self.timeout, 1.0),
             "socket_connect_timeout": min(self.timeout, 1.0),
             "retry": Retry(NoBackoff(), 0),
@@ -206,6 +225,9 @@ class Connection:
         }
         if target.tls:
             asking.update({"ssl": True, **{k: v for k, v in node.items() if k.startswith("ssl_")}})
+        # The Sentinels' own credentials, never the nodes': redis-py gives the Sentinels only these.
+        if target.sentinel_password is not None:
+            asking.update(username=target.sentinel_username, password=target.sentinel_password)
         sentinel = self._sentinel = Sentinel(list(target.sentinels), sentinel_kwargs=asking, **node)  # type: ignore[no-untyped-call]
         self.client = sentinel.master_for(
             target.master, connection_pool_class=_BlockingSentinelPool, timeout=None, **calls
@@ -213,28 +235,40 @@ class Connection:
         self.feed_client = sentinel.master_for(target.master, **feed)
 
     async def disconnect(self) -> None:
+        """Close both pools and the Sentinels' clients, once the calls under way have ended (see the top)."""
         clients = (self.client, self.feed_client)
         self.client = self.feed_client = None
         sentinel, self._sentinel = self._sentinel, None
         self._scripts.clear()
-        if sentinel is not None:
-            with contextlib.suppress(Exception):
-                await sentinel.aclose()
+        # Each call ends within its deadline; one second more is for its cleanup.
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(self.timeout + 1.0):
+                await self._idle.wait()
         for client in clients:
             if client is not None:
                 with contextlib.suppress(Exception):
                     await client.aclose()
                 with contextlib.suppress(Exception):
                     await client.connection_pool.disconnect()
+        if sentinel is not None:
+            with contextlib.suppress(Exception):
+                await sentinel.aclose()
 
     async def call(self, operation: Operation[_T]) -> _T:
         """Run ``operation`` under the deadline; every failure of Redis becomes ``StoreUnavailable``."""
         client = self.client
         if client is None:
             raise StoreUnavailable(NOT_OPEN)
-        with map_exceptions(self.where, self.timeout):
-            async with asyncio.timeout(self.timeout):
-                result = await operation(client)
+        self._calls += 1
+        self._idle.clear()
+        try:
+            with map_exceptions(self.where, self.timeout):
+                async with asyncio.timeout(self.timeout):
+                    result = await operation(client)
+        finally:
+            self._calls -= 1
+            if not self._calls:
+                self._idle.set()
         reraise_cancellation()
         return result
 

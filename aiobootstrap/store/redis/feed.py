@@ -167,6 +167,10 @@ class Feed:
         if incarnation != self._feed_incarnation:
             self._check_now.set()
 
+    def lost(self) -> None:
+        """A reply found no incarnation (the data is gone): the watcher makes one now, not in a second."""
+        self._check_now.set()
+
     # -- the reader -----------------------------------------------------------
 
     async def _read(self) -> None:

@@ -35,7 +35,7 @@ from ... import _json
 from ..._names import KIND_PATTERN, MAX_ROLE_LENGTH, is_name
 from ..interface import Key, Record
 
-__all__ = ["Keys", "decode", "text"]
+__all__ = ["Keys", "TableNames", "decode", "text"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,6 +112,26 @@ class Keys:
     def ending(self, lease: str) -> list[str]:
         """The ``KEYS`` of ``lua.END``, which ends ``lease``: a write's, its held set for the table."""
         return [*self.write(self.held(lease)), self.deadlines]
+
+
+class TableNames:
+    """Rank tables' names, each made (and checked) once per namespace, kind and role: a hot path's."""
+
+    def __init__(self, keys: Keys, kept: int = 4096) -> None:
+        self._keys = keys
+        self._kept = kept
+        self._names: dict[tuple[str, str, str], str] = {}
+
+    def of(self, key: Key) -> str:
+        """``key``'s rank table; ``ValueError`` for a key Redis cannot name (:meth:`Keys.table`)."""
+        group = (key.namespace, key.kind, key.role)
+        name = self._names.get(group)
+        if name is None:
+            name = self._keys.table(key)
+            if len(self._names) >= self._kept:
+                self._names.clear()
+            self._names[group] = name
+        return name
 
 
 def decode(key: Key, blob: bytes | str) -> Record:

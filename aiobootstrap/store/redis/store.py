@@ -2,8 +2,9 @@
 
 A get is a field of an ``HMGET`` on a rank table (``keys``), one per table
 and read batch (``reads``, ``batcher``); a whole table's read (``HGETALL``,
-``HKEYS``) is a call of its own. A write is one Lua script (``lua``), atomic
-in Redis (the puts of a write batch share one call, ``puts``), sent in the
+``HKEYS``) is a call of its own; each read also asks whose data it read
+(``incarnation``). A write is one Lua script (``lua``), atomic in Redis
+(the puts of a write batch share one call, ``puts``), sent in the
 write batcher's pipeline while the feed holds back the feed's entries for
 its key (``feed``); when it returns, the store announces its own change.
 A set member change is a read, then a put that happens only if the version
@@ -46,7 +47,8 @@ from .batcher import Batcher
 from .connection import Connection, reason, redis_missing
 from .durability import warn_if_lossy, warn_if_unreplicated
 from .feed import Feed, block_seconds
-from .keys import Keys, decode, text
+from .incarnation import Incarnations
+from .keys import Keys, TableNames, decode, text
 from .leases import RedisLeases
 from .ordered import OrderedTap
 from .packing import pack_in_c
@@ -57,9 +59,6 @@ __all__ = ["RedisStore"]
 
 _READ_CHUNK = 4096
 """Fields per HMGET when a large rank set is read (``records_in``)."""
-
-_TABLES_KEPT = 4096
-"""Rank tables' names remembered (``_table``)."""
 
 _READS_IN_FLIGHT, _WRITES_IN_FLIGHT = 1, 4
 """Batches out at once, what is asked meanwhile going in the next. Four writes: with one, a replica
@@ -100,8 +99,13 @@ class RedisStore(Store):
             max_connections=max_connections,
         )
         self._feed = Feed(connection, self._keys, poll_interval=poll_interval)
+        self._incarnations = checked = Incarnations(connection, self._keys.incarnation, self._feed)
         self._reads = Batcher(
-            connection, connection.read, name="aiobootstrap redis reads", in_flight=_READS_IN_FLIGHT
+            connection,
+            connection.read,
+            name="aiobootstrap redis reads",
+            in_flight=_READS_IN_FLIGHT,
+            check=checked,
         )
         self._min_replicas = min_replicas
         self._writes = Batcher(
@@ -114,7 +118,7 @@ class RedisStore(Store):
         )
         self._ranks = RankReads(self._reads)
         self._puts = Puts(connection, self._writes, self._keys, self._limits, feed_length)
-        self._tables: dict[tuple[str, str, str], str] = {}
+        self._tables = TableNames(self._keys)
         self._leases = RedisLeases(
             connection, self._writes, self._keys, self._limits, feed_length, self._feed.saw
         )
@@ -235,12 +239,10 @@ class RedisStore(Store):
         lease: str | None = None,
         member: str | None = None,
     ) -> Record | None:
-        """Write ``value``, held by ``lease`` (or none); with ``expected``, only if the record's version is still that.
-
-        ``member``: what the lease holds is that member of a set record, not
-        the record, marked ``+`` added or ``-`` removed (the feed tells every replica so). ``None`` when the version was not ``expected``.
-        """
-        table = self._table(key)
+        """Write ``value``, held by ``lease`` (or none); with ``expected``, only if the record's version is still
+        that (else ``None``). ``member``: the lease holds that member of a set record, not the record, marked
+        ``+`` added or ``-`` removed (the feed tells every replica so)."""
+        table = self._tables.of(key)
         registered_at = time.time()
         fields = [
             key.namespace,
@@ -279,7 +281,7 @@ class RedisStore(Store):
         return record
 
     async def delete(self, key: Key) -> Record | None:
-        table = self._table(key)
+        table = self._tables.of(key)
         reply = await self._write(
             key,
             lua.DELETE,
@@ -323,7 +325,7 @@ class RedisStore(Store):
     # -- reading --------------------------------------------------------------
 
     async def get(self, key: Key) -> Record | None:
-        blobs = await self._ranks.fetch(self._table(key), [str(key.rank)])
+        blobs = await self._ranks.fetch(self._tables.of(key), [str(key.rank)])
         return None if blobs[0] is None else self._ranks.record(key, blobs[0])
 
     async def get_many(self, keys: Sequence[Key]) -> list[Record | None]:
@@ -332,7 +334,7 @@ class RedisStore(Store):
         # One HMGET per table, all in the same batch: one round trip.
         by_table: dict[str, list[int]] = {}
         for index, key in enumerate(keys):
-            by_table.setdefault(self._table(key), []).append(index)
+            by_table.setdefault(self._tables.of(key), []).append(index)
         reads = [
             self._ranks.fetch(table, [str(keys[index].rank) for index in indexes])
             for table, indexes in by_table.items()
@@ -347,13 +349,13 @@ class RedisStore(Store):
 
     async def records(self, namespace: str, kind: str, role: str) -> list[Record]:
         table = self._keys.table(Key(namespace, kind, role, 0))
-        blobs = await self._connection.read(lambda client: client.hgetall(table))
+        blobs = await self._incarnations.read(lambda pipe: pipe.hgetall(table))
         found = [decode(Key(namespace, kind, role, int(rank)), blob) for rank, blob in blobs.items()]
         return sorted(found, key=lambda record: record.rank)
 
     async def count(self, namespace: str, kind: str, role: str) -> int:
         table = self._keys.table(Key(namespace, kind, role, 0))
-        return int(await self._connection.read(lambda client: client.hlen(table)))
+        return int(await self._incarnations.read(lambda pipe: pipe.hlen(table)))
 
     async def records_in(self, namespace: str, kind: str, role: str, ranks: RankSet) -> list[Record]:
         if len(ranks) <= READ_BY_KEY:
@@ -361,7 +363,7 @@ class RedisStore(Store):
         # The table's rank fields, then only the records asked for: a batch of
         # a large set never transfers the table's other records.
         table = self._keys.table(Key(namespace, kind, role, 0))
-        fields = await self._connection.read(lambda client: client.hkeys(table))
+        fields = await self._incarnations.read(lambda pipe: pipe.hkeys(table))
         wanted = sorted(rank for rank in map(int, fields) if rank in ranks)
         found: list[Record] = []
         for start in range(0, len(wanted), _READ_CHUNK):
@@ -382,19 +384,8 @@ class RedisStore(Store):
         return int(reply)
 
     async def namespaces(self) -> list[str]:
-        names = await self._connection.read(lambda client: client.hkeys(self._keys.counts))
+        names = await self._incarnations.read(lambda pipe: pipe.hkeys(self._keys.counts))
         return sorted(text(name) for name in names)
 
     async def ping(self) -> None:
         await self._connection.read(lambda client: client.ping())
-
-    def _table(self, key: Key) -> str:
-        """``key``'s rank table, named (and its name checked) once per namespace, kind and role."""
-        group = (key.namespace, key.kind, key.role)
-        table = self._tables.get(group)
-        if table is None:
-            table = self._keys.table(key)
-            if len(self._tables) >= _TABLES_KEPT:
-                self._tables.clear()
-            self._tables[group] = table
-        return table
