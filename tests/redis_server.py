@@ -36,7 +36,21 @@ def free_port() -> int:
         return port
 
 
-class RedisServer:
+class Pausable:
+    """A test's process it can freeze (``SIGSTOP``) and thaw: a node that hangs without closing a socket."""
+
+    process: subprocess.Popen[bytes] | None
+
+    def pause(self) -> None:
+        assert self.process is not None
+        os.kill(self.process.pid, signal.SIGSTOP)
+
+    def resume(self) -> None:
+        assert self.process is not None
+        os.kill(self.process.pid, signal.SIGCONT)
+
+
+class RedisServer(Pausable):
     """One redis-server process, restartable on the same port and directory."""
 
     def __init__(self, directory: Path, tls: tuple[str, str, str] | None = None) -> None:
@@ -112,14 +126,6 @@ class RedisServer:
         assert self.process is not None
         self.process.kill()
         self.process.wait()
-
-    def pause(self) -> None:
-        assert self.process is not None
-        os.kill(self.process.pid, signal.SIGSTOP)
-
-    def resume(self) -> None:
-        assert self.process is not None
-        os.kill(self.process.pid, signal.SIGCONT)
 
     def stop(self) -> None:
         if self.process is not None and self.process.poll() is None:

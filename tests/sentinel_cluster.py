@@ -19,13 +19,13 @@ from pathlib import Path
 
 import redis
 
-from .redis_server import REDIS_SERVER, SKIP_REASON, RedisServer, free_port
+from .redis_server import REDIS_SERVER, SKIP_REASON, Pausable, RedisServer, free_port
 
 MASTER = "registry"
 """The name the Sentinels monitor the primary under."""
 
 
-class SentinelProcess:
+class SentinelProcess(Pausable):
     """One ``redis-server CONF --sentinel``: it rewrites its config file, so the file is its own."""
 
     def __init__(
@@ -102,14 +102,6 @@ class SentinelProcess:
             if isinstance(state, list):  # RESP2 without redis-py's parser: pairs
                 state = dict(zip(state[::2], state[1::2], strict=True))
             return state
-
-    def pause(self) -> None:
-        assert self.process is not None
-        os.kill(self.process.pid, signal.SIGSTOP)
-
-    def resume(self) -> None:
-        assert self.process is not None
-        os.kill(self.process.pid, signal.SIGCONT)
 
     def store_clients(self) -> list[str]:
         """The names of the connections an aiobootstrap store holds to this Sentinel (``PREFIX.sentinel``)."""
