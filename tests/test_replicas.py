@@ -86,3 +86,31 @@ async def test_a_flushed_redis_changes_the_boot_id_on_every_replica(
     after_a = (await a.get("/health")).headers[BOOT_HEADER]
     after_b = (await b.get("/health")).headers[BOOT_HEADER]
     assert after_a == after_b != before
+
+
+async def test_a_batch_parked_for_newer_versions_is_answered_by_the_first_registrations_after_a_flush(
+    aiohttp_client: Any, redis_server: RedisServer
+) -> None:
+    """A batch get waiting for ranks 0-1 newer than version 2, then FLUSHALL: versions start again in the
+    new incarnation, so the first registrations of both ranks after it answer the batch, not version 3."""
+    a, b = await _replicas(aiohttp_client, redis_server)
+    for rank in (0, 1):
+        assert (await b.put("/register_transfer_engine_info", json=registration(rank, "old"))).status == 200
+    boot = (await a.get("/health")).headers[BOOT_HEADER]
+    waiting = asyncio.create_task(
+        a.get(
+            "/get_transfer_engine_info_batch",
+            params={"ranks": "0-1", "after": "2", "boot": boot, "wait": str(GUARD)},
+        )
+    )
+    await until(lambda: a.app[REGISTRY].parked >= 1)
+    redis_server.flushall()
+    for rank in (0, 1):
+        registered = await b.put("/register_transfer_engine_info", json=registration(rank, "new"))
+        assert registered.status == 200
+        assert registered.headers[BOOT_HEADER] != boot
+    reply = await asyncio.wait_for(waiting, GUARD)
+    assert reply.status == 200
+    assert reply.headers[BOOT_HEADER] != boot
+    body = await reply.text()
+    assert "new" in body and "old" not in body

@@ -65,10 +65,11 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ._parking import Parked, Parking
-from ._ranks import RankSet
-from .exceptions import ShuttingDown, StoreUnavailable
-from .store import Change, Key, Record, Store
+from .._parking import Parked, Parking
+from .._ranks import RankSet
+from ..exceptions import ShuttingDown, StoreUnavailable
+from ..store import Change, Key, Record, Store
+from .waitlist import Waitlist, fresh, not_found
 
 __all__ = ["Registry"]
 
@@ -85,30 +86,6 @@ Delivery = Callable[[Key, Record | None], None]
 """The ``on_delivery`` hook: a key's record just delivered to its waiters, or ``None``: the key was deleted."""
 
 
-class _Waitlist:
-    __slots__ = ("event", "incarnation", "record", "since", "waiters")
-
-    def __init__(self) -> None:
-        self.event = asyncio.Event()
-        self.waiters = 0
-        self.since = time.monotonic()
-        """When the first of its waiters parked (the key has had someone waiting since)."""
-        self.record: Record | None = None
-        """The newest record the feed delivered for the key while someone waited."""
-        self.incarnation = ""
-        """The store's incarnation when ``record`` came: a record of a newer one replaces it, whatever its version."""
-
-
-def _missing(ranks: RankSet, found: dict[int, Record]) -> RankSet:
-    """The ranks of ``ranks`` not in ``found`` (whose ranks are all in ``ranks``)."""
-    # All found is the common answer, and the difference would sort every rank found.
-    return RankSet() if len(found) == len(ranks) else ranks.without(found)
-
-
-def _fresh(record: Record | None, after: int) -> Record | None:
-    return record if record is not None and record.version > after else None
-
-
 class Registry:
     """The records of a store, and the requests waiting for them.
 
@@ -122,7 +99,7 @@ class Registry:
         hears each record delivered to waiters and each key deleted (see the module's notes)."""
         self.store = store
         self._on_delivery = on_delivery
-        self._waitlists: dict[Key, _Waitlist] = {}
+        self._waitlists: dict[Key, Waitlist] = {}
         self.parking = Parking(max_waiters)
         """Who is parked, by namespace and rank (``/ranks``); the watch history counts its watchers here too."""
         self._to_read: set[Key] = set()
@@ -233,7 +210,7 @@ class Registry:
         for key in self._waitlists:
             self._read_later(key)
 
-    def _deliver(self, waitlist: _Waitlist, record: Record) -> None:
+    def _deliver(self, waitlist: Waitlist, record: Record) -> None:
         held, now = waitlist.record, self.store.incarnation
         if held is None or held.version < record.version or waitlist.incarnation != now:
             waitlist.record, waitlist.incarnation = record, now  # a version counts in its incarnation
@@ -286,20 +263,21 @@ class Registry:
         Returns ``None`` when the time runs out first and the store shows no such record.
         """
         if timeout <= 0:
-            return _fresh(await self.store.get(key), after)
+            return fresh(await self.store.get(key), after)
+        incarnation = self.store.incarnation
         with contextlib.suppress(StoreUnavailable):  # an unreachable store only delays the answer
-            if (record := _fresh(await self.store.get(key), after)) is not None:
+            if (record := fresh(await self.store.get(key), after)) is not None:
                 return record
         parked = self._park(key.namespace, key.kind, key.role, key.rank)
         try:
             async with asyncio.timeout(timeout):
-                return await self._arrival(key, after)
+                return await self._arrival(key, after, incarnation)
         except TimeoutError:
             pass
         finally:
             self.parking.unpark(parked)
         # The deadline: an answer only what the store can prove.
-        return _fresh(await self.store.get(key), after)
+        return fresh(await self.store.get(key), self._counted(after, incarnation))
 
     async def wait_all(
         self, namespace: str, kind: str, role: str, ranks: RankSet, timeout: float, after: int = 0
@@ -313,7 +291,7 @@ class Registry:
         """
         incarnation = self.store.incarnation
         found = await self._read_set(namespace, kind, role, ranks, after, tolerate_outage=timeout > 0)
-        missing = _missing(ranks, found)
+        missing = not_found(ranks, found)
         if missing and timeout > 0:
             parked = self._park(namespace, kind, role, missing)
             try:
@@ -322,21 +300,33 @@ class Registry:
                     # arrives, and holds one waitlist at a time, not one per rank.
                     # A rank unregistered meanwhile is missing again: go round.
                     while missing:
-                        await self._sweep(namespace, kind, role, missing, after, found)
-                        after = after if self.store.incarnation == incarnation else 0  # see the top
+                        await self._sweep(namespace, kind, role, missing, after, incarnation, found)
                         found = await self._read_set(
-                            namespace, kind, role, ranks, after, tolerate_outage=True
+                            namespace,
+                            kind,
+                            role,
+                            ranks,
+                            self._counted(after, incarnation),
+                            tolerate_outage=True,
                         )
-                        missing = parked.ranks = _missing(ranks, found)
+                        missing = parked.ranks = not_found(ranks, found)
             except TimeoutError:
+                after = self._counted(after, incarnation)
                 found = await self._read_set(namespace, kind, role, ranks, after, tolerate_outage=False)
-                missing = _missing(ranks, found)
+                missing = not_found(ranks, found)
             finally:
                 self.parking.unpark(parked)
         return [found[rank] for rank in sorted(found)], missing
 
     async def _sweep(
-        self, namespace: str, kind: str, role: str, missing: RankSet, after: int, found: dict[int, Record]
+        self,
+        namespace: str,
+        kind: str,
+        role: str,
+        missing: RankSet,
+        after: int,
+        incarnation: str,
+        found: dict[int, Record],
     ) -> None:
         """Wait, rank by rank in ascending order, until each of ``missing`` has arrived, into ``found``.
 
@@ -345,10 +335,11 @@ class Registry:
         made for the chunk at hand only.
         """
         for chunk in missing.chunks(_SWEEP_CHUNK):
-            arrived = await self._read_set(namespace, kind, role, chunk, after, tolerate_outage=True)
+            counted = self._counted(after, incarnation)
+            arrived = await self._read_set(namespace, kind, role, chunk, counted, tolerate_outage=True)
             found.update(arrived)
             for rank in chunk.without(arrived):
-                found[rank] = await self._arrival(Key(namespace, kind, role, rank), after)
+                found[rank] = await self._arrival(Key(namespace, kind, role, rank), after, incarnation)
             # A memory store answers without yielding: let the loop breathe between chunks.
             await asyncio.sleep(0)
 
@@ -371,18 +362,21 @@ class Registry:
             raise ShuttingDown()
         return self.parking.park(namespace, kind, role, ranks)
 
-    async def _arrival(self, key: Key, after: int) -> Record:
-        """Wait, with no time limit, until ``key`` has a record newer than ``after``."""
+    def _counted(self, after: int, incarnation: str) -> int:
+        """``after``, a version of ``incarnation``: 0 in another, where versions started again (see the top)."""
+        return after if self.store.incarnation == incarnation else 0
+
+    async def _arrival(self, key: Key, after: int, incarnation: str) -> Record:
+        """Wait, with no time limit, until ``key`` has a record newer than ``after`` (of ``incarnation``)."""
         waitlist = self._waitlists.get(key)
         if waitlist is None:
-            waitlist = self._waitlists[key] = _Waitlist()
+            waitlist = self._waitlists[key] = Waitlist()
         waitlist.waiters += 1
-        incarnation = self.store.incarnation
         try:
             # Take the event before reading: a change landing during the read sets it.
             event = waitlist.event
             try:
-                record = _fresh(await self.store.get(key), after)
+                record = fresh(await self.store.get(key), self._counted(after, incarnation))
             except StoreUnavailable:  # not an answer: read again until a read works or we leave
                 record = None
                 self._read_later(key)
@@ -391,8 +385,7 @@ class Registry:
                     raise ShuttingDown()
                 await event.wait()
                 event = waitlist.event
-                after = after if self.store.incarnation == incarnation else 0  # see the top
-                record = _fresh(waitlist.record, after)
+                record = fresh(waitlist.record, self._counted(after, incarnation))
             return record
         finally:
             waitlist.waiters -= 1
