@@ -113,4 +113,5 @@ async def test_a_batch_parked_for_newer_versions_is_answered_by_the_first_regist
     assert reply.status == 200
     assert reply.headers[BOOT_HEADER] != boot
     body = await reply.text()
-    assert "new" in body and "old" not in body
+    assert "new" in body
+    assert "old" not in body
