@@ -14,7 +14,16 @@ from aiohttp import web
 
 from ._wire import Target
 
-__all__ = ["SERVERS", "RunningServer", "ServerKind", "cpu_clock_seconds", "cpu_seconds", "rss_kib"]
+__all__ = [
+    "SERVERS",
+    "RunningServer",
+    "ServerKind",
+    "cpu_clock_seconds",
+    "cpu_seconds",
+    "cpu_split",
+    "preempted",
+    "rss_kib",
+]
 
 _START_TIMEOUT = 20.0
 LOG_DIR = Path(__file__).parent / "results"
@@ -81,6 +90,23 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def cpu_split(pid: int) -> tuple[float, float]:
+    """User and system CPU time process ``pid`` has used, all threads (10 ms ticks): where it went."""
+    with open(f"/proc/{pid}/stat") as stat:
+        fields = stat.read().rpartition(")")[2].split()
+    tick = os.sysconf("SC_CLK_TCK")
+    return int(fields[11]) / tick, int(fields[12]) / tick
+
+
+def preempted(pid: int) -> int:
+    """How often the live threads of ``pid`` were switched out while runnable: others wanted its CPU."""
+    total = 0
+    for thread in os.listdir(f"/proc/{pid}/task"):
+        with open(f"/proc/{pid}/task/{thread}/status") as status:
+            total += next(int(line.split()[1]) for line in status if line.startswith("nonvoluntary_ctxt"))
+    return total
+
+
 def cpu_clock_seconds(pid: int) -> float:
     """The CPU time process ``pid`` has used, all threads, to the nanosecond (the scheduler's own sum).
 
@@ -127,6 +153,14 @@ class RunningServer:
     def cpu_clock_seconds(self) -> float:
         """The CPU time the server has used, all threads, to the nanosecond (:func:`cpu_clock_seconds`)."""
         return cpu_clock_seconds(self.pid)
+
+    def cpu_split(self) -> tuple[float, float]:
+        """User and system CPU time the server has used (:func:`cpu_split`)."""
+        return cpu_split(self.pid)
+
+    def preempted(self) -> int:
+        """How often the server's threads were switched out while runnable (:func:`preempted`)."""
+        return preempted(self.pid)
 
     @classmethod
     async def start(cls, kind: ServerKind, *options: str) -> RunningServer:

@@ -29,6 +29,10 @@ share a few renderer processes. Each on a fresh server, alternated
 server's CPU seconds over ``--window`` seconds (the process's CPU clock, to the
 nanosecond, not ``/proc/PID/stat``'s 10 ms ticks) and its RSS growth since before
 they came. Figures are medians, and the pages' as a ratio to the watchers'.
+Beside the CPU clock: its split into user and system time (``/proc/PID/stat``'s
+ticks), and how often the server was switched out while runnable (its threads'
+``nonvoluntary_ctxt_switches``): the browser's work between a reply and the
+next renewal runs on the same two cores and leaves the server's caches cold.
 
 Takes ~4 min; prints Markdown tables for docs/benchmarks.md.
 """
@@ -142,11 +146,20 @@ async def _window(server: RunningServer, count: int, seconds: float, before_rss:
         # A page's first watch answers at once, then parks; another process's count, read over HTTP.
         while await _watchers_parked(server.url) < count:  # noqa: ASYNC110
             await asyncio.sleep(0.5)
-    began = server.cpu_clock_seconds()
+    began, (user, system), preempted = server.cpu_clock_seconds(), server.cpu_split(), server.preempted()
     await asyncio.sleep(seconds)
-    parked = await _watchers_parked(server.url)
     used = server.cpu_clock_seconds() - began
-    return {"cpu": used, "rss": (server.rss() - before_rss) / 1024, "parked": parked}
+    # Read before the /metrics request below, which is not theirs.
+    (user_end, system_end), preempted_end = server.cpu_split(), server.preempted()
+    parked = await _watchers_parked(server.url)
+    return {
+        "cpu": used,
+        "user": user_end - user,
+        "system": system_end - system,
+        "preempted": preempted_end - preempted,
+        "rss": (server.rss() - before_rss) / 1024,
+        "parked": parked,
+    }
 
 
 _HIDDEN = "Object.defineProperty(document, 'visibilityState', {get: () => 'hidden'});"
@@ -261,6 +274,13 @@ async def _compare(browser, count: int, seconds: float, rounds: int) -> str:  # 
             f"| {opened:.{places}f} {unit} "
             f"| {ratio(page, watcher)}, {ratio(page, opened)} | {ratio(tab, watcher)}, {ratio(tab, opened)} |"
         )
+    cells = [
+        f"{median(runs, 'user'):.2f} + {median(runs, 'system'):.2f} s"
+        for runs in (pages, hidden, watchers, spread)
+    ]
+    lines.append(f"| of which user + system (10 ms ticks) | {' | '.join(cells)} | | |")
+    cells = [f"{median(runs, 'preempted'):.0f}" for runs in (pages, hidden, watchers, spread)]
+    lines.append(f"| server preempted (switched out while runnable) | {' | '.join(cells)} | | |")
     return "\n".join(lines)
 
 
