@@ -231,8 +231,16 @@ class SentinelCluster:
     def _unhealthy(self) -> str | None:
         try:
             primary = self.primary()
-            if _info(primary).get("role") != "master":
+            replication = _info(primary)
+            if replication.get("role") != "master":
                 return "the named primary is not one"
+            # What a replica's --store-min-replicas check reads: the replica's link can be up a moment before.
+            if not any(
+                isinstance(v, dict) and v.get("state") == "online"
+                for k, v in replication.items()
+                if k.startswith("slave")
+            ):
+                return "the primary counts no replica online yet"
             replica = self.replica()
             if _info(replica).get("master_link_status") != "up":
                 return "the replica's link is down"
