@@ -23,6 +23,7 @@ __all__ = [
     "cpu_split",
     "preempted",
     "rss_kib",
+    "stop_gracefully",
 ]
 
 _START_TIMEOUT = 20.0
@@ -196,20 +197,26 @@ class RunningServer:
         return cls(kind, process, url)
 
     async def stop(self) -> None:
-        if self.process.returncode is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                async with asyncio.timeout(10):
-                    await self.process.wait()
-            except TimeoutError:
-                self.process.kill()
-                await self.process.wait()
+        await stop_gracefully(self.process)
 
     async def __aenter__(self) -> RunningServer:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
         await self.stop()
+
+
+async def stop_gracefully(process: asyncio.subprocess.Process, timeout: float = 10.0) -> None:
+    """``SIGTERM``, as an operator stops a server (a profiled one writes its profile then); ``SIGKILL`` after
+    ``timeout`` s."""
+    if process.returncode is None:
+        process.send_signal(signal.SIGTERM)
+        try:
+            async with asyncio.timeout(timeout):
+                await process.wait()
+        except TimeoutError:
+            process.kill()
+            await process.wait()
 
 
 async def start_in_tree(

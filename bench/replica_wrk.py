@@ -29,7 +29,6 @@ import argparse
 import asyncio
 import json
 import os
-import signal
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,7 +36,7 @@ from typing import Any
 
 from ._replicas import _redis, wrk_load
 from ._scenarios import _register
-from ._servers import cpu_seconds, start_in_tree
+from ._servers import cpu_seconds, start_in_tree, stop_gracefully
 from ._wire import Target
 from ._wrk import find_wrk
 
@@ -63,15 +62,7 @@ class Server:
         return cpu_seconds(self.process.pid)
 
     async def stop(self) -> None:
-        if self.process.returncode is None:
-            # A profiled server writes its profile as it exits.
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                async with asyncio.timeout(20):
-                    await self.process.wait()
-            except TimeoutError:
-                self.process.kill()
-                await self.process.wait()
+        await stop_gracefully(self.process, 20.0)  # a profiled server writes its profile as it exits
 
 
 async def _start(label: str, tree: Path, options: tuple[str, ...], profile: Path | None) -> Server:

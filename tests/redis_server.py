@@ -37,7 +37,8 @@ def free_port() -> int:
 
 
 class Pausable:
-    """A test's process it can freeze (``SIGSTOP``) and thaw: a node that hangs without closing a socket."""
+    """A test's process it can freeze (``SIGSTOP``) and thaw (a node that hangs without closing a socket),
+    and stop, a frozen one included."""
 
     process: subprocess.Popen[bytes] | None
 
@@ -48,6 +49,13 @@ class Pausable:
     def resume(self) -> None:
         assert self.process is not None
         os.kill(self.process.pid, signal.SIGCONT)
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.process.pid, signal.SIGCONT)
+            self.process.kill()
+            self.process.wait()
 
 
 class RedisServer(Pausable):
@@ -126,13 +134,6 @@ class RedisServer(Pausable):
         assert self.process is not None
         self.process.kill()
         self.process.wait()
-
-    def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(self.process.pid, signal.SIGCONT)
-            self.process.kill()
-            self.process.wait()
 
     # -- the test's own commands, through redis-py's blocking client ----------
 

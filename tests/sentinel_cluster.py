@@ -11,8 +11,6 @@ deployment serves several failovers in a row.
 from __future__ import annotations
 
 import contextlib
-import os
-import signal
 import subprocess
 import time
 from pathlib import Path
@@ -108,13 +106,6 @@ class SentinelProcess(Pausable):
         with self.client() as client:
             listed: list[dict[str, str]] = client.client_list()
         return [entry["name"] for entry in listed if entry.get("name", "").endswith(".sentinel")]
-
-    def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(self.process.pid, signal.SIGCONT)
-            self.process.kill()
-            self.process.wait()
 
 
 class SentinelCluster:
