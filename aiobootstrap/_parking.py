@@ -15,12 +15,11 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import contextlib
 import itertools
-from collections.abc import Callable
 from typing import Any
 
 from ._ranks import RankSet
+from ._tally import Tally
 from .exceptions import TooManyWaiters
 
 __all__ = ["Parked", "Parking"]
@@ -57,11 +56,8 @@ class Parking:
         self._on_sets: dict[_Place, dict[Parked, None]] = {}
         self.watching = 0
         """Watches held (``_history``): they count against the limit, but a stop wakes them itself."""
-        self.moves = 0
+        self.moves = Tally()
         """Waits parked or gone so far: a reader of the counts that saw this many has nothing new to read."""
-        self._moved: asyncio.Event | None = None
-        self.on_move: Callable[[], None] | None = None
-        """Hears every move (:attr:`moves`): the server's watch fast path answers the page's watches."""
         self._closed = False
 
     @property
@@ -138,12 +134,8 @@ class Parking:
 
         For a reader that follows the counts (the page) without asking again every few seconds.
         """
-        if self.moves != since or self._closed or timeout <= 0:
-            return
-        if self._moved is None:
-            self._moved = asyncio.Event()
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._moved.wait(), timeout)
+        if not self._closed:
+            await self.moves.past(since, timeout)
 
     def close(self) -> None:
         """Let every :meth:`moved` reader go: the server is stopping."""
@@ -151,12 +143,7 @@ class Parking:
         self._move()
 
     def _move(self) -> None:
-        self.moves += 1
-        moved, self._moved = self._moved, None
-        if moved is not None:
-            moved.set()
-        if self.on_move is not None:
-            self.on_move()
+        self.moves.step()
 
     def hold(self) -> None:
         """Count a watch against the limit, or refuse it with :class:`TooManyWaiters`; :meth:`release` it after."""

@@ -26,6 +26,7 @@ FLOORS = {
     "aiobootstrap._ranks": 0,
     "aiobootstrap._logging": 0,
     "aiobootstrap._loopthread": 0,
+    "aiobootstrap._tally": 0,
     "aiobootstrap.exceptions": 1,
     "aiobootstrap.store": 2,
     "aiobootstrap.wire": 2,

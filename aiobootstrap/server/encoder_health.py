@@ -32,10 +32,9 @@ probe's re-read and its write may see the URL evicted (or revived) once more.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 
 import aiohttp
 from aiohttp import web
@@ -43,6 +42,7 @@ from aiohttp import web
 from .._logging import printable
 from .._names import ENCODER_URLS
 from .._registry import Registry
+from .._tally import Tally
 from ..exceptions import BootstrapError
 from ..store import Key, Record, members_of
 from .appkeys import CONFIG, REGISTRY
@@ -116,11 +116,8 @@ class EncoderHealth:
         self.rounds = 0
         """Rounds completed."""
         self._round_done = asyncio.Event()
-        self.findings = 0
+        self.findings = Tally()
         """Rounds that changed what :meth:`state_of` says: a reader that saw this many has nothing new."""
-        self._found: asyncio.Event | None = None
-        self.on_finding: Callable[[], None] | None = None
-        """Hears each round that moved :attr:`findings` (the watch fast path answers the page's watches)."""
 
     async def run(self, interval: float) -> None:
         """Probe every ``interval`` seconds until cancelled; a round that fails is logged, not fatal."""
@@ -142,12 +139,7 @@ class EncoderHealth:
         self._forget_unseen(set().union(*seen))
         self.rounds += 1
         if (self._failures, self._evicted_at) != before:
-            self.findings += 1
-            found, self._found = self._found, None
-            if found is not None:
-                found.set()
-            if self.on_finding is not None:
-                self.on_finding()
+            self.findings.step()
         # Replaced, never cleared: every waiter of this round sees it set.
         self._round_done.set()
         self._round_done = asyncio.Event()
@@ -176,15 +168,6 @@ class EncoderHealth:
         at = (namespace, url)
         since = self._evicted_at.get(at)
         return self._failures.get(at, 0), None if since is None else time.monotonic() - since
-
-    async def changed(self, since: int, timeout: float) -> None:
-        """Return once :attr:`findings` is past ``since``, or after ``timeout`` s (the page's watch)."""
-        if self.findings != since or timeout <= 0:
-            return
-        if self._found is None:
-            self._found = asyncio.Event()
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._found.wait(), timeout)
 
     async def after_rounds(self, count: int = 1) -> None:
         """Return once ``count`` more rounds are complete (tests await this instead of sleeping)."""

@@ -28,8 +28,8 @@ registration's own reply goes first) answers every crowd that
 
 A long-poll that asked ``&waits=N`` / ``&findings=M`` (the page's) is in a
 crowd of the counts it was told too. Its reply says the counts now, and it is
-also answered when they move: the registry's ``Parking.on_move`` (a wait
-parked or gone) and the prober's ``EncoderHealth.on_finding`` call
+also answered when they move: the hooks of the registry's ``Parking.moves``
+(a wait parked or gone) and of the prober's ``EncoderHealth.findings`` call
 :meth:`WatchWire.looked`, and one loop callback answers every such crowd
 told counts that are no longer true, with the changes it has (often none),
 then ends each watch's wait (``EarlyWatch`` is the history's ``WaitEnd``).
@@ -56,6 +56,7 @@ from aiohttp import web
 from .. import wire as protocol
 from .._history import History, Match, WaitEnd
 from .._parking import Parking
+from .._tally import Tally
 from . import heads
 from .prebuilt import Stamp
 from .writes import write
@@ -72,8 +73,7 @@ told (``None``: not asked)."""
 class Prober(Protocol):
     """What the wire reads of the app's encoder prober (``encoder_health.EncoderHealth``, which imports this)."""
 
-    findings: int
-    on_finding: Callable[[], None] | None
+    findings: Tally
 
 
 class EarlyWatch(WaitEnd):
@@ -123,12 +123,12 @@ class WatchWire:
         self._stamp = Stamp(boot)
         self._stamp_lines = b""
         history.on_change = self.changed
-        parking.on_move = self.looked
+        parking.moves.hook = self.looked
 
     def probed_by(self, health: Prober) -> None:
         """Follow the findings of the app's prober (it starts after the wire)."""
         self._health = health
-        health.on_finding = self.looked
+        health.findings.hook = self.looked
 
     def expect(
         self,
@@ -179,7 +179,7 @@ class WatchWire:
             asyncio.get_running_loop().call_soon(self._answer, namespace)
 
     def looked(self) -> None:
-        """``Parking.on_move`` and ``EncoderHealth.on_finding``: answer the crowds told other counts, one
+        """The hook of ``Parking.moves`` and ``EncoderHealth.findings``: answer the crowds told other counts, one
         loop turn later (so many moves in one step cost one pass)."""
         if self._looking and not self._looks_due:
             self._looks_due = True
@@ -208,8 +208,8 @@ class WatchWire:
 
     def _answer_looks(self) -> None:
         self._looks_due = False
-        moves, health = self._parking.moves, self._health
-        findings = None if health is None else health.findings
+        moves, health = self._parking.moves.count, self._health
+        findings = None if health is None else health.findings.count
         self._stamp_lines = self._stamp.lines()
         for crowd in list(self._looking):
             told_waits, told_findings = crowd.waits, crowd.findings
@@ -231,8 +231,8 @@ class WatchWire:
         body = protocol.encode_watch(
             changes,
             version,
-            waits=None if crowd.waits is None else self._parking.moves,
-            findings=None if crowd.findings is None or health is None else health.findings,
+            waits=None if crowd.waits is None else self._parking.moves.count,
+            findings=None if crowd.findings is None or health is None else health.findings.count,
         )
         made: dict[int, bytes] = {}
         for early in crowd.watches:

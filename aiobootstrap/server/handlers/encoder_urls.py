@@ -106,7 +106,7 @@ async def encoder_url_health(request: web.Request) -> web.Response:
         "probing": prober is not None,
         "interval": config.encoder_health_interval,
         "failures_to_evict": FAILURES_TO_EVICT,
-        "findings": 0 if prober is None else prober.findings,  # a watch's &findings= follows the next
+        "findings": 0 if prober is None else prober.findings.count,  # a watch's &findings= follows the next
         "encoder_urls": urls,
     }
     return web.Response(body=dumps(body), content_type=protocol.JSON_TYPE)

@@ -62,5 +62,5 @@ async def list_namespaces(request: web.Request) -> web.Response:
         protocol.NamespaceSummary(each.name, each.version, each.ranks, each.parked, each.encoder_urls)
         for each in await shown_namespaces(request)
     ]
-    moves = request.app[REGISTRY].parking.moves
+    moves = request.app[REGISTRY].parking.moves.count
     return web.Response(body=protocol.encode_namespaces(shown, moves), content_type=protocol.JSON_TYPE)

@@ -63,8 +63,8 @@ class Looks:
     def behind(self) -> bool:
         """Whether a count told has moved already (the watch is answered at once)."""
         health = self.health
-        return (self.waits is not None and self.waits != self.parking.moves) or (
-            self.findings is not None and health is not None and self.findings != health.findings
+        return (self.waits is not None and self.waits != self.parking.moves.count) or (
+            self.findings is not None and health is not None and self.findings != health.findings.count
         )
 
     def encode(self, changes: Sequence[protocol.WatchedChange], version: int) -> bytes:
@@ -73,8 +73,8 @@ class Looks:
         return protocol.encode_watch(
             changes,
             version,
-            waits=None if self.waits is None else self.parking.moves,
-            findings=None if self.findings is None or health is None else health.findings,
+            waits=None if self.waits is None else self.parking.moves.count,
+            findings=None if self.findings is None or health is None else health.findings.count,
         )
 
 
@@ -86,7 +86,7 @@ async def watch_with_looks(
     if looks.waits is not None:
         waiting.append(looks.parking.moved(looks.waits, wait))
     if looks.findings is not None and looks.health is not None:
-        waiting.append(looks.health.changed(looks.findings, wait))
+        waiting.append(looks.health.findings.past(looks.findings, wait))
     told = asyncio.ensure_future(history.since(namespace, after, wait, match))
     looked = [asyncio.ensure_future(look) for look in waiting]
     try:
