@@ -27,7 +27,7 @@ from aiobootstrap.server.aiohttp_internals import (
     wrap_request_handler,
 )
 
-from .conftest import GUARD
+from .helpers.waits import GUARD
 
 GET = b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
 

@@ -12,7 +12,8 @@ from aiohttp.test_utils import TestClient
 
 from aiobootstrap import Registry, ServerConfig
 
-from .conftest import GUARD, registration, stored_count, until
+from .helpers.registry import registration, stored_count
+from .helpers.waits import GUARD, until
 
 Client = TestClient[web.Request, web.Application]
 

@@ -25,7 +25,7 @@ from aiobootstrap import (
 from aiobootstrap.server.access import bearer_credentials
 from aiobootstrap.server.tokens import TokenSet
 
-from .conftest import stored
+from .helpers.registry import stored
 from .test_cli import launch, serve
 from .test_tools import tool
 

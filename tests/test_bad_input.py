@@ -26,7 +26,7 @@ from aiobootstrap._registry import Registry
 from aiobootstrap.server.app import REGISTRY
 from aiobootstrap.server.server import runner_options
 
-from .conftest import until
+from .helpers.waits import until
 
 REGISTER = "/register_transfer_engine_info"
 ROUTES = [

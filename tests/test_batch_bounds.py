@@ -18,7 +18,8 @@ from aiobootstrap._names import DEFAULT_ROLE, TRANSFER_ENGINE_INFO
 from aiobootstrap._ranks import RankSet
 from aiobootstrap.server.app import REGISTRY
 
-from .conftest import GUARD, info_key, open_registry, register_in, until
+from .helpers.registry import info_key, open_registry, register_in
+from .helpers.waits import GUARD, until
 
 Client = TestClient[web.Request, web.Application]
 ServerFactory = Callable[..., Awaitable[TestServer]]

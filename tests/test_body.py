@@ -11,7 +11,8 @@ from aiobootstrap.cli.parser import server_config, server_parser
 from aiobootstrap.server.app import REGISTRY
 from aiobootstrap.server.body import BODY_BUDGET
 
-from .conftest import GUARD, stored, until
+from .helpers.registry import stored
+from .helpers.waits import GUARD, until
 
 PATH = "/register_transfer_engine_info"
 BODY = b'{"rank": %d, "transfer_engine_info": {"session_id": "s", "weights_info_dict": {"pad": "%s"}}}'

@@ -17,7 +17,8 @@ from aiobootstrap import Registry
 from aiobootstrap.exceptions import StoreUnavailable
 from aiobootstrap.store.redis import RedisStore
 
-from .conftest import GUARD, info_key, until
+from .helpers.registry import info_key
+from .helpers.waits import GUARD, until
 from .redis_server import RedisServer
 from .stall_proxy import StallProxy
 

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 import aiohttp
 import pytest
 
-from .conftest import GUARD
+from .helpers.waits import GUARD
 
 LISTENING = "aiobootstrap listening on "
 

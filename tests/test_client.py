@@ -27,7 +27,8 @@ from aiobootstrap import (
 )
 from aiobootstrap.server.app import REGISTRY
 
-from .conftest import GUARD, register_in, stored, until
+from .helpers.registry import register_in, stored
+from .helpers.waits import GUARD, until
 
 ServerFactory = Callable[..., Awaitable[TestServer]]
 

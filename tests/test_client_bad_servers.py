@@ -22,7 +22,7 @@ from aiobootstrap import BootstrapClient, ServerUnavailable, UnexpectedReply
 from aiobootstrap import wire as protocol
 from aiobootstrap.client.retry import ROUND_TRIP
 
-from .conftest import GUARD
+from .helpers.waits import GUARD
 
 ServerFactory = Callable[..., Awaitable[TestServer]]
 Behaviour = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]

@@ -25,7 +25,7 @@ from aiobootstrap import (
 from aiobootstrap.server.kinds import encoder_list_key
 from aiobootstrap.store import Key
 
-from .conftest import GUARD, until
+from .helpers.waits import GUARD, until
 from .test_client import ServerFactory, start, url_of
 
 HttpClient = TestClient[web.Request, web.Application]

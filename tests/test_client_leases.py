@@ -19,7 +19,8 @@ from aiobootstrap.exceptions import BadRequest, BootstrapError, LeasesUnsupporte
 from aiobootstrap.server.app import REGISTRY
 from aiobootstrap.store import MemoryStore
 
-from .conftest import info_key, until
+from .helpers.registry import info_key
+from .helpers.waits import until
 
 
 async def _served(aiohttp_server: Any) -> tuple[str, MemoryStore]:

@@ -7,7 +7,7 @@ import asyncio
 from aiobootstrap import BootstrapClient, BootstrapServer, ServerConfig, SyncBootstrapClient, WatchedChange
 from aiobootstrap.server.handlers.watch import HISTORY
 
-from .conftest import GUARD, until
+from .helpers.waits import GUARD, until
 from .test_restart import _restart
 
 

@@ -14,7 +14,7 @@ from aiobootstrap.exceptions import BadRequest
 from aiobootstrap.server import records
 from aiobootstrap.store import Record
 
-from .conftest import info_key
+from .helpers.registry import info_key
 
 orjson = pytest.importorskip("orjson", reason="the fast extra is not installed")
 

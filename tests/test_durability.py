@@ -13,7 +13,8 @@ import pytest
 from aiobootstrap import BootstrapClient, ServerConfig, create_app
 from aiobootstrap.server.app import REGISTRY
 
-from .conftest import GUARD, info_key, registration
+from .helpers.registry import info_key, registration
+from .helpers.waits import GUARD
 from .test_cli import Served, launch, serve
 
 

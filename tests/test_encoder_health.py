@@ -23,7 +23,7 @@ from aiobootstrap.server.appkeys import REGISTRY
 from aiobootstrap.server.encoder_health import ENCODER_HEALTH, evicted_key
 from aiobootstrap.store import members_of
 
-from .conftest import GUARD
+from .helpers.waits import GUARD
 from .redis_server import free_port
 from .test_cli import serve
 

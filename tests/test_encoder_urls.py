@@ -11,7 +11,8 @@ import pytest
 from aiobootstrap.server.kinds import encoder_list_key
 from aiobootstrap.store.file import FileStore
 
-from .conftest import GUARD, open_registry, until
+from .helpers.registry import open_registry
+from .helpers.waits import GUARD, until
 
 REGISTER = "/register_encoder_url"
 UNREGISTER = "/unregister_encoder_url"

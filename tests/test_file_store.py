@@ -23,7 +23,8 @@ from aiobootstrap.store import Key, Record, StoreLimits, journal, staging
 from aiobootstrap.store import file as file_store
 from aiobootstrap.store.file import FileStore, StateFileError
 
-from .conftest import GUARD, info_key, until
+from .helpers.registry import info_key
+from .helpers.waits import GUARD, until
 from .test_stores import ODD_VALUE, Feed, exact, info
 
 

@@ -13,7 +13,8 @@ from aiobootstrap.exceptions import LeaseNotFound
 from aiobootstrap.store import Key
 from aiobootstrap.store.file import FileStore
 
-from .conftest import info_key, open_registry, until
+from .helpers.registry import info_key, open_registry
+from .helpers.waits import until
 
 INFO = {"session_id": "s", "weights_info_dict": {}}
 URLS = Key("default", ENCODER_URLS, "target", 0)

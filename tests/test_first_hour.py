@@ -11,7 +11,7 @@ from aiohttp import web
 
 from aiobootstrap import Backoff, BootstrapClient, ServerConfig, create_app
 
-from .conftest import GUARD, until
+from .helpers.waits import GUARD, until
 
 
 def free_port() -> int:

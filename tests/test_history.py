@@ -13,7 +13,7 @@ from aiobootstrap.exceptions import HistoryGone, ShuttingDown
 from aiobootstrap.store import Change, Key, MemoryStore, Store
 from aiobootstrap.store.file import FileStore
 
-from .conftest import GUARD, until
+from .helpers.waits import GUARD, until
 
 VALUE = {"session_id": "s", "weights_info_dict": {}}
 

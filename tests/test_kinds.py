@@ -19,7 +19,8 @@ from aiobootstrap.server.app import REGISTRY
 from aiobootstrap.server.kinds import RecordKind
 from aiobootstrap.store import Record
 
-from .conftest import GUARD, registration, until
+from .helpers.registry import registration
+from .helpers.waits import GUARD, until
 
 PC = "/register_parallelism_config"
 GET_PC = "/get_parallelism_config"

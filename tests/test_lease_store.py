@@ -19,7 +19,8 @@ from aiobootstrap.exceptions import LeaseNotFound, TooManyLeases
 from aiobootstrap.store import Key, MemoryStore, Record, StoreLimits
 from aiobootstrap.store.leases import LeaseTable
 
-from .conftest import GUARD, info_key, open_registry, until
+from .helpers.registry import info_key, open_registry
+from .helpers.waits import GUARD, until
 
 TINY = 0.05
 INFO = {"session_id": "s", "weights_info_dict": {}}

@@ -14,7 +14,8 @@ import pytest
 from aiobootstrap import ServerConfig, ThreadedBootstrapServer, create_app
 from aiobootstrap.cli.parser import server_config, server_parser
 
-from .conftest import GUARD, registration
+from .helpers.registry import registration
+from .helpers.waits import GUARD
 
 
 def test_register_with_a_lease_ttl_keeps_the_rank_until_interrupted(tmp_path: Path) -> None:

@@ -15,7 +15,8 @@ import pytest
 from aiobootstrap import ServerConfig, create_app
 from aiobootstrap.server.app import REGISTRY
 
-from .conftest import GUARD, registration
+from .helpers.registry import registration
+from .helpers.waits import GUARD
 
 REGISTER = "/register_transfer_engine_info"
 CONFIG = "/register_parallelism_config"

@@ -22,7 +22,8 @@ from aiobootstrap.server.config import DEFAULT_MAX_WAITERS
 from aiobootstrap.store import MemoryStore, StoreLimits
 from aiobootstrap.wire import BATCH_QUERY_CHARS
 
-from .conftest import GUARD, open_registry, register_in, stored, stored_count, until
+from .helpers.registry import open_registry, register_in, stored, stored_count
+from .helpers.waits import GUARD, until
 
 PATH = "/register_transfer_engine_info"
 

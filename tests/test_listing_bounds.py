@@ -15,7 +15,7 @@ from aiobootstrap._ranks import RankSet
 from aiobootstrap.cli.tool_parser import add_tool_parsers
 from aiobootstrap.cli.tools import run_tool
 
-from .conftest import registration
+from .helpers.registry import registration
 
 Client = TestClient[web.Request, web.Application]
 

@@ -17,7 +17,8 @@ from aiohttp.test_utils import TestClient
 from aiobootstrap import SyncBootstrapClient
 from aiobootstrap._logging import JsonFormatter, setup_logging
 
-from .conftest import GUARD, registration
+from .helpers.registry import registration
+from .helpers.waits import GUARD
 from .test_cli import serve
 
 

@@ -10,7 +10,7 @@ import pytest
 
 from aiobootstrap._loopthread import LoopThread
 
-from .conftest import GUARD
+from .helpers.waits import GUARD
 
 
 def test_interrupt_inside_submission_still_cancels_the_call(monkeypatch: pytest.MonkeyPatch) -> None:

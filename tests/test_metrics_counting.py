@@ -12,7 +12,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from aiobootstrap.server.metrics import _DURATION_BUCKETS, _LATENCY_BUCKETS, GET_OUTCOMES, Metrics
 from aiobootstrap.store import Record
 
-from .conftest import info_key
+from .helpers.registry import info_key
 
 # On a bound, just either side of it, below the first, past the last, zero.
 _LATENCIES = [0.0, 0.00005, 0.0001, 0.00010001, 0.0009999, 0.001, 0.003, 0.05, 0.5, 1.0, 1.5, 7.0]

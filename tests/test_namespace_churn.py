@@ -9,7 +9,8 @@ import pytest
 from aiobootstrap import ServerConfig
 from aiobootstrap.server.metrics import METRICS
 
-from .conftest import registration, until
+from .helpers.registry import registration
+from .helpers.waits import until
 
 KEEP = 4
 CHURN = 60

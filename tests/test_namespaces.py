@@ -17,7 +17,8 @@ from aiobootstrap.exceptions import BadRequest, ShuttingDown, UnexpectedReply
 from aiobootstrap.server.app import REGISTRY, _namespaced, _routes
 from aiobootstrap.wire import check_namespace, decode_namespaces, path
 
-from .conftest import GUARD, info_key, open_registry, stored, until
+from .helpers.registry import info_key, open_registry, stored
+from .helpers.waits import GUARD, until
 
 BAD_NAMES = ["", "-lead", ".lead", "a/b", "a b", "x" * 64, "caf\u00e9", "line\n", "a%2Fb", "{namespace}"]
 

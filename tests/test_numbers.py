@@ -8,7 +8,7 @@ import pytest
 
 from aiobootstrap import _json
 
-from .conftest import registration
+from .helpers.registry import registration
 
 
 @pytest.fixture(params=["orjson", "stdlib"])

@@ -13,7 +13,8 @@ from aiobootstrap import ServerConfig, create_app
 from aiobootstrap._logging import RateLimited
 from aiobootstrap.server.errors import STORE_REFUSALS
 
-from .conftest import registration, until
+from .helpers.registry import registration
+from .helpers.waits import until
 from .redis_server import RedisServer
 
 

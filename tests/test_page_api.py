@@ -29,7 +29,7 @@ from aiobootstrap.server.encoder_health import ENCODER_HEALTH
 from aiobootstrap.server.handlers.watch import HISTORY
 from aiobootstrap.wire import decode_encoder_health, decode_listing
 
-from .conftest import until
+from .helpers.waits import until
 from .redis_server import free_port
 
 GET = "/get_transfer_engine_info"

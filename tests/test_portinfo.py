@@ -15,7 +15,7 @@ from aiobootstrap import AddressInUse, ThreadedBootstrapServer
 from aiobootstrap._version import __version__
 from aiobootstrap.server.portinfo import describe_holder, find_holders, listening_inodes
 
-from .conftest import GUARD
+from .helpers.waits import GUARD
 
 needs_proc = pytest.mark.skipif(
     not Path("/proc/net/tcp").exists(), reason="finding the holder reads Linux's /proc"

@@ -25,7 +25,7 @@ from aiobootstrap.store import StoreLimits
 from aiobootstrap.store.file import FileStore
 from aiobootstrap.store.journal import MAGIC
 
-from .conftest import info_key
+from .helpers.registry import info_key
 from .test_file_store import line
 
 Client = TestClient[web.Request, web.Application]

@@ -20,7 +20,7 @@ from aiobootstrap.exceptions import LeaseNotFound, TooManyRanks
 from aiobootstrap.store import Key, StoreLimits
 from aiobootstrap.store.redis import RedisStore
 
-from .conftest import registration
+from .helpers.registry import registration
 from .redis_server import RedisServer
 from .test_redis_store import FAST, Recorder
 

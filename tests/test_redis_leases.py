@@ -21,7 +21,8 @@ from aiobootstrap.exceptions import LeaseNotFound, StoreUnavailable, TooManyLeas
 from aiobootstrap.store import StoreLimits
 from aiobootstrap.store.redis import RedisStore
 
-from .conftest import GUARD, info_key, open_registry, registration, until
+from .helpers.registry import info_key, open_registry, registration
+from .helpers.waits import GUARD, until
 from .redis_server import RedisServer
 from .stall_proxy import StallProxy
 from .test_lease_store import INFO, config_key, lease_every_kind, urls_key

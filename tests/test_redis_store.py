@@ -27,7 +27,7 @@ from aiobootstrap.exceptions import StoreUnavailable, TooManyNamespaces, TooMany
 from aiobootstrap.store import Change, Key, MemoryStore, Record, Store, StoreLimits, describe, open_store
 from aiobootstrap.store.redis import RedisStore
 
-from .conftest import GUARD
+from .helpers.waits import GUARD
 from .redis_server import REDIS_SERVER, SKIP_REASON, RedisServer, free_port
 
 FAST = {"timeout": 0.5, "open_timeout": 1.0, "poll_interval": 0.1}

@@ -13,7 +13,8 @@ from aiobootstrap._names import DEFAULT_ROLE, TRANSFER_ENGINE_INFO
 from aiobootstrap._ranks import RankSet
 from aiobootstrap.store import Change, Key
 
-from .conftest import GUARD, info_key, open_registry, register_in, stored, stored_count, until
+from .helpers.registry import info_key, open_registry, register_in, stored, stored_count
+from .helpers.waits import GUARD, until
 
 
 async def wait_all(

@@ -9,7 +9,8 @@ from aiobootstrap import ServerConfig, create_app
 from aiobootstrap._names import BOOT_HEADER
 from aiobootstrap.server.app import REGISTRY
 
-from .conftest import GUARD, registration, until
+from .helpers.registry import registration
+from .helpers.waits import GUARD, until
 from .redis_server import RedisServer
 
 

@@ -26,7 +26,8 @@ from aiobootstrap.server.app import REGISTRY, REPLY_WIRE
 from aiobootstrap.server.replies import EarlyReply, ReplyWire
 from aiobootstrap.store import Key, Record
 
-from .conftest import GUARD, register_in, until
+from .helpers.registry import register_in
+from .helpers.waits import GUARD, until
 
 GET = "/get_transfer_engine_info"
 

@@ -12,7 +12,7 @@ from aiohttp.test_utils import TestServer
 from aiobootstrap import BootstrapClient, UnexpectedReply, _json
 from aiobootstrap import wire as protocol
 
-from .conftest import GUARD
+from .helpers.waits import GUARD
 
 ServerFactory = Callable[..., Awaitable[TestServer]]
 

@@ -9,7 +9,8 @@ import pytest
 from aiobootstrap import BootstrapClient, BootstrapServer, ServerConfig, create_app
 from aiobootstrap._names import BOOT_HEADER
 
-from .conftest import GUARD, peek, register_in, stored, stored_count, until
+from .helpers.registry import peek, register_in, stored, stored_count
+from .helpers.waits import GUARD, until
 
 
 @pytest.mark.parametrize(

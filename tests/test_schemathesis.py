@@ -35,7 +35,7 @@ from aiobootstrap import wire as protocol
 from aiobootstrap._ranks import MAX_RANK
 from aiobootstrap.server.openapi import RANKS_FORMAT, document
 
-from .conftest import GUARD
+from .helpers.waits import GUARD
 
 TOKEN = "schemathesis-token"
 TOKEN_ENV = "AIOBOOTSTRAP_AUTH_TOKEN"

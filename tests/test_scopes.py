@@ -30,7 +30,7 @@ from aiobootstrap.server.access import Access
 from aiobootstrap.server.openapi import document
 from aiobootstrap.server.tokens import TokenSet
 
-from .conftest import GUARD
+from .helpers.waits import GUARD
 
 TOKEN_FILE = """\
 # team A and team B write their own namespaces; the monitor reads them all

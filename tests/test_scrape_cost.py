@@ -7,7 +7,7 @@ from typing import Any
 from aiobootstrap import ServerConfig, create_app
 from aiobootstrap.server.app import REGISTRY
 
-from .conftest import info_key
+from .helpers.registry import info_key
 from .redis_server import RedisServer
 
 RANKS = 40

@@ -21,7 +21,8 @@ from aiobootstrap.server.app import REGISTRY
 from aiobootstrap.store.sentinel_url import parse_sentinel_url
 from aiobootstrap.store.url import describe
 
-from .conftest import GUARD, registration
+from .helpers.registry import registration
+from .helpers.waits import GUARD
 from .redis_server import REDIS_SERVER, SKIP_REASON
 from .sentinel_cluster import SentinelCluster
 from .test_cli import launch

@@ -20,7 +20,8 @@ from aiobootstrap import ServerConfig, create_app
 from aiobootstrap._names import BOOT_HEADER
 from aiobootstrap.server.app import REGISTRY
 
-from .conftest import GUARD, registration
+from .helpers.registry import registration
+from .helpers.waits import GUARD
 from .redis_server import REDIS_SERVER, SKIP_REASON
 from .sentinel_cluster import SentinelCluster
 

@@ -11,7 +11,7 @@ import pytest
 
 from aiobootstrap import AddressInUse, BootstrapError, BootstrapServer
 
-from .conftest import GUARD, until
+from .helpers.waits import GUARD, until
 
 
 async def test_port_zero_serves_on_the_chosen_port() -> None:

@@ -12,7 +12,8 @@ import aiobootstrap.wire
 from aiobootstrap.server import records
 from aiobootstrap.server.app import REGISTRY
 
-from .conftest import GUARD, registration, until
+from .helpers.registry import registration
+from .helpers.waits import GUARD, until
 
 WAITERS = 20
 

@@ -15,7 +15,8 @@ from aiobootstrap import BootstrapServer
 from aiobootstrap._names import BOOT_HEADER
 from aiobootstrap.exceptions import SHUTTING_DOWN_DETAIL, ShuttingDown
 
-from .conftest import GUARD, info_key, register_in, until
+from .helpers.registry import info_key, register_in
+from .helpers.waits import GUARD, until
 from .test_cli import serve
 
 

@@ -9,7 +9,8 @@ import requests
 
 from aiobootstrap import ThreadedBootstrapServer, create_app
 
-from .conftest import GUARD, registration
+from .helpers.registry import registration
+from .helpers.waits import GUARD
 
 
 @pytest.mark.parametrize(

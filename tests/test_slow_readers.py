@@ -12,7 +12,8 @@ import pytest
 
 from aiobootstrap import ServerConfig
 
-from .conftest import registration, until
+from .helpers.registry import registration
+from .helpers.waits import until
 
 BODY = 32 << 20
 """Larger than what loopback's socket buffers absorb (a few MiB each way)."""

@@ -12,7 +12,7 @@ from aiohttp.test_utils import TestClient
 from aiobootstrap import ServerConfig, create_app
 from aiobootstrap.server.app import REGISTRY
 
-from .conftest import registration, stored_count
+from .helpers.registry import registration, stored_count
 
 
 @pytest.fixture(params=["memory", "file"])

@@ -11,7 +11,7 @@ import pytest
 from aiobootstrap import BootstrapClient, ServerConfig
 from aiobootstrap.cli.parser import server_config, server_parser
 
-from .conftest import GUARD
+from .helpers.waits import GUARD
 from .test_cli import launch, serve
 
 

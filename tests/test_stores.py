@@ -21,7 +21,7 @@ from aiobootstrap.exceptions import TooManyNamespaces, TooManyRanks
 from aiobootstrap.store import Change, Key, MemoryStore, Record, Store, StoreLimits
 from aiobootstrap.store.file import FileStore
 
-from .conftest import until
+from .helpers.waits import until
 
 
 class Feed:

@@ -22,7 +22,7 @@ from aiobootstrap import (
     TransferEngineInfo,
 )
 
-from .conftest import GUARD
+from .helpers.waits import GUARD
 from .threads import threads_named, wait_until
 
 

@@ -12,7 +12,7 @@ from aiobootstrap.server.app import REGISTRY
 from aiobootstrap.store import Key
 from aiobootstrap.store.redis import RedisStore
 
-from .conftest import stored_count
+from .helpers.registry import stored_count
 
 ENGINE = "/register_transfer_engine_info"
 INFO = '"transfer_engine_info":{"session_id":"s","weights_info_dict":{}}'

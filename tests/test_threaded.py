@@ -15,7 +15,7 @@ import pytest
 
 from aiobootstrap import AddressInUse, ThreadedBootstrapServer
 
-from .conftest import GUARD
+from .helpers.waits import GUARD
 from .threads import threads_named, wait_until
 
 

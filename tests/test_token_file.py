@@ -15,7 +15,7 @@ from aiobootstrap import Scope, ServerConfig, TokenSet
 from aiobootstrap.cli.parser import server_config, server_parser
 from aiobootstrap.server.tokens import TokenFileError
 
-from .conftest import GUARD
+from .helpers.waits import GUARD
 from .test_auth import _environ
 from .test_cli import launch, serve
 

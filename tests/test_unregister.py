@@ -9,7 +9,8 @@ import pytest
 from aiobootstrap import BootstrapClient, BootstrapServer, ServerConfig, create_app
 from aiobootstrap.server.app import REGISTRY
 
-from .conftest import GUARD, stored, until
+from .helpers.registry import stored
+from .helpers.waits import GUARD, until
 
 PATH = "/register_transfer_engine_info"
 

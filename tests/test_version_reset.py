@@ -8,7 +8,8 @@ from aiobootstrap import BootstrapClient, BootstrapServer, ServerConfig, create_
 from aiobootstrap._names import BOOT_HEADER
 from aiobootstrap.server.app import REGISTRY
 
-from .conftest import GUARD, registration, until
+from .helpers.registry import registration
+from .helpers.waits import GUARD, until
 
 
 async def test_after_with_another_boot_counts_as_zero(aiohttp_client):

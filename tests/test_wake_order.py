@@ -9,7 +9,8 @@ import pytest
 
 from aiobootstrap.store import Key, Record
 
-from .conftest import GUARD, info_key, open_registry, register_in, until
+from .helpers.registry import info_key, open_registry, register_in
+from .helpers.waits import GUARD, until
 
 
 async def test_register_returns_before_its_waiters_resume() -> None:

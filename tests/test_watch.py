@@ -10,7 +10,8 @@ import pytest
 from aiobootstrap import ServerConfig, create_app
 from aiobootstrap.server.handlers.watch import HISTORY
 
-from .conftest import GUARD, registration, until
+from .helpers.registry import registration
+from .helpers.waits import GUARD, until
 
 REGISTER = "/register_transfer_engine_info"
 CONFIG = "/register_parallelism_config"
@@ -277,7 +278,7 @@ async def test_a_stream_that_falls_behind_the_history_ends_with_a_gone_event(aio
     ``event: gone`` carrying the 410's body."""
     from aiobootstrap.store import Change
 
-    from .conftest import info_key
+    from .helpers.registry import info_key
 
     test_client = await aiohttp_client(create_app(ServerConfig(watch_ping=30)))
     await test_client.put(REGISTER, json=registration(0))

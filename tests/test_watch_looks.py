@@ -25,7 +25,8 @@ from aiobootstrap.server.handlers.watch import HISTORY
 from aiobootstrap.server.watch_replies import WATCH_WIRE
 from aiobootstrap.store import Change
 
-from .conftest import info_key, register_in, until
+from .helpers.registry import info_key, register_in
+from .helpers.waits import until
 from .redis_server import free_port
 from .test_replies import VARIANTS, Reply, Served, _connect, _noop_hook, _read_reply, _request, _serve
 from .test_watch_replies import _same

@@ -8,7 +8,8 @@ from typing import Any
 from aiobootstrap import ServerConfig, create_app
 from aiobootstrap.server.handlers.watch import HISTORY
 
-from .conftest import GUARD, registration, until
+from .helpers.registry import registration
+from .helpers.waits import GUARD, until
 from .redis_server import RedisServer
 
 REGISTER = "/register_transfer_engine_info"

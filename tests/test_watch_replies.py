@@ -20,7 +20,8 @@ from aiobootstrap import ServerConfig, create_app
 from aiobootstrap.server.handlers.watch import HISTORY
 from aiobootstrap.server.watch_replies import WATCH_WIRE
 
-from .conftest import GUARD, register_in, registration, until
+from .helpers.registry import register_in, registration
+from .helpers.waits import GUARD, until
 from .test_replies import (
     VARIANTS,
     Reply,

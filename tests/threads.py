@@ -6,7 +6,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from .conftest import GUARD
+from .helpers.waits import GUARD
 
 
 def wait_until(condition: Callable[[], bool]) -> None:
