@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import signal
 import ssl
 from pathlib import Path
@@ -25,9 +24,9 @@ from aiobootstrap import (
 from aiobootstrap.server.access import bearer_credentials
 from aiobootstrap.server.tokens import TokenSet
 
+from .helpers.cli import _environ, launch, serve
 from .helpers.registry import stored
-from .test_cli import launch, serve
-from .test_tools import tool
+from .helpers.tools import tool
 
 TOKEN = "s3cret-token_value"
 GUARD = 10.0
@@ -246,14 +245,6 @@ def test_config_needs_both_cert_and_key():
 
 
 # -- the CLI ------------------------------------------------------------
-
-
-def _environ(token: str | None = None) -> dict[str, str]:
-    """This process's environment without AIOBOOTSTRAP_AUTH_TOKEN, or with ``token`` as it."""
-    env = {k: v for k, v in os.environ.items() if k != "AIOBOOTSTRAP_AUTH_TOKEN"}
-    if token is not None:
-        env["AIOBOOTSTRAP_AUTH_TOKEN"] = token
-    return env
 
 
 def _refused(*args: str, env: dict[str, str] | None = None) -> tuple[int, str]:

@@ -9,7 +9,8 @@ from pytest_aiohttp import AiohttpClient
 from aiobootstrap import ServerConfig, create_app
 from aiobootstrap.server.app import REGISTRY
 
-from .test_metrics import register, scrape, until, value
+from .helpers.metrics import register, scrape, value
+from .helpers.waits import until
 
 
 async def test_missing_ranks_and_the_oldest_wait_are_one_alert_rule(aiohttp_client: AiohttpClient) -> None:

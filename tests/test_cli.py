@@ -14,36 +14,8 @@ from collections.abc import Iterator
 import aiohttp
 import pytest
 
+from .helpers.cli import Served, launch, serve
 from .helpers.waits import GUARD
-
-LISTENING = "aiobootstrap listening on "
-
-
-class Served:
-    def __init__(self, process: subprocess.Popen[str], url: str) -> None:
-        self.process = process
-        self.url = url
-
-
-def launch(*args: str, **popen: object) -> subprocess.Popen[str]:
-    return subprocess.Popen(  # type: ignore[no-any-return]
-        [sys.executable, "-m", "aiobootstrap", *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        **popen,  # type: ignore[call-overload]
-    )
-
-
-def serve(*args: str, **popen: object) -> Served:
-    process = launch("--port", "0", *args, **popen)
-    assert process.stdout is not None
-    line = process.stdout.readline()
-    if not line.startswith(LISTENING):
-        process.kill()
-        _, err = process.communicate(timeout=GUARD)
-        pytest.fail(f"server did not start: {line!r} {err!r}")
-    return Served(process, line[len(LISTENING) :].strip())
 
 
 @pytest.fixture

@@ -4,14 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import socket
-from collections.abc import Awaitable, Callable
-from typing import Any
 
 import aiohttp
 import pytest
 from aiohttp import web
 from aiohttp.abc import AbstractResolver, ResolveResult
-from aiohttp.test_utils import TestServer
 
 from aiobootstrap import (
     Backoff,
@@ -23,45 +20,12 @@ from aiobootstrap import (
     ServerUnavailable,
     TransferEngineInfo,
     UnexpectedReply,
-    create_app,
 )
 from aiobootstrap.server.app import REGISTRY
 
+from .helpers.clients import ServerFactory, start, url_of
 from .helpers.registry import register_in, stored
 from .helpers.waits import GUARD, until
-
-ServerFactory = Callable[..., Awaitable[TestServer]]
-
-
-class Seen:
-    """Every request a test server received: (method, path, query, authorization),
-    and who sent it: (its X-Caller header, its connection's peer address)."""
-
-    def __init__(self) -> None:
-        self.requests: list[tuple[str, str, dict[str, str], str | None]] = []
-        self.peers: list[tuple[str | None, Any]] = []
-
-    @web.middleware
-    async def middleware(self, request: web.Request, handler: Any) -> web.StreamResponse:
-        self.requests.append(
-            (request.method, request.path, dict(request.query), request.headers.get("Authorization"))
-        )
-        assert request.transport is not None
-        self.peers.append((request.headers.get("X-Caller"), request.transport.get_extra_info("peername")))
-        response: web.StreamResponse = await handler(request)
-        return response
-
-
-async def start(aiohttp_server: ServerFactory, config: ServerConfig | None = None) -> tuple[TestServer, Seen]:
-    app = create_app(config or ServerConfig())
-    seen = Seen()
-    app.middlewares.append(seen.middleware)
-    server = await aiohttp_server(app)
-    return server, seen
-
-
-def url_of(server: TestServer) -> str:
-    return str(server.make_url("")).rstrip("/")
 
 
 class ScriptedResolver(AbstractResolver):

@@ -25,8 +25,8 @@ from aiobootstrap import (
 from aiobootstrap.server.kinds import encoder_list_key
 from aiobootstrap.store import Key
 
+from .helpers.clients import ServerFactory, start, url_of
 from .helpers.waits import GUARD, until
-from .test_client import ServerFactory, start, url_of
 
 HttpClient = TestClient[web.Request, web.Application]
 

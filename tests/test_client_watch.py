@@ -7,8 +7,8 @@ import asyncio
 from aiobootstrap import BootstrapClient, BootstrapServer, ServerConfig, SyncBootstrapClient, WatchedChange
 from aiobootstrap.server.handlers.watch import HISTORY
 
+from .helpers.clients import _restart
 from .helpers.waits import GUARD, until
-from .test_restart import _restart
 
 
 async def _take(changes, count: int) -> list[WatchedChange]:

@@ -15,9 +15,9 @@ import pytest
 from aiobootstrap import BootstrapServer, ServerConfig
 from aiobootstrap.cli.parser import server_config, server_parser
 
+from .helpers.cli import serve
 from .helpers.registry import info_key
 from .helpers.waits import GUARD, until
-from .test_cli import serve
 
 HEALTH = b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n"
 

@@ -13,9 +13,9 @@ import pytest
 from aiobootstrap import BootstrapClient, ServerConfig, create_app
 from aiobootstrap.server.app import REGISTRY
 
+from .helpers.cli import Served, launch, serve
 from .helpers.registry import info_key, registration
 from .helpers.waits import GUARD
-from .test_cli import Served, launch, serve
 
 
 async def start_app(aiohttp_client: Any, path: Path) -> Any:

@@ -23,9 +23,9 @@ from aiobootstrap.server.appkeys import REGISTRY
 from aiobootstrap.server.encoder_health import ENCODER_HEALTH, evicted_key
 from aiobootstrap.store import members_of
 
+from .helpers.cli import serve
 from .helpers.waits import GUARD
 from .redis_server import free_port
-from .test_cli import serve
 
 REGISTER = "/register_encoder_url"
 UNREGISTER = "/unregister_encoder_url"

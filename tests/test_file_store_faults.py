@@ -20,9 +20,9 @@ from aiobootstrap.store import journal
 from aiobootstrap.store.file import FileStore, StateFileError
 from aiobootstrap.store.interface import ignore_changes
 
+from .helpers.cli import launch
 from .helpers.registry import info_key
 from .helpers.waits import GUARD
-from .test_cli import launch
 from .test_file_store import open_file, reopened
 from .test_stores import info
 

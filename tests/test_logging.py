@@ -17,9 +17,9 @@ from aiohttp.test_utils import TestClient
 from aiobootstrap import SyncBootstrapClient
 from aiobootstrap._logging import JsonFormatter, setup_logging
 
+from .helpers.cli import serve
 from .helpers.registry import registration
 from .helpers.waits import GUARD
-from .test_cli import serve
 
 
 def test_json_formatter_writes_one_object_per_line() -> None:

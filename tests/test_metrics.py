@@ -5,18 +5,15 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
-from aiohttp import web
-from aiohttp.test_utils import TestClient
 from prometheus_client.parser import text_string_to_metric_families
 from pytest_aiohttp import AiohttpClient
 
 from aiobootstrap import create_app
 from aiobootstrap.server.app import REGISTRY
 
-GUARD = 10.0
+from .helpers.metrics import Samples, register, scrape, value
 
-Client = TestClient[web.Request, web.Application]
-Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
+GUARD = 10.0
 
 
 async def until(predicate: Callable[[], bool]) -> None:
@@ -26,28 +23,8 @@ async def until(predicate: Callable[[], bool]) -> None:
             await asyncio.sleep(0)
 
 
-async def scrape(client: Client) -> Samples:
-    reply = await client.get("/metrics")
-    assert reply.status == 200
-    samples: Samples = {}
-    for family in text_string_to_metric_families(await reply.text()):
-        for sample in family.samples:
-            samples[(sample.name, frozenset(sample.labels.items()))] = sample.value
-    return samples
-
-
-def value(samples: Samples, name: str, **labels: str) -> float:
-    return samples.get((name, frozenset(labels.items())), 0.0)
-
-
 def labelled(samples: Samples, name: str, label: str) -> set[str]:
     return {dict(labels)[label] for sample_name, labels in samples if sample_name == name}
-
-
-async def register(client: Client, rank: int, prefix: str = "") -> None:
-    body = {"rank": rank, "transfer_engine_info": {"session_id": f"s{rank}", "weights_info_dict": {}}}
-    reply = await client.put(prefix + "/register_transfer_engine_info", json=body)
-    assert reply.status == 200
 
 
 async def test_metrics_is_the_prometheus_text_format_with_every_family(aiohttp_client: AiohttpClient) -> None:

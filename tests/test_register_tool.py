@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from .test_tools import assert_one_line_error, namespace, tool, url
+from .helpers.tools import assert_one_line_error, namespace, tool, url
 
 __all__ = ["namespace", "url"]  # the fixtures, shared with test_tools
 

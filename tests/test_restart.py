@@ -9,6 +9,7 @@ import pytest
 from aiobootstrap import BootstrapClient, BootstrapServer, ServerConfig, create_app
 from aiobootstrap._names import BOOT_HEADER
 
+from .helpers.clients import _restart
 from .helpers.registry import peek, register_in, stored, stored_count
 from .helpers.waits import GUARD, until
 
@@ -51,15 +52,6 @@ async def test_each_app_has_its_own_boot_id(aiohttp_client):
     one = await aiohttp_client(create_app())
     two = await aiohttp_client(create_app())
     assert (await one.get("/health")).headers[BOOT_HEADER] != (await two.get("/health")).headers[BOOT_HEADER]
-
-
-async def _restart(server: BootstrapServer) -> BootstrapServer:
-    """Stop ``server`` and start an empty one on the same port."""
-    port = server.port
-    await server.close()
-    fresh = BootstrapServer(port=port)
-    await fresh.start()
-    return fresh
 
 
 async def test_client_reregisters_after_a_restart():

@@ -28,11 +28,11 @@ from aiobootstrap.server.app import REGISTRY
 from aiobootstrap.store import open_store
 from aiobootstrap.store.redis import RedisStore
 
+from .helpers.cli import launch
 from .helpers.registry import registration
 from .helpers.waits import GUARD, until
 from .redis_server import REDIS_SERVER, SKIP_REASON, RedisServer, free_port
 from .sentinel_cluster import SentinelCluster
-from .test_cli import launch
 from .test_redis_store import Recorder
 
 FAILOVER_GUARD = 30.0

@@ -21,11 +21,11 @@ from aiobootstrap.server.app import REGISTRY
 from aiobootstrap.store.sentinel_url import parse_sentinel_url
 from aiobootstrap.store.url import describe
 
+from .helpers.cli import launch
 from .helpers.registry import registration
 from .helpers.waits import GUARD
 from .redis_server import REDIS_SERVER, SKIP_REASON
 from .sentinel_cluster import SentinelCluster
-from .test_cli import launch
 
 NODES = "node-secret-1"
 SENTINELS = "sentinel-secret-2"

@@ -15,9 +15,9 @@ from aiobootstrap import BootstrapServer
 from aiobootstrap._names import BOOT_HEADER
 from aiobootstrap.exceptions import SHUTTING_DOWN_DETAIL, ShuttingDown
 
+from .helpers.cli import serve
 from .helpers.registry import info_key, register_in
 from .helpers.waits import GUARD, until
-from .test_cli import serve
 
 
 async def test_a_stuck_reader_delays_stopping_by_shutdown_timeout_at_most() -> None:

@@ -11,8 +11,8 @@ import pytest
 from aiobootstrap import BootstrapClient, ServerConfig
 from aiobootstrap.cli.parser import server_config, server_parser
 
+from .helpers.cli import launch, serve
 from .helpers.waits import GUARD
-from .test_cli import launch, serve
 
 
 def _config(*argv: str, environ: dict[str, str] | None = None) -> ServerConfig:

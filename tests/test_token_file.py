@@ -15,9 +15,8 @@ from aiobootstrap import Scope, ServerConfig, TokenSet
 from aiobootstrap.cli.parser import server_config, server_parser
 from aiobootstrap.server.tokens import TokenFileError
 
+from .helpers.cli import _environ, launch, serve
 from .helpers.waits import GUARD
-from .test_auth import _environ
-from .test_cli import launch, serve
 
 SECRET = "s3cret-Token_42"
 

@@ -12,23 +12,17 @@ call (``get --wait``, ``wait``, ``wait`` on a terminal) runs as a real
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import io
 import json
 import os
 import pty
-import re
 import select
 import signal
 import socket
 import subprocess
-import sys
 import time
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-from unittest import mock
 
 import pytest
 from aiohttp import web
@@ -36,63 +30,15 @@ from prometheus_client.parser import text_string_to_metric_families
 from pytest_aiohttp import AiohttpServer
 
 from aiobootstrap import ServerConfig, ThreadedBootstrapServer, create_app
-from aiobootstrap.cli.main import main
 from aiobootstrap.cli.tools import format_age
 
-GUARD = 30.0
-"""Seconds a test waits for a subprocess that should finish at once."""
+from .helpers.tools import GUARD, assert_one_line_error, command, tool
+from .helpers.tools import namespace as namespace  # the module's fixtures, shared
+from .helpers.tools import url as url
 
 _POLL = 0.005
 """Seconds between two looks at a subprocess server's metrics: a busy loop would take the CPU
 that the waiting tool's subprocess needs to start."""
-
-
-def command(*args: str) -> list[str]:
-    return [sys.executable, "-m", "aiobootstrap", *args]
-
-
-def tool(*args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
-    """``python -m aiobootstrap ARGS`` run by the console script's ``main()`` in this process."""
-    out, err = io.StringIO(), io.StringIO()
-    with (
-        contextlib.redirect_stdout(out),
-        contextlib.redirect_stderr(err),
-        mock.patch.object(sys, "stdin", io.StringIO(stdin)),
-    ):
-        try:
-            status = main(list(args))
-        except SystemExit as exc:  # argparse's, for a bad argument
-            status = int(exc.code or 0)
-    return subprocess.CompletedProcess(list(args), status, out.getvalue(), err.getvalue())
-
-
-def assert_one_line_error(result: subprocess.CompletedProcess[str], status: int, text: str) -> None:
-    assert result.returncode == status, result.stderr
-    assert result.stdout == ""
-    assert "Traceback" not in result.stderr
-    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
-    assert text in result.stderr
-
-
-@pytest.fixture(scope="module")
-def url() -> Iterator[str]:
-    """One server for the module; each test works in a namespace of its own."""
-    server = subprocess.Popen(
-        command("--port", "0"), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
-    )
-    assert server.stdout is not None
-    line = server.stdout.readline()
-    assert line.startswith("aiobootstrap listening on "), line
-    yield line.removeprefix("aiobootstrap listening on ").strip()
-    server.terminate()
-    server.wait(GUARD)
-    server.stdout.close()
-
-
-@pytest.fixture
-def namespace(request: pytest.FixtureRequest) -> str:
-    """A namespace named for the test, so tests sharing the server never see each other's ranks."""
-    return re.sub(r"[^A-Za-z0-9.-]", "-", request.node.name.removeprefix("test_"))[:63]
 
 
 @pytest.fixture

@@ -11,8 +11,8 @@ import pytest
 from aiobootstrap import WatchedChange
 from aiobootstrap.cli.watch_tool import describe
 
-from .test_tools import GUARD, command, tool
-from .test_tools import url as url  # the module's server fixture, shared
+from .helpers.tools import GUARD, command, tool
+from .helpers.tools import url as url  # the module's server fixture, shared
 
 
 def test_watch_prints_changes_as_they_happen_until_interrupted(url: str, tmp_path) -> None:
