@@ -4,14 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import errno
-import json
 import logging
 import os
 import threading
-import zlib
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -23,26 +20,10 @@ from aiobootstrap.store import Key, Record, StoreLimits, journal, staging
 from aiobootstrap.store import file as file_store
 from aiobootstrap.store.file import FileStore, StateFileError
 
+from .helpers.file_store import line, open_file, reopened
 from .helpers.registry import info_key
+from .helpers.stores import ODD_VALUE, Feed, exact, info
 from .helpers.waits import GUARD, until
-from .test_stores import ODD_VALUE, Feed, exact, info
-
-
-async def open_file(path: Path, limits: StoreLimits | None = None, feed: Feed | None = None) -> FileStore:
-    """A file store on ``path``, opened, announcing to ``feed`` (a new one when omitted)."""
-    store = FileStore(str(path), limits)
-    await store.open(feed if feed is not None else Feed())
-    return store
-
-
-async def reopened(path: Path, namespace: str = DEFAULT_NAMESPACE) -> dict[int, Record]:
-    """The transfer-engine infos of ``namespace`` a fresh store reads back from ``path``, by rank."""
-    store = await open_file(path)
-    try:
-        records = await store.records(namespace, TRANSFER_ENGINE_INFO, DEFAULT_ROLE)
-        return {record.rank: record for record in records}
-    finally:
-        await store.close()
 
 
 async def ranks(store: FileStore) -> list[int]:
@@ -66,12 +47,6 @@ async def open_registry(path: Path) -> tuple[Registry, FileStore]:
     registry = Registry(store)
     await store.open(registry)
     return registry, store
-
-
-def line(entry: dict[str, Any]) -> bytes:
-    """A journal line written by hand: the CRC-32 of the compact JSON, in hex, and the JSON."""
-    body = json.dumps(entry, separators=(",", ":")).encode()
-    return b"%08x %s\n" % (zlib.crc32(body), body)
 
 
 # Tiny file chores, kept out of the async tests (ruff's ASYNC240): the files are a few KiB.

@@ -21,10 +21,10 @@ from aiobootstrap.store.file import FileStore, StateFileError
 from aiobootstrap.store.interface import ignore_changes
 
 from .helpers.cli import launch
+from .helpers.file_store import open_file, reopened
 from .helpers.registry import info_key
+from .helpers.stores import info
 from .helpers.waits import GUARD
-from .test_file_store import open_file, reopened
-from .test_stores import info
 
 
 @pytest.fixture

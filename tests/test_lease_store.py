@@ -13,35 +13,15 @@ import time
 
 import pytest
 
-from aiobootstrap._names import ENCODER_URLS, PARALLELISM_CONFIG
-from aiobootstrap._registry import Registry
 from aiobootstrap.exceptions import LeaseNotFound, TooManyLeases
-from aiobootstrap.store import Key, MemoryStore, Record, StoreLimits
+from aiobootstrap.store import MemoryStore, StoreLimits
 from aiobootstrap.store.leases import LeaseTable
 
+from .helpers.leases import INFO, config_key, lease_every_kind, urls_key
 from .helpers.registry import info_key, open_registry
 from .helpers.waits import GUARD, until
 
 TINY = 0.05
-INFO = {"session_id": "s", "weights_info_dict": {}}
-
-
-def config_key(rank: int) -> Key:
-    return Key("default", PARALLELISM_CONFIG, "draft", rank)
-
-
-def urls_key() -> Key:
-    return Key("default", ENCODER_URLS, "target", 0)
-
-
-async def lease_every_kind(registry: Registry, lease: str) -> Record:
-    """One record of every kind on ``lease``, and an encoder URL on none beside it; the URL list's record."""
-    await registry.register(info_key(0), INFO, lease)
-    await registry.register(config_key(0), {"tp": 2}, lease)
-    listed = await registry.set_member(urls_key(), "http://e1", present=True, lease=lease)
-    await registry.set_member(urls_key(), "http://kept", present=True)
-    assert listed is not None
-    return listed
 
 
 async def test_expiry_deletes_every_record_of_every_kind_and_wakes_a_waiter() -> None:

@@ -25,8 +25,8 @@ from aiobootstrap.store import StoreLimits
 from aiobootstrap.store.file import FileStore
 from aiobootstrap.store.journal import MAGIC
 
+from .helpers.file_store import line
 from .helpers.registry import info_key
-from .test_file_store import line
 
 Client = TestClient[web.Request, web.Application]
 

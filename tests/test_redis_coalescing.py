@@ -20,9 +20,9 @@ from aiobootstrap.exceptions import LeaseNotFound, TooManyRanks
 from aiobootstrap.store import Key, StoreLimits
 from aiobootstrap.store.redis import RedisStore
 
+from .helpers.redis_store import FAST, Recorder
 from .helpers.registry import registration
 from .redis_server import RedisServer
-from .test_redis_store import FAST, Recorder
 
 GET = "/get_transfer_engine_info"
 PUT = "/register_transfer_engine_info"

@@ -21,11 +21,11 @@ from aiobootstrap.exceptions import LeaseNotFound, StoreUnavailable, TooManyLeas
 from aiobootstrap.store import StoreLimits
 from aiobootstrap.store.redis import RedisStore
 
+from .helpers.leases import INFO, config_key, lease_every_kind, urls_key
 from .helpers.registry import info_key, open_registry, registration
 from .helpers.waits import GUARD, until
 from .redis_server import RedisServer
 from .stall_proxy import StallProxy
-from .test_lease_store import INFO, config_key, lease_every_kind, urls_key
 
 FAST = {"timeout": 5.0, "open_timeout": 1.0, "poll_interval": 0.1}
 TINY = 0.3

@@ -14,7 +14,7 @@ import logging
 import random
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -27,11 +27,9 @@ from aiobootstrap.exceptions import StoreUnavailable, TooManyNamespaces, TooMany
 from aiobootstrap.store import Change, Key, MemoryStore, Record, Store, StoreLimits, describe, open_store
 from aiobootstrap.store.redis import RedisStore
 
+from .helpers.redis_store import FAST, Recorder
 from .helpers.waits import GUARD
 from .redis_server import REDIS_SERVER, SKIP_REASON, RedisServer, free_port
-
-FAST = {"timeout": 0.5, "open_timeout": 1.0, "poll_interval": 0.1}
-"""Short deadlines and a quick watcher, so that faults show within a test's patience."""
 
 
 def key(rank: int, namespace: str = "default", role: str = "target", kind: str = TRANSFER_ENGINE_INFO) -> Key:
@@ -40,41 +38,6 @@ def key(rank: int, namespace: str = "default", role: str = "target", kind: str =
 
 def info(session: str = "10.0.0.7:18000") -> dict[str, Any]:
     return {"session_id": session, "weights_info_dict": {"w": [1, 2, 3]}}
-
-
-class Recorder:
-    """A ChangeListener that keeps what it heard and lets a test await it."""
-
-    def __init__(self) -> None:
-        self.changes: list[Change] = []
-        self.resyncs = 0
-        self._event = asyncio.Event()
-
-    def changed(self, changes: Sequence[Change]) -> None:
-        self.changes.extend(changes)
-        self._poke()
-
-    def resync(self) -> None:
-        self.resyncs += 1
-        self._poke()
-
-    def _poke(self) -> None:
-        self._event.set()
-        self._event = asyncio.Event()
-
-    async def until(self, predicate: Callable[[], bool], guard: float = GUARD) -> None:
-        async with asyncio.timeout(guard):
-            while not predicate():
-                await self._event.wait()
-
-    def resynced(self) -> bool:
-        return self.resyncs > 0
-
-    def heard(self, key: Key, version: int) -> bool:
-        return any(change.key == key and change.version == version for change in self.changes)
-
-    def about(self, key: Key) -> list[Change]:
-        return [change for change in self.changes if change.key == key]
 
 
 class Replica:

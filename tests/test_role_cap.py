@@ -11,7 +11,7 @@ from aiobootstrap._names import PARALLELISM_CONFIG
 from aiobootstrap.exceptions import TooManyRanks
 from aiobootstrap.store import Key, StoreLimits
 
-from .test_stores import (  # noqa: F401 - the fixtures, made for every store flavor
+from .helpers.stores import (  # noqa: F401 - the fixtures, made for every store flavor
     OpenStore,
     feed,
     flavor,

@@ -29,11 +29,11 @@ from aiobootstrap.store import open_store
 from aiobootstrap.store.redis import RedisStore
 
 from .helpers.cli import launch
+from .helpers.redis_store import Recorder
 from .helpers.registry import registration
 from .helpers.waits import GUARD, until
 from .redis_server import REDIS_SERVER, SKIP_REASON, RedisServer, free_port
 from .sentinel_cluster import SentinelCluster
-from .test_redis_store import Recorder
 
 FAILOVER_GUARD = 30.0
 """Seconds a failover and a heal may take before a test fails: generous, never a measurement."""
