@@ -12,7 +12,6 @@ import asyncio
 import json
 import logging
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from unittest import mock
 
 import aiohttp
@@ -21,46 +20,16 @@ from aiohttp import web
 from aiohttp.test_utils import make_mocked_request
 
 from aiobootstrap import ServerConfig, create_app
-from aiobootstrap._registry import Registry
 from aiobootstrap.server.app import REGISTRY, REPLY_WIRE
 from aiobootstrap.server.replies import EarlyReply, ReplyWire
 from aiobootstrap.store import Key, Record
 
+from .helpers.raw_http import VARIANTS, Reply, _closed, _connect, _read_reply, _request
 from .helpers.registry import register_in
-from .helpers.waits import GUARD, until
+from .helpers.served_app import Served, _noop_hook, _serve
+from .helpers.waits import until
 
 GET = "/get_transfer_engine_info"
-
-
-@dataclass
-class Reply:
-    status_line: str
-    headers: dict[str, str]
-    body: bytes
-
-
-@dataclass
-class Served:
-    app: web.Application
-    port: int
-
-    @property
-    def registry(self) -> Registry:
-        return self.app[REGISTRY]
-
-
-async def _serve(app: web.Application, *, access_log: logging.Logger | None = None) -> AsyncIterator[Served]:
-    runner = web.AppRunner(app, handler_cancellation=True, access_log=access_log)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    server = site._server
-    assert server is not None
-    port = server.sockets[0].getsockname()[1]  # type: ignore[attr-defined]
-    try:
-        yield Served(app, port)
-    finally:
-        await runner.cleanup()
 
 
 @pytest.fixture
@@ -70,10 +39,6 @@ async def fast() -> AsyncIterator[Served]:
         yield served
 
 
-async def _noop_hook(request: web.Request, response: web.StreamResponse) -> None:
-    pass
-
-
 @pytest.fixture
 async def plain() -> AsyncIterator[Served]:
     """The same app with one more on_response_prepare hook: every reply is aiohttp's own."""
@@ -81,33 +46,6 @@ async def plain() -> AsyncIterator[Served]:
     app.on_response_prepare.append(_noop_hook)
     async for served in _serve(app):
         yield served
-
-
-async def _connect(served: Served) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
-    return await asyncio.open_connection("127.0.0.1", served.port)
-
-
-def _request(path: str, *, method: str = "GET", version: str = "1.1", extra: str = "") -> bytes:
-    return f"{method} {path} HTTP/{version}\r\nHost: test\r\n{extra}\r\n".encode()
-
-
-async def _read_reply(reader: asyncio.StreamReader, *, head_only: bool = False) -> Reply:
-    async with asyncio.timeout(GUARD):
-        head = (await reader.readuntil(b"\r\n\r\n")).decode()
-        status_line, *lines = head[:-4].split("\r\n")
-        headers = {}
-        for line in lines:
-            name, _, value = line.partition(":")
-            assert name.title() not in headers, f"header {name} sent twice"
-            headers[name.title()] = value.strip()
-        length = 0 if head_only else int(headers["Content-Length"])
-        body = await reader.readexactly(length)
-    return Reply(status_line, headers, body)
-
-
-async def _closed(reader: asyncio.StreamReader) -> bool:
-    async with asyncio.timeout(GUARD):
-        return await reader.read() == b""
 
 
 async def _register(served: Served, rank: int, session: str = "s") -> None:
@@ -123,15 +61,6 @@ def _wait_path(rank: int) -> str:
 
 
 # -- the same bytes as aiohttp's own ------------------------------------
-
-VARIANTS = {
-    "1.1 keep-alive": ("GET", "1.1", ""),
-    "1.1 close": ("GET", "1.1", "Connection: close\r\n"),
-    "1.0": ("GET", "1.0", ""),
-    "1.0 keep-alive": ("GET", "1.0", "Connection: keep-alive\r\n"),
-    "HEAD": ("HEAD", "1.1", ""),
-    "HEAD 1.0": ("HEAD", "1.0", ""),
-}
 
 
 async def _one(served: Served, rank: int, variant: tuple[str, str, str], *, woken: bool) -> Reply:

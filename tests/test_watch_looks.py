@@ -25,11 +25,11 @@ from aiobootstrap.server.handlers.watch import HISTORY
 from aiobootstrap.server.watch_replies import WATCH_WIRE
 from aiobootstrap.store import Change
 
+from .helpers.raw_http import VARIANTS, Reply, _connect, _read_reply, _request, _same
 from .helpers.registry import info_key, register_in
+from .helpers.served_app import Served, _noop_hook, _serve
 from .helpers.waits import until
 from .redis_server import free_port
-from .test_replies import VARIANTS, Reply, Served, _connect, _noop_hook, _read_reply, _request, _serve
-from .test_watch_replies import _same
 
 CONFIG = ServerConfig(encoder_health_interval=3600)
 """Probing on, its rounds only those a test runs (``EncoderHealth.round``)."""

@@ -20,19 +20,10 @@ from aiobootstrap import ServerConfig, create_app
 from aiobootstrap.server.handlers.watch import HISTORY
 from aiobootstrap.server.watch_replies import WATCH_WIRE
 
+from .helpers.raw_http import VARIANTS, Reply, _closed, _connect, _read_reply, _request, _same
 from .helpers.registry import register_in, registration
+from .helpers.served_app import Served, _noop_hook, _serve
 from .helpers.waits import GUARD, until
-from .test_replies import (
-    VARIANTS,
-    Reply,
-    Served,
-    _closed,
-    _connect,
-    _noop_hook,
-    _read_reply,
-    _request,
-    _serve,
-)
 
 REGISTER = "/register_transfer_engine_info"
 
@@ -65,15 +56,6 @@ async def _woken_watch(served: Served, variant: tuple[str, str, str], query: str
         return await _read_reply(reader, head_only=method == "HEAD")
     finally:
         writer.close()
-
-
-def _same(ours: Reply, theirs: Reply) -> None:
-    assert ours.status_line == theirs.status_line
-    assert ours.body == theirs.body
-    for header in ("Date", "X-Aiobootstrap-Boot"):
-        assert ours.headers.pop(header)
-        assert theirs.headers.pop(header)
-    assert ours.headers == theirs.headers
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,41 @@
+"""The app served on a free loopback port by aiohttp's runner, as the server serves it; or with one
+more ``on_response_prepare`` hook, which turns every pre-built reply back into aiohttp's own."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+from aiohttp import web
+
+from aiobootstrap._registry import Registry
+from aiobootstrap.server.app import REGISTRY
+
+
+@dataclass
+class Served:
+    app: web.Application
+    port: int
+
+    @property
+    def registry(self) -> Registry:
+        return self.app[REGISTRY]
+
+
+async def _serve(app: web.Application, *, access_log: logging.Logger | None = None) -> AsyncIterator[Served]:
+    runner = web.AppRunner(app, handler_cancellation=True, access_log=access_log)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    server = site._server
+    assert server is not None
+    port = server.sockets[0].getsockname()[1]  # type: ignore[attr-defined]
+    try:
+        yield Served(app, port)
+    finally:
+        await runner.cleanup()
+
+
+async def _noop_hook(request: web.Request, response: web.StreamResponse) -> None:
+    pass
