@@ -6,6 +6,9 @@ the server and the client never import each other, the store and the wire
 never import each other, and nothing imports the package root. A module that
 could not be placed, a circle of imports, or a module too long to read in one
 sitting fails here, naming the files.
+
+The suite has a shape too: a test module never imports another test module nor
+``conftest.py``; what modules share is in ``tests/helpers/``.
 """
 
 from __future__ import annotations
@@ -16,7 +19,8 @@ from pathlib import Path
 
 import pytest
 
-PACKAGE = Path(__file__).resolve().parent.parent / "aiobootstrap"
+TESTS = Path(__file__).resolve().parent
+PACKAGE = TESTS.parent / "aiobootstrap"
 
 FLOORS = {
     # Leaves: they import nothing of the package but each other.
@@ -182,3 +186,71 @@ def test_no_module_is_too_long_to_read_in_one_sitting() -> None:
         if (count := len(path.read_text().splitlines())) > MAX_LINES
     }
     assert not long, f"over {MAX_LINES} lines: {long}"
+
+
+def _is_test_module(name: str) -> bool:
+    """``tests.test_*`` or ``tests.conftest``, or either as pytest's rootdir import (``test_cli``)."""
+    parts = name.split(".")
+    if parts[0] == TESTS.name:
+        parts = parts[1:]
+    return bool(parts) and (parts[0] == "conftest" or parts[0].startswith("test_"))
+
+
+def _test_imports(path: Path, source: str) -> list[str]:
+    """Each import, at any depth, of a test module or of ``conftest`` in ``source`` (the file ``path``
+    of the suite), as ``file:line imports module``."""
+    package = ".".join(path.relative_to(TESTS.parent).parent.parts)
+    found: list[tuple[int, str]] = []
+    for node in ast.walk(ast.parse(source, str(path))):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = package.split(".")[: len(package.split(".")) - (node.level - 1)] if node.level else []
+            module = ".".join([*base, *([node.module] if node.module else [])])
+            names = [module] + [f"{module}.{alias.name}" for alias in node.names]
+        else:
+            continue
+        for name in names:
+            if _is_test_module(name):
+                found.append((node.lineno, f"{path.relative_to(TESTS.parent)}:{node.lineno} imports {name}"))
+                break
+    return [text for _, text in sorted(found)]
+
+
+def test_no_module_of_the_suite_imports_a_test_module_or_conftest() -> None:
+    """Test modules share helpers through ``tests/helpers/``, never through each other or ``conftest.py``
+    (which holds fixtures and hooks only): a helper has one plain home, and no module's tests or
+    fixtures come along with an import of it."""
+    offenders = [
+        offender for path in sorted(TESTS.rglob("*.py")) for offender in _test_imports(path, path.read_text())
+    ]
+    assert not offenders, "\n".join(offenders)
+
+
+def test_the_test_import_check_names_each_test_module_and_conftest_imported() -> None:
+    """The check is not vacuous: relative, absolute, nested and rootdir imports of a test module or of
+    ``conftest`` are each named, with their line; helpers and aiohttp's ``test_utils`` are not."""
+    source = "\n".join(
+        [
+            "from .test_cli import serve",
+            "from . import page_browser, test_tools",
+            "import tests.test_stores",
+            "from tests.conftest import GUARD",
+            "from .helpers.waits import until",
+            "from aiohttp.test_utils import TestClient",
+            "import test_metrics",
+            "def later():",
+            "    from .conftest import info_key",
+        ]
+    )
+    assert _test_imports(TESTS / "test_example.py", source) == [
+        "tests/test_example.py:1 imports tests.test_cli",
+        "tests/test_example.py:2 imports tests.test_tools",
+        "tests/test_example.py:3 imports tests.test_stores",
+        "tests/test_example.py:4 imports tests.conftest",
+        "tests/test_example.py:7 imports test_metrics",
+        "tests/test_example.py:9 imports tests.conftest",
+    ]
+    assert _test_imports(
+        TESTS / "helpers" / "example.py", "from ..conftest import GUARD\nfrom .waits import GUARD"
+    ) == ["tests/helpers/example.py:1 imports tests.conftest"]
