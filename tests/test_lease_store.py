@@ -14,7 +14,7 @@ import time
 import pytest
 
 from aiobootstrap._names import ENCODER_URLS, PARALLELISM_CONFIG
-from aiobootstrap._registry import Registry
+from aiobootstrap.core.registry import Registry
 from aiobootstrap.exceptions import LeaseNotFound, TooManyLeases
 from aiobootstrap.store import Key, MemoryStore, Record, StoreLimits
 from aiobootstrap.store.leases import LeaseTable

@@ -21,9 +21,9 @@ from aiohttp import web
 from aiohttp.test_utils import make_mocked_request
 
 from aiobootstrap import ServerConfig, create_app
-from aiobootstrap._registry import Registry
+from aiobootstrap.core.registry import Registry
 from aiobootstrap.server.app import REGISTRY, REPLY_WIRE
-from aiobootstrap.server.replies import EarlyReply, ReplyWire
+from aiobootstrap.server.fastpath.gets import EarlyReply, ReplyWire
 from aiobootstrap.store import Key, Record
 
 from .conftest import GUARD, register_in, until

@@ -13,19 +13,19 @@ import time
 from aiohttp import web
 from aiohttp.typedefs import Handler
 
-from ... import wire as protocol
-from ...exceptions import BootstrapError
-from ...store import Record
-from ..appkeys import CONFIG, REGISTRY
-from ..auth import ExpectHandler
-from ..batches import BATCH_REPLIES
-from ..body import read_body
+from .... import wire as protocol
+from ....exceptions import BootstrapError
+from ....store import Record
+from ...appkeys import CONFIG, REGISTRY
+from ...auth import ExpectHandler
+from ...body import read_body
+from ...fastpath.batches import BATCH_REPLIES
+from ...fastpath.gets import REPLY_WIRE, ReplyWire, WireReply
+from ...metrics import METRICS, counts_gets
+from ..common import after_of, json_reply, namespace_of, not_registered, param, wait_seconds
 from ..kinds import RecordKind
-from ..metrics import METRICS, counts_gets
-from ..replies import REPLY_WIRE, ReplyWire, WireReply
-from .common import after_of, json_reply, namespace_of, not_registered, param, wait_seconds
-from .leases import lease_of_body
-from .log_lines import log_change
+from ..log_lines import log_change
+from ..native.leases import lease_of_body
 
 __all__ = ["kind_routes"]
 

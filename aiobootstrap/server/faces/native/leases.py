@@ -13,17 +13,17 @@ from typing import Any
 
 from aiohttp import web
 
-from ... import wire as protocol
-from ...exceptions import ShuttingDown
-from ...store import LeaseState, Store
-from ...wire import leases as wire_leases
-from ..appkeys import CONFIG, REGISTRY
-from ..auth import ExpectHandler
-from ..body import read_body
-from ..heads import variant
-from ..prebuilt import PrebuiltReply
-from ..replies import REPLY_WIRE
-from .common import namespace_of
+from .... import wire as protocol
+from ....exceptions import ShuttingDown
+from ....store import LeaseState, Store
+from ....wire import leases as wire_leases
+from ...appkeys import CONFIG, REGISTRY
+from ...auth import ExpectHandler
+from ...body import read_body
+from ...fastpath.gets import REPLY_WIRE
+from ...fastpath.heads import variant
+from ...fastpath.prebuilt import PrebuiltReply
+from ..common import namespace_of
 
 __all__ = ["lease_of_body", "lease_routes"]
 

@@ -7,14 +7,14 @@ import time
 
 from aiohttp import web
 
-from ... import wire as protocol
-from ..._names import HEALTH_HEADER
-from ..._version import __version__
+from .... import wire as protocol
+from ...._names import HEALTH_HEADER
+from ...._version import __version__
+from ...appkeys import CONFIG, REGISTRY
+from ...metrics import shown_namespaces
 from .. import records
-from ..appkeys import CONFIG, REGISTRY
+from ..common import namespace_of, param
 from ..kinds import kind_named
-from ..metrics import shown_namespaces
-from .common import namespace_of, param
 
 __all__ = ["health", "list_namespaces", "list_ranks", "ready"]
 

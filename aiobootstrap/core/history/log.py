@@ -7,7 +7,7 @@ import bisect
 import collections
 from collections.abc import Callable
 
-from ..wire import WatchedChange
+from ...wire import WatchedChange
 
 __all__ = ["MAX_REPLY_CHANGES", "Match", "WaitEnd"]
 

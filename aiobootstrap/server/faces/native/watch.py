@@ -23,16 +23,16 @@ from dataclasses import dataclass
 from aiohttp import web
 from prometheus_client.core import GaugeMetricFamily, Metric
 
-from ... import wire as protocol
-from ..._history import History, Match
-from ..._names import ENCODER_URLS
-from ..._ranks import RankSet
-from ...exceptions import HistoryGone, ShuttingDown
-from ..appkeys import CONFIG
+from .... import wire as protocol
+from ...._names import ENCODER_URLS
+from ...._ranks import RankSet
+from ....core.history import History, Match
+from ....exceptions import HistoryGone, ShuttingDown
+from ...appkeys import CONFIG
+from ...fastpath.prebuilt import PrebuiltReply
+from ...fastpath.watches import WATCH_WIRE, EarlyWatch
+from ..common import namespace_of, param, wait_seconds
 from ..kinds import kind_named
-from ..prebuilt import PrebuiltReply
-from ..watch_replies import WATCH_WIRE, EarlyWatch
-from .common import namespace_of, param, wait_seconds
 from .watch_looks import Looks, gone, watch_with_looks
 
 __all__ = ["HISTORY", "WATCH_FIGURES", "WatchCollector", "WatchFigures", "watch"]

@@ -6,19 +6,19 @@ import time
 
 from aiohttp import web
 
-from ... import wire as protocol
-from ..._json import dumps
-from ..._names import ENCODER_URLS
-from ...store import members_of
-from ..appkeys import CONFIG, REGISTRY
-from ..body import read_body
-from ..encoder_health import ENCODER_HEALTH, FAILURES_TO_EVICT, add_url, evicted_key, remove_url
+from .... import wire as protocol
+from ...._json import dumps
+from ...._names import ENCODER_URLS
+from ....store import members_of
+from ...appkeys import CONFIG, REGISTRY
+from ...body import read_body
+from ...fastpath.gets import REPLY_WIRE
+from ...metrics import METRICS, counts_gets
+from ..common import after_of, json_reply, namespace_of, wait_seconds
 from ..kinds import encoder_list_key
-from ..metrics import METRICS, counts_gets
-from ..replies import REPLY_WIRE
-from .common import after_of, json_reply, namespace_of, wait_seconds
-from .leases import lease_of_body
-from .log_lines import log_encoder_url
+from ..log_lines import log_encoder_url
+from ..native.leases import lease_of_body
+from .health import ENCODER_HEALTH, FAILURES_TO_EVICT, add_url, evicted_key, remove_url
 
 __all__ = ["encoder_url_health", "list_encoder_urls", "register_encoder_url", "unregister_encoder_url"]
 

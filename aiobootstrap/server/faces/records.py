@@ -9,11 +9,11 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .._json import dumps
-from .._names import DEFAULT_ROLE, TRANSFER_ENGINE_INFO
-from .._ranks import RankSet
-from ..store import Record
-from ..wire import is_classic, missing_fields, missing_in_world
+from ..._json import dumps
+from ..._names import DEFAULT_ROLE, TRANSFER_ENGINE_INFO
+from ..._ranks import RankSet
+from ...store import Record
+from ...wire import is_classic, missing_fields, missing_in_world
 
 
 def encode_info(record: Record) -> bytes:

@@ -14,7 +14,7 @@ from ... import wire as protocol
 from ..._logging import clipped, printable
 from ..._names import DEFAULT_NAMESPACE, DEFAULT_ROLE
 from ...store import Record
-from ..kinds import TRANSFER_ENGINE_INFO_KIND, RecordKind
+from .kinds import TRANSFER_ENGINE_INFO_KIND, RecordKind
 
 __all__ = ["log_change", "log_encoder_url"]
 

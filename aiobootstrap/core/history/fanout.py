@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..store import Change, ChangeListener
+from ...store import Change, ChangeListener
 
 __all__ = ["listeners"]
 

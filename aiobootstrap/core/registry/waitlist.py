@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 import time
 
-from .._ranks import RankSet
-from ..store import Record
+from ..._ranks import RankSet
+from ...store import Record
 
 __all__ = ["Waitlist", "fresh", "not_found"]
 

@@ -59,9 +59,9 @@ from aiohttp.abc import AbstractStreamWriter
 from aiohttp.http import SERVER_SOFTWARE
 from multidict import CIMultiDict
 
-from .. import wire as protocol
-from .._names import BOOT_HEADER, VERSION_HEADER
-from ..exceptions import SHUTTING_DOWN_DETAIL
+from ... import wire as protocol
+from ..._names import BOOT_HEADER, VERSION_HEADER
+from ...exceptions import SHUTTING_DOWN_DETAIL
 from .heads import CLOSE as _CLOSE
 from .heads import HEAD as _HEAD
 from .heads import HTTP10 as _HTTP10
@@ -76,7 +76,7 @@ from .prebuilt import BytesReply
 from .writes import write, write_sliced
 
 if TYPE_CHECKING:
-    from ..store import Key, Record
+    from ...store import Key, Record
 
 __all__ = ["REPLY_WIRE", "SEPARATE_BODY_OVER", "EarlyReply", "ReplyWire", "WireReply"]
 

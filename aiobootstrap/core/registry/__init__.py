@@ -65,10 +65,10 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .._parking import Parked, Parking
-from .._ranks import RankSet
-from ..exceptions import ShuttingDown, StoreUnavailable
-from ..store import Change, Key, Record, Store
+from ..._ranks import RankSet
+from ...exceptions import ShuttingDown, StoreUnavailable
+from ...store import Change, Key, Record, Store
+from ..parking import Parked, Parking
 from .waitlist import Waitlist, fresh, not_found
 
 __all__ = ["Registry"]

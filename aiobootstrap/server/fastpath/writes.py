@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from .aiohttp_internals import count_written
+from ..aiohttp_internals import count_written
 
 __all__ = ["SLICE", "write", "write_sliced", "write_stream"]
 

@@ -9,9 +9,9 @@ from ..._names import DEFAULT_NAMESPACE, VERSION_HEADER
 from ..._ranks import RankSet
 from ...exceptions import BadRequest
 from ..appkeys import CONFIG, REGISTRY
-from ..kinds import RecordKind
-from ..replies import SEPARATE_BODY_OVER
-from ..writes import write_stream
+from ..fastpath.gets import SEPARATE_BODY_OVER
+from ..fastpath.writes import write_stream
+from .kinds import RecordKind
 
 __all__ = ["after_of", "json_reply", "namespace_of", "not_registered", "param", "wait_seconds"]
 

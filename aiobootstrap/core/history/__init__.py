@@ -69,11 +69,11 @@ import asyncio
 import contextlib
 from collections.abc import Callable, Iterator, Sequence
 
-from .._names import DEFAULT_ROLE, ENCODER_URLS
-from .._parking import Parking
-from ..exceptions import HistoryGone, ShuttingDown, StoreUnavailable
-from ..store import Change, Key, Store, members_of
-from ..wire import WatchedChange
+from ..._names import DEFAULT_ROLE, ENCODER_URLS
+from ...exceptions import HistoryGone, ShuttingDown, StoreUnavailable
+from ...store import Change, Key, Store, members_of
+from ...wire import WatchedChange
+from ..parking import Parking
 from .fanout import listeners
 from .forgetting import Forgetting
 from .log import MAX_REPLY_CHANGES, Match, WaitEnd, _every, _found, _Log

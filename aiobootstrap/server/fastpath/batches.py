@@ -17,7 +17,7 @@ from collections.abc import Hashable, Sequence
 
 from aiohttp import web
 
-from ..store import Record
+from ...store import Record
 
 __all__ = ["BATCH_REPLIES", "BatchReplies"]
 

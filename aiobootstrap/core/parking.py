@@ -18,9 +18,9 @@ import collections
 import itertools
 from typing import Any
 
-from ._ranks import RankSet
-from ._tally import Tally
-from .exceptions import TooManyWaiters
+from .._ranks import RankSet
+from ..exceptions import TooManyWaiters
+from .tally import Tally
 
 __all__ = ["Parked", "Parking"]
 

@@ -29,12 +29,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
-from .. import wire as protocol
-from .._json import dumps
-from .._names import DEFAULT_ROLE, ENCODER_URLS
-from ..exceptions import BadRequest, missing_ranks_detail
-from ..store import Key, Record, members_of
-from ..wire.kinds import PARALLELISM_CONFIG_ROUTES, TRANSFER_ENGINE_INFO_ROUTES, KindRoutes
+from ... import wire as protocol
+from ..._json import dumps
+from ..._names import DEFAULT_ROLE, ENCODER_URLS
+from ...exceptions import BadRequest, missing_ranks_detail
+from ...store import Key, Record, members_of
+from ...wire.kinds import PARALLELISM_CONFIG_ROUTES, TRANSFER_ENGINE_INFO_ROUTES, KindRoutes
 from . import records
 
 __all__ = [

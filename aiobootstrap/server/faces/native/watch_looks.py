@@ -19,13 +19,13 @@ from typing import Any
 
 from aiohttp import web
 
-from ... import wire as protocol
-from ..._history import History, Match
-from ..._parking import Parking
-from ...exceptions import HistoryGone
-from ..appkeys import REGISTRY
-from ..encoder_health import ENCODER_HEALTH, EncoderHealth
-from .common import param
+from .... import wire as protocol
+from ....core.history import History, Match
+from ....core.parking import Parking
+from ....exceptions import HistoryGone
+from ...appkeys import REGISTRY
+from ..common import param
+from ..encoders.health import ENCODER_HEALTH, EncoderHealth
 
 __all__ = ["Looks", "gone", "watch_with_looks"]
 

@@ -24,7 +24,7 @@ from importlib import resources
 
 from aiohttp import web
 
-from .common import namespace_of
+from ..common import namespace_of
 
 __all__ = ["page", "page_refusal"]
 

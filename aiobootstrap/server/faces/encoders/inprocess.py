@@ -17,15 +17,15 @@ import threading
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from .._names import DEFAULT_NAMESPACE
-from .._registry import Registry
-from ..exceptions import BootstrapError, ShuttingDown
-from ..store import Record
-from ..wire import encoder_url
-from .config import DEFAULT_HOST, DEFAULT_PORT, engine_settings
-from .encoder_health import add_url, remove_url
-from .kinds import encoder_list_key, encoder_urls
-from .threaded import ThreadedBootstrapServer
+from ...._names import DEFAULT_NAMESPACE
+from ....core.registry import Registry
+from ....exceptions import BootstrapError, ShuttingDown
+from ....store import Record
+from ....wire import encoder_url
+from ...config import DEFAULT_HOST, DEFAULT_PORT, engine_settings
+from ...threaded import ThreadedBootstrapServer
+from ..kinds import encoder_list_key, encoder_urls
+from .health import add_url, remove_url
 
 __all__ = ["EncoderBootstrapServer"]
 

@@ -15,8 +15,8 @@ import email.utils
 from aiohttp import web
 from aiohttp.http import SERVER_SOFTWARE, HttpVersion10
 
-from .. import wire as protocol
-from .._names import BOOT_HEADER
+from ... import wire as protocol
+from ..._names import BOOT_HEADER
 
 __all__ = [
     "CLOSE",

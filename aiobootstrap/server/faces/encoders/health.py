@@ -39,15 +39,15 @@ from collections.abc import AsyncIterator
 import aiohttp
 from aiohttp import web
 
-from .._logging import printable
-from .._names import ENCODER_URLS
-from .._registry import Registry
-from .._tally import Tally
-from ..exceptions import BootstrapError
-from ..store import Key, Record, members_of
-from .appkeys import CONFIG, REGISTRY
-from .kinds import encoder_list_key
-from .watch_replies import WATCH_WIRE
+from ...._logging import printable
+from ...._names import ENCODER_URLS
+from ....core.registry import Registry
+from ....core.tally import Tally
+from ....exceptions import BootstrapError
+from ....store import Key, Record, members_of
+from ...appkeys import CONFIG, REGISTRY
+from ...fastpath.watches import WATCH_WIRE
+from ..kinds import encoder_list_key
 
 __all__ = [
     "ENCODER_HEALTH",

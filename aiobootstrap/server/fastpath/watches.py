@@ -53,10 +53,10 @@ from typing import Protocol
 
 from aiohttp import web
 
-from .. import wire as protocol
-from .._history import History, Match, WaitEnd
-from .._parking import Parking
-from .._tally import Tally
+from ... import wire as protocol
+from ...core.history import History, Match, WaitEnd
+from ...core.parking import Parking
+from ...core.tally import Tally
 from . import heads
 from .prebuilt import Stamp
 from .writes import write
