@@ -36,13 +36,13 @@ from .exceptions import (
 )
 
 if TYPE_CHECKING:
-    from ._registry import Registry
     from .client.client import BootstrapClient
     from .client.retry import Backoff
     from .client.sync import SyncBootstrapClient
+    from .core.registry import Registry
     from .server.app import create_app
     from .server.config import ServerConfig
-    from .server.encoder_server import EncoderBootstrapServer
+    from .server.faces.encoders.inprocess import EncoderBootstrapServer
     from .server.server import BootstrapServer
     from .server.threaded import ThreadedBootstrapServer
     from .server.tokens import Scope, TokenSet
@@ -77,13 +77,13 @@ _LAZY = {
     "MemoryStore": ".store",
     "Record": ".store",
     "Store": ".store",
-    "Registry": "._registry",
+    "Registry": ".core.registry",
     "BootstrapServer": ".server.server",
     "SyncBootstrapClient": ".client.sync",
     "ThreadedBootstrapServer": ".server.threaded",
     "Scope": ".server.tokens",
     "TokenSet": ".server.tokens",
-    "EncoderBootstrapServer": ".server.encoder_server",
+    "EncoderBootstrapServer": ".server.faces.encoders.inprocess",
 }
 
 

@@ -37,7 +37,7 @@ import time
 
 from aiobootstrap import ServerConfig, create_app
 from aiobootstrap.server.appkeys import REGISTRY
-from aiobootstrap.server.encoder_health import ENCODER_HEALTH
+from aiobootstrap.server.faces.encoders.health import ENCODER_HEALTH
 
 from ._servers import SERVERS, RunningServer, serve_in_process
 

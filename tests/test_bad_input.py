@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from yarl import URL
 
 from aiobootstrap import ServerConfig, create_app
-from aiobootstrap._registry import Registry
+from aiobootstrap.core.registry import Registry
 from aiobootstrap.server.app import REGISTRY
 from aiobootstrap.server.server import runner_options
 

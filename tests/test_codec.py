@@ -11,7 +11,7 @@ import pytest
 from aiobootstrap import _json
 from aiobootstrap import wire as protocol
 from aiobootstrap.exceptions import BadRequest
-from aiobootstrap.server import records
+from aiobootstrap.server.faces import records
 from aiobootstrap.store import Record
 
 from .helpers.registry import info_key

@@ -20,7 +20,7 @@ from aiohttp import web
 from aiobootstrap import ServerConfig, create_app
 from aiobootstrap.cli.parser import server_config, server_parser
 from aiobootstrap.server.appkeys import REGISTRY
-from aiobootstrap.server.encoder_health import ENCODER_HEALTH, evicted_key
+from aiobootstrap.server.faces.encoders.health import ENCODER_HEALTH, evicted_key
 from aiobootstrap.store import members_of
 
 from .helpers.cli import serve

@@ -15,7 +15,7 @@ import pytest
 from aiobootstrap import Registry
 from aiobootstrap._names import DEFAULT_NAMESPACE, DEFAULT_ROLE, TRANSFER_ENGINE_INFO
 from aiobootstrap.exceptions import TooManyNamespaces, TooManyRanks
-from aiobootstrap.server.records import encode_info
+from aiobootstrap.server.faces.records import encode_info
 from aiobootstrap.store import Key, Record, StoreLimits, journal, staging
 from aiobootstrap.store import file as file_store
 from aiobootstrap.store.file import FileStore, StateFileError

@@ -6,9 +6,9 @@ import asyncio
 
 import pytest
 
-from aiobootstrap._history import History, listeners
 from aiobootstrap._names import DEFAULT_ROLE, ENCODER_URLS, TRANSFER_ENGINE_INFO
-from aiobootstrap._registry import Registry
+from aiobootstrap.core.history import History, listeners
+from aiobootstrap.core.registry import Registry
 from aiobootstrap.exceptions import HistoryGone, ShuttingDown
 from aiobootstrap.store import Change, Key, MemoryStore, Store
 from aiobootstrap.store.file import FileStore

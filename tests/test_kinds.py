@@ -14,9 +14,9 @@ import pytest
 
 from aiobootstrap import ServerConfig, _json, create_app
 from aiobootstrap import wire as protocol
-from aiobootstrap.server import kinds as _kinds
 from aiobootstrap.server.app import REGISTRY
-from aiobootstrap.server.kinds import RecordKind
+from aiobootstrap.server.faces import kinds as _kinds
+from aiobootstrap.server.faces.kinds import RecordKind
 from aiobootstrap.store import Record
 
 from .helpers.registry import registration

@@ -7,7 +7,7 @@ import json
 
 from aiobootstrap.server.app import create_app
 from aiobootstrap.server.config import ServerConfig
-from aiobootstrap.server.replies import SEPARATE_BODY_OVER
+from aiobootstrap.server.fastpath.gets import SEPARATE_BODY_OVER
 
 
 def _weights(tensors: int) -> dict[str, list[int]]:

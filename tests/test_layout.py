@@ -30,13 +30,10 @@ FLOORS = {
     "aiobootstrap._ranks": 0,
     "aiobootstrap._logging": 0,
     "aiobootstrap._loopthread": 0,
-    "aiobootstrap._tally": 0,
     "aiobootstrap.exceptions": 1,
     "aiobootstrap.store": 2,
     "aiobootstrap.wire": 2,
-    "aiobootstrap._registry": 3,
-    "aiobootstrap._history": 3,
-    "aiobootstrap._parking": 2,
+    "aiobootstrap.core": 3,
     "aiobootstrap.server": 4,
     "aiobootstrap.client": 4,
     "aiobootstrap.cli": 5,
@@ -48,9 +45,7 @@ FLOORS = {
 LEAVES = 0
 
 WITHOUT_AIOHTTP = (
-    "aiobootstrap._registry",
-    "aiobootstrap._history",
-    "aiobootstrap._parking",
+    "aiobootstrap.core",
     "aiobootstrap.store",
     "aiobootstrap.wire",
     "aiobootstrap.exceptions",

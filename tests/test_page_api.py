@@ -20,13 +20,13 @@ from aiobootstrap import (
     SyncBootstrapClient,
     create_app,
 )
-from aiobootstrap._parking import Parking
 from aiobootstrap._ranks import RankSet
+from aiobootstrap.core.parking import Parking
 from aiobootstrap.exceptions import UnexpectedReply
 from aiobootstrap.server.app import release_waiters
 from aiobootstrap.server.appkeys import REGISTRY
-from aiobootstrap.server.encoder_health import ENCODER_HEALTH
-from aiobootstrap.server.handlers.watch import HISTORY
+from aiobootstrap.server.faces.encoders.health import ENCODER_HEALTH
+from aiobootstrap.server.faces.native.watch import HISTORY
 from aiobootstrap.wire import decode_encoder_health, decode_listing
 
 from .helpers.waits import until

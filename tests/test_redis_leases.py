@@ -16,7 +16,7 @@ import pytest
 
 from aiobootstrap import ServerConfig, create_app
 from aiobootstrap._names import ENCODER_URLS, PARALLELISM_CONFIG
-from aiobootstrap._registry import Registry
+from aiobootstrap.core.registry import Registry
 from aiobootstrap.exceptions import LeaseNotFound, StoreUnavailable, TooManyLeases
 from aiobootstrap.store import StoreLimits
 from aiobootstrap.store.redis import RedisStore

@@ -21,7 +21,7 @@ from aiohttp.test_utils import make_mocked_request
 
 from aiobootstrap import ServerConfig, create_app
 from aiobootstrap.server.app import REGISTRY, REPLY_WIRE
-from aiobootstrap.server.replies import EarlyReply, ReplyWire
+from aiobootstrap.server.fastpath.gets import EarlyReply, ReplyWire
 from aiobootstrap.store import Key, Record
 
 from .helpers.raw_http import VARIANTS, Reply, _closed, _connect, _read_reply, _request, _same

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 import aiobootstrap.wire
-from aiobootstrap.server import records
 from aiobootstrap.server.app import REGISTRY
+from aiobootstrap.server.faces import records
 
 from .helpers.registry import registration
 from .helpers.waits import GUARD, until

@@ -20,9 +20,9 @@ import pytest
 from aiobootstrap import ServerConfig, create_app
 from aiobootstrap import wire as protocol
 from aiobootstrap.server.appkeys import REGISTRY
-from aiobootstrap.server.encoder_health import ENCODER_HEALTH, add_url
-from aiobootstrap.server.handlers.watch import HISTORY
-from aiobootstrap.server.watch_replies import WATCH_WIRE
+from aiobootstrap.server.faces.encoders.health import ENCODER_HEALTH, add_url
+from aiobootstrap.server.faces.native.watch import HISTORY
+from aiobootstrap.server.fastpath.watches import WATCH_WIRE
 from aiobootstrap.store import Change
 
 from .helpers.raw_http import VARIANTS, Reply, _connect, _read_reply, _request, _same

@@ -6,7 +6,7 @@ import asyncio
 from typing import Any
 
 from aiobootstrap import ServerConfig, create_app
-from aiobootstrap.server.handlers.watch import HISTORY
+from aiobootstrap.server.faces.native.watch import HISTORY
 
 from .helpers.registry import registration
 from .helpers.waits import GUARD, until

@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 
 from aiobootstrap import ServerConfig, create_app
-from aiobootstrap.server.handlers.watch import HISTORY
-from aiobootstrap.server.watch_replies import WATCH_WIRE
+from aiobootstrap.server.faces.native.watch import HISTORY
+from aiobootstrap.server.fastpath.watches import WATCH_WIRE
 
 from .helpers.raw_http import VARIANTS, Reply, _closed, _connect, _read_reply, _request, _same
 from .helpers.registry import register_in, registration

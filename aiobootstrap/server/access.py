@@ -33,8 +33,8 @@ from aiohttp import web
 from .. import wire as protocol
 from .._names import DEFAULT_NAMESPACE
 from ..exceptions import BadRequest
-from . import kinds as _kinds
 from .errors import json_error
+from .faces import kinds as _kinds
 from .tokens import Scope, TokenSet
 
 __all__ = ["GUARD", "Access", "Guard", "bearer_credentials", "classify", "route_access"]

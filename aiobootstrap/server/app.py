@@ -22,39 +22,39 @@ from aiohttp import web
 from aiohttp.typedefs import Handler, Middleware
 
 from .. import wire as protocol
-from .._history import History, listeners
 from .._names import BOOT_HEADER, DEFAULT_ROLE, TRANSFER_ENGINE_INFO
-from .._registry import Registry
+from ..core.history import History, listeners
+from ..core.registry import Registry
 from ..store import StoreLimits
 from ..store.url import open_store
 from ..wire import ENCODER_LIST_PATH, ENCODER_REGISTER_PATH, ENCODER_UNREGISTER_PATH
-from . import kinds as _kinds
 from .access import GUARD, Guard, classify
 from .appkeys import CONFIG, REGISTRY
 from .auth import ExpectHandler, UnroutedExpect, auth_middleware, expect_handler
-from .batches import BATCH_REPLIES, BatchReplies
 from .body import BODY_BUDGET, BodyBudget
 from .bringup_metrics import BringUpCollector, kind_figures
 from .config import ServerConfig
-from .encoder_health import encoder_health_context
 from .errors import STORE_REFUSALS, error_middleware, store_refusals
-from .handlers.encoder_urls import (
+from .faces import kinds as _kinds
+from .faces.encoders.health import encoder_health_context
+from .faces.encoders.routes import (
     encoder_url_health,
     list_encoder_urls,
     register_encoder_url,
     unregister_encoder_url,
 )
-from .handlers.leases import lease_routes
-from .handlers.page import page
-from .handlers.per_kind import kind_routes
-from .handlers.status import health, list_namespaces, list_ranks, ready
-from .handlers.watch import HISTORY, WATCH_FIGURES, WatchCollector, WatchFigures, watch
-from .kinds import encode_object_reply, encode_reply, encoder_list_key, encoder_urls
+from .faces.engine_info.routes import kind_routes
+from .faces.kinds import encode_object_reply, encode_reply, encoder_list_key, encoder_urls
+from .faces.native.leases import lease_routes
+from .faces.native.page import page
+from .faces.native.status import health, list_namespaces, list_ranks, ready
+from .faces.native.watch import HISTORY, WATCH_FIGURES, WatchCollector, WatchFigures, watch
+from .fastpath.batches import BATCH_REPLIES, BatchReplies
+from .fastpath.gets import REPLY_WIRE, ReplyWire
+from .fastpath.watches import WATCH_WIRE, WatchWire
 from .lease_metrics import LeaseCollector
 from .metrics import METRICS, NAMESPACE_FIGURES, Metrics, NamespaceFigures, metrics, metrics_middleware
 from .openapi import openapi
-from .replies import REPLY_WIRE, ReplyWire
-from .watch_replies import WATCH_WIRE, WatchWire
 
 if TYPE_CHECKING:
     from .connections import ConnectionTable

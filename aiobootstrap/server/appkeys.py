@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from .._registry import Registry
+from ..core.registry import Registry
 from .config import ServerConfig
 
 __all__ = ["CONFIG", "REGISTRY"]

@@ -21,7 +21,7 @@ from .aiohttp_internals import send_continue
 from .body import too_large_detail
 from .config import ServerConfig
 from .errors import json_error
-from .handlers.page import page_refusal
+from .faces.native.page import page_refusal
 
 if TYPE_CHECKING:
     from .aiohttp_internals import InfoDict

@@ -20,7 +20,7 @@ from aiohttp.log import access_logger
 
 from .._logging import http_logger
 from .._names import host_port
-from .._registry import Registry
+from ..core.registry import Registry
 from ..exceptions import BootstrapError
 from .access import GUARD
 from .aiohttp_internals import ProtocolSite

@@ -14,7 +14,7 @@ from .._loopthread import LoopThread, LoopThreadOwner
 from .._names import DEFAULT_NAMESPACE, DEFAULT_ROLE, PARALLELISM_CONFIG, TRANSFER_ENGINE_INFO
 from ..store import Key, LocalStore, Record, Store
 from .config import DEFAULT_HOST, DEFAULT_PORT
-from .kinds import encoder_list_key, encoder_urls
+from .faces.kinds import encoder_list_key, encoder_urls
 from .server import BootstrapServer
 from .tokens import TokenSet
 

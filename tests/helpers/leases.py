@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from aiobootstrap._names import ENCODER_URLS, PARALLELISM_CONFIG
-from aiobootstrap._registry import Registry
+from aiobootstrap.core.registry import Registry
 from aiobootstrap.store import Key, Record
 
 from .registry import info_key

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from aiohttp import web
 
-from aiobootstrap._registry import Registry
+from aiobootstrap.core.registry import Registry
 from aiobootstrap.server.app import REGISTRY
 
 

@@ -20,8 +20,8 @@ from aiohttp.typedefs import Handler
 from ... import wire as protocol
 from ..._json import dumps
 from ..._version import __version__
-from .. import kinds as _kinds
 from ..access import Access, route_access
+from ..faces import kinds as _kinds
 from .leases import describe_leases
 from .paths import PATHS, RANKS_FORMAT, SERVER_WIDE, in_namespace, json_reply, kind_paths
 from .schemas import SCHEMAS, kind_schemas

@@ -15,7 +15,7 @@ from ... import wire as protocol
 from ..._names import NAME_PATTERN, TRANSFER_ENGINE_INFO
 from ..._ranks import MAX_RANK
 from ...wire import ENCODER_LIST_PATH, ENCODER_REGISTER_PATH, ENCODER_UNREGISTER_PATH
-from ..kinds import RecordKind
+from ..faces.kinds import RecordKind
 from .schemas import RANK, ROLE, ref
 
 __all__ = ["PATHS", "RANKS_FORMAT", "SERVER_WIDE", "in_namespace", "json_reply", "kind_paths"]

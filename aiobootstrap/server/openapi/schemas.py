@@ -11,7 +11,7 @@ from typing import Any
 from ... import wire as protocol
 from ..._names import DEFAULT_ROLE, MAX_ROLE_LENGTH
 from ..._ranks import MAX_RANK
-from ..kinds import RecordKind
+from ..faces.kinds import RecordKind
 
 __all__ = ["RANK", "ROLE", "SCHEMAS", "kind_schemas", "ref"]
 

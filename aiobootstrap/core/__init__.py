@@ -1,0 +1,9 @@
+"""The core: records that a reader can wait for and watch, over any store; no HTTP, no engine's wire.
+
+``registry`` is the one door to the records: reads, writes, waits (one key, or a
+set of ranks) and leases, each write checked against a stopping registry.
+``history`` keeps each namespace's recent changes for watchers; ``parking``
+counts the waits and watches parked; ``tally`` is a count a reader can await.
+The stores (``aiobootstrap.store``) sit below; the faces (``server.faces``)
+sit above and reach the records only through the registry.
+"""

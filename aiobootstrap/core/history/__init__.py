@@ -1,0 +1,397 @@
+"""The watch history: every change of every namespace, kept in order, and the watchers parked on it.
+
+Theory of operation
+-------------------
+The store announces every change it applies on its feed (``store/interface``);
+the history hears the feed beside the registry (:func:`listeners`), or, where
+the feed tells this process's writes first (Redis), the store's own order
+(``Store.follow_in_order``), and keeps,
+per namespace, a *log*: the last ``limit`` changes as
+:class:`~aiobootstrap.wire.WatchedChange`, oldest first, and a *floor*: every
+change of the namespace with a version above the floor is in the log. A
+watch that asks for the changes after a version below the floor cannot be
+answered whole: that is :class:`~aiobootstrap.exceptions.HistoryGone` (a
+``410``).
+
+A log is made for every namespace holding records when the history opens
+(its floor: the namespace's version then), and for any other namespace by
+its first change heard or its first watcher: its floor is then the store's
+floor at open (a namespace that held nothing then has had no change since
+that the history did not hear; what it had before is numbered at or below
+that floor). After the feed said it may have missed changes (below), nothing
+is vouched for: a log made by a change has that version less one for floor,
+one made by a watcher the namespace's version as the store says it then (a
+change on its way at or below it is dropped). Trimming the oldest change
+raises the floor to its version. So the floor is never below a change the
+history did not hear.
+
+An encoder list change is one set record's new value (``Store.set_member``):
+the history diffs it against the members it last knew for the namespace (read
+at :meth:`History.open`, then kept from every change) and reports the URL that
+joined (``put``) or left (``delete``). One made through another process
+sharing a Redis store comes without its record, but names the URL it added or
+removed (``Change.member``): told as it is, and applied to the members known.
+A change that comes with neither (an entry written before the feed named
+members) cannot be diffed: the floor rises to its version, so a watcher
+behind it is told ``410`` and re-reads the list, never a wrong URL.
+
+The feed saying it may have missed changes (:meth:`History.resync`) drops
+every log: each is made again as above, so a watcher that may have missed a
+change is told ``410``. (Over Redis that is every reconnect of the feed, and
+a replica's history begins when it starts.)
+
+Watchers park on a future of their own, kept by their log, which a change
+resolves (every one, then a new set for the next); a watch parks in the step
+that read the log, so no change slips between. Its owner may end its wait
+too (:class:`WaitEnd`: the server's fast path, having answered it for a
+reason of its own). Just before a change wakes its log, ``on_change`` hears
+the namespace: the server's fast path (``server/watch_replies``) then
+answers the parked watches itself from :meth:`History.now`, one loop
+callback for the crowd. A parked watch counts against the registry's
+``--max-waiters`` (its ``Parking``); a stream (:meth:`History.hold`) counts
+once for its whole life.
+
+A namespace the store forgot (its last record deleted) has its log freed: a
+delete asks the store, a moment later, which namespaces still hold records,
+and the logs of the others go once nobody watches them and their grace has
+passed (``forgetting``, which keeps what a freed log vouched for). A log
+made by a watcher and never changed is dropped with its last watcher (made
+again, it vouches for the same), so probing namespaces leaves nothing
+behind. :meth:`History.close` wakes every watcher with
+:class:`~aiobootstrap.exceptions.ShuttingDown`.
+
+This module is pure asyncio: it knows nothing of HTTP.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable, Iterator, Sequence
+
+from ..._names import DEFAULT_ROLE, ENCODER_URLS
+from ...exceptions import HistoryGone, ShuttingDown, StoreUnavailable
+from ...store import Change, Key, Store, members_of
+from ...wire import WatchedChange
+from ..parking import Parking
+from .fanout import listeners
+from .forgetting import Forgetting
+from .log import MAX_REPLY_CHANGES, Match, WaitEnd, _every, _found, _Log
+
+__all__ = ["DEFAULT_WATCH_HISTORY", "MAX_REPLY_CHANGES", "History", "Match", "WaitEnd", "listeners"]
+
+DEFAULT_WATCH_HISTORY = 100_000
+"""Changes kept per namespace (``--watch-history``)."""
+
+_NO_NAMESPACE = ""
+"""No namespace's name: its version is the store's floor (what a namespace's first change numbers above)."""
+
+
+class History:
+    """The changes of every namespace of a store, and the watchers waiting for the next."""
+
+    def __init__(
+        self, store: Store, *, limit: int = DEFAULT_WATCH_HISTORY, parking: Parking | None = None
+    ) -> None:
+        """``parking``: where the watches count against the server's limit of waiting requests."""
+        if limit < 1:
+            raise ValueError(f"the watch history must keep at least 1 change, not {limit}")
+        self.store = store
+        self.limit = limit
+        self._logs: dict[str, _Log] = {}
+        self._members: dict[str, list[str]] = {}
+        """The encoder URLs last known per namespace (to tell which one a list change added or removed)."""
+        self._unknown: set[str] | None = set()
+        """Namespaces whose encoder URLs are not known (a change came without its value); ``None``: all."""
+        self._start: int | None = None
+        """The store's floor at open; ``None`` before, and once the feed may have missed a change."""
+        self._watchers = 0
+        self._closed = False
+        self._parking = parking
+        self.on_change: Callable[[str], None] | None = None
+        """Hears each namespace a change touched, before its watchers are woken."""
+        self.forgetting = Forgetting()
+        self._sweeper: asyncio.Task[None] | None = None
+        self._sweep_wake = asyncio.Event()
+
+    @property
+    def watchers(self) -> int:
+        """How many watches are parked right now (long-polls and streams between events)."""
+        return self._watchers
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def heard(self, namespace: str) -> int | None:
+        """The newest version of ``namespace`` the history has heard of; ``None`` when it keeps no log of it.
+
+        Over Redis a write is heard when the stream brings it, a moment after it was acknowledged.
+        """
+        log = self._logs.get(namespace)
+        return None if log is None else log.high
+
+    async def open(self) -> None:
+        """Read where each namespace stands, and its encoder list (once the feed runs, before serving)."""
+        store = self.store
+        namespaces = await store.namespaces()
+        start = await store.version(_NO_NAMESPACE)
+        for namespace in namespaces:
+            self._logs.setdefault(namespace, _Log(await store.version(namespace)))
+            record = await store.get(Key(namespace, ENCODER_URLS, DEFAULT_ROLE, 0))
+            if record is not None and namespace not in self._members:
+                self._members[namespace] = members_of(record.value)
+        self._start = start
+
+    def close(self) -> None:
+        """Wake every watcher with :class:`ShuttingDown`; refuse new watches."""
+        self._closed = True
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+        for log in self._logs.values():
+            log.wake()
+
+    # -- the feed ----------------------------------------------------------
+
+    def changed(self, changes: Sequence[Change]) -> None:
+        touched: set[str] = set()
+        for change in changes:
+            namespace = change.key.namespace
+            log = self._logs.get(namespace)
+            if log is None:
+                start = self._start
+                floor = change.version - 1 if start is None else min(start, change.version - 1)
+                log = self._logs[namespace] = _Log(self.forgetting.floor(namespace, floor))
+            if not log.kept:
+                self.forgetting.tombstones.pop(namespace, None)  # the log begins above it
+            log.kept = True
+            if change.deleted:
+                self.forgetting.emptied.add(namespace)
+            for watched in self._watched(change, log):
+                log.add(watched, self.limit)
+            touched.add(namespace)
+        on_change = self.on_change
+        forgetting = self.forgetting
+        for namespace in touched:
+            if forgetting.forgotten:
+                forgetting.revived(namespace)
+            if on_change is not None:
+                on_change(namespace)
+            self._logs[namespace].wake()
+        if forgetting.emptied and not self._closed:
+            if self._sweeper is None:
+                self._sweeper = asyncio.get_running_loop().create_task(self._sweep())
+            self._sweep_wake.set()
+
+    def resync(self) -> None:
+        """The feed may have missed changes: forget every log (its watchers are told ``410``)."""
+        logs, self._logs = self._logs, {}
+        self._members.clear()
+        self.forgetting.clear()
+        self._unknown = None
+        self._start = None
+        for log in logs.values():
+            log.wake()
+
+    def _watched(self, change: Change, log: _Log) -> list[WatchedChange]:
+        key = change.key
+        if key.kind != ENCODER_URLS:
+            return [
+                WatchedChange(
+                    "delete" if change.deleted else "put",
+                    key.kind,
+                    change.version,
+                    role=key.role,
+                    rank=key.rank,
+                )
+            ]
+        if key.role != DEFAULT_ROLE:
+            # The evicted set (encoder_health), not the list: diffed as the list, a revival read as a delete.
+            return []
+        namespace = key.namespace
+        if change.record is None and change.member is not None and not change.deleted:
+            return [self._told(namespace, change.member, change.version)]
+        if change.record is None:
+            # No value to diff: nobody behind this version can be told exactly what changed.
+            self._members.pop(namespace, None)
+            if self._unknown is not None:
+                self._unknown.add(namespace)
+            log.floor = max(log.floor, change.version)
+            return []
+        after = members_of(change.record.value)
+        unknown = self._unknown
+        if (unknown is None and namespace not in self._members) or (unknown and namespace in unknown):
+            # What it changed from is not known: the same as above, and known from here on.
+            self._members[namespace] = after
+            if unknown:
+                unknown.discard(namespace)
+            log.floor = max(log.floor, change.version)
+            return []
+        before = self._members.get(namespace, [])
+        self._members[namespace] = after
+        kept = set(after)
+        gone = [url for url in before if url not in kept]
+        had = set(before)
+        joined = [url for url in after if url not in had]
+        return [WatchedChange("delete", ENCODER_URLS, change.version, url=url) for url in gone] + [
+            WatchedChange("put", ENCODER_URLS, change.version, url=url) for url in joined
+        ]
+
+    def _told(self, namespace: str, marked: str, version: int) -> WatchedChange:
+        """A change that names the URL it added (``+URL``) or removed (``-URL``): another replica's, over Redis."""
+        url, joined = marked[1:], marked.startswith("+")
+        unknown = self._unknown
+        if not ((unknown is None and namespace not in self._members) or (unknown and namespace in unknown)):
+            # Known before it, so known after: the next change that comes with its record is diffed exactly.
+            members = [member for member in self._members.get(namespace, []) if member != url]
+            self._members[namespace] = [*members, url] if joined else members
+        return WatchedChange("put" if joined else "delete", ENCODER_URLS, version, url=url)
+
+    # -- watching ----------------------------------------------------------
+
+    async def since(
+        self,
+        namespace: str,
+        after: int,
+        timeout: float,
+        match: Match | None = None,
+        *,
+        held: bool = False,
+        end: WaitEnd | None = None,
+    ) -> tuple[list[WatchedChange], int]:
+        """The changes of ``namespace`` above ``after`` that ``match``, oldest first, waiting up to ``timeout``.
+
+        Returns them (at most :data:`MAX_REPLY_CHANGES`; none when the time ran
+        out, or ``end`` was ended) and the version to ask after next. Raises
+        :class:`HistoryGone` when the history no longer reaches back to
+        ``after``, and :class:`TooManyWaiters` when it would park past the
+        limit (``held``: the watch counts already, see :meth:`hold`).
+        """
+        match = _every if match is None else match
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + max(0.0, timeout)
+        seen = after
+        while True:
+            if self._closed:
+                raise ShuttingDown()
+            log = await self._log(namespace)
+            try:
+                if after < log.floor:
+                    raise HistoryGone(
+                        f"The server's watch history of this namespace starts after version {log.floor}; "
+                        f"changes after {after} are gone: read the listing, then watch from its version.",
+                        log.high,
+                    )
+                found = _found(log, seen, match)
+                if found is not None:
+                    return found
+                seen = max(seen, log.high)
+                remaining = deadline - loop.time()
+                if remaining <= 0 or (end is not None and end.ended):
+                    return [], seen
+                if not await self._park(log, remaining, not held, end):
+                    return [], max(seen, log.high)
+            finally:
+                # Made by a watch, never changed: made again, it vouches for the same.
+                if not log.watchers and not log.kept and self._logs.get(namespace) is log:
+                    del self._logs[namespace]
+
+    def now(self, namespace: str, after: int, match: Match | None) -> tuple[list[WatchedChange], int] | None:
+        """What :meth:`since` would answer now without waiting, changes or none; ``None`` where it would
+        not answer so (no log, the history gone past ``after``, or closed)."""
+        log = self._logs.get(namespace)
+        if log is None or after < log.floor or self._closed:
+            return None
+        found = _found(log, after, _every if match is None else match)
+        return ([], max(after, log.high)) if found is None else found
+
+    @contextlib.contextmanager
+    def hold(self) -> Iterator[None]:
+        """Count a stream against the limit of waiting requests for as long as it is open (its parks are not)."""
+        parking = self._parking
+        if parking is not None:
+            parking.hold()
+        try:
+            yield
+        finally:
+            if parking is not None:
+                parking.release()
+
+    async def _log(self, namespace: str) -> _Log:
+        log = self._logs.get(namespace)
+        if log is not None:
+            return log
+        floor = self._start
+        if floor is None:
+            floor = await self.store.version(namespace)
+        floor = self.forgetting.floor(namespace, floor)
+        # A change heard during the read made the log already.
+        return self._logs.setdefault(namespace, _Log(floor, kept=False))
+
+    async def _park(self, log: _Log, timeout: float, counted: bool, end: WaitEnd | None) -> bool:
+        """Wait for the log's next change (or ``end``); ``False`` when ``timeout`` ran out first.
+        ``counted``: against the limit."""
+        parking = self._parking if counted else None
+        if parking is not None:
+            parking.hold()
+        parked = log.park()
+        if end is not None:
+            end.parked = parked
+        log.watchers += 1
+        self._watchers += 1
+        try:
+            async with asyncio.timeout(timeout):
+                await parked
+            return True
+        except TimeoutError:
+            return False
+        finally:
+            if parking is not None:
+                parking.release()
+            log.unpark(parked)
+            if end is not None:
+                end.parked = None
+            log.watchers -= 1
+            self._watchers -= 1
+
+    async def _sweep(self) -> None:
+        """Free the logs of the namespaces the store forgot, once due and unwatched (see ``forgetting``)."""
+        forgetting, loop = self.forgetting, asyncio.get_running_loop()
+        try:
+            while True:
+                if forgetting.emptied:
+                    emptied, forgetting.emptied = forgetting.emptied, set()
+                    highs = {name: log.high for name in emptied if (log := self._logs.get(name)) is not None}
+                    live = set(await self.store.namespaces())
+                    # One changed during the read may hold records the read did not see: its delete asks again.
+                    still = [
+                        name
+                        for name, high in highs.items()
+                        if (log := self._logs.get(name)) and log.high == high
+                    ]
+                    forgetting.seen(still, live, loop.time())
+                for name in list(forgetting.due(loop.time())):
+                    log = self._logs.get(name)
+                    if log is None or not log.kept:
+                        continue
+                    if log.watchers:
+                        forgetting.forgotten[name] = loop.time()  # watched: kept, its grace again
+                        continue
+                    del self._logs[name]
+                    self._members.pop(name, None)
+                    folded = forgetting.freed(name, log.high)
+                    if folded is not None and self._start is not None:
+                        self._start = max(self._start, folded)
+                due = forgetting.next_due()
+                if forgetting.emptied:
+                    continue
+                if due is None:
+                    return
+                self._sweep_wake = wake = asyncio.Event()
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(max(0.0, due - loop.time())):
+                        await wake.wait()
+        except StoreUnavailable:
+            pass  # asked again at the next delete: a log held too long costs memory, never a change
+        finally:
+            self._sweeper = None

@@ -1,0 +1,112 @@
+"""One namespace's log of changes, and what a watcher after a version finds in it (see the package's notes)."""
+
+from __future__ import annotations
+
+import asyncio
+import bisect
+import collections
+from collections.abc import Callable
+
+from ...wire import WatchedChange
+
+__all__ = ["MAX_REPLY_CHANGES", "Match", "WaitEnd"]
+
+MAX_REPLY_CHANGES = 10_000
+"""The most changes one reply carries; its ``version`` is then the last one's, and the rest come next."""
+
+Match = Callable[[WatchedChange], bool]
+"""A watcher's filter: which changes it wants."""
+
+
+def _every(change: WatchedChange) -> bool:
+    return True
+
+
+class WaitEnd:
+    """A parked watch's own reason to stop waiting, besides a change and its time (see ``History.since``).
+
+    Its owner calls :meth:`end` (the server's fast path, once it has answered
+    the watch itself): the watch's wait is over at once, as if its time ran out.
+    """
+
+    __slots__ = ("ended", "parked")
+
+    def __init__(self) -> None:
+        self.ended = False
+        self.parked: asyncio.Future[None] | None = None
+        """What the watch waits on while parked (the history sets it)."""
+
+    def end(self) -> None:
+        self.ended = True
+        parked = self.parked
+        if parked is not None and not parked.done():
+            parked.set_result(None)
+
+
+class _Log:
+    __slots__ = ("changes", "floor", "kept", "parked", "watchers")
+
+    def __init__(self, floor: int, *, kept: bool = True) -> None:
+        self.changes: collections.deque[WatchedChange] = collections.deque()
+        self.floor = floor
+        """Every change with a version above this is in ``changes``."""
+        self.parked: dict[asyncio.Future[None], None] = {}
+        """One future per parked watch (rather than one event for all): a :class:`WaitEnd` ends one of them."""
+        self.watchers = 0
+        self.kept = kept
+        """``False`` for a log made by a watcher and never changed: dropped with its last watcher."""
+
+    @property
+    def high(self) -> int:
+        """The newest version the log knows of."""
+        return max(self.changes[-1].version, self.floor) if self.changes else self.floor
+
+    def after(self, version: int) -> list[WatchedChange]:
+        """The changes above ``version``, oldest first (scanned from the newest: watchers are near the tail)."""
+        found: list[WatchedChange] = []
+        for change in reversed(self.changes):
+            if change.version <= version:
+                break
+            found.append(change)
+        found.reverse()
+        return found
+
+    def add(self, change: WatchedChange, limit: int) -> None:
+        changes = self.changes
+        if change.version <= self.floor:
+            return  # heard already, or older than what the log vouches for
+        if not changes or changes[-1].version < change.version:
+            changes.append(change)
+        else:
+            # Out of order (a local write announced before the feed's entry of another): keep the order.
+            versions = [item.version for item in changes]
+            at = bisect.bisect_left(versions, change.version)
+            if at < len(versions) and versions[at] == change.version:
+                return
+            changes.insert(at, change)
+        while len(changes) > limit:
+            self.floor = max(self.floor, changes.popleft().version)
+
+    def park(self) -> asyncio.Future[None]:
+        """A future :meth:`wake` resolves; its parker drops it (:meth:`unpark`) when it stops waiting."""
+        parked: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.parked[parked] = None
+        return parked
+
+    def unpark(self, parked: asyncio.Future[None]) -> None:
+        self.parked.pop(parked, None)
+
+    def wake(self) -> None:
+        parked, self.parked = self.parked, {}
+        for future in parked:
+            if not future.done():
+                future.set_result(None)
+
+
+def _found(log: _Log, after: int, match: Match) -> tuple[list[WatchedChange], int] | None:
+    """The changes of ``log`` above ``after`` that ``match`` and the version to ask after next; ``None``: none."""
+    found = [change for change in log.after(after) if match(change)]
+    if len(found) > MAX_REPLY_CHANGES:
+        found = found[:MAX_REPLY_CHANGES]
+        return found, found[-1].version
+    return (found, log.high) if found else None

@@ -1,0 +1,112 @@
+"""The encoder URL list: add a URL, remove one, and get the list (once it changed after a version)."""
+
+from __future__ import annotations
+
+import time
+
+from aiohttp import web
+
+from .... import wire as protocol
+from ...._json import dumps
+from ...._names import ENCODER_URLS
+from ....store import members_of
+from ...appkeys import CONFIG, REGISTRY
+from ...body import read_body
+from ...fastpath.gets import REPLY_WIRE
+from ...metrics import METRICS, counts_gets
+from ..common import after_of, json_reply, namespace_of, wait_seconds
+from ..kinds import encoder_list_key
+from ..log_lines import log_encoder_url
+from ..native.leases import lease_of_body
+from .health import ENCODER_HEALTH, FAILURES_TO_EVICT, add_url, evicted_key, remove_url
+
+__all__ = ["encoder_url_health", "list_encoder_urls", "register_encoder_url", "unregister_encoder_url"]
+
+
+async def _encoder_url(request: web.Request) -> str | None:
+    return protocol.parse_url_body(await read_body(request, request.app[CONFIG]))
+
+
+def _missing_url() -> web.Response:
+    # The engines' callers may read "error" (their server's field); "detail" is every error's.
+    body = protocol.error_body(protocol.MISSING_URL_DETAIL, error=protocol.MISSING_URL_ERROR)
+    return web.Response(status=400, body=body, content_type=protocol.JSON_TYPE)
+
+
+async def register_encoder_url(request: web.Request) -> web.Response:
+    """``POST /register_encoder_url``: list a URL (once), less a trailing ``/``, on a lease if the body
+    names one; an evicted URL is listed again at once."""
+    # The url and the lease come from one parse of the body.
+    payload = protocol.parse_body(await read_body(request, request.app[CONFIG]))
+    url = protocol.encoder_url(payload.get("url"))
+    if url is None:
+        return _missing_url()
+    lease = lease_of_body(payload)
+    namespace = namespace_of(request)
+    await add_url(request.app[REGISTRY], namespace, url, lease=lease)
+    request.app[METRICS].count_registration(namespace, ENCODER_URLS)
+    log_encoder_url("registered", url, namespace)
+    return web.Response(text="OK")
+
+
+async def unregister_encoder_url(request: web.Request) -> web.Response:
+    """``DELETE /unregister_encoder_url``: unlist a URL and end its probing; ``OK`` also when it was not there."""
+    url = await _encoder_url(request)
+    if url is None:
+        return _missing_url()
+    namespace = namespace_of(request)
+    await remove_url(request.app[REGISTRY], namespace, url)
+    log_encoder_url("unregistered", url, namespace)
+    return web.Response(text="OK")
+
+
+@counts_gets
+async def list_encoder_urls(request: web.Request) -> web.StreamResponse:
+    """``GET /list_encoder_urls[?after=V][&wait=S]``: the list, once it changed after version V."""
+    wait = wait_seconds(request)
+    after = after_of(request)
+    key = encoder_list_key(namespace_of(request))
+    registry = request.app[REGISTRY]
+    since = time.time()
+    record = await registry.wait(key, wait, after)
+    request.app[METRICS].count_get(
+        since, [] if record is None else [record], expired=record is None and wait > 0
+    )
+    if record is None:
+        # Unchanged when the wait ran out: the list as it is, with its version.
+        record = await registry.get(key)
+    if record is None:
+        return await json_reply(request, protocol.encode_encoder_urls([], 0), version=0)
+    return await json_reply(request, request.app[REPLY_WIRE].body(record), version=record.version)
+
+
+async def encoder_url_health(request: web.Request) -> web.Response:
+    """``GET /encoder_url_health``: each listed and evicted URL with what this replica's probes found."""
+    namespace = namespace_of(request)
+    listed, evicted = await request.app[REGISTRY].store.get_many(
+        [encoder_list_key(namespace), evicted_key(namespace)]
+    )
+    prober = request.app.get(ENCODER_HEALTH)
+    urls: list[dict[str, object]] = []
+    for url in members_of(None if listed is None else listed.value):
+        failures = 0 if prober is None else prober.state_of(namespace, url)[0]
+        state = "listed" if prober is None else "failing" if failures else "healthy"
+        urls.append({"url": url, "state": state, "failures": failures})
+    shown = {each["url"] for each in urls}
+    for url in members_of(None if evicted is None else evicted.value):
+        if url in shown:
+            continue  # between the two writes of an eviction or a revival: listed, as the prober treats it
+        since = None if prober is None else prober.state_of(namespace, url)[1]
+        urls.append(
+            {"url": url, "state": "evicted", "evicted_for": None if since is None else round(since, 3)}
+        )
+    config = request.app[CONFIG]
+    body = {
+        "version": 0 if listed is None else listed.version,
+        "probing": prober is not None,
+        "interval": config.encoder_health_interval,
+        "failures_to_evict": FAILURES_TO_EVICT,
+        "findings": 0 if prober is None else prober.findings.count,  # a watch's &findings= follows the next
+        "encoder_urls": urls,
+    }
+    return web.Response(body=dumps(body), content_type=protocol.JSON_TYPE)

@@ -1,0 +1,170 @@
+"""The per-rank record kinds: register, delete, get and batch get, one set of handlers made for each kind.
+
+A get's ``200`` takes the fast path (``replies``) whenever the app allows it:
+a waiter announces itself with ``ReplyWire.expect`` and may be answered at
+the delivery that wakes it, before its task resumes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from aiohttp import web
+from aiohttp.typedefs import Handler
+
+from .... import wire as protocol
+from ....exceptions import BootstrapError
+from ....store import Record
+from ...appkeys import CONFIG, REGISTRY
+from ...auth import ExpectHandler
+from ...body import read_body
+from ...fastpath.batches import BATCH_REPLIES
+from ...fastpath.gets import REPLY_WIRE, ReplyWire, WireReply
+from ...metrics import METRICS, counts_gets
+from ..common import after_of, json_reply, namespace_of, not_registered, param, wait_seconds
+from ..kinds import RecordKind
+from ..log_lines import log_change
+from ..native.leases import lease_of_body
+
+__all__ = ["kind_routes"]
+
+_ENCODE_CHUNK = 4096
+"""Batch items encoded between two turns of the loop."""
+
+
+def kind_routes(kind: RecordKind, expect: ExpectHandler | None) -> list[web.RouteDef]:
+    """The routes of one record kind: register, delete, get, batch get."""
+    return [
+        web.put(kind.register_path, _register(kind), expect_handler=expect),
+        web.delete(kind.register_path, _unregister(kind), expect_handler=expect),
+        web.get(kind.get_path, _get(kind), expect_handler=expect),
+        web.get(kind.batch_path, _get_batch(kind), expect_handler=expect),
+    ]
+
+
+def _named(handler: Handler, action: str, kind: RecordKind) -> Handler:
+    handler.__name__ = handler.__qualname__ = f"{action}_{kind.name}"
+    return handler
+
+
+def _prebuilt(request: web.Request, wire: ReplyWire) -> bool:
+    """Whether this request's 200 may be pre-built bytes: nothing but the boot-id stamp hooks its headers.
+
+    Mounted as another app's sub-app, the outer app's ``on_response_prepare`` runs too.
+    """
+    return wire.enabled and len(request.match_info.apps) == 1
+
+
+def _register(kind: RecordKind) -> Handler:
+    async def register(request: web.Request) -> web.StreamResponse:
+        app = request.app
+        config = app[CONFIG]
+        payload = protocol.parse_body(await read_body(request, config))
+        rank = protocol.parse_rank_field(payload)
+        role = protocol.parse_role_field(payload)
+        value = kind.parse(protocol.field_of(payload, kind.field))
+        lease = lease_of_body(payload)
+        protocol.check_world_size(rank, config.world_size)
+        key = kind.key(namespace_of(request), role, rank)
+        record = await app[REGISTRY].register(key, value, lease)
+        app[METRICS].count_registration(key.namespace, kind.name)
+        log_change("registered", record, kind)
+        wire = app[REPLY_WIRE]
+        return WireReply(request, wire, None) if _prebuilt(request, wire) else web.Response(text="OK")
+
+    return _named(register, "register", kind)
+
+
+def _unregister(kind: RecordKind) -> Handler:
+    async def unregister(request: web.Request) -> web.StreamResponse:
+        rank = protocol.parse_rank_param(param(request, "rank"))
+        role = protocol.parse_role_param(param(request, "role"))
+        protocol.check_world_size(rank, request.app[CONFIG].world_size)
+        record = await request.app[REGISTRY].unregister(kind.key(namespace_of(request), role, rank))
+        if record is None:
+            return not_registered(kind, [rank])
+        log_change("unregistered", record, kind)
+        return web.Response(text="OK")
+
+    return _named(unregister, "unregister", kind)
+
+
+def _get(kind: RecordKind) -> Handler:
+    @counts_gets
+    async def get(request: web.Request) -> web.StreamResponse:
+        app = request.app
+        rank = protocol.parse_rank_param(param(request, "rank"))
+        role = protocol.parse_role_param(param(request, "role"))
+        wait = wait_seconds(request)
+        after = after_of(request)
+        whole = protocol.parse_form(param(request, "form"))
+        protocol.check_world_size(rank, app[CONFIG].world_size)
+        key = kind.key(namespace_of(request), role, rank)
+        wire = app[REPLY_WIRE]
+        prebuilt = _prebuilt(request, wire)
+        # A woken waiter's reply may be written at its delivery, before this task resumes.
+        early = wire.expect(request, key, after) if prebuilt and not whole and wait > 0 else None
+        since = time.time()
+        record: Record | None = None
+        try:
+            record = await app[REGISTRY].wait(key, wait, after)
+        except BootstrapError:
+            if early is None or early.record is None:
+                raise  # not answered yet: the error is the answer
+        finally:
+            sent = None if early is None else wire.settle(early)
+        if sent is not None:
+            record = sent  # answered already, whatever came after (a newer record, a shutdown, an outage)
+        app[METRICS].count_get(since, [] if record is None else [record], expired=record is None)
+        if record is None:
+            return not_registered(kind, [rank])
+        if whole:
+            return await json_reply(request, wire.body(record, whole=True), version=record.version)
+        if prebuilt:
+            return WireReply(request, wire, record, early)
+        return await json_reply(request, wire.body(record), version=record.version)
+
+    return _named(get, "get", kind)
+
+
+def _get_batch(kind: RecordKind) -> Handler:
+    @counts_gets
+    async def get_batch(request: web.Request) -> web.StreamResponse:
+        ranks = protocol.parse_ranks(param(request, "ranks"))
+        role = protocol.parse_role_param(param(request, "role"))
+        wait = wait_seconds(request)
+        after = after_of(request)
+        whole = protocol.parse_form(param(request, "form"))
+        protocol.check_world_size(ranks.last, request.app[CONFIG].world_size)
+        namespace = namespace_of(request)
+        registry = request.app[REGISTRY]
+        since = time.time()
+        found, missing = await registry.wait_all(namespace, kind.name, role, ranks, wait, after)
+        request.app[METRICS].count_get(since, found, expired=bool(missing))
+        if missing:
+            return not_registered(kind, missing)
+        version = await registry.store.version(namespace)
+        # The getters woken together share one reply (and every item's body), not a copy each.
+        shared, asked = request.app[BATCH_REPLIES], (namespace, kind.name, role, ranks, whole)
+        body = shared.get(asked, found, version)
+        if body is None:
+            body = await _batch_body(kind, request.app[REPLY_WIRE], found, version, whole)
+            shared.keep(asked, found, version, body)
+        return await json_reply(request, body)
+
+    return _named(get_batch, "get_batch", kind)
+
+
+async def _batch_body(
+    kind: RecordKind, wire: ReplyWire, found: list[Record], version: int, whole: bool
+) -> bytes:
+    items: list[bytes] = []
+    for start in range(0, len(found), _ENCODE_CHUNK):
+        if start:
+            # Tens of thousands of records not encoded yet take a while: let other requests in.
+            await asyncio.sleep(0)
+        items.extend(
+            kind.item(record, wire.body(record, whole)) for record in found[start : start + _ENCODE_CHUNK]
+        )
+    return protocol.encode_items(kind.batch_field, items, version)

@@ -1,0 +1,63 @@
+"""The one log line of each change a handler makes, with structured fields for JSON logs.
+
+Every field a client chose (role, session id, backend, URL) is cut to
+:data:`~aiobootstrap._logging.LOGGED_CHARS` characters, with a marker saying how long it was, in
+the message and in the structured fields alike: a line costs about what a
+registration of sane ids costs, whatever a body holds.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from ... import wire as protocol
+from ..._logging import clipped, printable
+from ..._names import DEFAULT_NAMESPACE, DEFAULT_ROLE
+from ...store import Record
+from .kinds import TRANSFER_ENGINE_INFO_KIND, RecordKind
+
+__all__ = ["log_change", "log_encoder_url"]
+
+log = logging.getLogger("aiobootstrap")
+
+
+def _shown(text: str) -> str:
+    """A client's field as the message writes it: clipped, then escaped if not printable."""
+    return printable(clipped(text))
+
+
+def log_change(action: str, record: Record, kind: RecordKind) -> None:
+    """One line per registration or deletion of a per-rank record."""
+    if not log.isEnabledFor(logging.INFO):
+        return  # the line takes a while to make: registrations come by the thousand
+    key = record.key
+    where = "" if key.namespace == DEFAULT_NAMESPACE else f" in namespace {key.namespace}"
+    what = "" if kind is TRANSFER_ENGINE_INFO_KIND else f"{kind.noun} "
+    role = "" if key.role == DEFAULT_ROLE else f" role {_shown(key.role)}"
+    session = ""
+    if kind is TRANSFER_ENGINE_INFO_KIND:
+        tagged = not protocol.is_classic(record.value)
+        session = f" backend {_shown(str(record.value['backend']))}" if tagged else ""
+        session += f" session {_shown(record.session_id)}" if "session_id" in record.value else ""
+    extra: dict[str, object] = {"rank": record.rank, "version": record.version, "namespace": key.namespace}
+    if kind is TRANSFER_ENGINE_INFO_KIND:
+        extra["session_id"] = clipped(record.session_id)
+    if kind is not TRANSFER_ENGINE_INFO_KIND or key.role != DEFAULT_ROLE:
+        extra["kind"] = kind.name
+        extra["role"] = clipped(key.role)
+    log.info(
+        "%s %srank %d%s%s version %d%s",
+        action,
+        what,
+        record.rank,
+        role,
+        session,
+        record.version,
+        where,
+        extra=extra,
+    )
+
+
+def log_encoder_url(action: str, url: str, namespace: str) -> None:
+    """One line per encoder URL registered or unregistered."""
+    log.info("%s encoder URL %s", action, _shown(url), extra={"namespace": namespace})

@@ -1,0 +1,96 @@
+"""Leases (SPEC section 9): grant, keep alive, read and revoke, in every namespace.
+
+The leases are the store's state (``store.leases``); these handlers read the
+request, call the store through the registry's, and write the reply. A
+register naming a lease is the register handlers' (``per_kind``,
+``encoder_urls``), through :func:`lease_of_body`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from aiohttp import web
+
+from .... import wire as protocol
+from ....exceptions import ShuttingDown
+from ....store import LeaseState, Store
+from ....wire import leases as wire_leases
+from ...appkeys import CONFIG, REGISTRY
+from ...auth import ExpectHandler
+from ...body import read_body
+from ...fastpath.gets import REPLY_WIRE
+from ...fastpath.heads import variant
+from ...fastpath.prebuilt import PrebuiltReply
+from ..common import namespace_of
+
+__all__ = ["lease_of_body", "lease_routes"]
+
+
+def lease_routes(expect: ExpectHandler | None = None) -> list[web.RouteDef]:
+    """The lease routes: each is also served under ``/ns/{namespace}``."""
+    return [
+        web.post(wire_leases.LEASES_PATH, grant_lease, expect_handler=expect),
+        web.post(wire_leases.LEASE_KEEPALIVE_ROUTE, keepalive_lease, expect_handler=expect),
+        web.get(wire_leases.LEASE_ROUTE, read_lease, expect_handler=expect),
+        web.delete(wire_leases.LEASE_ROUTE, revoke_lease, expect_handler=expect),
+    ]
+
+
+def lease_of_body(payload: Mapping[str, Any]) -> str | None:
+    """The ``lease`` a register body names, or ``None``."""
+    return wire_leases.parse_lease_field(payload)
+
+
+def _reply(state: LeaseState, *, whole: bool = False) -> web.Response:
+    if whole:
+        records = [
+            wire_leases.lease_record(key.kind, key.role, key.rank, member) for key, member in state.records
+        ]
+        body = wire_leases.encode_lease(state.id, state.ttl, state.remaining, records)
+    else:
+        body = wire_leases.encode_lease(state.id, state.ttl)
+    return web.Response(body=body, content_type=protocol.JSON_TYPE)
+
+
+def _store(request: web.Request) -> Store:
+    registry = request.app[REGISTRY]
+    if registry.closed:
+        raise ShuttingDown()
+    return registry.store
+
+
+async def grant_lease(request: web.Request) -> web.Response:
+    """``POST /leases {"ttl": S}``: a new lease of S seconds."""
+    payload = protocol.parse_body(await read_body(request, request.app[CONFIG]))
+    ttl = wire_leases.parse_ttl_body(payload)
+    state = await _store(request).grant_lease(namespace_of(request), ttl)
+    return _reply(state)
+
+
+async def keepalive_lease(request: web.Request) -> web.StreamResponse:
+    """``POST /leases/{ID}/keepalive``: the full TTL again.
+
+    The busiest route of a leased fleet (every holder, a third of each TTL): its
+    ``200`` is written as pre-built bytes (``prebuilt``), aiohttp's own reply
+    only when another ``on_response_prepare`` hook must see it. No body is read.
+    """
+    state = await _store(request).keepalive_lease(namespace_of(request), request.match_info["lease"])
+    wire = request.app[REPLY_WIRE]
+    if not wire.enabled:
+        return _reply(state)
+    body = wire_leases.encode_lease(state.id, state.ttl)
+    return PrebuiltReply(request, wire.small_json(body, variant(request)))
+
+
+async def read_lease(request: web.Request) -> web.Response:
+    """``GET /leases/{ID}``: its TTL, the seconds left and the records on it."""
+    state = await request.app[REGISTRY].store.read_lease(namespace_of(request), request.match_info["lease"])
+    return _reply(state, whole=True)
+
+
+async def revoke_lease(request: web.Request) -> web.Response:
+    """``DELETE /leases/{ID}``: the lease and every record on it, gone now."""
+    await _store(request).revoke_lease(namespace_of(request), request.match_info["lease"])
+    return web.Response(text="OK")

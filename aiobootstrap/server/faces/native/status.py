@@ -1,0 +1,66 @@
+"""What a server says of itself: ``/health`` and ``/ready`` (the probes), the ``/ranks`` listing and
+``/namespaces``."""
+
+from __future__ import annotations
+
+import time
+
+from aiohttp import web
+
+from .... import wire as protocol
+from ...._names import HEALTH_HEADER
+from ...._version import __version__
+from ...appkeys import CONFIG, REGISTRY
+from ...metrics import shown_namespaces
+from .. import records
+from ..common import namespace_of, param
+from ..kinds import kind_named
+
+__all__ = ["health", "list_namespaces", "list_ranks", "ready"]
+
+
+async def health(request: web.Request) -> web.Response:
+    """``GET /health``: ``OK``, with the header that names an aiobootstrap server."""
+    namespace_of(request)  # /ns/<not a namespace>/health is a 400, as on every other route
+    # The header tells a port-clash probe (see portinfo) that an aiobootstrap server holds the port.
+    return web.Response(text="OK", headers={HEALTH_HEADER: __version__})
+
+
+async def ready(request: web.Request) -> web.Response:
+    """``GET /ready``: ``OK`` while the store answers, ``503`` (JSON) while it does not."""
+    await request.app[REGISTRY].store.ping()
+    return web.Response(text="OK")
+
+
+async def list_ranks(request: web.Request) -> web.Response:
+    """``GET /ranks[?kind=K][&role=R]``: one kind and role's records (transfer-engine info, target)."""
+    kind = kind_named(param(request, "kind"))
+    role = protocol.parse_role_param(param(request, "role"))
+    namespace = namespace_of(request)
+    registry = request.app[REGISTRY]
+    store = registry.store
+    found = await store.records(namespace, kind.name, role)
+    body = records.encode_listing(
+        found,
+        await store.version(namespace),
+        request.app[CONFIG].world_size,
+        registry.parked_in(namespace),
+        time.time(),
+        kind=kind.name,
+        role=role,
+        summary=kind.summary,
+        leases=await store.read_leases_of([(record.key, None) for record in found]),
+        waiters_by_rank=registry.parking.by_rank(namespace, kind.name, role),
+    )
+    return web.Response(body=body, content_type=protocol.JSON_TYPE)
+
+
+async def list_namespaces(request: web.Request) -> web.Response:
+    """``GET /namespaces``: every namespace holding records or parked waits that the token may see, and
+    the server's count of waits parked or gone so far (``waits``, which a watch's ``&waits=`` follows)."""
+    shown = [
+        protocol.NamespaceSummary(each.name, each.version, each.ranks, each.parked, each.encoder_urls)
+        for each in await shown_namespaces(request)
+    ]
+    moves = request.app[REGISTRY].parking.moves.count
+    return web.Response(body=protocol.encode_namespaces(shown, moves), content_type=protocol.JSON_TYPE)

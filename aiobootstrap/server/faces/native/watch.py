@@ -1,0 +1,224 @@
+"""``GET /watch``: a namespace's changes after a version, as a long-poll reply or a stream of server-sent events.
+
+The history (``_history``) holds the changes and parks the watchers; this is
+its adapter to HTTP. A request that accepts ``text/event-stream`` gets a
+stream: one event per change (``id:`` its version, ``data:`` the change),
+resumed after ``Last-Event-ID`` when given (it wins over ``after``), a
+comment line when the history was quiet for the config's ``watch_ping``
+seconds, and an ``event: gone`` (then the end) when the history no longer
+reaches back to the stream's position. A stopping server ends every stream
+cleanly: the history's ``close`` wakes it, and it ends its body.
+
+The framing is three lines (``wire.sse_event``), written here rather than
+through ``aiohttp-sse``: that library runs a ping task per stream on its own
+clock and ends streams through its own ``stop_streaming``, where a stream here
+must ping only when quiet and end with the history's one shutdown path.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Iterator
+from dataclasses import dataclass
+
+from aiohttp import web
+from prometheus_client.core import GaugeMetricFamily, Metric
+
+from .... import wire as protocol
+from ...._names import ENCODER_URLS
+from ...._ranks import RankSet
+from ....core.history import History, Match
+from ....exceptions import HistoryGone, ShuttingDown
+from ...appkeys import CONFIG
+from ...fastpath.prebuilt import PrebuiltReply
+from ...fastpath.watches import WATCH_WIRE, EarlyWatch
+from ..common import namespace_of, param, wait_seconds
+from ..kinds import kind_named
+from .watch_looks import Looks, gone, watch_with_looks
+
+__all__ = ["HISTORY", "WATCH_FIGURES", "WatchCollector", "WatchFigures", "watch"]
+
+HISTORY = web.AppKey("history", History)
+"""The watch history of every namespace (``app`` makes it beside the registry)."""
+
+
+@dataclass(slots=True)
+class WatchFigures:
+    """What only the HTTP side of watching knows."""
+
+    streams: int = 0
+    """Event streams open right now."""
+
+
+WATCH_FIGURES = web.AppKey("watch_figures", WatchFigures)
+
+
+class WatchCollector:
+    """``/metrics``' watch series, read when scraped: watchers parked, streams open."""
+
+    def __init__(self, history: History, figures: WatchFigures) -> None:
+        self._history = history
+        self._figures = figures
+
+    def collect(self) -> Iterator[Metric]:
+        yield GaugeMetricFamily(
+            "aiobootstrap_watchers",
+            "Watches parked right now, long-polls and event streams between events.",
+            value=self._history.watchers,
+        )
+        yield GaugeMetricFamily(
+            "aiobootstrap_watch_streams",
+            "GET /watch event streams open right now.",
+            value=self._figures.streams,
+        )
+
+
+_PING = b": ping\n\n"
+
+
+def _match(request: web.Request) -> tuple[Match | None, Hashable]:
+    """The filter the ``kind``, ``role`` and ``ranks`` parameters name (``None`` when none is given), and its key.
+
+    Watches with equal keys want the same changes: the fast path encodes their reply once.
+    """
+    kind_text, role_text, ranks_text = param(request, "kind"), param(request, "role"), param(request, "ranks")
+    kind = None
+    if kind_text is not None:
+        kind = ENCODER_URLS if kind_text == ENCODER_URLS else kind_named(kind_text).name
+    role = None if role_text is None else protocol.parse_role_param(role_text)
+    ranks: RankSet | None = None if ranks_text is None else protocol.parse_ranks(ranks_text)
+    key = (kind, role, ranks_text)
+    if kind is None and role is None and ranks is None:
+        return None, key
+
+    def match(change: protocol.WatchedChange) -> bool:
+        if kind is not None and change.kind != kind:
+            return False
+        if change.url is not None:
+            # An encoder list change has no role or rank: only a kind filter selects it.
+            return role is None and ranks is None
+        if role is not None and change.role != role:
+            return False
+        return ranks is None or (change.rank is not None and change.rank in ranks)
+
+    return match, key
+
+
+def _wants_stream(request: web.Request) -> bool:
+    return any(
+        part.split(";", 1)[0].strip() == protocol.EVENT_STREAM
+        for part in request.headers.get("Accept", "").split(",")
+    )
+
+
+async def watch(request: web.Request) -> web.StreamResponse:
+    """``GET /watch?after=V[&wait=S][&kind=K][&role=R][&ranks=SET][&boot=ID][&waits=N][&findings=M]``: the changes after V.
+
+    ``boot``: the boot id ``V`` came from; another incarnation's is a ``410`` at once. ``waits`` and
+    ``findings``: see ``watch_looks``.
+    """
+    after = protocol.parse_after(param(request, "after"))
+    match, filter_key = _match(request)
+    namespace = namespace_of(request)
+    wait = wait_seconds(request)  # read (and checked) for a stream too, where it means nothing
+    stream = _wants_stream(request)
+    if stream:
+        resume = protocol.parse_last_event_id(request.headers.get(protocol.LAST_EVENT_ID))
+        after = after if resume is None else resume
+    history = request.app[HISTORY]
+    boot = param(request, "boot")
+    if boot is not None and boot != history.store.incarnation:
+        # The version came from another incarnation of the registry: none of it holds here.
+        return gone(
+            HistoryGone(
+                "The registry is not the incarnation that version came from (a new boot id): "
+                "read the listing, then watch from its version.",
+                await history.store.version(namespace),
+            )
+        )
+    if stream:
+        with history.hold():  # a stream over the limit is refused before it starts
+            return await _stream(request, history, namespace, after, match, filter_key)
+    looks = Looks.asked(request)
+    wire = request.app[WATCH_WIRE]
+    early = None
+    if looks is not None and looks.behind:
+        wait = 0.0  # told counts that have moved: answered at once
+    elif wire.enabled and wait > 0:
+        told = (None, None) if looks is None else (looks.waits, looks.findings)
+        early = wire.expect(request, namespace, after, filter_key, match, waits=told[0], findings=told[1])
+    elif looks is not None:
+        return await watch_with_looks(history, namespace, after, wait, match, looks)
+    try:
+        # A watch told counts ends its wait when the wire answered it for them (``early``'s end).
+        changes, version = await history.since(namespace, after, wait, match, end=early)
+    except (HistoryGone, ShuttingDown) as exc:
+        if early is None or early.upto is None:
+            if isinstance(exc, HistoryGone):
+                return gone(exc)
+            raise
+    finally:
+        if early is not None:
+            wire.settle(early, namespace)
+    if early is not None and early.upto is not None:
+        return PrebuiltReply(request, sent=early.sent)  # the fast path wrote its 200 already
+    body = protocol.encode_watch(changes, version) if looks is None else looks.encode(changes, version)
+    return web.Response(body=body, content_type=protocol.JSON_TYPE)
+
+
+async def _stream(
+    request: web.Request,
+    history: History,
+    namespace: str,
+    after: int,
+    match: Match | None,
+    filter_key: Hashable,
+) -> web.StreamResponse:
+    ping = request.app[CONFIG].watch_ping
+    try:
+        # The first read before the stream starts: a position already gone is a plain 410.
+        changes, after = await history.since(namespace, after, 0, match, held=True)
+    except HistoryGone as exc:
+        return gone(exc)
+    response = web.StreamResponse(
+        headers={
+            "Content-Type": protocol.EVENT_STREAM,
+            "Cache-Control": "no-cache",
+            "X-Accel-Buffering": "no",
+        }
+    )
+    await response.prepare(request)
+    figures = request.app[WATCH_FIGURES]
+    figures.streams += 1
+    wire = request.app[WATCH_WIRE]
+    try:
+        # Headers out at once, before the first change: the client knows the stream is up.
+        await response.write(b"".join(map(protocol.sse_event, changes)) or _PING)
+        while True:
+            early: EarlyWatch | None = None
+            if wire.enabled:
+                early = wire.expect(request, namespace, after, filter_key, match, response)
+            try:
+                changes, after = await history.since(namespace, after, ping, match, held=True)
+            finally:
+                if early is not None:
+                    wire.settle(early, namespace)
+            if early is not None and (upto := early.upto) is not None:
+                # The fast path sent the changes up to there; only what came after is left to write.
+                changes = [change for change in changes if change.version > upto]
+                after = max(after, upto)
+                if not changes:
+                    # Its bytes went below the writer: wait here as its write would, for a client slow to read.
+                    await request.writer.drain()
+                    continue
+            await response.write(b"".join(map(protocol.sse_event, changes)) if changes else _PING)
+    except HistoryGone as exc:
+        data = protocol.error_body(exc.detail, version=exc.version)
+        await response.write(b"event: gone\ndata: " + data + b"\n\n")
+    except ShuttingDown:
+        pass
+    except ConnectionResetError:
+        return response  # the client went away
+    finally:
+        figures.streams -= 1
+    await response.write_eof()
+    return response

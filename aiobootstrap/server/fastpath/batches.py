@@ -1,0 +1,70 @@
+"""Batch replies shared: the getters of one set, woken by one registration, send one reply object.
+
+A batch reply (``{"infos": [...], "version": V}``) is made of the records
+found, each item's body shared already (``replies.ReplyWire.body``); but the
+reply itself was joined anew per request, so five hundred waiters of one set
+held five hundred copies of it. :class:`BatchReplies` keeps each reply made,
+under what the request asked (namespace, kind, role, set, form) and checked
+against what it was made of (each record's version, and the namespace's),
+for about a second: the requests answered together share it, and a later
+one whose records changed makes its own. At most :data:`_KEPT` are kept.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Hashable, Sequence
+
+from aiohttp import web
+
+from ...store import Record
+
+__all__ = ["BATCH_REPLIES", "BatchReplies"]
+
+_KEPT = 16
+"""The most batch replies kept at once: the oldest goes first."""
+
+_KEEP_SECONDS = 1.0
+"""How long a batch reply is kept for the requests that ask the same."""
+
+_Made = tuple[int, tuple[int, ...]]
+"""What a reply was made of: the namespace's version and each record's, in order."""
+
+
+def _made_of(found: Sequence[Record], version: int) -> _Made:
+    return version, tuple(record.version for record in found)
+
+
+class BatchReplies:
+    def __init__(self) -> None:
+        self._kept: dict[Hashable, tuple[_Made, bytes]] = {}
+        self._sweep: asyncio.TimerHandle | None = None
+
+    def get(self, asked: Hashable, found: Sequence[Record], version: int) -> bytes | None:
+        """The reply kept for ``asked``, if it was made of the records ``found`` and ``version``."""
+        kept = self._kept.get(asked)
+        if kept is None or kept[0] != _made_of(found, version):
+            return None
+        return kept[1]
+
+    def keep(self, asked: Hashable, found: Sequence[Record], version: int, body: bytes) -> None:
+        """Keep ``body``, the reply to ``asked`` made of ``found`` and ``version``, for about a second."""
+        self._kept.pop(asked, None)
+        if len(self._kept) >= _KEPT:
+            del self._kept[next(iter(self._kept))]
+        self._kept[asked] = (_made_of(found, version), body)
+        if self._sweep is None:
+            self._sweep = asyncio.get_running_loop().call_later(_KEEP_SECONDS, self._forget)
+
+    def _forget(self) -> None:
+        self._sweep = None
+        self._kept.clear()
+
+    def close(self) -> None:
+        if self._sweep is not None:
+            self._sweep.cancel()
+        self._forget()
+
+
+BATCH_REPLIES = web.AppKey("batch_replies", BatchReplies)
+"""The app's batch replies, shared by the requests answered together."""

@@ -1,0 +1,353 @@
+"""The fast path: gets' replies encoded once per record version, and written as bytes below ``web.Response``.
+
+Theory of operation
+-------------------
+aiohttp answers a ``web.Response`` by filling a header multidict, sending
+``on_response_prepare``, serialising the headers and writing them with the
+body: about 30 µs a reply, which a thousand waiters woken by one
+registration paid one after another. Yet a get's ``200`` differs from one
+getter to the next only in what the request decides (HTTP/1.0 or 1.1,
+keep-alive or not, ``HEAD``) and, once a second, in its ``Date``.
+
+:class:`ReplyWire` is this module's one object, and it owns both caches:
+
+- the encoded reply of each record (``body``), per key, form and version,
+  which every get path and the batch items share; a deleted key's is dropped;
+- the whole ``200`` as one ``bytes`` object (status line, headers with the
+  boot id and the record's version, body), per body, variant and second,
+  sent to every getter of that record with one ``transport.write``.
+
+Two ways out:
+
+- A *woken* waiter's reply is written at its delivery. The handler announces
+  the get (:meth:`ReplyWire.expect`); the registry's one hook, ``on_delivery``
+  (:meth:`ReplyWire.delivered`), hands over each record it delivers, and the
+  gets it answers are written back to back from one loop callback (each
+  variant's bytes made once for the crowd), after the registration's own
+  ``200`` and before the waiters' tasks resume: the k-th waiter's first byte
+  waits for k writes, not for k handler completions. As the wait returns,
+  :meth:`ReplyWire.settle` says what was written; nothing is written after it.
+- Every other get (a hit, a wait answered at its deadline) returns a
+  :class:`WireReply`, a ``web.StreamResponse`` whose ``prepare`` writes them.
+
+Either way aiohttp gets a :class:`WireReply` and treats it like any reply:
+it logs the access, keeps or closes the connection as ``keep_alive`` says,
+and only then reads the request pipelined behind. A client gone while parked
+is never written to. The bytes are aiohttp's own (``tests/test_replies.py``
+compares them header by header); the fast way is taken only when the app's
+``on_response_prepare`` holds nothing but the boot-id stamp, which the bytes
+carry, and the app is not mounted under another. A stop's ``503`` to each
+parked wait comes from the same head builder (:meth:`ReplyWire.shutting_down`).
+
+Public aiohttp API but one: the request's ``transport``, ``writer.drain``,
+``version``, ``keep_alive`` and ``method``, and the ``StreamResponse``
+members aiohttp's request handler calls; the bytes written are counted in
+the writer's ``output_size`` through ``aiohttp_internals.count_written``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import logging
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from aiohttp import web
+from aiohttp.abc import AbstractStreamWriter
+from aiohttp.http import SERVER_SOFTWARE
+from multidict import CIMultiDict
+
+from ... import wire as protocol
+from ..._names import BOOT_HEADER, VERSION_HEADER
+from ...exceptions import SHUTTING_DOWN_DETAIL
+from .heads import CLOSE as _CLOSE
+from .heads import HEAD as _HEAD
+from .heads import HTTP10 as _HTTP10
+from .heads import JSON_LINE as _JSON
+from .heads import OK as _OK
+from .heads import TEXT_LINE as _TEXT
+from .heads import connection_line as _connection
+from .heads import head as _head
+from .heads import stamp_lines as _stamp_lines
+from .heads import variant as _variant
+from .prebuilt import BytesReply
+from .writes import write, write_sliced
+
+if TYPE_CHECKING:
+    from ...store import Key, Record
+
+__all__ = ["REPLY_WIRE", "SEPARATE_BODY_OVER", "EarlyReply", "ReplyWire", "WireReply"]
+
+log = logging.getLogger("aiobootstrap")
+
+SEPARATE_BODY_OVER = 256 * 1024
+"""Bodies larger than this are written apart from their head, never copied per reply or second."""
+
+_MAX_CACHED = 256
+
+Encoder = Callable[["Record"], bytes]
+
+
+class ReplyWire:
+    """Gets' encoded replies, cached per key and version, and their ``200`` bytes, per variant and second.
+
+    ``encode`` encodes a get's reply of a record (``encode_object``: in form=object);
+    ``boot`` reads the boot id (the store's incarnation, which a flushed Redis changes).
+    """
+
+    def __init__(
+        self, encode: Encoder, boot: Callable[[], str], *, enabled: bool, encode_object: Encoder | None = None
+    ) -> None:
+        self._encode = encode
+        self._encode_object = encode if encode_object is None else encode_object
+        self._boot = boot
+        self.enabled = enabled
+        """Whether replies may skip ``on_response_prepare`` (it holds only the boot-id stamp)."""
+        self._bodies: dict[Key, tuple[int, bytes]] = {}
+        self._objects: dict[Key, tuple[int, bytes]] = {}  # the form=object bodies, kept alike
+        self._bodies_boot = ""
+        """The boot id the bodies were made under."""
+        self._expecting: dict[Key, dict[EarlyReply, bool]] = {}
+        """The gets that may be answered at a delivery, by key, in the order they came."""
+        self._second = -1
+        self._stamp = b""
+        self._boot_id = ""
+        # id(body) << 3 | variant -> (body, head, whole): the body is held, so its id is not reused.
+        self._cache: dict[int, tuple[bytes, bytes, bytes | None]] = {}
+
+    def body(self, record: Record, whole: bool = False) -> bytes:
+        """A get's encoded reply of ``record`` (``whole``: form=object), made once per version for all getters."""
+        if (boot := self._boot()) != self._bodies_boot:
+            # A new incarnation counts its versions again: the old one's bodies would answer for the new's.
+            self._bodies_boot = boot
+            self._bodies.clear()
+            self._objects.clear()
+        bodies = self._objects if whole else self._bodies
+        cached = bodies.get(record.key)
+        if cached is not None and cached[0] == record.version:
+            return cached[1]
+        body = self._encode_object(record) if whole else self._encode(record)
+        bodies[record.key] = (record.version, body)
+        return body
+
+    # -- the registry's hook, and the gets it answers -----------------
+
+    def expect(self, request: web.Request, key: Key, after: int) -> EarlyReply:
+        """Announce a get of ``key`` newer than ``after``: a delivery may write its reply. Settle it after."""
+        peers = self._expecting.get(key)
+        if peers is None:
+            peers = self._expecting[key] = {}
+        early = EarlyReply(request, key, after, peers)
+        peers[early] = True
+        return early
+
+    def settle(self, early: EarlyReply) -> Record | None:
+        """The get's wait is over: nothing more is written for it. Returns the record written, if any."""
+        early.settled = True
+        # Found by its own entry, not by key: a woken crowd hashes no key here.
+        peers = early.peers
+        if peers.pop(early, False) and not peers and self._expecting.get(early.key) is peers:
+            del self._expecting[early.key]
+        return early.record
+
+    def delivered(self, key: Key, record: Record | None) -> None:
+        """The registry's ``on_delivery``: write the replies of the gets ``record`` answers; forget a deleted key."""
+        if record is None:
+            self._bodies.pop(key, None)
+            self._objects.pop(key, None)
+            return
+        peers = self._expecting.get(key)
+        if peers is None:
+            return
+        version = record.version
+        due = [early for early in peers if early.after < version]
+        if due:
+            for early in due:
+                del peers[early]
+            if not peers:
+                del self._expecting[key]
+            # After the step that made the change (its own reply first), before the woken tasks resume.
+            asyncio.get_running_loop().call_soon(self._answer, due, record)
+
+    def _answer(self, due: list[EarlyReply], record: Record) -> None:
+        """Write ``record``'s reply to each of ``due``: the bytes made once per variant, for the whole crowd."""
+        made: dict[int, tuple[bytes, bytes | None]] = {}
+        for early in due:
+            try:
+                # The variant is read now, not when the get is announced: its first reading fills
+                # the request's cache of properties, 200 bytes per parked waiter otherwise.
+                variant = _variant(early.request)
+                parts = made.get(variant)
+                if parts is None:
+                    parts = made[variant] = self.parts(record, variant)
+                early.write(record, *parts)
+            except Exception:
+                log.exception("An early reply failed")  # the get's own task still answers it
+
+    # -- the bytes ----------------------------------------------------
+
+    def parts(self, record: Record, variant: int) -> tuple[bytes, bytes | None]:
+        """The reply's head and body, or its whole bytes and ``None`` (small bodies: one object)."""
+        self._renew_each_second()
+        body = self.body(record)
+        cached = self._cache.get(id(body) << 3 | variant)
+        if cached is not None and cached[0] is body:
+            return cached[1], cached[2]
+        fields = _JSON + f"{VERSION_HEADER}: {record.version}\r\n".encode()
+        head = _head(_OK, fields, len(body), self._stamp, variant)
+        entry: tuple[bytes, bytes, bytes | None]
+        if variant & _HEAD:
+            entry = (body, head, None)
+        elif len(body) > SEPARATE_BODY_OVER:
+            entry = (body, head, body)
+        else:
+            entry = (body, head + body, None)
+        self._cache[id(body) << 3 | variant] = entry
+        return entry[1], entry[2]
+
+    def ok(self, variant: int) -> bytes:
+        """The whole ``200`` text ``OK`` of a registration (or a deletion)."""
+        self._renew_each_second()
+        cached = self._cache.get(variant)  # no body's id is below 8: the keys do not collide
+        if cached is not None:
+            return cached[1]
+        head = _head(_OK, _TEXT, 2, self._stamp, variant)
+        data = head if variant & _HEAD else head + b"OK"
+        self._cache[variant] = (b"OK", data, None)
+        return data
+
+    def small_json(self, body: bytes, variant: int) -> bytes:
+        """A small JSON ``200``'s whole bytes (a keepalive's): made per reply, the head from this second's stamp."""
+        self._renew_each_second()
+        head = _head(_OK, _JSON, len(body), self._stamp, variant)
+        return head if variant & _HEAD else head + body
+
+    def shutting_down(self) -> Callable[[web.BaseRequest], bytes]:
+        """The ``503`` a parked wait gets at a stop, as bytes for one write, by the request's HTTP version and method.
+
+        The very reply the error middleware would make of :class:`ShuttingDown`
+        (same headers, the boot id included), with ``Connection: close``: the
+        connection is closed after it.
+        """
+        body = protocol.error_body(SHUTTING_DOWN_DETAIL)
+        stamp = _stamp_lines(int(time.time()), self._boot())
+        replies = {}
+        for variant in (_CLOSE, _CLOSE | _HEAD, _CLOSE | _HTTP10, _CLOSE | _HEAD | _HTTP10):
+            head = _head(b"503 Service Unavailable", _JSON, len(body), stamp, variant)
+            replies[variant] = head if variant & _HEAD else head + body
+
+        def reply(request: web.BaseRequest) -> bytes:
+            return replies[_variant(request) | _CLOSE]
+
+        return reply
+
+    def _renew_each_second(self) -> None:
+        second = int(time.time())
+        boot = self._boot()
+        if second != self._second or boot != self._boot_id or len(self._cache) >= _MAX_CACHED:
+            self._cache.clear()
+            self._second = second
+            self._boot_id = boot
+            self._stamp = _stamp_lines(second, boot)
+
+    def headers(self, record: Record | None, variant: int) -> CIMultiDict[str]:
+        """The headers the bytes carry, for whoever reads a reply's ``headers`` (an access log format)."""
+        if record is None:
+            headers = CIMultiDict({"Content-Type": "text/plain; charset=utf-8", "Content-Length": "2"})
+        else:
+            headers = CIMultiDict(
+                {
+                    "Content-Type": protocol.JSON_TYPE,
+                    VERSION_HEADER: str(record.version),
+                    "Content-Length": str(len(self.body(record))),
+                }
+            )
+        headers["Date"] = email.utils.formatdate(self._second, usegmt=True)
+        headers["Server"] = SERVER_SOFTWARE
+        headers[BOOT_HEADER] = self._boot_id
+        connection = _connection(variant)
+        if connection:
+            headers["Connection"] = connection.decode().partition(": ")[2].strip()
+        return headers
+
+
+class EarlyReply:
+    """A get that a delivery may answer before its handler resumes (see :meth:`ReplyWire.expect`).
+
+    It writes once at most, and nothing once settled. ``record`` is then the
+    record sent, whatever the wait goes on to return.
+    """
+
+    __slots__ = ("after", "key", "peers", "record", "request", "sent", "settled")
+
+    def __init__(self, request: web.Request, key: Key, after: int, peers: dict[EarlyReply, bool]) -> None:
+        self.request = request
+        self.key = key
+        self.after = after
+        self.peers = peers
+        """The gets of the same key awaiting a delivery, this one among them until delivered or settled."""
+        self.record: Record | None = None
+        self.sent = 0
+        """Bytes written; 0 until then, or when the client had gone."""
+        self.settled = False
+
+    def write(self, record: Record, data: bytes, body: bytes | None) -> None:
+        """Send ``record``'s reply, ``data`` (the whole reply, or with ``body`` its head)."""
+        if self.settled or self.record is not None:
+            return
+        if body is not None:
+            return  # a large body waits for its handler, which writes it with flow control
+        self.record = record
+        if write(self.request, data):
+            self.sent = len(data)
+
+
+class WireReply(BytesReply):
+    """A ``200`` to return from a handler: its bytes are pre-built, written by ``prepare``.
+
+    A get's reply of ``record``, or with ``None`` a registration's text ``OK``.
+    When an :class:`EarlyReply` already wrote them, ``prepare`` writes nothing.
+    aiohttp's request handler reads ``keep_alive``, ``body_length`` and
+    ``status`` from it after ``prepare`` and ``write_eof``, as from any response.
+    """
+
+    def __init__(
+        self, request: web.Request, wire: ReplyWire, record: Record | None, early: EarlyReply | None = None
+    ) -> None:
+        super().__init__(request, sent=early.sent if early is not None and early.record is not None else None)
+        self._record = record
+        self._wire = wire
+        self._headers_filled = False
+
+    @property
+    def headers(self) -> CIMultiDict[str]:
+        if not self._headers_filled:
+            self._headers_filled = True
+            headers = super().headers
+            headers.update(self._wire.headers(self._record, self._variant))
+            return headers
+        return super().headers
+
+    async def prepare(self, request: web.BaseRequest) -> AbstractStreamWriter | None:
+        if self._sent:
+            return None
+        self._sent = True
+        if self._record is None:
+            data, body = self._wire.ok(self._variant), None
+        else:
+            data, body = self._wire.parts(self._record, self._variant)
+        if not write(request, data):
+            raise ConnectionResetError("The client closed the connection before its reply.")
+        self._length = len(data)
+        if body:
+            if not await write_sliced(request, body):
+                raise ConnectionResetError("The client closed the connection during its reply.")
+            self._length += len(body)
+        await request.writer.drain()
+        return None
+
+
+REPLY_WIRE = web.AppKey("reply_wire", ReplyWire)
+"""The app's pre-built replies and their caches."""
