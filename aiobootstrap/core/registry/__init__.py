@@ -157,7 +157,7 @@ class Registry:
         # makes a write all or nothing, announced on the feed either way. A
         # shield would also run the write in a task of its own, and the
         # waiters it wakes would then be answered before this registration.
-        return await self.store.put_leased(key, value, lease)
+        return await self.store.put(key, value, lease)
 
     async def set_member(
         self, key: Key, member: str, *, present: bool, lease: str | None = None
@@ -165,9 +165,7 @@ class Registry:
         """Add ``member`` to (held by ``lease``), or remove it from, the set record under ``key``; a change wakes."""
         if self._closed:
             raise ShuttingDown()
-        if lease is not None and present:
-            return await self.store.add_leased(key, member, lease)
-        return await self.store.set_member(key, member, present=present)
+        return await self.store.set_member(key, member, present=present, lease=lease)
 
     async def unregister(self, key: Key) -> Record | None:
         """Forget ``key``; its waiters go on waiting for a new record."""

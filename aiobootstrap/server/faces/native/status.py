@@ -49,7 +49,7 @@ async def list_ranks(request: web.Request) -> web.Response:
         kind=kind.name,
         role=role,
         summary=kind.summary,
-        leases=await store.read_leases_of([(record.key, None) for record in found]),
+        leases=await store.leases_of([(record.key, None) for record in found]),
         waiters_by_rank=registry.parking.by_rank(namespace, kind.name, role),
     )
     return web.Response(body=body, content_type=protocol.JSON_TYPE)
