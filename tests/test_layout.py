@@ -5,7 +5,8 @@ import a module of a lower floor, or one of its own folder, and nothing else:
 the server and the client never import each other, the store and the wire
 never import each other, and nothing imports the package root. A module that
 could not be placed, a circle of imports, or a module too long to read in one
-sitting fails here, naming the files.
+sitting fails here, naming the files. So does a module of the server or the
+CLI that reaches the store past the registry, naming the file and the line.
 
 The suite has a shape too: a test module never imports another test module nor
 ``conftest.py``; what modules share is in ``tests/helpers/``.
@@ -222,6 +223,85 @@ def test_no_module_of_the_suite_imports_a_test_module_or_conftest() -> None:
     assert not offenders, "\n".join(offenders)
 
 
+# -- the registry is the one door -------------------------------------------
+
+DOOR_ROOMS = ("aiobootstrap.server", "aiobootstrap.cli")
+"""Rooms that reach records only through the registry (``core/registry/doors.py``), never its store."""
+
+STORE_VALUES = frozenset(
+    {
+        # The store's value types and pure helpers: what a record is, not where it lives.
+        "Key",
+        "Record",
+        "Change",
+        "LeaseState",
+        "StoreLimits",
+        "Target",
+        "members_of",
+        "with_member",
+        "MEMBERS",
+        "MAX_MEMBERS",
+        "DEFAULT_ROLE",
+        "TRANSFER_ENGINE_INFO",
+        # A --store URL read, checked and shown; no store is opened by these.
+        "check_store_url",
+        "describe",
+        "is_redis_url",
+    }
+)
+"""What a door room may import from ``aiobootstrap.store``."""
+
+DOOR_EXCEPTIONS = {
+    ("aiobootstrap.server.app", "open_store"): "the start-up opens the registry's store, and closes it",
+    ("aiobootstrap.server.config", "self.store"): "ServerConfig.store is the --store URL, a string",
+    ("aiobootstrap.cli.parser", "args.store"): "the --store argument, a string",
+}
+"""The only reaches past the door, and why: each names its module and what it reaches."""
+
+
+def _in_store(module: str) -> bool:
+    return module == "aiobootstrap.store" or module.startswith("aiobootstrap.store.")
+
+
+def _store_reaches(module: str, source: str, where: str) -> list[str]:
+    """Each place ``module`` touches the store past the registry: ``where:line`` and what."""
+    package = module if where.endswith("__init__.py") else module.rpartition(".")[0]
+    found = []
+    for node in ast.walk(ast.parse(source, where)):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name) for alias in node.names if _in_store(alias.name)]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                source_module = ".".join([*base, *([node.module] if node.module else [])])
+            else:
+                source_module = node.module or ""
+            for alias in node.names:
+                whole = f"{source_module}.{alias.name}"  # a module: ``from aiobootstrap import store``
+                if whole in MODULES and _in_store(whole):
+                    found.append((node.lineno, whole))
+                elif _in_store(source_module) and alias.name not in STORE_VALUES:
+                    found.append((node.lineno, alias.name))
+        elif isinstance(node, ast.Attribute) and node.attr == "store" and isinstance(node.ctx, ast.Load):
+            found.append((node.lineno, ast.unparse(node)))
+    return [
+        f"{where}:{line} reaches the store: {what}"
+        for line, what in sorted(found)
+        if (module, what) not in DOOR_EXCEPTIONS
+    ]
+
+
+def test_the_server_and_the_cli_reach_records_only_through_the_registry() -> None:
+    """No face, metric, host or tool imports a store or reads a ``.store``: the registry is the one door."""
+    offenders = [
+        reach
+        for module, path in MODULES.items()
+        if any(module == room or module.startswith(room + ".") for room in DOOR_ROOMS)
+        for reach in _store_reaches(module, path.read_text(), str(path.relative_to(PACKAGE.parent)))
+    ]
+    assert not offenders, "\n".join(offenders)
+
+
 def test_the_test_import_check_names_each_test_module_and_conftest_imported() -> None:
     """The check is not vacuous: relative, absolute, nested and rootdir imports of a test module or of
     ``conftest`` are each named, with their line; helpers and aiohttp's ``test_utils`` are not."""
@@ -249,3 +329,38 @@ def test_the_test_import_check_names_each_test_module_and_conftest_imported() ->
     assert _test_imports(
         TESTS / "helpers" / "example.py", "from ..conftest import GUARD\nfrom .waits import GUARD"
     ) == ["tests/helpers/example.py:1 imports tests.conftest"]
+
+
+def test_the_door_check_names_each_reach_past_the_registry() -> None:
+    """The check is not vacuous: a store imported (absolutely or relatively), a store module imported, and
+    ``.store`` read are each named with their line; a value type passes, and an exception holds only in
+    its own module."""
+    source = [
+        "import aiobootstrap.store.memory",
+        "from aiobootstrap.store import Key, MemoryStore, Record",
+        "from aiobootstrap.store.url import open_store",
+        "from aiobootstrap import store",
+        "async def handler(request):",
+        "    return await request.app[REGISTRY].store.get(key)",
+        "def host(self):",
+        "    return self._registry.store",
+    ]
+    relative = [*source, "from ...store import LeaseState, Store", "from ...store.tables import LocalStore"]
+    assert _store_reaches("aiobootstrap.server.faces.fake", "\n".join(relative), "fake.py") == [
+        "fake.py:1 reaches the store: aiobootstrap.store.memory",
+        "fake.py:2 reaches the store: MemoryStore",
+        "fake.py:3 reaches the store: open_store",
+        "fake.py:4 reaches the store: aiobootstrap.store",
+        "fake.py:6 reaches the store: request.app[REGISTRY].store",
+        "fake.py:8 reaches the store: self._registry.store",
+        "fake.py:9 reaches the store: Store",
+        "fake.py:10 reaches the store: LocalStore",
+    ]
+    # In the start-up, opening the store is the one reach allowed; the rest is named all the same.
+    assert _store_reaches("aiobootstrap.server.app", "\n".join(source), "app.py") == [
+        "app.py:1 reaches the store: aiobootstrap.store.memory",
+        "app.py:2 reaches the store: MemoryStore",
+        "app.py:4 reaches the store: aiobootstrap.store",
+        "app.py:6 reaches the store: request.app[REGISTRY].store",
+        "app.py:8 reaches the store: self._registry.store",
+    ]

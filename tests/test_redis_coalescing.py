@@ -110,7 +110,7 @@ async def test_a_decoded_record_is_never_served_after_it_changed_elsewhere(redis
         assert await a.get_many([key(5), key(6)]) == [None, None]
 
         lease = await b.grant_lease("default", 0.2)
-        held = await b.put_leased(key(5), value("leased"), lease.id)
+        held = await b.put(key(5), value("leased"), lease.id)
         assert await a.get(key(5)) == held
         await heard.until(lambda: any(c.deleted and c.version > held.version for c in heard.about(key(5))))
         assert await a.get(key(5)) is None
@@ -143,7 +143,7 @@ async def test_puts_of_one_batch_keep_their_own_versions_and_refusals(redis_serv
     """Ten puts in one loop turn under a 4-rank cap, one naming no lease: four stored, each its own version."""
     store = await _opened(redis_server.url, limits=StoreLimits(max_ranks=4))
     try:
-        bogus = store.put_leased(key(100), value("no lease"), "no-such-lease")
+        bogus = store.put(key(100), value("no lease"), "no-such-lease")
         results = await asyncio.gather(
             bogus, *(store.put(key(rank), value(f"s{rank}")) for rank in range(10)), return_exceptions=True
         )

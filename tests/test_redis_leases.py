@@ -109,18 +109,20 @@ async def test_an_unknown_lease_stores_nothing_and_a_record_moves(pair: tuple[Re
     """A put or an add naming no lease raises LeaseNotFound, unchanged; registered again elsewhere, a record moves."""
     a, b = pair
     with pytest.raises(LeaseNotFound):
-        await a.store.put_leased(info_key(0), INFO, "nope")
+        await a.store.put(info_key(0), INFO, "nope")
     with pytest.raises(LeaseNotFound):
-        await a.store.add_leased(urls_key(), "http://e1", "nope")
+        await a.store.set_member(urls_key(), "http://e1", present=True, lease="nope")
     assert await a.store.get(info_key(0)) is None
     assert await a.store.get(urls_key()) is None
     assert await a.store.version("default") == 0
     one = await a.store.grant_lease("default", 30)
     two = await b.store.grant_lease("default", 30)
-    await a.store.put_leased(info_key(0), INFO, one.id)
-    await a.store.add_leased(urls_key(), "http://e1", one.id)
-    await b.store.put_leased(info_key(0), INFO, two.id)  # moved to two
-    await b.store.add_leased(urls_key(), "http://e1", two.id)  # listed already: moved, no new version
+    await a.store.put(info_key(0), INFO, one.id)
+    await a.store.set_member(urls_key(), "http://e1", present=True, lease=one.id)
+    await b.store.put(info_key(0), INFO, two.id)  # moved to two
+    await b.store.set_member(
+        urls_key(), "http://e1", present=True, lease=two.id
+    )  # listed already: moved, no new version
     assert (await a.store.read_lease("default", one.id)).records == ()
     assert len((await a.store.read_lease("default", two.id)).records) == 2
     await a.store.put(info_key(0), INFO)  # off every lease
@@ -227,9 +229,7 @@ async def test_a_storm_of_expiries_past_one_reaper_batch_ends_every_lease_soon_a
         store._leases._max = -1  # type: ignore[attr-defined]  # the pair's cap is 3
     leases = await asyncio.gather(*(a.store.grant_lease("default", 2.0) for _ in range(300)))
     started = time.monotonic()
-    await asyncio.gather(
-        *(a.store.put_leased(info_key(rank), INFO, lease.id) for rank, lease in enumerate(leases))
-    )
+    await asyncio.gather(*(a.store.put(info_key(rank), INFO, lease.id) for rank, lease in enumerate(leases)))
     await until(lambda: sum((r.store.lease_figures() or (0, 0, 0))[1] for r in pair) == 300)
     # Generous for a loaded machine: one reaper batch a second would take several; bench.leases has the figure.
     assert time.monotonic() - started < 2.0 + 3.0

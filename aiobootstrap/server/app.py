@@ -183,7 +183,7 @@ async def _registry_context(app: web.Application) -> AsyncIterator[None]:
     in_order = store.follow_in_order(history)  # Redis: the stream's order, not its own writes first
     await store.open(registry if in_order else listeners(registry, history))
     await history.open()
-    app[METRICS].registry.register(LeaseCollector(store))
+    app[METRICS].registry.register(LeaseCollector(registry))
     app[METRICS].registry.register(BringUpCollector(app[METRICS]))
     app[REGISTRY] = registry
     app[HISTORY] = history
@@ -232,27 +232,26 @@ async def _boot_header(request: web.Request, response: web.StreamResponse) -> No
     """``on_response_prepare``: every reply, errors included, names the store's incarnation."""
     registry = request.app.get(REGISTRY)
     if registry is not None:
-        response.headers[BOOT_HEADER] = registry.store.incarnation
+        response.headers[BOOT_HEADER] = registry.incarnation
 
 
 async def _live_namespaces(app: web.Application) -> set[str]:
     registry = app[REGISTRY]
-    return set(await registry.store.namespaces()) | set(registry.parked_namespaces())
+    return set(await registry.namespaces()) | set(registry.parked_namespaces())
 
 
 async def _namespace_figures(app: web.Application) -> list[NamespaceFigures]:
     registry = app[REGISTRY]
-    store = registry.store
     names = sorted(await _live_namespaces(app))
     waits = registry.oldest_waits()
     return [
         NamespaceFigures(
             name,
-            await store.count(name, TRANSFER_ENGINE_INFO, DEFAULT_ROLE),
+            await registry.count(name, TRANSFER_ENGINE_INFO, DEFAULT_ROLE),
             registry.parked_in(name),
-            await store.version(name),
-            len(encoder_urls(await store.get(encoder_list_key(name)))),
-            await kind_figures(store, name, app[CONFIG].world_size, waits),
+            await registry.version(name),
+            len(encoder_urls(await registry.get(encoder_list_key(name)))),
+            await kind_figures(registry, name, app[CONFIG].world_size, waits),
         )
         for name in names
     ]

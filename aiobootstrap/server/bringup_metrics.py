@@ -13,14 +13,14 @@ from collections.abc import Iterator, Mapping
 from prometheus_client.core import GaugeMetricFamily, Metric
 
 from .._names import DEFAULT_ROLE, RANK_KINDS
-from ..store import Store
+from ..core.registry import Registry
 from .metrics import KindFigures, Metrics
 
 __all__ = ["BringUpCollector", "kind_figures"]
 
 
 async def kind_figures(
-    store: Store, namespace: str, world_size: int | None, waits: Mapping[tuple[str, str, str], float]
+    registry: Registry, namespace: str, world_size: int | None, waits: Mapping[tuple[str, str, str], float]
 ) -> tuple[KindFigures, ...]:
     """Role target of every per-rank kind, and every kind and role with gets parked (``Registry.oldest_waits``)."""
     shown = {(kind, DEFAULT_ROLE) for kind in RANK_KINDS} | {(k, r) for n, k, r in waits if n == namespace}
@@ -29,7 +29,7 @@ async def kind_figures(
             KindFigures(
                 kind,
                 role,
-                await store.count(namespace, kind, role),
+                await registry.count(namespace, kind, role),
                 world_size,
                 waits.get((namespace, kind, role), 0.0),
             )

@@ -1,4 +1,4 @@
-"""The lease figures of ``/metrics``: leases held, expirations and revocations, read from the store when scraped."""
+"""The lease figures of ``/metrics``: leases held, expirations and revocations, read through the registry when scraped."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-from ..store import Store
+from ..core.registry import Registry
 
 __all__ = ["LeaseCollector"]
 
@@ -14,11 +14,11 @@ __all__ = ["LeaseCollector"]
 class LeaseCollector:
     """A collector for an app's ``CollectorRegistry``: the store's lease figures, nothing for a store without."""
 
-    def __init__(self, store: Store) -> None:
-        self._store = store
+    def __init__(self, registry: Registry) -> None:
+        self._registry = registry
 
     def collect(self) -> Iterator[Metric]:
-        figures = self._store.lease_figures()
+        figures = self._registry.lease_figures()
         if figures is None:
             return
         held, expired, revoked = figures

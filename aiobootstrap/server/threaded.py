@@ -12,7 +12,8 @@ from typing import Any, TypeVar
 from .. import _json
 from .._loopthread import LoopThread, LoopThreadOwner
 from .._names import DEFAULT_NAMESPACE, DEFAULT_ROLE, PARALLELISM_CONFIG, TRANSFER_ENGINE_INFO
-from ..store import Key, LocalStore, Record, Store
+from ..core.registry import Registry
+from ..store import Key, Record
 from .config import DEFAULT_HOST, DEFAULT_PORT
 from .faces.kinds import encoder_list_key, encoder_urls
 from .server import BootstrapServer
@@ -125,26 +126,26 @@ class ThreadedBootstrapServer(LoopThreadOwner):
         return list(encoder_urls(self._record(encoder_list_key(DEFAULT_NAMESPACE))))
 
     def _record(self, key: Key) -> Record | None:
-        return self._read(lambda store: store.peek(key), lambda store: store.get(key))
+        return self._read(lambda registry: registry.peek(key), lambda registry: registry.get(key))
 
     def _records(self) -> list[Record]:
         key = _info_key(0)
         return self._read(
-            lambda store: store.peek_records(key.namespace, key.kind, key.role),
-            lambda store: store.records(key.namespace, key.kind, key.role),
+            lambda registry: registry.peek_records(key.namespace, key.kind, key.role),
+            lambda registry: registry.records(key.namespace, key.kind, key.role),
         )
 
     def _read(
         self,
-        local: Callable[[LocalStore], _T],
-        shared: Callable[[Store], Coroutine[Any, Any, _T]],
+        local: Callable[[Registry], _T],
+        shared: Callable[[Registry], Coroutine[Any, Any, _T]],
     ) -> _T:
         # A store in this process is read across threads without the loop (see
-        # LocalStore), also after close; a shared one through the server's loop.
-        store = self._registry.store
-        if isinstance(store, LocalStore):
-            return local(store)
-        return self._loop_thread.run(shared(store))
+        # Registry.peek), also after close; a shared one through the server's loop.
+        registry = self._registry
+        if registry.peeks:
+            return local(registry)
+        return self._loop_thread.run(shared(registry))
 
 
 def _copy(value: dict[str, Any]) -> dict[str, Any]:

@@ -2,10 +2,13 @@
 
 The rooms, each opening with how it works:
 
-- ``interface``: :class:`Store`, its keys, records and limits, and the change feed's listener
-- ``tables``: the records of a store kept in this process, and the rules of a put, a delete, a limit
+- ``interface``: :class:`Store`, its keys and records, and the change feed's listener
+- ``limits``: :class:`StoreLimits`, and each refusal's sentence, whichever store refuses
+- ``tables``: the records of a store kept in this process, the rules of a put, a delete, a limit;
+  ``LocalStore``, the reads and lease calls the memory and file stores share
 - ``memory``: the memory store, the default
-- ``leases``: the lease model of a local store (one heap of deadlines); ``local_leases``: its timer and calls
+- ``leases``: the lease model of a local store (one heap of deadlines); ``local_leases``: the part a
+  local store owns for its lease calls and their one timer
 - ``file``: the file store, over ``journal`` (the file's format and I/O), ``entries`` (records as
   its lines, and a journal replayed) and ``staging`` (changes on their way to disk)
 - ``redis``: the Redis store, a package of its own rooms

@@ -41,8 +41,8 @@ from .interface import Change, ChangeListener, Key, Record, StoreLimits, ignore_
 from .journal import JournalFile, JournalMissing, StateFileError, encode_line, reason
 from .lease_entries import end_entry, grant_entry, member_leases
 from .leases import Lease
-from .local_leases import LocalLeases
 from .staging import FailureLog, Pending, Staged, not_saved
+from .tables import LocalStore
 
 __all__ = ["FileStore", "StateFileError"]
 
@@ -59,11 +59,11 @@ _CLOSED = "The state file is closed: the server is shutting down."
 _DISK_FULL = frozenset({errno.ENOSPC, errno.EDQUOT})
 
 
-class FileStore(LocalLeases):
+class FileStore(LocalStore):
     """Records in memory, made durable in a journal file (``--state-file``, ``file:PATH``)."""
 
     def __init__(self, path: str, limits: StoreLimits | None = None) -> None:
-        super().__init__(limits)
+        super().__init__(limits, granted=self._lease_granted, ended=self._lease_ended)
         self._file = JournalFile(path)
         self._incarnation = ""
         self._listener = ignore_changes()
@@ -116,7 +116,7 @@ class FileStore(LocalLeases):
         self._listener = listener
         # Every lease has its full TTL again from now: no worker is expired by the outage.
         self._leases.renew_all()
-        self._arm()
+        self._lease_calls.arm()
         log.info(
             "state file %s: loaded %d registration(s), version %d, %d lease(s)",
             self.path,
@@ -151,7 +151,7 @@ class FileStore(LocalLeases):
         """Finish the changes already asked for, then close the file."""
         if self._closed:
             return
-        await self._close_leases()
+        await self._lease_calls.close()
         self._closed = True
         self._listener = ignore_changes()
         if self._flusher is not None:
@@ -167,16 +167,10 @@ class FileStore(LocalLeases):
 
     # -- changing ------------------------------------------------------
 
-    async def put(self, key: Key, value: dict[str, Any]) -> Record:
-        return await self._put(key, value, None)
-
-    async def put_leased(self, key: Key, value: dict[str, Any], lease: str | None) -> Record:
+    async def put(self, key: Key, value: dict[str, Any], lease: str | None = None) -> Record:
         held = None if lease is None else self._leases.find(key.namespace, lease)
-        return await self._put(key, value, held)
-
-    async def _put(self, key: Key, value: dict[str, Any], lease: Lease | None) -> Record:
-        change = self._queue_put(key, value, {} if lease is None else {"lease": lease.id})
-        self._leases.attach((key, None), lease)
+        change = self._queue_put(key, value, {} if held is None else {"lease": held.id})
+        self._leases.attach((key, None), held)
         await self._commit(change)
         return change.record  # type: ignore[return-value]
 
@@ -198,11 +192,11 @@ class FileStore(LocalLeases):
         change.done.add_done_callback(lambda _: staged.release(key, tables, put=True))
         return change
 
-    async def set_member(self, key: Key, member: str, *, present: bool) -> Record | None:
-        return await self._set_member(key, member, present, None)
-
-    async def add_leased(self, key: Key, member: str, lease: str) -> Record | None:
-        return await self._set_member(key, member, True, self._leases.find(key.namespace, lease))
+    async def set_member(
+        self, key: Key, member: str, *, present: bool, lease: str | None = None
+    ) -> Record | None:
+        held_by = None if lease is None or not present else self._leases.find(key.namespace, lease)
+        return await self._set_member(key, member, present, held_by)
 
     async def _set_member(self, key: Key, member: str, present: bool, lease: Lease | None) -> Record | None:
         # Built on the key's latest change, queued or landed, and queued before
@@ -243,7 +237,8 @@ class FileStore(LocalLeases):
         self._leases.attach((key, None), None)
         return await self._commit(change)
 
-    # -- leases: granted and ended are journaled; a keepalive is not (a restart renews every lease) --
+    # -- leases: granted and ended are journaled (``local_leases`` calls these); a keepalive is not
+    # (a restart renews every lease) --
 
     async def _lease_granted(self, lease: Lease) -> None:
         await self._commit_lease_line(grant_entry(lease))

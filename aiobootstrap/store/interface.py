@@ -19,12 +19,19 @@ replica never loses another replica's addition.
 The limits that need counts are the store's too, checked atomically with the
 write that would pass them: ``max_ranks`` distinct ranks per (namespace, kind,
 role), ``max_roles`` roles per (namespace, kind), ``max_namespaces``
-namespaces holding records. A check-then-write in the
-caller would race with other writers, in this process or another.
+namespaces holding records (``StoreLimits``). A check-then-write in the
+caller would race with other writers, in this process or another. Each
+refusal is worded once, in ``limits``, whichever store counts.
+
+A *lease* (SPEC section 9) holds records: a write names it (``put``'s and
+``set_member``'s ``lease``), in the same atomic step as the write. When the
+lease ends (expired, or revoked) the store deletes what it still holds
+exactly as a delete or a member's removal would: a version each, on the feed.
+A store without leases answers every lease call with ``LeasesUnsupported``.
 
 Every change the store applies, whoever asked for it, is announced on its
 *change feed*: the listener handed to :meth:`Store.open` hears it, in order,
-on the event loop. Waiting is built on the feed alone (see ``_registry``), so
+on the event loop. Waiting is built on the feed alone (see ``core/registry``), so
 a write through another replica wakes local waiters exactly as a local write
 does. A feed that may have missed changes (a reconnect, a trimmed stream)
 says so with :meth:`ChangeListener.resync`: the listener then re-reads every
@@ -44,7 +51,8 @@ from typing import Any, Protocol
 
 from .._names import DEFAULT_NAMESPACE, DEFAULT_ROLE, TRANSFER_ENGINE_INFO
 from .._ranks import RankSet
-from ..exceptions import LeasesUnsupported, TooManyRanks
+from ..exceptions import LeasesUnsupported
+from .limits import StoreLimits, too_many_members
 
 __all__ = [
     "DEFAULT_NAMESPACE",
@@ -61,8 +69,6 @@ __all__ = [
     "StoreLimits",
     "ignore_changes",
     "members_of",
-    "too_many_leases",
-    "too_many_roles",
     "with_member",
 ]
 
@@ -100,29 +106,11 @@ def with_member(value: dict[str, Any] | None, member: str, *, present: bool) -> 
         return None
     if present:
         if len(members) >= MAX_MEMBERS:
-            raise TooManyRanks(
-                f"The list already holds {len(members)} entries, its limit; remove one before adding another."
-            )
+            raise too_many_members(len(members))
         members.append(member)
     else:
         members.remove(member)
     return {MEMBERS: members}
-
-
-def too_many_roles(held: int) -> str:
-    """The detail of a write refused under ``max_roles``: every store says it in these words."""
-    return (
-        f"The namespace already holds records of this kind under {held} distinct roles, its limit "
-        "(--max-roles); unregister a role's last rank before using another."
-    )
-
-
-def too_many_leases(held: int) -> str:
-    """The detail of a grant refused under ``max_leases``: every store says it in these words."""
-    return (
-        f"The server already holds {held} leases, its limit (--max-leases); "
-        "revoke one before granting another."
-    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,20 +165,6 @@ class Change:
     member: str | None = None
     """A set record's member the change added (``"+"`` and it) or removed (``"-"`` and it), when told
     without the record (Redis' feed); ``None`` otherwise."""
-
-
-@dataclass(frozen=True, slots=True)
-class StoreLimits:
-    """The limits a store enforces atomically with each write (``None``: no limit)."""
-
-    max_ranks: int | None = None
-    """Distinct ranks one (namespace, kind, role) may hold; a replacement never needs room."""
-    max_namespaces: int | None = None
-    """Namespaces that may hold records at once."""
-    max_roles: int | None = None
-    """Distinct roles one (namespace, kind) may hold records under; a write to a role held needs no room."""
-    max_leases: int | None = None
-    """Leases that may be held at once, every namespace together."""
 
 
 Target = tuple[Key, str | None]
@@ -257,13 +231,16 @@ class Store(abc.ABC):
         """Finish the writes already acknowledged, stop the feed, release everything."""
 
     @abc.abstractmethod
-    async def put(self, key: Key, value: dict[str, Any]) -> Record:
+    async def put(self, key: Key, value: dict[str, Any], lease: str | None = None) -> Record:
         """Store ``value`` under ``key`` with the namespace's next version; return the stamped record.
 
-        Raises :class:`~aiobootstrap.exceptions.TooManyRanks` or
+        With ``lease``, the record is then held by that lease (and by no other);
+        without, by none. Raises :class:`~aiobootstrap.exceptions.TooManyRanks` or
         :class:`~aiobootstrap.exceptions.TooManyNamespaces` when a limit would
-        be passed; nothing is changed then. When this returns, the record is as
-        safe as the store makes it, and the change is on the feed.
+        be passed, :class:`~aiobootstrap.exceptions.LeaseNotFound` when the
+        lease is gone (:class:`~aiobootstrap.exceptions.LeasesUnsupported` on a
+        store without leases); nothing is changed then. When this returns, the
+        record is as safe as the store makes it, and the change is on the feed.
         """
 
     @abc.abstractmethod
@@ -274,7 +251,9 @@ class Store(abc.ABC):
         """
 
     @abc.abstractmethod
-    async def set_member(self, key: Key, member: str, *, present: bool) -> Record | None:
+    async def set_member(
+        self, key: Key, member: str, *, present: bool, lease: str | None = None
+    ) -> Record | None:
         """Add ``member`` to (``present``) or remove it from the set record under ``key``, atomically.
 
         A *set record*'s value is ``{"members": [...]}``: distinct strings in
@@ -287,7 +266,9 @@ class Store(abc.ABC):
         member leaves the record with no members. Returns the record as it
         now is, or ``None`` when there is none. When nothing changes (adding
         a member already in, removing one that is not), no version is taken
-        and nothing goes on the feed.
+        and nothing goes on the feed. A member added is then held by ``lease``
+        (``LeaseNotFound``: nothing changed), or by none, even when it was
+        listed already; ``lease`` means nothing to a removal.
         """
 
     @abc.abstractmethod
@@ -363,23 +344,9 @@ class Store(abc.ABC):
         """End the lease now, deleting every record on it as a delete would (``LeaseNotFound``)."""
         raise self._no_leases()
 
-    async def put_leased(self, key: Key, value: dict[str, Any], lease: str | None) -> Record:
-        """:meth:`put`, the record then held by ``lease`` (``LeaseNotFound``: nothing stored); ``None``: a put."""
-        if lease is None:
-            return await self.put(key, value)
-        raise self._no_leases()
-
-    async def add_leased(self, key: Key, member: str, lease: str) -> Record | None:
-        """:meth:`set_member` adding ``member``, then held by ``lease`` (``LeaseNotFound``: nothing changed)."""
-        raise self._no_leases()
-
-    def leases_of(self, targets: Sequence[Target]) -> list[tuple[str, float] | None]:
-        """Each target's lease and its seconds remaining, or ``None``; read in this process, no I/O."""
+    async def leases_of(self, targets: Sequence[Target]) -> list[tuple[str, float] | None]:
+        """Each target's lease and its seconds remaining, or ``None`` (a local store answers without I/O)."""
         return [None for _ in targets]
-
-    async def read_leases_of(self, targets: Sequence[Target]) -> list[tuple[str, float] | None]:
-        """:meth:`leases_of` for a store that must ask for it (Redis: one script per table)."""
-        return self.leases_of(targets)
 
     def lease_figures(self) -> tuple[int, int, int] | None:
         """Leases held now, expired and revoked since the store opened (this process's); ``None``: no leases."""

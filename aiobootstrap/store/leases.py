@@ -32,8 +32,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ..exceptions import LeaseNotFound, TooManyLeases
-from .interface import LeaseState, Target, too_many_leases
+from ..exceptions import LeaseNotFound
+from .interface import LeaseState, Target
+from .limits import too_many_leases
 
 __all__ = ["Lease", "LeaseTable"]
 
@@ -78,7 +79,7 @@ class LeaseTable:
     def grant(self, namespace: str, ttl: float, lease_id: str | None = None, *, limit: bool = True) -> Lease:
         """A new lease (``lease_id`` when reloading one); ``TooManyLeases`` past ``max_leases`` (if ``limit``)."""
         if limit and self.max_leases is not None and len(self._leases) >= self.max_leases:
-            raise TooManyLeases(too_many_leases(len(self._leases)))
+            raise too_many_leases(len(self._leases))
         while lease_id is None or lease_id in self._leases:
             lease_id = secrets.token_hex(8)
         deadline = self.clock() + ttl

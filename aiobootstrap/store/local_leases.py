@@ -8,14 +8,16 @@ fires, every lease due leaves the table at once, one task deletes the records
 of all of them, and the handle is set again for the next deadline. No lease
 has a task or a timer of its own, and a keepalive touches neither.
 
-A lease's records are deleted through the store's own :meth:`delete` and
-:meth:`set_member`, exactly as an unregister deletes them: a change with a
-new version each, on the feed, so waiters (and watchers) are told. A record
+A lease's records are deleted through the store's own ``delete`` and
+``set_member``, exactly as an unregister deletes them: a change with a new
+version each, on the feed, so waiters (and watchers) are told. A record
 registered again since the lease ended has another owner and is left alone.
 Revoking does the same at once, and answers when the deletions are done.
 
-The subclass attaches records as it writes them (``self._leases.attach``),
-and journals what it must (:meth:`_lease_granted`, :meth:`_lease_ended`).
+:class:`LocalLeases` is a part the store owns, not a class it stands on: the
+store attaches records to the table as it writes them (``table.attach``), and
+hands in what it journals when a lease is granted or ended (the file store;
+nothing, in memory).
 """
 
 from __future__ import annotations
@@ -23,55 +25,67 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 
-from .interface import LeaseState, StoreLimits, Target
+from .interface import LeaseState, Store, Target
 from .leases import Lease, LeaseTable
-from .tables import LocalStore
 
-__all__ = ["LocalLeases"]
+__all__ = ["Journal", "LocalLeases", "nothing"]
 
 log = logging.getLogger("aiobootstrap")
 
+Journal = Callable[[Lease], Awaitable[None]]
+"""What a store makes durable of a lease granted or ended, before it is answered."""
 
-class LocalLeases(LocalStore):
-    """A :class:`LocalStore` that holds leases: the memory store and the file store stand on it."""
 
-    def __init__(self, limits: StoreLimits | None) -> None:
-        super().__init__(limits)
-        self._leases = LeaseTable(self._tables.limits.max_leases)
+async def nothing(lease: Lease) -> None:
+    """The journal of a store that keeps nothing on disk."""
+
+
+class LocalLeases:
+    """The leases of a store kept in this process (memory, file): their calls, their one timer, their ends."""
+
+    def __init__(
+        self,
+        store: Store,
+        max_leases: int | None,
+        *,
+        granted: Journal = nothing,
+        ended: Journal = nothing,
+    ) -> None:
+        """``store``: whose ``delete`` and ``set_member`` remove an ended lease's records; ``granted`` and
+        ``ended``: what it journals then."""
+        self._store = store
+        self.table = LeaseTable(max_leases)
+        """The leases (the store attaches records to them; read by the metrics and by tests)."""
+        self._granted, self._ended = granted, ended
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at = math.inf
         self._ending: set[asyncio.Task[None]] = set()
 
-    @property
-    def lease_table(self) -> LeaseTable:
-        """The leases (read by the metrics and by tests)."""
-        return self._leases
-
     # -- the lease calls -----------------------------------------------
 
-    async def grant_lease(self, namespace: str, ttl: float) -> LeaseState:
-        lease = self._leases.grant(namespace, ttl)
+    async def grant(self, namespace: str, ttl: float) -> LeaseState:
+        lease = self.table.grant(namespace, ttl)
         try:
-            await self._lease_granted(lease)
+            await self._granted(lease)
         except BaseException:
-            self._leases.forget(lease)
+            self.table.forget(lease)
             raise
-        self._arm()
-        return self._leases.state(lease)
+        self.arm()
+        return self.table.state(lease)
 
-    async def keepalive_lease(self, namespace: str, lease: str) -> LeaseState:
+    async def keepalive(self, namespace: str, lease: str) -> LeaseState:
         # Only the deadline moves: its heap entry is pushed again when it comes due. Its records
         # are not copied: a keepalive's reply names the lease and its TTL only.
-        kept = self._leases.keepalive(namespace, lease)
+        kept = self.table.keepalive(namespace, lease)
         return LeaseState(kept.id, kept.namespace, kept.ttl, kept.ttl)
 
-    async def read_lease(self, namespace: str, lease: str) -> LeaseState:
-        return self._leases.state(self._leases.find(namespace, lease))
+    async def read(self, namespace: str, lease: str) -> LeaseState:
+        return self.table.state(self.table.find(namespace, lease))
 
-    async def revoke_lease(self, namespace: str, lease: str) -> LeaseState:
-        ended = self._leases.revoke(namespace, lease)
+    async def revoke(self, namespace: str, lease: str) -> LeaseState:
+        ended = self.table.revoke(namespace, lease)
         state = LeaseState(ended.id, ended.namespace, ended.ttl, 0.0, tuple(ended.targets))
         await self._end(ended)
         log.info(
@@ -82,43 +96,35 @@ class LocalLeases(LocalStore):
         )
         return state
 
-    def leases_of(self, targets: Sequence[Target]) -> list[tuple[str, float] | None]:
-        lease_of = self._leases.lease_of
+    async def leases_of(self, targets: Sequence[Target]) -> list[tuple[str, float] | None]:
+        lease_of = self.table.lease_of
         return [lease_of(target) for target in targets]
 
-    def lease_figures(self) -> tuple[int, int, int] | None:
-        table = self._leases
+    def figures(self) -> tuple[int, int, int]:
+        table = self.table
         return len(table), table.expired, table.revoked
-
-    # -- what a subclass journals (nothing, in memory) ------------------
-
-    async def _lease_granted(self, lease: Lease) -> None:
-        """``lease`` was granted: make it durable before it is answered."""
-
-    async def _lease_ended(self, lease: Lease) -> None:
-        """``lease`` ended and its records are deleted."""
 
     # -- the timer -------------------------------------------------------
 
-    def _arm(self) -> None:
+    def arm(self) -> None:
         """Set the one timer for the heap's first deadline, unless it is set for one as early."""
-        at = self._leases.next_deadline()
+        at = self.table.next_deadline()
         if at is None or at >= self._timer_at:
             return
         if self._timer is not None:
             self._timer.cancel()
-        delay = max(0.0, at - self._leases.clock())
+        delay = max(0.0, at - self.table.clock())
         self._timer = asyncio.get_running_loop().call_later(delay, self._fire)
         self._timer_at = at
 
     def _fire(self) -> None:
         self._timer, self._timer_at = None, math.inf
-        ended = self._leases.due()
+        ended = self.table.due()
         if ended:
             task = asyncio.get_running_loop().create_task(self._expire(ended))
             self._ending.add(task)
             task.add_done_callback(self._ending.discard)
-        self._arm()
+        self.arm()
 
     async def _expire(self, ended: list[Lease]) -> None:
         await asyncio.gather(*(self._expire_one(lease) for lease in ended))
@@ -138,17 +144,18 @@ class LocalLeases(LocalStore):
 
     async def _end(self, lease: Lease) -> None:
         """Delete every record still on ``lease``, as an unregister does, then journal its end."""
+        table, store = self.table, self._store
         for target in list(lease.targets):
-            if not self._leases.holds(lease, target):
+            if not table.holds(lease, target):
                 continue  # registered again since, under another lease or none
             key, member = target
             if member is None:
-                await self.delete(key)
+                await store.delete(key)
             else:
-                await self.set_member(key, member, present=False)
-        await self._lease_ended(lease)
+                await store.set_member(key, member, present=False)
+        await self._ended(lease)
 
-    async def _close_leases(self) -> None:
+    async def close(self) -> None:
         """Stop the timer and finish the deletions under way (before the store closes)."""
         if self._timer is not None:
             self._timer.cancel()

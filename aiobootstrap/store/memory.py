@@ -4,8 +4,9 @@ Records sit in :class:`~aiobootstrap.store.tables.Tables`, one dict per
 (namespace, kind, role), so the rank cap is that dict's length. Every method
 runs to completion without yielding, so each is atomic on the event loop: a
 count checked and a write made happen with nothing in between. The feed is a direct call to the listener after the
-change, carrying the record itself. Leases are ``local_leases``'s: a write
-attaches its record to its lease (or to none) in the same step.
+change, carrying the record itself. Leases are ``local_leases``'s (the
+part :class:`~.tables.LocalStore` owns): a write attaches its record to its
+lease (or to none) in the same step.
 """
 
 from __future__ import annotations
@@ -15,13 +16,12 @@ import time
 from typing import Any
 
 from .interface import Change, ChangeListener, Key, Record, StoreLimits, ignore_changes, with_member
-from .leases import Lease
-from .local_leases import LocalLeases
+from .tables import LocalStore
 
 __all__ = ["MemoryStore"]
 
 
-class MemoryStore(LocalLeases):
+class MemoryStore(LocalStore):
     """Records in memory: fast, and gone when the process ends."""
 
     def __init__(self, limits: StoreLimits | None = None) -> None:
@@ -41,19 +41,13 @@ class MemoryStore(LocalLeases):
         self._listener = listener
 
     async def close(self) -> None:
-        await self._close_leases()
+        await self._lease_calls.close()
         self._listener = ignore_changes()
 
-    async def put(self, key: Key, value: dict[str, Any]) -> Record:
-        return self._put(key, value, None)
-
-    async def put_leased(self, key: Key, value: dict[str, Any], lease: str | None) -> Record:
+    async def put(self, key: Key, value: dict[str, Any], lease: str | None = None) -> Record:
         held = None if lease is None else self._leases.find(key.namespace, lease)
-        return self._put(key, value, held)
-
-    def _put(self, key: Key, value: dict[str, Any], lease: Lease | None) -> Record:
         record = self._write(key, value)
-        self._leases.attach((key, None), lease)
+        self._leases.attach((key, None), held)
         return record
 
     def _write(self, key: Key, value: dict[str, Any]) -> Record:
@@ -64,18 +58,15 @@ class MemoryStore(LocalLeases):
         self._listener.changed((Change(key, record.version, record),))
         return record
 
-    async def set_member(self, key: Key, member: str, *, present: bool) -> Record | None:
-        return self._set_member(key, member, present, None)
-
-    async def add_leased(self, key: Key, member: str, lease: str) -> Record | None:
-        return self._set_member(key, member, True, self._leases.find(key.namespace, lease))
-
-    def _set_member(self, key: Key, member: str, present: bool, lease: Lease | None) -> Record | None:
+    async def set_member(
+        self, key: Key, member: str, *, present: bool, lease: str | None = None
+    ) -> Record | None:
+        held = None if lease is None or not present else self._leases.find(key.namespace, lease)
         # Nothing here yields: the read and the write are one step.
         current = self._tables.get(key)
         value = with_member(None if current is None else current.value, member, present=present)
         record = current if value is None else self._write(key, value)
-        self._leases.attach((key, member), lease)
+        self._leases.attach((key, member), held)
         return record
 
     async def delete(self, key: Key) -> Record | None:

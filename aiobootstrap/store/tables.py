@@ -11,10 +11,13 @@ both read through :class:`LocalStore`.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Coroutine, Sequence
+from typing import Any
 
-from ..exceptions import TooManyNamespaces, TooManyRanks
-from .interface import Key, Record, Store, StoreLimits, too_many_roles
+from .interface import Key, LeaseState, Record, Store, Target
+from .leases import LeaseTable
+from .limits import StoreLimits, too_many_namespaces, too_many_ranks, too_many_roles
+from .local_leases import Journal, LocalLeases, nothing
 
 __all__ = ["LocalStore", "Tables"]
 
@@ -96,10 +99,7 @@ class Tables:
             limit = self.limits.max_namespaces
             held = len(self._namespaces) + sum(1 for ns in staged_namespaces if ns not in self._namespaces)
             if limit is not None and held >= limit:
-                raise TooManyNamespaces(
-                    f"The server already holds records in {held} namespaces, its limit "
-                    "(--max-namespaces); a namespace is freed when its last record is deleted."
-                )
+                raise too_many_namespaces(held)
         limit = self.limits.max_ranks
         if limit is None or key.rank in staged_ranks:
             return
@@ -108,10 +108,7 @@ class Tables:
             return
         held = len(table) + sum(1 for rank in staged_ranks if rank not in table)
         if held >= limit:
-            raise TooManyRanks(
-                f"The server already stores {held} distinct ranks, its limit; "
-                "unregister one, or give the server a world size or a higher rank limit."
-            )
+            raise too_many_ranks(held)
 
     def _check_roles(
         self,
@@ -129,7 +126,7 @@ class Tables:
             role for namespace, kind, role in staged if namespace == key.namespace and kind == key.kind
         )
         if len(held) >= limit:
-            raise TooManyRanks(too_many_roles(len(held)))
+            raise too_many_roles(len(held))
 
     def next_version(self, namespace: str) -> int:
         return self.version(namespace) + 1
@@ -182,11 +179,23 @@ class LocalStore(Store):
 
     ``peek`` and ``peek_records`` read them from any thread: a lookup in a dict
     is atomic and a record is immutable (a write replaces it), so a reader
-    sees the old record or the new one, whole.
+    sees the old record or the new one, whole. Its leases are a
+    :class:`~.local_leases.LocalLeases` it owns: the lease calls are its, and
+    a write attaches its record to the lease table (``self._leases``).
     """
 
-    def __init__(self, limits: StoreLimits | None) -> None:
+    def __init__(
+        self, limits: StoreLimits | None, *, granted: Journal = nothing, ended: Journal = nothing
+    ) -> None:
+        """``granted`` and ``ended``: what the store journals of a lease (see ``local_leases``)."""
         self._tables = Tables(limits if limits is not None else StoreLimits())
+        self._lease_calls = LocalLeases(self, self._tables.limits.max_leases, granted=granted, ended=ended)
+        self._leases = self._lease_calls.table
+
+    @property
+    def lease_table(self) -> LeaseTable:
+        """The leases (read by the metrics and by tests)."""
+        return self._leases
 
     def peek(self, key: Key) -> Record | None:
         return self._tables.get(key)
@@ -212,3 +221,23 @@ class LocalStore(Store):
 
     async def namespaces(self) -> list[str]:
         return self._tables.namespaces()
+
+    # -- leases (``local_leases``) -------------------------------------
+
+    def grant_lease(self, namespace: str, ttl: float) -> Coroutine[Any, Any, LeaseState]:
+        return self._lease_calls.grant(namespace, ttl)
+
+    def keepalive_lease(self, namespace: str, lease: str) -> Coroutine[Any, Any, LeaseState]:
+        return self._lease_calls.keepalive(namespace, lease)
+
+    def read_lease(self, namespace: str, lease: str) -> Coroutine[Any, Any, LeaseState]:
+        return self._lease_calls.read(namespace, lease)
+
+    def revoke_lease(self, namespace: str, lease: str) -> Coroutine[Any, Any, LeaseState]:
+        return self._lease_calls.revoke(namespace, lease)
+
+    def leases_of(self, targets: Sequence[Target]) -> Coroutine[Any, Any, list[tuple[str, float] | None]]:
+        return self._lease_calls.leases_of(targets)
+
+    def lease_figures(self) -> tuple[int, int, int] | None:
+        return self._lease_calls.figures()

@@ -39,7 +39,7 @@ def after_of(request: web.Request) -> int:
     """
     after = protocol.parse_after(param(request, "after"))
     boot = param(request, "boot")
-    if boot is not None and boot != request.app[REGISTRY].store.incarnation:
+    if boot is not None and boot != request.app[REGISTRY].incarnation:
         return 0
     return after
 

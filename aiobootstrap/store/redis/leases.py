@@ -34,8 +34,9 @@ import secrets
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ...exceptions import LeaseNotFound, StoreUnavailable, TooManyLeases
-from ..interface import Key, LeaseState, StoreLimits, Target, too_many_leases
+from ...exceptions import LeaseNotFound, StoreUnavailable
+from ..interface import Key, LeaseState, Target
+from ..limits import StoreLimits, too_many_leases
 from . import lease_lua, lua
 from .batcher import Batcher
 from .connection import Connection, reraise_cancellation
@@ -103,7 +104,7 @@ class RedisLeases:
             )
             status, self.held = int(reply[0]), int(reply[1])
             if status == -1:
-                raise TooManyLeases(too_many_leases(self.held))
+                raise too_many_leases(self.held)
             if status == 0:
                 if asyncio.get_running_loop().time() + ttl < self._wake_at:
                     self._wake.set()  # due before the reaper's next look

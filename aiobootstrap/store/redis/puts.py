@@ -17,7 +17,7 @@ import asyncio
 import secrets
 from typing import TYPE_CHECKING, Any
 
-from ..interface import StoreLimits
+from ..limits import StoreLimits
 from . import lua
 from .keys import Keys, text
 

@@ -27,8 +27,7 @@ from typing import Any
 from ... import _json
 from ..._names import check_name
 from ..._ranks import RankSet
-from ...exceptions import LeaseNotFound, StoreUnavailable, TooManyNamespaces, TooManyRanks
-from .. import interface
+from ...exceptions import LeaseNotFound, StoreUnavailable
 from ..interface import (
     READ_BY_KEY,
     Change,
@@ -37,10 +36,10 @@ from ..interface import (
     LeaseState,
     Record,
     Store,
-    StoreLimits,
     Target,
     with_member,
 )
+from ..limits import StoreLimits, too_many_namespaces, too_many_ranks, too_many_roles
 from ..redacted import describe
 from . import lease_lua, lua
 from .batcher import Batcher
@@ -189,21 +188,15 @@ class RedisStore(Store):
 
     # -- writing --------------------------------------------------------------
 
-    async def put(self, key: Key, value: dict[str, Any]) -> Record:
-        return await self.put_leased(key, value, None)
-
-    async def put_leased(self, key: Key, value: dict[str, Any], lease: str | None) -> Record:
+    async def put(self, key: Key, value: dict[str, Any], lease: str | None = None) -> Record:
         record = await self._put(key, value, lease=lease)
         assert record is not None
         return record
 
-    async def set_member(self, key: Key, member: str, *, present: bool) -> Record | None:
-        return await self._set_member(key, member, present, None)
-
-    async def add_leased(self, key: Key, member: str, lease: str) -> Record | None:
-        return await self._set_member(key, member, True, lease)
-
-    async def _set_member(self, key: Key, member: str, present: bool, lease: str | None) -> Record | None:
+    async def set_member(
+        self, key: Key, member: str, *, present: bool, lease: str | None = None
+    ) -> Record | None:
+        lease = lease if present else None
         # Read, change, and write only if nobody wrote in between (the script
         # compares versions); a lost race reads again. Atomic across replicas.
         while True:
@@ -265,17 +258,11 @@ class RedisStore(Store):
         if status == -5:
             raise LeaseNotFound(lease or "")
         if status == -2:
-            raise TooManyNamespaces(
-                f"The server already holds records in {held} namespaces, its limit "
-                "(--max-namespaces); a namespace is freed when its last record is deleted."
-            )
+            raise too_many_namespaces(held)
         if status == -4:
-            raise TooManyRanks(interface.too_many_roles(held))
+            raise too_many_roles(held)
         if status == -1:
-            raise TooManyRanks(
-                f"The server already stores {held} distinct ranks, its limit; "
-                "unregister one, or give the server a world size or a higher rank limit."
-            )
+            raise too_many_ranks(held)
         record = Record(key, value, status, registered_at)
         self._feed.wrote(Change(key, record.version, record))
         return record
@@ -315,7 +302,7 @@ class RedisStore(Store):
     async def revoke_lease(self, namespace: str, lease: str) -> LeaseState:
         return await self._leases.revoke(namespace, lease)
 
-    async def read_leases_of(self, targets: Sequence[Target]) -> list[tuple[str, float] | None]:
+    async def leases_of(self, targets: Sequence[Target]) -> list[tuple[str, float] | None]:
         return await self._leases.holders(targets)
 
     def lease_figures(self) -> tuple[int, int, int] | None:

@@ -93,7 +93,7 @@ async def add_url(registry: Registry, namespace: str, url: str, *, lease: str | 
 async def remove_url(registry: Registry, namespace: str, url: str) -> bool:
     """Unregister ``url``: out of the list and the evicted set (no more probes); ``True`` if it was in either."""
     key, evicted = encoder_list_key(namespace), evicted_key(namespace)
-    was_there = any(_has(record, url) for record in await registry.store.get_many([key, evicted]))
+    was_there = any(_has(record, url) for record in await registry.get_many([key, evicted]))
     # The evicted set first: a probe that reads it afterwards cannot revive the URL.
     await registry.set_member(evicted, url, present=False)
     await registry.set_member(key, url, present=False)
@@ -133,7 +133,7 @@ class EncoderHealth:
 
     async def round(self) -> None:
         """Probe every listed and evicted URL of every namespace once (all at once), and apply the findings."""
-        names = await self._registry.store.namespaces()
+        names = await self._registry.namespaces()
         before = (dict(self._failures), dict(self._evicted_at))
         seen = await asyncio.gather(*[self._namespace_round(namespace) for namespace in names])
         self._forget_unseen(set().union(*seen))
@@ -146,7 +146,7 @@ class EncoderHealth:
 
     async def _namespace_round(self, namespace: str) -> set[tuple[str, str]]:
         """One namespace's probes and their consequences; the (namespace, URL) pairs probed."""
-        listed_record, evicted_record = await self._registry.store.get_many(
+        listed_record, evicted_record = await self._registry.get_many(
             [encoder_list_key(namespace), evicted_key(namespace)]
         )
         listed = members_of(None if listed_record is None else listed_record.value)

@@ -83,7 +83,7 @@ async def list_encoder_urls(request: web.Request) -> web.StreamResponse:
 async def encoder_url_health(request: web.Request) -> web.Response:
     """``GET /encoder_url_health``: each listed and evicted URL with what this replica's probes found."""
     namespace = namespace_of(request)
-    listed, evicted = await request.app[REGISTRY].store.get_many(
+    listed, evicted = await request.app[REGISTRY].get_many(
         [encoder_list_key(namespace), evicted_key(namespace)]
     )
     prober = request.app.get(ENCODER_HEALTH)

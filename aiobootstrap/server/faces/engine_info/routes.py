@@ -144,7 +144,7 @@ def _get_batch(kind: RecordKind) -> Handler:
         request.app[METRICS].count_get(since, found, expired=bool(missing))
         if missing:
             return not_registered(kind, missing)
-        version = await registry.store.version(namespace)
+        version = await registry.version(namespace)
         # The getters woken together share one reply (and every item's body), not a copy each.
         shared, asked = request.app[BATCH_REPLIES], (namespace, kind.name, role, ranks, whole)
         body = shared.get(asked, found, version)

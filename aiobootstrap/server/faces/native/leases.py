@@ -14,8 +14,7 @@ from typing import Any
 from aiohttp import web
 
 from .... import wire as protocol
-from ....exceptions import ShuttingDown
-from ....store import LeaseState, Store
+from ....store import LeaseState
 from ....wire import leases as wire_leases
 from ...appkeys import CONFIG, REGISTRY
 from ...auth import ExpectHandler
@@ -54,18 +53,11 @@ def _reply(state: LeaseState, *, whole: bool = False) -> web.Response:
     return web.Response(body=body, content_type=protocol.JSON_TYPE)
 
 
-def _store(request: web.Request) -> Store:
-    registry = request.app[REGISTRY]
-    if registry.closed:
-        raise ShuttingDown()
-    return registry.store
-
-
 async def grant_lease(request: web.Request) -> web.Response:
     """``POST /leases {"ttl": S}``: a new lease of S seconds."""
     payload = protocol.parse_body(await read_body(request, request.app[CONFIG]))
     ttl = wire_leases.parse_ttl_body(payload)
-    state = await _store(request).grant_lease(namespace_of(request), ttl)
+    state = await request.app[REGISTRY].grant_lease(namespace_of(request), ttl)
     return _reply(state)
 
 
@@ -76,7 +68,7 @@ async def keepalive_lease(request: web.Request) -> web.StreamResponse:
     ``200`` is written as pre-built bytes (``prebuilt``), aiohttp's own reply
     only when another ``on_response_prepare`` hook must see it. No body is read.
     """
-    state = await _store(request).keepalive_lease(namespace_of(request), request.match_info["lease"])
+    state = await request.app[REGISTRY].keepalive_lease(namespace_of(request), request.match_info["lease"])
     wire = request.app[REPLY_WIRE]
     if not wire.enabled:
         return _reply(state)
@@ -86,11 +78,11 @@ async def keepalive_lease(request: web.Request) -> web.StreamResponse:
 
 async def read_lease(request: web.Request) -> web.Response:
     """``GET /leases/{ID}``: its TTL, the seconds left and the records on it."""
-    state = await request.app[REGISTRY].store.read_lease(namespace_of(request), request.match_info["lease"])
+    state = await request.app[REGISTRY].read_lease(namespace_of(request), request.match_info["lease"])
     return _reply(state, whole=True)
 
 
 async def revoke_lease(request: web.Request) -> web.Response:
     """``DELETE /leases/{ID}``: the lease and every record on it, gone now."""
-    await _store(request).revoke_lease(namespace_of(request), request.match_info["lease"])
+    await request.app[REGISTRY].revoke_lease(namespace_of(request), request.match_info["lease"])
     return web.Response(text="OK")

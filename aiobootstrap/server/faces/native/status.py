@@ -28,7 +28,7 @@ async def health(request: web.Request) -> web.Response:
 
 async def ready(request: web.Request) -> web.Response:
     """``GET /ready``: ``OK`` while the store answers, ``503`` (JSON) while it does not."""
-    await request.app[REGISTRY].store.ping()
+    await request.app[REGISTRY].ping()
     return web.Response(text="OK")
 
 
@@ -38,18 +38,17 @@ async def list_ranks(request: web.Request) -> web.Response:
     role = protocol.parse_role_param(param(request, "role"))
     namespace = namespace_of(request)
     registry = request.app[REGISTRY]
-    store = registry.store
-    found = await store.records(namespace, kind.name, role)
+    found = await registry.records(namespace, kind.name, role)
     body = records.encode_listing(
         found,
-        await store.version(namespace),
+        await registry.version(namespace),
         request.app[CONFIG].world_size,
         registry.parked_in(namespace),
         time.time(),
         kind=kind.name,
         role=role,
         summary=kind.summary,
-        leases=await store.read_leases_of([(record.key, None) for record in found]),
+        leases=await registry.leases_of([(record.key, None) for record in found]),
         waiters_by_rank=registry.parking.by_rank(namespace, kind.name, role),
     )
     return web.Response(body=body, content_type=protocol.JSON_TYPE)

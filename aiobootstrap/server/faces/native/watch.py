@@ -28,7 +28,7 @@ from ...._names import ENCODER_URLS
 from ...._ranks import RankSet
 from ....core.history import History, Match
 from ....exceptions import HistoryGone, ShuttingDown
-from ...appkeys import CONFIG
+from ...appkeys import CONFIG, REGISTRY
 from ...fastpath.prebuilt import PrebuiltReply
 from ...fastpath.watches import WATCH_WIRE, EarlyWatch
 from ..common import namespace_of, param, wait_seconds
@@ -126,13 +126,13 @@ async def watch(request: web.Request) -> web.StreamResponse:
         after = after if resume is None else resume
     history = request.app[HISTORY]
     boot = param(request, "boot")
-    if boot is not None and boot != history.store.incarnation:
+    if boot is not None and boot != request.app[REGISTRY].incarnation:
         # The version came from another incarnation of the registry: none of it holds here.
         return gone(
             HistoryGone(
                 "The registry is not the incarnation that version came from (a new boot id): "
                 "read the listing, then watch from its version.",
-                await history.store.version(namespace),
+                await request.app[REGISTRY].version(namespace),
             )
         )
     if stream:

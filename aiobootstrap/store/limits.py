@@ -1,0 +1,76 @@
+"""The limits a store keeps, and each refusal in its one sentence.
+
+Every store checks its limits atomically with the write that would pass them
+(see ``interface``): the memory and file stores in ``tables``, the Redis
+store in its scripts, the leases in ``leases`` and ``redis/leases``. However
+a store counts, a refusal reads the same: each is written here once, as the
+exception to raise, with the count the store found.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..exceptions import TooManyLeases, TooManyNamespaces, TooManyRanks
+
+__all__ = [
+    "StoreLimits",
+    "too_many_leases",
+    "too_many_members",
+    "too_many_namespaces",
+    "too_many_ranks",
+    "too_many_roles",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class StoreLimits:
+    """The limits a store enforces atomically with each write (``None``: no limit)."""
+
+    max_ranks: int | None = None
+    """Distinct ranks one (namespace, kind, role) may hold; a replacement never needs room."""
+    max_namespaces: int | None = None
+    """Namespaces that may hold records at once."""
+    max_roles: int | None = None
+    """Distinct roles one (namespace, kind) may hold records under; a write to a role held needs no room."""
+    max_leases: int | None = None
+    """Leases that may be held at once, every namespace together."""
+
+
+def too_many_ranks(held: int) -> TooManyRanks:
+    """A write refused under ``max_ranks``."""
+    return TooManyRanks(
+        f"The server already stores {held} distinct ranks, its limit; "
+        "unregister one, or give the server a world size or a higher rank limit."
+    )
+
+
+def too_many_roles(held: int) -> TooManyRanks:
+    """A write refused under ``max_roles``."""
+    return TooManyRanks(
+        f"The namespace already holds records of this kind under {held} distinct roles, its limit "
+        "(--max-roles); unregister a role's last rank before using another."
+    )
+
+
+def too_many_namespaces(held: int) -> TooManyNamespaces:
+    """A write refused under ``max_namespaces``."""
+    return TooManyNamespaces(
+        f"The server already holds records in {held} namespaces, its limit "
+        "(--max-namespaces); a namespace is freed when its last record is deleted."
+    )
+
+
+def too_many_leases(held: int) -> TooManyLeases:
+    """A grant refused under ``max_leases``."""
+    return TooManyLeases(
+        f"The server already holds {held} leases, its limit (--max-leases); "
+        "revoke one before granting another."
+    )
+
+
+def too_many_members(held: int) -> TooManyRanks:
+    """A member added to a set record of ``MAX_MEMBERS`` (``interface.with_member``)."""
+    return TooManyRanks(
+        f"The list already holds {held} entries, its limit; remove one before adding another."
+    )
