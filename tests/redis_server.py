@@ -106,6 +106,10 @@ class RedisServer(Pausable):
             str(self.directory / "redis.log"),
             "--protected-mode",
             "yes",
+            # A primary sends a new replica its data at once: by default it waits 5 s for more
+            # replicas to share one transfer, which each test's heal after a failover waited out.
+            "--repl-diskless-sync-delay",
+            "0",
         ]
         args += self.extra_args
         if self.password is not None:
