@@ -87,16 +87,19 @@ async def test_keepalive_through_the_other_replica_keeps_a_lease_past_its_ttl(
 ) -> None:
     """Granted through A, kept alive through B past several TTLs: the record stays; read through either."""
     a, b = pair
-    lease = await a.store.grant_lease("default", TINY)
+    # Kept alive every tenth of a TTL long enough to matter on a loaded machine (a 0.3 s lease kept
+    # every 75 ms expired when a worker stalled), for twice the TTL.
+    ttl = 1.0
+    lease = await a.store.grant_lease("default", ttl)
     await a.register(info_key(0), INFO, lease.id)
-    deadline = time.monotonic() + 3 * TINY
+    deadline = time.monotonic() + 2 * ttl
     while time.monotonic() < deadline:
         kept = await b.store.keepalive_lease("default", lease.id)
-        assert kept.ttl == TINY
-        await asyncio.sleep(TINY / 4)  # a holder's keepalive period, not a settle
+        assert kept.ttl == ttl
+        await asyncio.sleep(ttl / 10)  # a holder's keepalive period, not a settle
     state = await a.store.read_lease("default", lease.id)
     assert state.records == ((info_key(0), None),)
-    assert 0 < state.remaining <= TINY
+    assert 0 < state.remaining <= ttl
     assert await b.store.get(info_key(0)) is not None
     revoked = await b.store.revoke_lease("default", lease.id)
     assert revoked.records == ((info_key(0), None),)
