@@ -22,8 +22,8 @@ from aiohttp.test_utils import make_mocked_request
 
 from aiobootstrap import ServerConfig, create_app
 from aiobootstrap.core.registry import Registry
-from aiobootstrap.server.app import REGISTRY, REPLY_WIRE
-from aiobootstrap.server.fastpath.gets import EarlyReply, ReplyWire
+from aiobootstrap.server.app import GET_REPLIES, REGISTRY
+from aiobootstrap.server.fastpath.gets import GetReplies, PendingGet
 from aiobootstrap.store import Key, Record
 
 from .conftest import GUARD, register_in, until
@@ -153,8 +153,8 @@ async def test_prebuilt_reply_is_what_aiohttp_sends(
     fast: Served, plain: Served, name: str, woken: bool
 ) -> None:
     """Status line, every header (but the Date's and the boot id's values) and body match aiohttp's reply."""
-    assert fast.app[REPLY_WIRE].enabled
-    assert not plain.app[REPLY_WIRE].enabled
+    assert fast.app[GET_REPLIES].enabled
+    assert not plain.app[GET_REPLIES].enabled
     for served in (fast, plain):
         if not woken:
             await _register(served, 3)
@@ -276,13 +276,13 @@ async def test_client_gone_while_parked_leaves_nothing_and_others_are_answered(f
     await _parked(fast, 2)
     gone.close()
     await until(lambda: fast.registry.parked == 1)
-    [expecting] = fast.app[REPLY_WIRE]._expecting.values()
+    [expecting] = fast.app[GET_REPLIES]._expecting.values()
     assert len(expecting) == 1
     await _register(fast, 12)
     reply = await _read_reply(stays_reader)
     assert reply.status_line == "HTTP/1.1 200 OK"
     await until(lambda: fast.registry.parked == 0 and fast.registry.waiting_keys == 0)
-    assert fast.app[REPLY_WIRE]._expecting == {}
+    assert fast.app[GET_REPLIES]._expecting == {}
     stays.close()
 
 
@@ -293,9 +293,9 @@ async def test_client_gone_after_delivery_before_its_write_is_skipped(fast: Serv
     await _parked(fast)
     # Close the server's side of the connection in the same step as the registration:
     # the early write, one loop turn later, finds the transport closing.
-    [pending] = fast.app[REPLY_WIRE]._expecting.values()
+    [pending] = fast.app[GET_REPLIES]._expecting.values()
     [early] = list(pending)
-    assert isinstance(early, EarlyReply)
+    assert isinstance(early, PendingGet)
     transport = early.request.transport
     assert transport is not None
     transport.close()
@@ -335,7 +335,7 @@ async def test_another_prepare_hook_still_sees_woken_replies(plain: Served) -> N
         seen.append(response.status)
 
     # The plain fixture's app is frozen: check what its flag says, and that its replies went through hooks.
-    assert not plain.app[REPLY_WIRE].enabled
+    assert not plain.app[GET_REPLIES].enabled
     reply = await _one(plain, 15, VARIANTS["1.1 keep-alive"], woken=True)
     assert reply.status_line == "HTTP/1.1 200 OK"
     app = create_app(ServerConfig())
@@ -385,7 +385,7 @@ async def test_woken_waiter_of_a_large_reply_gets_it_whole(fast: Served) -> None
 def test_wire_follows_a_new_boot_id_at_once() -> None:
     """A new boot id (a flushed Redis) is in the very next reply, not a second later."""
     boot = ["first"]
-    wire = ReplyWire(lambda record: b"{}", lambda: boot[0], enabled=True)
+    wire = GetReplies(lambda record: b"{}", lambda: boot[0], enabled=True)
     record = Record(Key("default", "transfer_engine_info", "target", 0), {}, 7, 0.0)
     data, _ = wire.parts(record, 0)
     assert b"X-Aiobootstrap-Boot: first\r\n" in data
@@ -426,7 +426,7 @@ def _record(version: int, rank: int = 0) -> Record:
     return Record(Key("default", "transfer_engine_info", "target", rank), {}, version, 0.0)
 
 
-def _mocked_get(wire: ReplyWire) -> tuple[web.Request, mock.Mock]:
+def _mocked_get(wire: GetReplies) -> tuple[web.Request, mock.Mock]:
     transport = mock.Mock()
     transport.is_closing.return_value = False
     request = make_mocked_request("GET", GET, transport=transport, writer=mock.Mock(output_size=0))
@@ -441,7 +441,7 @@ def test_a_records_reply_is_encoded_once_per_version_and_forgotten_with_its_key(
         encoded.append(record.version)
         return f"v{record.version}".encode()
 
-    wire = ReplyWire(encode, lambda: "boot", enabled=True)
+    wire = GetReplies(encode, lambda: "boot", enabled=True)
     first = wire.body(_record(1))
     assert wire.body(_record(1)) is first
     assert wire.body(_record(2)) == b"v2"
@@ -452,7 +452,7 @@ def test_a_records_reply_is_encoded_once_per_version_and_forgotten_with_its_key(
 
 async def test_a_delivery_writes_the_gets_it_answers_one_loop_turn_later() -> None:
     """Due gets (after < version) are written after the delivering step; settle then returns the record sent."""
-    wire = ReplyWire(lambda record: b"{}", lambda: "boot", enabled=True)
+    wire = GetReplies(lambda record: b"{}", lambda: "boot", enabled=True)
     request, transport = _mocked_get(wire)
     old_request, old_transport = _mocked_get(wire)
     key = _record(5).key
@@ -473,7 +473,7 @@ async def test_a_delivery_writes_the_gets_it_answers_one_loop_turn_later() -> No
 
 async def test_a_get_settled_before_its_write_is_never_written() -> None:
     """A wait that returned on its own before the early write ran is answered by its handler alone."""
-    wire = ReplyWire(lambda record: b"{}", lambda: "boot", enabled=True)
+    wire = GetReplies(lambda record: b"{}", lambda: "boot", enabled=True)
     request, transport = _mocked_get(wire)
     early = wire.expect(request, _record(1).key, after=0)
     wire.delivered(early.key, _record(1))
@@ -484,7 +484,7 @@ async def test_a_get_settled_before_its_write_is_never_written() -> None:
 
 async def test_a_crowd_woken_together_shares_one_reply_per_variant() -> None:
     """A delivery makes each variant's bytes once for all the gets it answers, and writes that one object to each."""
-    wire = ReplyWire(lambda record: b"{}", lambda: "boot", enabled=True)
+    wire = GetReplies(lambda record: b"{}", lambda: "boot", enabled=True)
     made: list[int] = []
     parts = wire.parts
 

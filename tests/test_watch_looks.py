@@ -3,7 +3,7 @@
 Raw HTTP/1.x to a real server: a parked watch told counts is answered when a
 wait parks, when a probe round changes a finding and when a record changes,
 in the bytes aiohttp sends for the same app with one more
-``on_response_prepare`` hook (which takes the slow way, ``watch_looks``);
+``on_response_prepare`` hook (which takes the slow way, ``watch_counts``);
 a crowd of them is encoded once and each member answered once, with no task
 of its own; a ``410`` and the waiter limit hold as before.
 """
@@ -22,7 +22,7 @@ from aiobootstrap import wire as protocol
 from aiobootstrap.server.appkeys import REGISTRY
 from aiobootstrap.server.faces.encoders.health import ENCODER_HEALTH, add_url
 from aiobootstrap.server.faces.native.watch import HISTORY
-from aiobootstrap.server.fastpath.watches import WATCH_WIRE
+from aiobootstrap.server.fastpath.watches import WATCH_REPLIES
 from aiobootstrap.store import Change
 
 from .conftest import info_key, register_in, until
@@ -113,8 +113,8 @@ async def test_a_page_watch_is_answered_in_aiohttps_bytes(
 ) -> None:
     """Woken by a wait, a finding or a change: status line, every header (but Date's and the boot id's
     values) and body are those the slow way sends through aiohttp."""
-    assert fast.app[WATCH_WIRE].enabled
-    assert not plain.app[WATCH_WIRE].enabled
+    assert fast.app[WATCH_REPLIES].enabled
+    assert not plain.app[WATCH_REPLIES].enabled
     ours = await _woken(fast, VARIANTS[name], trigger)
     theirs = await _woken(plain, VARIANTS[name], trigger)
     _same(ours, theirs)

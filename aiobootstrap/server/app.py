@@ -50,8 +50,8 @@ from .faces.native.page import page
 from .faces.native.status import health, list_namespaces, list_ranks, ready
 from .faces.native.watch import HISTORY, WATCH_FIGURES, WatchCollector, WatchFigures, watch
 from .fastpath.batches import BATCH_REPLIES, BatchReplies
-from .fastpath.gets import REPLY_WIRE, ReplyWire
-from .fastpath.watches import WATCH_WIRE, WatchWire
+from .fastpath.gets import GET_REPLIES, GetReplies
+from .fastpath.watches import WATCH_REPLIES, WatchReplies
 from .lease_metrics import LeaseCollector
 from .metrics import METRICS, NAMESPACE_FIGURES, Metrics, NamespaceFigures, metrics, metrics_middleware
 from .openapi import openapi
@@ -59,7 +59,7 @@ from .openapi import openapi
 if TYPE_CHECKING:
     from .connections import ConnectionTable
 
-__all__ = ["CONFIG", "REGISTRY", "REPLY_WIRE", "create_app", "release_waiters"]
+__all__ = ["CONFIG", "GET_REPLIES", "REGISTRY", "create_app", "release_waiters"]
 
 log = logging.getLogger("aiobootstrap")
 
@@ -174,12 +174,12 @@ async def _registry_context(app: web.Application) -> AsyncIterator[None]:
     )
     # The bytes carry the boot-id stamp themselves: only when nothing else hooks a reply's headers.
     stamps_only = list(app.on_response_prepare) == [_boot_header]
-    wire = ReplyWire(
+    replies = GetReplies(
         encode_reply, lambda: store.incarnation, enabled=stamps_only, encode_object=encode_object_reply
     )
-    registry = Registry(store, max_waiters=config.max_waiters, on_delivery=wire.delivered)
+    registry = Registry(store, max_waiters=config.max_waiters, on_delivery=replies.delivered)
     history = History(store, limit=config.watch_history, parking=registry.parking)
-    watch_wire = WatchWire(history, registry.parking, lambda: store.incarnation, enabled=stamps_only)
+    watch_replies = WatchReplies(history, registry.parking, lambda: store.incarnation, enabled=stamps_only)
     in_order = store.follow_in_order(history)  # Redis: the stream's order, not its own writes first
     await store.open(registry if in_order else listeners(registry, history))
     await history.open()
@@ -188,8 +188,8 @@ async def _registry_context(app: web.Application) -> AsyncIterator[None]:
     app[REGISTRY] = registry
     app[HISTORY] = history
     app[METRICS].registry.register(WatchCollector(history, app[WATCH_FIGURES]))
-    app[REPLY_WIRE] = wire
-    app[WATCH_WIRE] = watch_wire
+    app[GET_REPLIES] = replies
+    app[WATCH_REPLIES] = watch_replies
     app[BATCH_REPLIES] = batches = BatchReplies()
     log.info("store: %s", store.description)
     try:
@@ -219,7 +219,7 @@ async def release_waiters(
         return
     answered = 0
     if connections is not None:
-        answered = connections.answer(registry.parked_tasks, app[REPLY_WIRE].shutting_down())
+        answered = connections.answer(registry.parked_tasks, app[GET_REPLIES].shutting_down())
     registry.close()
     app[HISTORY].close()  # its watchers answer 503, its streams end
     if connections is not None and answered:

@@ -9,7 +9,7 @@ registration paid one after another. Yet a get's ``200`` differs from one
 getter to the next only in what the request decides (HTTP/1.0 or 1.1,
 keep-alive or not, ``HEAD``) and, once a second, in its ``Date``.
 
-:class:`ReplyWire` is this module's one object, and it owns both caches:
+:class:`GetReplies` is this module's one object, and it owns both caches:
 
 - the encoded reply of each record (``body``), per key, form and version,
   which every get path and the batch items share; a deleted key's is dropped;
@@ -20,24 +20,24 @@ keep-alive or not, ``HEAD``) and, once a second, in its ``Date``.
 Two ways out:
 
 - A *woken* waiter's reply is written at its delivery. The handler announces
-  the get (:meth:`ReplyWire.expect`); the registry's one hook, ``on_delivery``
-  (:meth:`ReplyWire.delivered`), hands over each record it delivers, and the
+  the get (:meth:`GetReplies.expect`); the registry's one hook, ``on_delivery``
+  (:meth:`GetReplies.delivered`), hands over each record it delivers, and the
   gets it answers are written back to back from one loop callback (each
   variant's bytes made once for the crowd), after the registration's own
   ``200`` and before the waiters' tasks resume: the k-th waiter's first byte
   waits for k writes, not for k handler completions. As the wait returns,
-  :meth:`ReplyWire.settle` says what was written; nothing is written after it.
+  :meth:`GetReplies.settle` says what was written; nothing is written after it.
 - Every other get (a hit, a wait answered at its deadline) returns a
-  :class:`WireReply`, a ``web.StreamResponse`` whose ``prepare`` writes them.
+  :class:`GetReply`, a ``web.StreamResponse`` whose ``prepare`` writes them.
 
-Either way aiohttp gets a :class:`WireReply` and treats it like any reply:
+Either way aiohttp gets a :class:`GetReply` and treats it like any reply:
 it logs the access, keeps or closes the connection as ``keep_alive`` says,
 and only then reads the request pipelined behind. A client gone while parked
 is never written to. The bytes are aiohttp's own (``tests/test_replies.py``
 compares them header by header); the fast way is taken only when the app's
 ``on_response_prepare`` holds nothing but the boot-id stamp, which the bytes
 carry, and the app is not mounted under another. A stop's ``503`` to each
-parked wait comes from the same head builder (:meth:`ReplyWire.shutting_down`).
+parked wait comes from the same head builder (:meth:`GetReplies.shutting_down`).
 
 Public aiohttp API but one: the request's ``transport``, ``writer.drain``,
 ``version``, ``keep_alive`` and ``method``, and the ``StreamResponse``
@@ -78,7 +78,7 @@ from .writes import write, write_sliced
 if TYPE_CHECKING:
     from ...store import Key, Record
 
-__all__ = ["REPLY_WIRE", "SEPARATE_BODY_OVER", "EarlyReply", "ReplyWire", "WireReply"]
+__all__ = ["GET_REPLIES", "SEPARATE_BODY_OVER", "GetReplies", "GetReply", "PendingGet"]
 
 log = logging.getLogger("aiobootstrap")
 
@@ -90,7 +90,7 @@ _MAX_CACHED = 256
 Encoder = Callable[["Record"], bytes]
 
 
-class ReplyWire:
+class GetReplies:
     """Gets' encoded replies, cached per key and version, and their ``200`` bytes, per variant and second.
 
     ``encode`` encodes a get's reply of a record (``encode_object``: in form=object);
@@ -109,7 +109,7 @@ class ReplyWire:
         self._objects: dict[Key, tuple[int, bytes]] = {}  # the form=object bodies, kept alike
         self._bodies_boot = ""
         """The boot id the bodies were made under."""
-        self._expecting: dict[Key, dict[EarlyReply, bool]] = {}
+        self._expecting: dict[Key, dict[PendingGet, bool]] = {}
         """The gets that may be answered at a delivery, by key, in the order they came."""
         self._second = -1
         self._stamp = b""
@@ -134,23 +134,23 @@ class ReplyWire:
 
     # -- the registry's hook, and the gets it answers -----------------
 
-    def expect(self, request: web.Request, key: Key, after: int) -> EarlyReply:
+    def expect(self, request: web.Request, key: Key, after: int) -> PendingGet:
         """Announce a get of ``key`` newer than ``after``: a delivery may write its reply. Settle it after."""
         peers = self._expecting.get(key)
         if peers is None:
             peers = self._expecting[key] = {}
-        early = EarlyReply(request, key, after, peers)
-        peers[early] = True
-        return early
+        pending = PendingGet(request, key, after, peers)
+        peers[pending] = True
+        return pending
 
-    def settle(self, early: EarlyReply) -> Record | None:
+    def settle(self, pending: PendingGet) -> Record | None:
         """The get's wait is over: nothing more is written for it. Returns the record written, if any."""
-        early.settled = True
+        pending.settled = True
         # Found by its own entry, not by key: a woken crowd hashes no key here.
-        peers = early.peers
-        if peers.pop(early, False) and not peers and self._expecting.get(early.key) is peers:
-            del self._expecting[early.key]
-        return early.record
+        peers = pending.peers
+        if peers.pop(pending, False) and not peers and self._expecting.get(pending.key) is peers:
+            del self._expecting[pending.key]
+        return pending.record
 
     def delivered(self, key: Key, record: Record | None) -> None:
         """The registry's ``on_delivery``: write the replies of the gets ``record`` answers; forget a deleted key."""
@@ -162,29 +162,29 @@ class ReplyWire:
         if peers is None:
             return
         version = record.version
-        due = [early for early in peers if early.after < version]
+        due = [pending for pending in peers if pending.after < version]
         if due:
-            for early in due:
-                del peers[early]
+            for pending in due:
+                del peers[pending]
             if not peers:
                 del self._expecting[key]
             # After the step that made the change (its own reply first), before the woken tasks resume.
             asyncio.get_running_loop().call_soon(self._answer, due, record)
 
-    def _answer(self, due: list[EarlyReply], record: Record) -> None:
+    def _answer(self, due: list[PendingGet], record: Record) -> None:
         """Write ``record``'s reply to each of ``due``: the bytes made once per variant, for the whole crowd."""
         made: dict[int, tuple[bytes, bytes | None]] = {}
-        for early in due:
+        for pending in due:
             try:
                 # The variant is read now, not when the get is announced: its first reading fills
                 # the request's cache of properties, 200 bytes per parked waiter otherwise.
-                variant = _variant(early.request)
+                variant = _variant(pending.request)
                 parts = made.get(variant)
                 if parts is None:
                     parts = made[variant] = self.parts(record, variant)
-                early.write(record, *parts)
+                pending.write(record, *parts)
             except Exception:
-                log.exception("An early reply failed")  # the get's own task still answers it
+                log.exception("A pending reply failed")  # the get's own task still answers it
 
     # -- the bytes ----------------------------------------------------
 
@@ -273,8 +273,8 @@ class ReplyWire:
         return headers
 
 
-class EarlyReply:
-    """A get that a delivery may answer before its handler resumes (see :meth:`ReplyWire.expect`).
+class PendingGet:
+    """A get that a delivery may answer before its handler resumes (see :meth:`GetReplies.expect`).
 
     It writes once at most, and nothing once settled. ``record`` is then the
     record sent, whatever the wait goes on to return.
@@ -282,7 +282,7 @@ class EarlyReply:
 
     __slots__ = ("after", "key", "peers", "record", "request", "sent", "settled")
 
-    def __init__(self, request: web.Request, key: Key, after: int, peers: dict[EarlyReply, bool]) -> None:
+    def __init__(self, request: web.Request, key: Key, after: int, peers: dict[PendingGet, bool]) -> None:
         self.request = request
         self.key = key
         self.after = after
@@ -304,21 +304,27 @@ class EarlyReply:
             self.sent = len(data)
 
 
-class WireReply(BytesReply):
+class GetReply(BytesReply):
     """A ``200`` to return from a handler: its bytes are pre-built, written by ``prepare``.
 
     A get's reply of ``record``, or with ``None`` a registration's text ``OK``.
-    When an :class:`EarlyReply` already wrote them, ``prepare`` writes nothing.
+    When an :class:`PendingGet` already wrote them, ``prepare`` writes nothing.
     aiohttp's request handler reads ``keep_alive``, ``body_length`` and
     ``status`` from it after ``prepare`` and ``write_eof``, as from any response.
     """
 
     def __init__(
-        self, request: web.Request, wire: ReplyWire, record: Record | None, early: EarlyReply | None = None
+        self,
+        request: web.Request,
+        replies: GetReplies,
+        record: Record | None,
+        pending: PendingGet | None = None,
     ) -> None:
-        super().__init__(request, sent=early.sent if early is not None and early.record is not None else None)
+        super().__init__(
+            request, sent=pending.sent if pending is not None and pending.record is not None else None
+        )
         self._record = record
-        self._wire = wire
+        self._replies = replies
         self._headers_filled = False
 
     @property
@@ -326,7 +332,7 @@ class WireReply(BytesReply):
         if not self._headers_filled:
             self._headers_filled = True
             headers = super().headers
-            headers.update(self._wire.headers(self._record, self._variant))
+            headers.update(self._replies.headers(self._record, self._variant))
             return headers
         return super().headers
 
@@ -335,9 +341,9 @@ class WireReply(BytesReply):
             return None
         self._sent = True
         if self._record is None:
-            data, body = self._wire.ok(self._variant), None
+            data, body = self._replies.ok(self._variant), None
         else:
-            data, body = self._wire.parts(self._record, self._variant)
+            data, body = self._replies.parts(self._record, self._variant)
         if not write(request, data):
             raise ConnectionResetError("The client closed the connection before its reply.")
         self._length = len(data)
@@ -349,5 +355,5 @@ class WireReply(BytesReply):
         return None
 
 
-REPLY_WIRE = web.AppKey("reply_wire", ReplyWire)
+GET_REPLIES = web.AppKey("get_replies", GetReplies)
 """The app's pre-built replies and their caches."""

@@ -5,10 +5,10 @@ aiohttp answers a ``web.Response`` by filling a header multidict, sending
 body: a few tens of µs, more than the rest of a keepalive's whole handling.
 A reply whose head is one of a few (``heads``) and whose body is a few bytes
 can skip all of it, when the app's ``on_response_prepare`` holds nothing but
-the boot-id stamp (``REPLY_WIRE.enabled``), which :class:`Stamp` puts in the
+the boot-id stamp (``GET_REPLIES.enabled``), which :class:`Stamp` puts in the
 bytes. The watches' fast path (``watch_replies``) writes its bytes before its
 handler resumes: its :class:`PrebuiltReply` then writes nothing. The gets'
-``replies.WireReply`` is a :class:`BytesReply` too: what aiohttp reads of a
+``replies.GetReply`` is a :class:`BytesReply` too: what aiohttp reads of a
 response once it is written is kept in one place.
 """
 

@@ -8,9 +8,9 @@ through a ``web.Response`` of their own: the k-th first byte waited for k of
 those. Yet what a watcher is told depends only on its filter and its
 ``after``, and most watchers share both.
 
-So a watch parked on the history announces itself (:meth:`WatchWire.expect`)
+So a watch parked on the history announces itself (:meth:`WatchReplies.expect`)
 in a *crowd*: the watches of one namespace with the same filter and
-``after``. The history's ``on_change`` hook (:meth:`WatchWire.changed`)
+``after``. The history's ``on_change`` hook (:meth:`WatchReplies.changed`)
 hears each namespace a change touched just before its watchers are woken,
 and one loop callback (after the step that made the change, so the
 registration's own reply goes first) answers every crowd that
@@ -24,22 +24,22 @@ registration's own reply goes first) answers every crowd that
   callback), joined once per crowd, put in a chunk once (HTTP/1.1's chunked
   encoding, which the stream uses) and written to every stream of the
   crowd; the stream's task then skips the changes it was sent
-  (:attr:`EarlyWatch.upto`).
+  (:attr:`PendingWatch.upto`).
 
 A long-poll that asked ``&waits=N`` / ``&findings=M`` (the page's) is in a
 crowd of the counts it was told too. Its reply says the counts now, and it is
 also answered when they move: the hooks of the registry's ``Parking.moves``
 (a wait parked or gone) and of the prober's ``EncoderHealth.findings`` call
-:meth:`WatchWire.looked`, and one loop callback answers every such crowd
+:meth:`WatchReplies.counts_moved`, and one loop callback answers every such crowd
 told counts that are no longer true, with the changes it has (often none),
-then ends each watch's wait (``EarlyWatch`` is the history's ``WaitEnd``).
+then ends each watch's wait (``PendingWatch`` is the history's ``WaitEnd``).
 So the page's renewal parks as a plain watch does: no task of its own.
 
 A crowd with nothing new (its filter matched none of the changes) stays
-parked. A watch settled (:meth:`WatchWire.settle`) is never written to, nor
+parked. A watch settled (:meth:`WatchReplies.settle`) is never written to, nor
 is a client gone. Anything else (a ``410``, a stop, a wait running out, a
 watch answered without waiting) takes the handler's own way. The fast way is
-taken only when ``REPLY_WIRE.enabled`` says the app's ``on_response_prepare``
+taken only when ``GET_REPLIES.enabled`` says the app's ``on_response_prepare``
 holds nothing but the boot-id stamp, which the bytes carry, and for a
 stream only when it is not compressed.
 """
@@ -61,7 +61,7 @@ from . import heads
 from .prebuilt import Stamp
 from .writes import write
 
-__all__ = ["WATCH_WIRE", "EarlyWatch", "Prober", "WatchWire"]
+__all__ = ["WATCH_REPLIES", "PendingWatch", "Prober", "WatchReplies"]
 
 log = logging.getLogger("aiobootstrap")
 
@@ -76,8 +76,8 @@ class Prober(Protocol):
     findings: Tally
 
 
-class EarlyWatch(WaitEnd):
-    """A parked watch that a change may answer before its handler resumes (see :meth:`WatchWire.expect`);
+class PendingWatch(WaitEnd):
+    """A parked watch that a change may answer before its handler resumes (see :meth:`WatchReplies.expect`);
     ended (:meth:`WaitEnd.end`) when answered for its counts."""
 
     __slots__ = ("crowd", "request", "response", "sent", "settled", "upto")
@@ -103,10 +103,10 @@ class _Crowd:
         self.key = key
         _, self.after, _, self.waits, self.findings = key
         self.match = match
-        self.watches: dict[EarlyWatch, bool] = {}
+        self.watches: dict[PendingWatch, bool] = {}
 
 
-class WatchWire:
+class WatchReplies:
     """The parked watches of every namespace, by crowd, and the bytes a change answers them with."""
 
     def __init__(self, history: History, parking: Parking, boot: Callable[[], str], *, enabled: bool) -> None:
@@ -117,18 +117,18 @@ class WatchWire:
         """Whether replies may skip ``on_response_prepare`` (it holds only the boot-id stamp)."""
         self._crowds: dict[str, dict[CrowdKey, _Crowd]] = {}
         self._due: set[str] = set()
-        self._looking: dict[_Crowd, None] = {}
+        self._counting: dict[_Crowd, None] = {}
         """The crowds that asked for waits or findings, answered when those move."""
-        self._looks_due = False
+        self._counts_due = False
         self._stamp = Stamp(boot)
         self._stamp_lines = b""
         history.on_change = self.changed
-        parking.moves.hook = self.looked
+        parking.moves.hook = self.counts_moved
 
     def probed_by(self, health: Prober) -> None:
         """Follow the findings of the app's prober (it starts after the wire)."""
         self._health = health
-        health.findings.hook = self.looked
+        health.findings.hook = self.counts_moved
 
     def expect(
         self,
@@ -141,7 +141,7 @@ class WatchWire:
         *,
         waits: int | None = None,
         findings: int | None = None,
-    ) -> EarlyWatch:
+    ) -> PendingWatch:
         """Announce a watch of ``namespace`` after ``after`` (a stream's ``stream``; a long-poll's ``waits``
         and ``findings``, the counts it was told); settle it when its wait is over."""
         crowds = self._crowds.get(namespace)
@@ -152,20 +152,20 @@ class WatchWire:
         if crowd is None:
             crowd = crowds[key] = _Crowd(namespace, key, match)
             if waits is not None or findings is not None:
-                self._looking[crowd] = None
-        early = EarlyWatch(request, stream, crowd)
-        crowd.watches[early] = True
-        return early
+                self._counting[crowd] = None
+        pending = PendingWatch(request, stream, crowd)
+        crowd.watches[pending] = True
+        return pending
 
-    def settle(self, early: EarlyWatch, namespace: str) -> None:
+    def settle(self, pending: PendingWatch, namespace: str) -> None:
         """The watch's wait is over: nothing more is written for it."""
-        early.settled = True
-        crowd = early.crowd
-        if crowd.watches.pop(early, False) and not crowd.watches:
+        pending.settled = True
+        crowd = pending.crowd
+        if crowd.watches.pop(pending, False) and not crowd.watches:
             self._drop(crowd)
 
     def _drop(self, crowd: _Crowd) -> None:
-        self._looking.pop(crowd, None)
+        self._counting.pop(crowd, None)
         crowds = self._crowds.get(crowd.namespace)
         if crowds is not None and crowds.get(crowd.key) is crowd:
             del crowds[crowd.key]
@@ -178,12 +178,12 @@ class WatchWire:
             self._due.add(namespace)
             asyncio.get_running_loop().call_soon(self._answer, namespace)
 
-    def looked(self) -> None:
+    def counts_moved(self) -> None:
         """The hook of ``Parking.moves`` and ``EncoderHealth.findings``: answer the crowds told other counts, one
         loop turn later (so many moves in one step cost one pass)."""
-        if self._looking and not self._looks_due:
-            self._looks_due = True
-            asyncio.get_running_loop().call_soon(self._answer_looks)
+        if self._counting and not self._counts_due:
+            self._counts_due = True
+            asyncio.get_running_loop().call_soon(self._answer_counts)
 
     def _answer(self, namespace: str) -> None:
         self._due.discard(namespace)
@@ -203,15 +203,15 @@ class WatchWire:
                 else:
                     self._long_poll(crowd, changes, version)
             except Exception:
-                log.exception("An early watch reply failed")  # each watch's own task still answers it
+                log.exception("A pending watch reply failed")  # each watch's own task still answers it
             self._drop(crowd)
 
-    def _answer_looks(self) -> None:
-        self._looks_due = False
+    def _answer_counts(self) -> None:
+        self._counts_due = False
         moves, health = self._parking.moves.count, self._health
         findings = None if health is None else health.findings.count
         self._stamp_lines = self._stamp.lines()
-        for crowd in list(self._looking):
+        for crowd in list(self._counting):
             told_waits, told_findings = crowd.waits, crowd.findings
             if (told_waits is None or told_waits == moves) and (
                 told_findings is None or findings is None or told_findings == findings
@@ -223,7 +223,7 @@ class WatchWire:
             try:
                 self._long_poll(crowd, *now)
             except Exception:
-                log.exception("An early watch reply failed")
+                log.exception("A pending watch reply failed")
             self._drop(crowd)
 
     def _long_poll(self, crowd: _Crowd, changes: Sequence[protocol.WatchedChange], version: int) -> None:
@@ -235,16 +235,16 @@ class WatchWire:
             findings=None if crowd.findings is None or health is None else health.findings.count,
         )
         made: dict[int, bytes] = {}
-        for early in crowd.watches:
+        for pending in crowd.watches:
             # Read now, not at announcing: its first reading fills the request's cache of properties.
-            variant = heads.variant(early.request)
+            variant = heads.variant(pending.request)
             data = made.get(variant)
             if data is None:
                 head = heads.head(heads.OK, heads.JSON_LINE, len(body), self._stamp_lines, variant)
                 data = made[variant] = head if variant & heads.HEAD else head + body
-            _send(early, data, version)
-        for early in crowd.watches:
-            early.end()  # answered: no change may be coming to wake it
+            _send(pending, data, version)
+        for pending in crowd.watches:
+            pending.end()  # answered: no change may be coming to wake it
 
     def _stream(
         self,
@@ -261,22 +261,22 @@ class WatchWire:
             events.append(event)
         data = b"".join(events)
         chunk = b"%x\r\n%b\r\n" % (len(data), data)
-        for early in crowd.watches:
-            response = early.response
+        for pending in crowd.watches:
+            response = pending.response
             if response is None or response.compression:
                 continue  # its own task writes through the response's compressor
             # The writer chunks what aiohttp did not know the length of (HTTP/1.1); the header says so.
             chunked = response.headers.get("Transfer-Encoding") == "chunked"
-            _send(early, chunk if chunked else data, version)
+            _send(pending, chunk if chunked else data, version)
 
 
-def _send(early: EarlyWatch, data: bytes, version: int) -> None:
-    if early.settled or early.upto is not None:
+def _send(pending: PendingWatch, data: bytes, version: int) -> None:
+    if pending.settled or pending.upto is not None:
         return
-    early.upto = version
-    if write(early.request, data):
-        early.sent = len(data)
+    pending.upto = version
+    if write(pending.request, data):
+        pending.sent = len(data)
 
 
-WATCH_WIRE = web.AppKey("watch_wire", WatchWire)
+WATCH_REPLIES = web.AppKey("watch_replies", WatchReplies)
 """The app's parked watches, by crowd, and their pre-built replies."""

@@ -46,7 +46,7 @@ from ....core.tally import Tally
 from ....exceptions import BootstrapError
 from ....store import Key, Record, members_of
 from ...appkeys import CONFIG, REGISTRY
-from ...fastpath.watches import WATCH_WIRE
+from ...fastpath.watches import WATCH_REPLIES
 from ..kinds import encoder_list_key
 
 __all__ = [
@@ -254,7 +254,7 @@ async def encoder_health_context(app: web.Application) -> AsyncIterator[None]:
             evicted_ttl=config.encoder_evicted_ttl,
         )
         app[ENCODER_HEALTH] = health
-        app[WATCH_WIRE].probed_by(health)
+        app[WATCH_REPLIES].probed_by(health)
         task = asyncio.create_task(
             health.run(config.encoder_health_interval), name="aiobootstrap encoder health"
         )

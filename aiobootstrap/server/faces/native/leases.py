@@ -20,7 +20,7 @@ from ....wire import leases as wire_leases
 from ...appkeys import CONFIG, REGISTRY
 from ...auth import ExpectHandler
 from ...body import read_body
-from ...fastpath.gets import REPLY_WIRE
+from ...fastpath.gets import GET_REPLIES
 from ...fastpath.heads import variant
 from ...fastpath.prebuilt import PrebuiltReply
 from ..common import namespace_of
@@ -77,11 +77,11 @@ async def keepalive_lease(request: web.Request) -> web.StreamResponse:
     only when another ``on_response_prepare`` hook must see it. No body is read.
     """
     state = await _store(request).keepalive_lease(namespace_of(request), request.match_info["lease"])
-    wire = request.app[REPLY_WIRE]
-    if not wire.enabled:
+    replies = request.app[GET_REPLIES]
+    if not replies.enabled:
         return _reply(state)
     body = wire_leases.encode_lease(state.id, state.ttl)
-    return PrebuiltReply(request, wire.small_json(body, variant(request)))
+    return PrebuiltReply(request, replies.small_json(body, variant(request)))
 
 
 async def read_lease(request: web.Request) -> web.Response:

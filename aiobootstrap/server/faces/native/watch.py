@@ -9,7 +9,7 @@ seconds, and an ``event: gone`` (then the end) when the history no longer
 reaches back to the stream's position. A stopping server ends every stream
 cleanly: the history's ``close`` wakes it, and it ends its body.
 
-The framing is three lines (``wire.sse_event``), written here rather than
+The framing is three lines (``replies.sse_event``), written here rather than
 through ``aiohttp-sse``: that library runs a ping task per stream on its own
 clock and ends streams through its own ``stop_streaming``, where a stream here
 must ping only when quiet and end with the history's one shutdown path.
@@ -30,10 +30,10 @@ from ....core.history import History, Match
 from ....exceptions import HistoryGone, ShuttingDown
 from ...appkeys import CONFIG
 from ...fastpath.prebuilt import PrebuiltReply
-from ...fastpath.watches import WATCH_WIRE, EarlyWatch
+from ...fastpath.watches import WATCH_REPLIES, PendingWatch
 from ..common import namespace_of, param, wait_seconds
 from ..kinds import kind_named
-from .watch_looks import Looks, gone, watch_with_looks
+from .watch_counts import CountsTold, gone, watch_with_counts
 
 __all__ = ["HISTORY", "WATCH_FIGURES", "WatchCollector", "WatchFigures", "watch"]
 
@@ -114,7 +114,7 @@ async def watch(request: web.Request) -> web.StreamResponse:
     """``GET /watch?after=V[&wait=S][&kind=K][&role=R][&ranks=SET][&boot=ID][&waits=N][&findings=M]``: the changes after V.
 
     ``boot``: the boot id ``V`` came from; another incarnation's is a ``410`` at once. ``waits`` and
-    ``findings``: see ``watch_looks``.
+    ``findings``: see ``watch_counts``.
     """
     after = protocol.parse_after(param(request, "after"))
     match, filter_key = _match(request)
@@ -138,30 +138,32 @@ async def watch(request: web.Request) -> web.StreamResponse:
     if stream:
         with history.hold():  # a stream over the limit is refused before it starts
             return await _stream(request, history, namespace, after, match, filter_key)
-    looks = Looks.asked(request)
-    wire = request.app[WATCH_WIRE]
-    early = None
-    if looks is not None and looks.behind:
+    counts = CountsTold.asked(request)
+    replies = request.app[WATCH_REPLIES]
+    pending = None
+    if counts is not None and counts.behind:
         wait = 0.0  # told counts that have moved: answered at once
-    elif wire.enabled and wait > 0:
-        told = (None, None) if looks is None else (looks.waits, looks.findings)
-        early = wire.expect(request, namespace, after, filter_key, match, waits=told[0], findings=told[1])
-    elif looks is not None:
-        return await watch_with_looks(history, namespace, after, wait, match, looks)
+    elif replies.enabled and wait > 0:
+        told = (None, None) if counts is None else (counts.waits, counts.findings)
+        pending = replies.expect(
+            request, namespace, after, filter_key, match, waits=told[0], findings=told[1]
+        )
+    elif counts is not None:
+        return await watch_with_counts(history, namespace, after, wait, match, counts)
     try:
-        # A watch told counts ends its wait when the wire answered it for them (``early``'s end).
-        changes, version = await history.since(namespace, after, wait, match, end=early)
+        # A watch told counts ends its wait when the fast path answered it for them (``pending``'s end).
+        changes, version = await history.since(namespace, after, wait, match, end=pending)
     except (HistoryGone, ShuttingDown) as exc:
-        if early is None or early.upto is None:
+        if pending is None or pending.upto is None:
             if isinstance(exc, HistoryGone):
                 return gone(exc)
             raise
     finally:
-        if early is not None:
-            wire.settle(early, namespace)
-    if early is not None and early.upto is not None:
-        return PrebuiltReply(request, sent=early.sent)  # the fast path wrote its 200 already
-    body = protocol.encode_watch(changes, version) if looks is None else looks.encode(changes, version)
+        if pending is not None:
+            replies.settle(pending, namespace)
+    if pending is not None and pending.upto is not None:
+        return PrebuiltReply(request, sent=pending.sent)  # the fast path wrote its 200 already
+    body = protocol.encode_watch(changes, version) if counts is None else counts.encode(changes, version)
     return web.Response(body=body, content_type=protocol.JSON_TYPE)
 
 
@@ -189,20 +191,20 @@ async def _stream(
     await response.prepare(request)
     figures = request.app[WATCH_FIGURES]
     figures.streams += 1
-    wire = request.app[WATCH_WIRE]
+    replies = request.app[WATCH_REPLIES]
     try:
         # Headers out at once, before the first change: the client knows the stream is up.
         await response.write(b"".join(map(protocol.sse_event, changes)) or _PING)
         while True:
-            early: EarlyWatch | None = None
-            if wire.enabled:
-                early = wire.expect(request, namespace, after, filter_key, match, response)
+            pending: PendingWatch | None = None
+            if replies.enabled:
+                pending = replies.expect(request, namespace, after, filter_key, match, response)
             try:
                 changes, after = await history.since(namespace, after, ping, match, held=True)
             finally:
-                if early is not None:
-                    wire.settle(early, namespace)
-            if early is not None and (upto := early.upto) is not None:
+                if pending is not None:
+                    replies.settle(pending, namespace)
+            if pending is not None and (upto := pending.upto) is not None:
                 # The fast path sent the changes up to there; only what came after is left to write.
                 changes = [change for change in changes if change.version > upto]
                 after = max(after, upto)
