@@ -23,6 +23,7 @@ from aiohttp.test_utils import make_mocked_request
 from aiobootstrap import ServerConfig, create_app
 from aiobootstrap.core.registry import Registry
 from aiobootstrap.server.app import GET_REPLIES, REGISTRY
+from aiobootstrap.server.fastpath.eligible import ELIGIBILITY
 from aiobootstrap.server.fastpath.gets import GetReplies, PendingGet
 from aiobootstrap.store import Key, Record
 
@@ -153,8 +154,8 @@ async def test_prebuilt_reply_is_what_aiohttp_sends(
     fast: Served, plain: Served, name: str, woken: bool
 ) -> None:
     """Status line, every header (but the Date's and the boot id's values) and body match aiohttp's reply."""
-    assert fast.app[GET_REPLIES].enabled
-    assert not plain.app[GET_REPLIES].enabled
+    assert fast.app[ELIGIBILITY].allowed
+    assert not plain.app[ELIGIBILITY].allowed
     for served in (fast, plain):
         if not woken:
             await _register(served, 3)
@@ -335,7 +336,7 @@ async def test_another_prepare_hook_still_sees_woken_replies(plain: Served) -> N
         seen.append(response.status)
 
     # The plain fixture's app is frozen: check what its flag says, and that its replies went through hooks.
-    assert not plain.app[GET_REPLIES].enabled
+    assert not plain.app[ELIGIBILITY].allowed
     reply = await _one(plain, 15, VARIANTS["1.1 keep-alive"], woken=True)
     assert reply.status_line == "HTTP/1.1 200 OK"
     app = create_app(ServerConfig())
@@ -385,7 +386,7 @@ async def test_woken_waiter_of_a_large_reply_gets_it_whole(fast: Served) -> None
 def test_wire_follows_a_new_boot_id_at_once() -> None:
     """A new boot id (a flushed Redis) is in the very next reply, not a second later."""
     boot = ["first"]
-    wire = GetReplies(lambda record: b"{}", lambda: boot[0], enabled=True)
+    wire = GetReplies(lambda record: b"{}", lambda: boot[0])
     record = Record(Key("default", "transfer_engine_info", "target", 0), {}, 7, 0.0)
     data, _ = wire.parts(record, 0)
     assert b"X-Aiobootstrap-Boot: first\r\n" in data
@@ -441,7 +442,7 @@ def test_a_records_reply_is_encoded_once_per_version_and_forgotten_with_its_key(
         encoded.append(record.version)
         return f"v{record.version}".encode()
 
-    wire = GetReplies(encode, lambda: "boot", enabled=True)
+    wire = GetReplies(encode, lambda: "boot")
     first = wire.body(_record(1))
     assert wire.body(_record(1)) is first
     assert wire.body(_record(2)) == b"v2"
@@ -452,7 +453,7 @@ def test_a_records_reply_is_encoded_once_per_version_and_forgotten_with_its_key(
 
 async def test_a_delivery_writes_the_gets_it_answers_one_loop_turn_later() -> None:
     """Due gets (after < version) are written after the delivering step; settle then returns the record sent."""
-    wire = GetReplies(lambda record: b"{}", lambda: "boot", enabled=True)
+    wire = GetReplies(lambda record: b"{}", lambda: "boot")
     request, transport = _mocked_get(wire)
     old_request, old_transport = _mocked_get(wire)
     key = _record(5).key
@@ -473,7 +474,7 @@ async def test_a_delivery_writes_the_gets_it_answers_one_loop_turn_later() -> No
 
 async def test_a_get_settled_before_its_write_is_never_written() -> None:
     """A wait that returned on its own before the early write ran is answered by its handler alone."""
-    wire = GetReplies(lambda record: b"{}", lambda: "boot", enabled=True)
+    wire = GetReplies(lambda record: b"{}", lambda: "boot")
     request, transport = _mocked_get(wire)
     early = wire.expect(request, _record(1).key, after=0)
     wire.delivered(early.key, _record(1))
@@ -484,7 +485,7 @@ async def test_a_get_settled_before_its_write_is_never_written() -> None:
 
 async def test_a_crowd_woken_together_shares_one_reply_per_variant() -> None:
     """A delivery makes each variant's bytes once for all the gets it answers, and writes that one object to each."""
-    wire = GetReplies(lambda record: b"{}", lambda: "boot", enabled=True)
+    wire = GetReplies(lambda record: b"{}", lambda: "boot")
     made: list[int] = []
     parts = wire.parts
 

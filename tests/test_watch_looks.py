@@ -22,7 +22,7 @@ from aiobootstrap import wire as protocol
 from aiobootstrap.server.appkeys import REGISTRY
 from aiobootstrap.server.faces.encoders.health import ENCODER_HEALTH, add_url
 from aiobootstrap.server.faces.native.watch import HISTORY
-from aiobootstrap.server.fastpath.watches import WATCH_REPLIES
+from aiobootstrap.server.fastpath.eligible import ELIGIBILITY
 from aiobootstrap.store import Change
 
 from .conftest import info_key, register_in, until
@@ -113,8 +113,8 @@ async def test_a_page_watch_is_answered_in_aiohttps_bytes(
 ) -> None:
     """Woken by a wait, a finding or a change: status line, every header (but Date's and the boot id's
     values) and body are those the slow way sends through aiohttp."""
-    assert fast.app[WATCH_REPLIES].enabled
-    assert not plain.app[WATCH_REPLIES].enabled
+    assert fast.app[ELIGIBILITY].allowed
+    assert not plain.app[ELIGIBILITY].allowed
     ours = await _woken(fast, VARIANTS[name], trigger)
     theirs = await _woken(plain, VARIANTS[name], trigger)
     _same(ours, theirs)

@@ -18,7 +18,7 @@ import pytest
 
 from aiobootstrap import ServerConfig, create_app
 from aiobootstrap.server.faces.native.watch import HISTORY
-from aiobootstrap.server.fastpath.watches import WATCH_REPLIES
+from aiobootstrap.server.fastpath.eligible import ELIGIBILITY
 
 from .conftest import GUARD, register_in, registration, until
 from .test_replies import (
@@ -83,8 +83,8 @@ async def test_woken_watch_reply_is_what_aiohttp_sends(
     fast: Served, plain: Served, name: str, query: str
 ) -> None:
     """A long-poll woken by a change: status line, every header (but Date's and the boot id's values), body."""
-    assert fast.app[WATCH_REPLIES].enabled
-    assert not plain.app[WATCH_REPLIES].enabled
+    assert fast.app[ELIGIBILITY].allowed
+    assert not plain.app[ELIGIBILITY].allowed
     ours = await _woken_watch(fast, VARIANTS[name], query)
     theirs = await _woken_watch(plain, VARIANTS[name], query)
     _same(ours, theirs)

@@ -56,7 +56,7 @@ class Parking:
         self._on_sets: dict[_Place, dict[Parked, None]] = {}
         self.watching = 0
         """Watches held (``_history``): they count against the limit, but a stop wakes them itself."""
-        self.moves = Tally()
+        self.moves = Tally("the waits parked or gone")
         """Waits parked or gone so far: a reader of the counts that saw this many has nothing new to read."""
         self._closed = False
 

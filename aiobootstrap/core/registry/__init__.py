@@ -46,12 +46,12 @@ and one waitlist, whatever the size of the set. When the last has arrived it
 reads the whole set again, since a rank unregistered meanwhile is missing
 again.
 
-One hook, ``on_delivery``, shows a host what the feed brings: each record
-delivered to a key's waiters, called just before they are woken (what it
-schedules with ``call_soon`` runs after the step that made the change and
-before any of them resumes), and ``None`` for a key deleted. It must not
-block; what it raises is logged. The server's pre-built replies
-(``server/replies.py``) hang on it.
+``deliveries`` shows a host what the feed brings (``core/subscribers``):
+each record delivered to a key's waiters, published just before they are
+woken (what a subscriber schedules with ``call_soon`` runs after the step
+that made the change and before any of them resumes), and ``None`` for a key
+deleted. A subscriber must not block; what it raises is logged. The server's
+pre-built gets (``server/fastpath/gets.py``) subscribe to it.
 
 This module is pure asyncio: it knows nothing of HTTP.
 """
@@ -62,13 +62,14 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from ..._ranks import RankSet
 from ...exceptions import ShuttingDown, StoreUnavailable
 from ...store import Change, Key, Record, Store
 from ..parking import Parked, Parking
+from ..subscribers import Subscribers
 from .waitlist import Waitlist, fresh, not_found
 
 __all__ = ["Registry"]
@@ -82,23 +83,17 @@ _RETRY_FIRST, _RETRY_MOST = 0.05, 1.0
 """Seconds before keys whose read failed are read again: doubling from the first to the most."""
 
 
-Delivery = Callable[[Key, Record | None], None]
-"""The ``on_delivery`` hook: a key's record just delivered to its waiters, or ``None``: the key was deleted."""
-
-
 class Registry:
     """The records of a store, and the requests waiting for them.
 
     Hand it to :meth:`Store.open` as the listener: its feed is what wakes waiters.
     """
 
-    def __init__(
-        self, store: Store, *, max_waiters: int | None = None, on_delivery: Delivery | None = None
-    ) -> None:
-        """``max_waiters`` limits the parked waits (:class:`TooManyWaiters` past it); ``on_delivery``
-        hears each record delivered to waiters and each key deleted (see the module's notes)."""
+    def __init__(self, store: Store, *, max_waiters: int | None = None) -> None:
+        """``max_waiters`` limits the parked waits (:class:`TooManyWaiters` past it)."""
         self.store = store
-        self._on_delivery = on_delivery
+        self.deliveries: Subscribers[Key, Record | None] = Subscribers("the registry's deliveries")
+        """Hears each record delivered to waiters and each key deleted (see the module's notes)."""
         self._waitlists: dict[Key, Waitlist] = {}
         self.parking = Parking(max_waiters)
         """Who is parked, by namespace and rank (``/ranks``); the watch history counts its watchers here too."""
@@ -219,11 +214,8 @@ class Registry:
         waitlist.event = asyncio.Event()
 
     def _tell(self, key: Key, record: Record | None) -> None:
-        try:
-            if self._on_delivery is not None:
-                self._on_delivery(key, record)
-        except Exception:
-            log.exception("The on_delivery hook failed")  # the waiters are woken all the same
+        if self.deliveries:
+            self.deliveries.publish(key, record)  # what a subscriber raises is logged: the waiters wake
 
     def _read_later(self, key: Key) -> None:
         # Changes from another process carry only their key: one read per key

@@ -1,4 +1,4 @@
-"""The fast path: gets' replies encoded once per record version, and written as bytes below ``web.Response``.
+"""The gets' fast path: replies encoded once per record version, and written as bytes below ``web.Response``.
 
 Theory of operation
 -------------------
@@ -7,26 +7,33 @@ aiohttp answers a ``web.Response`` by filling a header multidict, sending
 body: about 30 µs a reply, which a thousand waiters woken by one
 registration paid one after another. Yet a get's ``200`` differs from one
 getter to the next only in what the request decides (HTTP/1.0 or 1.1,
-keep-alive or not, ``HEAD``) and, once a second, in its ``Date``.
+keep-alive or not, ``HEAD``) and, once a second, in its stamp.
 
-:class:`GetReplies` is this module's one object, and it owns both caches:
+:class:`GetReplies` is this module's one object. Its caches (the fast
+path's package notes list every cache of the room):
 
-- the encoded reply of each record (``body``), per key, form and version,
-  which every get path and the batch items share; a deleted key's is dropped;
-- the whole ``200`` as one ``bytes`` object (status line, headers with the
-  boot id and the record's version, body), per body, variant and second,
-  sent to every getter of that record with one ``transport.write``.
+- *bodies*: the encoded reply of each record, keyed by key (and form), held
+  with its version; every get path and the batch items share it; a key's is
+  replaced by its next version, dropped when the key is deleted, and all are
+  dropped on a new boot id (a new incarnation counts its versions again);
+- *replies*: the whole ``200`` as one ``bytes`` object (status line, headers
+  with the stamp and the record's version, body), keyed by the body's
+  identity and the variant (a registration's ``OK`` by the variant alone);
+  all dropped when the stamp changes (each second, a new boot id) or at
+  :data:`_MAX_CACHED` entries.
 
-Two ways out:
+Two ways out, both taken only for a request that is
+:func:`~.eligible.eligible`:
 
 - A *woken* waiter's reply is written at its delivery. The handler announces
-  the get (:meth:`GetReplies.expect`); the registry's one hook, ``on_delivery``
-  (:meth:`GetReplies.delivered`), hands over each record it delivers, and the
-  gets it answers are written back to back from one loop callback (each
-  variant's bytes made once for the crowd), after the registration's own
-  ``200`` and before the waiters' tasks resume: the k-th waiter's first byte
-  waits for k writes, not for k handler completions. As the wait returns,
-  :meth:`GetReplies.settle` says what was written; nothing is written after it.
+  the get (:meth:`GetReplies.expect`, a :class:`PendingGet`);
+  :meth:`GetReplies.delivered`, subscribed to the registry's deliveries,
+  hears each record delivered, and the gets it answers are written back to
+  back from one loop callback (each variant's bytes made once for the
+  crowd), after the registration's own ``200`` and before the waiters'
+  tasks resume: the k-th waiter's first byte waits for k writes, not for k
+  handler completions. As the wait returns, :meth:`GetReplies.settle` says
+  what was written; nothing is written after it.
 - Every other get (a hit, a wait answered at its deadline) returns a
   :class:`GetReply`, a ``web.StreamResponse`` whose ``prepare`` writes them.
 
@@ -34,10 +41,9 @@ Either way aiohttp gets a :class:`GetReply` and treats it like any reply:
 it logs the access, keeps or closes the connection as ``keep_alive`` says,
 and only then reads the request pipelined behind. A client gone while parked
 is never written to. The bytes are aiohttp's own (``tests/test_replies.py``
-compares them header by header); the fast way is taken only when the app's
-``on_response_prepare`` holds nothing but the boot-id stamp, which the bytes
-carry, and the app is not mounted under another. A stop's ``503`` to each
-parked wait comes from the same head builder (:meth:`GetReplies.shutting_down`).
+compares them header by header). A stop's ``503`` to each parked wait, and
+a keepalive's ``200`` (:meth:`GetReplies.json`), come from the same stamp
+and head builder.
 
 Public aiohttp API but one: the request's ``transport``, ``writer.drain``,
 ``version``, ``keep_alive`` and ``method``, and the ``StreamResponse``
@@ -48,19 +54,15 @@ the writer's ``output_size`` through ``aiohttp_internals.count_written``.
 from __future__ import annotations
 
 import asyncio
-import email.utils
 import logging
-import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from aiohttp import web
 from aiohttp.abc import AbstractStreamWriter
-from aiohttp.http import SERVER_SOFTWARE
-from multidict import CIMultiDict
 
 from ... import wire as protocol
-from ..._names import BOOT_HEADER, VERSION_HEADER
+from ..._names import VERSION_HEADER
 from ...exceptions import SHUTTING_DOWN_DETAIL
 from .heads import CLOSE as _CLOSE
 from .heads import HEAD as _HEAD
@@ -68,11 +70,9 @@ from .heads import HTTP10 as _HTTP10
 from .heads import JSON_LINE as _JSON
 from .heads import OK as _OK
 from .heads import TEXT_LINE as _TEXT
-from .heads import connection_line as _connection
 from .heads import head as _head
-from .heads import stamp_lines as _stamp_lines
 from .heads import variant as _variant
-from .prebuilt import BytesReply
+from .prebuilt import BytesReply, PendingReply, PrebuiltReply, Stamp
 from .writes import write, write_sliced
 
 if TYPE_CHECKING:
@@ -98,22 +98,21 @@ class GetReplies:
     """
 
     def __init__(
-        self, encode: Encoder, boot: Callable[[], str], *, enabled: bool, encode_object: Encoder | None = None
+        self, encode: Encoder, boot: Callable[[], str], *, encode_object: Encoder | None = None
     ) -> None:
         self._encode = encode
         self._encode_object = encode if encode_object is None else encode_object
         self._boot = boot
-        self.enabled = enabled
-        """Whether replies may skip ``on_response_prepare`` (it holds only the boot-id stamp)."""
+        self.stamp = Stamp(boot)
+        """The app's one stamp: every pre-built reply's ``Date``, ``Server`` and boot id (the watches' too)."""
         self._bodies: dict[Key, tuple[int, bytes]] = {}
         self._objects: dict[Key, tuple[int, bytes]] = {}  # the form=object bodies, kept alike
         self._bodies_boot = ""
         """The boot id the bodies were made under."""
         self._expecting: dict[Key, dict[PendingGet, bool]] = {}
         """The gets that may be answered at a delivery, by key, in the order they came."""
-        self._second = -1
         self._stamp = b""
-        self._boot_id = ""
+        """The stamp lines the cached replies carry."""
         # id(body) << 3 | variant -> (body, head, whole): the body is held, so its id is not reused.
         self._cache: dict[int, tuple[bytes, bytes, bytes | None]] = {}
 
@@ -132,7 +131,7 @@ class GetReplies:
         bodies[record.key] = (record.version, body)
         return body
 
-    # -- the registry's hook, and the gets it answers -----------------
+    # -- the registry's deliveries, and the gets they answer -----------
 
     def expect(self, request: web.Request, key: Key, after: int) -> PendingGet:
         """Announce a get of ``key`` newer than ``after``: a delivery may write its reply. Settle it after."""
@@ -153,7 +152,7 @@ class GetReplies:
         return pending.record
 
     def delivered(self, key: Key, record: Record | None) -> None:
-        """The registry's ``on_delivery``: write the replies of the gets ``record`` answers; forget a deleted key."""
+        """Subscribed to the registry's deliveries: write the replies of the gets ``record`` answers; forget a deleted key."""
         if record is None:
             self._bodies.pop(key, None)
             self._objects.pop(key, None)
@@ -174,6 +173,7 @@ class GetReplies:
     def _answer(self, due: list[PendingGet], record: Record) -> None:
         """Write ``record``'s reply to each of ``due``: the bytes made once per variant, for the whole crowd."""
         made: dict[int, tuple[bytes, bytes | None]] = {}
+        length = len(self.body(record))
         for pending in due:
             try:
                 # The variant is read now, not when the get is announced: its first reading fills
@@ -182,7 +182,7 @@ class GetReplies:
                 parts = made.get(variant)
                 if parts is None:
                     parts = made[variant] = self.parts(record, variant)
-                pending.write(record, *parts)
+                pending.write(record, *parts, length)
             except Exception:
                 log.exception("A pending reply failed")  # the get's own task still answers it
 
@@ -190,7 +190,7 @@ class GetReplies:
 
     def parts(self, record: Record, variant: int) -> tuple[bytes, bytes | None]:
         """The reply's head and body, or its whole bytes and ``None`` (small bodies: one object)."""
-        self._renew_each_second()
+        self._renew()
         body = self.body(record)
         cached = self._cache.get(id(body) << 3 | variant)
         if cached is not None and cached[0] is body:
@@ -209,7 +209,7 @@ class GetReplies:
 
     def ok(self, variant: int) -> bytes:
         """The whole ``200`` text ``OK`` of a registration (or a deletion)."""
-        self._renew_each_second()
+        self._renew()
         cached = self._cache.get(variant)  # no body's id is below 8: the keys do not collide
         if cached is not None:
             return cached[1]
@@ -218,11 +218,11 @@ class GetReplies:
         self._cache[variant] = (b"OK", data, None)
         return data
 
-    def small_json(self, body: bytes, variant: int) -> bytes:
-        """A small JSON ``200``'s whole bytes (a keepalive's): made per reply, the head from this second's stamp."""
-        self._renew_each_second()
-        head = _head(_OK, _JSON, len(body), self._stamp, variant)
-        return head if variant & _HEAD else head + body
+    def json(self, request: web.Request, body: bytes) -> PrebuiltReply:
+        """A small JSON ``200`` (a keepalive's), its bytes made per reply from this second's stamp."""
+        variant = _variant(request)
+        head = _head(_OK, _JSON, len(body), self._renew(), variant)
+        return PrebuiltReply(request, self.stamp, head if variant & _HEAD else head + body, len(body))
 
     def shutting_down(self) -> Callable[[web.BaseRequest], bytes]:
         """The ``503`` a parked wait gets at a stop, as bytes for one write, by the request's HTTP version and method.
@@ -232,7 +232,7 @@ class GetReplies:
         connection is closed after it.
         """
         body = protocol.error_body(SHUTTING_DOWN_DETAIL)
-        stamp = _stamp_lines(int(time.time()), self._boot())
+        stamp = self.stamp.lines()
         replies = {}
         for variant in (_CLOSE, _CLOSE | _HEAD, _CLOSE | _HTTP10, _CLOSE | _HEAD | _HTTP10):
             head = _head(b"503 Service Unavailable", _JSON, len(body), stamp, variant)
@@ -243,74 +243,45 @@ class GetReplies:
 
         return reply
 
-    def _renew_each_second(self) -> None:
-        second = int(time.time())
-        boot = self._boot()
-        if second != self._second or boot != self._boot_id or len(self._cache) >= _MAX_CACHED:
+    def _renew(self) -> bytes:
+        """This second's stamp lines; the cached replies dropped when they carry another's (or are too many)."""
+        lines = self.stamp.lines()
+        if lines is not self._stamp or len(self._cache) >= _MAX_CACHED:
             self._cache.clear()
-            self._second = second
-            self._boot_id = boot
-            self._stamp = _stamp_lines(second, boot)
-
-    def headers(self, record: Record | None, variant: int) -> CIMultiDict[str]:
-        """The headers the bytes carry, for whoever reads a reply's ``headers`` (an access log format)."""
-        if record is None:
-            headers = CIMultiDict({"Content-Type": "text/plain; charset=utf-8", "Content-Length": "2"})
-        else:
-            headers = CIMultiDict(
-                {
-                    "Content-Type": protocol.JSON_TYPE,
-                    VERSION_HEADER: str(record.version),
-                    "Content-Length": str(len(self.body(record))),
-                }
-            )
-        headers["Date"] = email.utils.formatdate(self._second, usegmt=True)
-        headers["Server"] = SERVER_SOFTWARE
-        headers[BOOT_HEADER] = self._boot_id
-        connection = _connection(variant)
-        if connection:
-            headers["Connection"] = connection.decode().partition(": ")[2].strip()
-        return headers
+            self._stamp = lines
+        return lines
 
 
-class PendingGet:
+class PendingGet(PendingReply):
     """A get that a delivery may answer before its handler resumes (see :meth:`GetReplies.expect`).
 
-    It writes once at most, and nothing once settled. ``record`` is then the
-    record sent, whatever the wait goes on to return.
+    It writes once at most, and nothing once settled (``prebuilt.PendingReply``).
+    ``record`` is then the record sent, whatever the wait goes on to return.
     """
 
-    __slots__ = ("after", "key", "peers", "record", "request", "sent", "settled")
+    __slots__ = ("after", "key", "length", "peers", "record", "request", "sent", "settled")
 
     def __init__(self, request: web.Request, key: Key, after: int, peers: dict[PendingGet, bool]) -> None:
-        self.request = request
+        self._pending(request)
         self.key = key
         self.after = after
         self.peers = peers
         """The gets of the same key awaiting a delivery, this one among them until delivered or settled."""
         self.record: Record | None = None
-        self.sent = 0
-        """Bytes written; 0 until then, or when the client had gone."""
-        self.settled = False
 
-    def write(self, record: Record, data: bytes, body: bytes | None) -> None:
-        """Send ``record``'s reply, ``data`` (the whole reply, or with ``body`` its head)."""
-        if self.settled or self.record is not None:
-            return
+    def write(self, record: Record, data: bytes, body: bytes | None, length: int) -> None:
+        """Send ``record``'s reply, ``data`` (the whole reply, or with ``body`` its head), of a ``length``-byte body."""
         if body is not None:
             return  # a large body waits for its handler, which writes it with flow control
-        self.record = record
-        if write(self.request, data):
-            self.sent = len(data)
+        if self.write_once(data, length):
+            self.record = record
 
 
 class GetReply(BytesReply):
     """A ``200`` to return from a handler: its bytes are pre-built, written by ``prepare``.
 
     A get's reply of ``record``, or with ``None`` a registration's text ``OK``.
-    When an :class:`PendingGet` already wrote them, ``prepare`` writes nothing.
-    aiohttp's request handler reads ``keep_alive``, ``body_length`` and
-    ``status`` from it after ``prepare`` and ``write_eof``, as from any response.
+    When a :class:`PendingGet` already wrote them, ``prepare`` writes nothing.
     """
 
     def __init__(
@@ -320,21 +291,18 @@ class GetReply(BytesReply):
         record: Record | None,
         pending: PendingGet | None = None,
     ) -> None:
+        written = pending is not None and pending.record is not None
         super().__init__(
-            request, sent=pending.sent if pending is not None and pending.record is not None else None
+            request, replies.stamp, sent=pending.sent if pending is not None and written else None
         )
         self._record = record
         self._replies = replies
-        self._headers_filled = False
 
-    @property
-    def headers(self) -> CIMultiDict[str]:
-        if not self._headers_filled:
-            self._headers_filled = True
-            headers = super().headers
-            headers.update(self._replies.headers(self._record, self._variant))
-            return headers
-        return super().headers
+    def fields(self) -> tuple[str, int, int | None]:
+        record = self._record
+        if record is None:
+            return "text/plain; charset=utf-8", 2, None
+        return protocol.JSON_TYPE, len(self._replies.body(record)), record.version
 
     async def prepare(self, request: web.BaseRequest) -> AbstractStreamWriter | None:
         if self._sent:

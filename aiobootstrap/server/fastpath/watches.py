@@ -8,10 +8,11 @@ through a ``web.Response`` of their own: the k-th first byte waited for k of
 those. Yet what a watcher is told depends only on its filter and its
 ``after``, and most watchers share both.
 
-So a watch parked on the history announces itself (:meth:`WatchReplies.expect`)
-in a *crowd*: the watches of one namespace with the same filter and
-``after``. The history's ``on_change`` hook (:meth:`WatchReplies.changed`)
-hears each namespace a change touched just before its watchers are woken,
+So a watch parked on the history announces itself (:meth:`WatchReplies.expect`,
+a :class:`PendingWatch`) in a *crowd*: the watches of one namespace with the
+same filter and ``after``. :meth:`WatchReplies.changed`, subscribed to the
+history's changed namespaces, hears each namespace a change touched just
+before its watchers are woken,
 and one loop callback (after the step that made the change, so the
 registration's own reply goes first) answers every crowd that
 :meth:`History.ready` has changes for:
@@ -19,37 +20,43 @@ registration's own reply goes first) answers every crowd that
 - a long-poll's ``200`` is encoded once per crowd, its bytes made once per
   variant (HTTP/1.0 or 1.1, keep-alive, HEAD) with the head aiohttp writes
   (``heads``), and written with one ``transport.write`` per watcher; its
-  handler then returns a ``prebuilt.PrebuiltReply`` that was sent already;
+  handler then returns :meth:`WatchReplies.written`, a
+  ``prebuilt.PrebuiltReply`` that was sent already;
 - a stream's events are framed once per change (for every crowd in the
   callback), joined once per crowd, put in a chunk once (HTTP/1.1's chunked
   encoding, which the stream uses) and written to every stream of the
   crowd; the stream's task then skips the changes it was sent
   (:attr:`PendingWatch.upto`).
 
+The crowds live as long as a watch is in them: nothing here is a cache but
+the events framed for one answering pass (keyed by the change, dropped as
+the pass ends) and each crowd's bytes per variant (made and written in one
+pass).
+
 A long-poll that asked ``&waits=N`` / ``&findings=M`` (the page's) is in a
 crowd of the counts it was told too. Its reply says the counts now, and it is
-also answered when they move: the hooks of the registry's ``Parking.moves``
-(a wait parked or gone) and of the prober's ``EncoderHealth.findings`` call
-:meth:`WatchReplies.counts_moved`, and one loop callback answers every such crowd
-told counts that are no longer true, with the changes it has (often none),
-then ends each watch's wait (``PendingWatch`` is the history's ``WaitEnd``).
+also answered when they move: :meth:`WatchReplies.counts_moved` is
+subscribed to the steps of the registry's ``Parking.moves`` (a wait parked or
+gone) and of the prober's ``EncoderHealth.findings``, and one loop callback
+answers every such crowd told counts that are no longer true, with the
+changes it has (often none), then ends each watch's wait (``PendingWatch`` is
+the history's ``WaitEnd``).
 So the page's renewal parks as a plain watch does: no task of its own.
 
 A crowd with nothing new (its filter matched none of the changes) stays
 parked. A watch settled (:meth:`WatchReplies.settle`) is never written to, nor
 is a client gone. Anything else (a ``410``, a stop, a wait running out, a
 watch answered without waiting) takes the handler's own way. The fast way is
-taken only when ``GET_REPLIES.enabled`` says the app's ``on_response_prepare``
-holds nothing but the boot-id stamp, which the bytes carry, and for a
-stream only when it is not compressed.
+taken only for a request that is :func:`~.eligible.eligible`, and for a
+stream only when it is not compressed. The subscriptions are made in one
+place, the app's start-up (``server/app.py``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Hashable, Sequence
-from typing import Protocol
+from collections.abc import Hashable, Sequence
 
 from aiohttp import web
 
@@ -58,10 +65,9 @@ from ...core.history import History, Match, WaitEnd
 from ...core.parking import Parking
 from ...core.tally import Tally
 from . import heads
-from .prebuilt import Stamp
-from .writes import write
+from .prebuilt import PendingReply, PrebuiltReply, Stamp
 
-__all__ = ["WATCH_REPLIES", "PendingWatch", "Prober", "WatchReplies"]
+__all__ = ["WATCH_REPLIES", "PendingWatch", "WatchReplies"]
 
 log = logging.getLogger("aiobootstrap")
 
@@ -70,29 +76,21 @@ CrowdKey = tuple[Hashable, int, bool, int | None, int | None]
 told (``None``: not asked)."""
 
 
-class Prober(Protocol):
-    """What the wire reads of the app's encoder prober (``encoder_health.EncoderHealth``, which imports this)."""
+class PendingWatch(WaitEnd, PendingReply):
+    """A parked watch that a change may answer before its handler resumes (see :meth:`WatchReplies.expect`):
+    written once at most, never once settled (``prebuilt.PendingReply``); ended (:meth:`WaitEnd.end`) when
+    answered for its counts."""
 
-    findings: Tally
-
-
-class PendingWatch(WaitEnd):
-    """A parked watch that a change may answer before its handler resumes (see :meth:`WatchReplies.expect`);
-    ended (:meth:`WaitEnd.end`) when answered for its counts."""
-
-    __slots__ = ("crowd", "request", "response", "sent", "settled", "upto")
+    __slots__ = ("crowd", "length", "request", "response", "sent", "settled", "upto")
 
     def __init__(self, request: web.Request, response: web.StreamResponse | None, crowd: _Crowd) -> None:
         super().__init__()
-        self.request = request
+        self._pending(request)
         self.response = response
         """The stream's prepared response; ``None`` for a long-poll."""
         self.crowd = crowd
-        self.sent = 0
-        """Bytes written; 0 until then, or when the client had gone."""
         self.upto: int | None = None
         """The version the written reply goes up to (its ``version``); ``None`` until written."""
-        self.settled = False
 
 
 class _Crowd:
@@ -109,26 +107,20 @@ class _Crowd:
 class WatchReplies:
     """The parked watches of every namespace, by crowd, and the bytes a change answers them with."""
 
-    def __init__(self, history: History, parking: Parking, boot: Callable[[], str], *, enabled: bool) -> None:
+    def __init__(
+        self, history: History, parking: Parking, stamp: Stamp, *, findings: Tally | None = None
+    ) -> None:
+        """``stamp``: the app's one (``GetReplies.stamp``); ``findings``: the prober's, when something probes."""
         self._history = history
         self._parking = parking
-        self._health: Prober | None = None
-        self.enabled = enabled
-        """Whether replies may skip ``on_response_prepare`` (it holds only the boot-id stamp)."""
+        self._findings = findings
         self._crowds: dict[str, dict[CrowdKey, _Crowd]] = {}
         self._due: set[str] = set()
         self._counting: dict[_Crowd, None] = {}
         """The crowds that asked for waits or findings, answered when those move."""
         self._counts_due = False
-        self._stamp = Stamp(boot)
+        self._stamp = stamp
         self._stamp_lines = b""
-        history.on_change = self.changed
-        parking.moves.hook = self.counts_moved
-
-    def probed_by(self, health: Prober) -> None:
-        """Follow the findings of the app's prober (it starts after the wire)."""
-        self._health = health
-        health.findings.hook = self.counts_moved
 
     def expect(
         self,
@@ -173,13 +165,13 @@ class WatchReplies:
                 del self._crowds[crowd.namespace]
 
     def changed(self, namespace: str) -> None:
-        """The history's ``on_change``: answer the crowds of ``namespace`` one loop turn later."""
+        """Subscribed to the history's changed namespaces: answer the crowds of ``namespace`` one loop turn later."""
         if namespace in self._crowds and namespace not in self._due:
             self._due.add(namespace)
             asyncio.get_running_loop().call_soon(self._answer, namespace)
 
     def counts_moved(self) -> None:
-        """The hook of ``Parking.moves`` and ``EncoderHealth.findings``: answer the crowds told other counts, one
+        """Subscribed to the steps of ``Parking.moves`` and ``EncoderHealth.findings``: answer the crowds told other counts, one
         loop turn later (so many moves in one step cost one pass)."""
         if self._counting and not self._counts_due:
             self._counts_due = True
@@ -208,8 +200,8 @@ class WatchReplies:
 
     def _answer_counts(self) -> None:
         self._counts_due = False
-        moves, health = self._parking.moves.count, self._health
-        findings = None if health is None else health.findings.count
+        moves, tally = self._parking.moves.count, self._findings
+        findings = None if tally is None else tally.count
         self._stamp_lines = self._stamp.lines()
         for crowd in list(self._counting):
             told_waits, told_findings = crowd.waits, crowd.findings
@@ -227,12 +219,12 @@ class WatchReplies:
             self._drop(crowd)
 
     def _long_poll(self, crowd: _Crowd, changes: Sequence[protocol.WatchedChange], version: int) -> None:
-        health = self._health
+        tally = self._findings
         body = protocol.encode_watch(
             changes,
             version,
             waits=None if crowd.waits is None else self._parking.moves.count,
-            findings=None if crowd.findings is None or health is None else health.findings.count,
+            findings=None if crowd.findings is None or tally is None else tally.count,
         )
         made: dict[int, bytes] = {}
         for pending in crowd.watches:
@@ -242,7 +234,7 @@ class WatchReplies:
             if data is None:
                 head = heads.head(heads.OK, heads.JSON_LINE, len(body), self._stamp_lines, variant)
                 data = made[variant] = head if variant & heads.HEAD else head + body
-            _send(pending, data, version)
+            _send(pending, data, len(body), version)
         for pending in crowd.watches:
             pending.end()  # answered: no change may be coming to wake it
 
@@ -267,15 +259,16 @@ class WatchReplies:
                 continue  # its own task writes through the response's compressor
             # The writer chunks what aiohttp did not know the length of (HTTP/1.1); the header says so.
             chunked = response.headers.get("Transfer-Encoding") == "chunked"
-            _send(pending, chunk if chunked else data, version)
+            _send(pending, chunk if chunked else data, len(data), version)
+
+    def written(self, request: web.Request, pending: PendingWatch) -> PrebuiltReply:
+        """The reply a long-poll's handler returns when its ``200`` was written already (``pending.upto``)."""
+        return PrebuiltReply(request, self._stamp, b"", pending.length, sent=pending.sent)
 
 
-def _send(pending: PendingWatch, data: bytes, version: int) -> None:
-    if pending.settled or pending.upto is not None:
-        return
-    pending.upto = version
-    if write(pending.request, data):
-        pending.sent = len(data)
+def _send(pending: PendingWatch, data: bytes, length: int, version: int) -> None:
+    if pending.write_once(data, length):
+        pending.upto = version
 
 
 WATCH_REPLIES = web.AppKey("watch_replies", WatchReplies)

@@ -1,8 +1,9 @@
 """The per-rank record kinds: register, delete, get and batch get, one set of handlers made for each kind.
 
-A get's ``200`` takes the fast path (``replies``) whenever the app allows it:
-a waiter announces itself with ``GetReplies.expect`` and may be answered at
-the delivery that wakes it, before its task resumes.
+A get's ``200`` and a registration's ``OK`` take the fast path
+(``fastpath/gets.py``) whenever ``fastpath.eligible`` allows it: a waiter
+announces itself with ``GetReplies.expect`` and may be answered at the
+delivery that wakes it, before its task resumes.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from ...appkeys import CONFIG, REGISTRY
 from ...auth import ExpectHandler
 from ...body import read_body
 from ...fastpath.batches import BATCH_REPLIES
+from ...fastpath.eligible import eligible
 from ...fastpath.gets import GET_REPLIES, GetReplies, GetReply
 from ...metrics import METRICS, counts_gets
 from ..common import after_of, json_reply, namespace_of, not_registered, param, wait_seconds
@@ -48,14 +50,6 @@ def _named(handler: Handler, action: str, kind: RecordKind) -> Handler:
     return handler
 
 
-def _prebuilt(request: web.Request, replies: GetReplies) -> bool:
-    """Whether this request's 200 may be pre-built bytes: nothing but the boot-id stamp hooks its headers.
-
-    Mounted as another app's sub-app, the outer app's ``on_response_prepare`` runs too.
-    """
-    return replies.enabled and len(request.match_info.apps) == 1
-
-
 def _register(kind: RecordKind) -> Handler:
     async def register(request: web.Request) -> web.StreamResponse:
         app = request.app
@@ -70,8 +64,7 @@ def _register(kind: RecordKind) -> Handler:
         record = await app[REGISTRY].register(key, value, lease)
         app[METRICS].count_registration(key.namespace, kind.name)
         log_change("registered", record, kind)
-        replies = app[GET_REPLIES]
-        return GetReply(request, replies, None) if _prebuilt(request, replies) else web.Response(text="OK")
+        return GetReply(request, app[GET_REPLIES], None) if eligible(request) else web.Response(text="OK")
 
     return _named(register, "register", kind)
 
@@ -102,7 +95,7 @@ def _get(kind: RecordKind) -> Handler:
         protocol.check_world_size(rank, app[CONFIG].world_size)
         key = kind.key(namespace_of(request), role, rank)
         replies = app[GET_REPLIES]
-        prebuilt = _prebuilt(request, replies)
+        prebuilt = eligible(request)
         # A woken waiter's reply may be written at its delivery, before this task resumes.
         pending = replies.expect(request, key, after) if prebuilt and not whole and wait > 0 else None
         since = time.time()

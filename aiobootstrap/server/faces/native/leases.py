@@ -20,9 +20,8 @@ from ....wire import leases as wire_leases
 from ...appkeys import CONFIG, REGISTRY
 from ...auth import ExpectHandler
 from ...body import read_body
+from ...fastpath.eligible import eligible
 from ...fastpath.gets import GET_REPLIES
-from ...fastpath.heads import variant
-from ...fastpath.prebuilt import PrebuiltReply
 from ..common import namespace_of
 
 __all__ = ["lease_of_body", "lease_routes"]
@@ -73,15 +72,13 @@ async def keepalive_lease(request: web.Request) -> web.StreamResponse:
     """``POST /leases/{ID}/keepalive``: the full TTL again.
 
     The busiest route of a leased fleet (every holder, a third of each TTL): its
-    ``200`` is written as pre-built bytes (``prebuilt``), aiohttp's own reply
-    only when another ``on_response_prepare`` hook must see it. No body is read.
+    ``200`` is written as pre-built bytes (``GetReplies.json``) when the request
+    is ``eligible``, aiohttp's own reply otherwise. No body is read.
     """
     state = await _store(request).keepalive_lease(namespace_of(request), request.match_info["lease"])
-    replies = request.app[GET_REPLIES]
-    if not replies.enabled:
+    if not eligible(request):
         return _reply(state)
-    body = wire_leases.encode_lease(state.id, state.ttl)
-    return PrebuiltReply(request, replies.small_json(body, variant(request)))
+    return request.app[GET_REPLIES].json(request, wire_leases.encode_lease(state.id, state.ttl))
 
 
 async def read_lease(request: web.Request) -> web.Response:

@@ -9,7 +9,7 @@ seconds, and an ``event: gone`` (then the end) when the history no longer
 reaches back to the stream's position. A stopping server ends every stream
 cleanly: the history's ``close`` wakes it, and it ends its body.
 
-The framing is three lines (``replies.sse_event``), written here rather than
+The framing is three lines (``wire.sse_event``), written here rather than
 through ``aiohttp-sse``: that library runs a ping task per stream on its own
 clock and ends streams through its own ``stop_streaming``, where a stream here
 must ping only when quiet and end with the history's one shutdown path.
@@ -29,7 +29,7 @@ from ...._ranks import RankSet
 from ....core.history import History, Match
 from ....exceptions import HistoryGone, ShuttingDown
 from ...appkeys import CONFIG
-from ...fastpath.prebuilt import PrebuiltReply
+from ...fastpath.eligible import eligible
 from ...fastpath.watches import WATCH_REPLIES, PendingWatch
 from ..common import namespace_of, param, wait_seconds
 from ..kinds import kind_named
@@ -143,7 +143,7 @@ async def watch(request: web.Request) -> web.StreamResponse:
     pending = None
     if counts is not None and counts.behind:
         wait = 0.0  # told counts that have moved: answered at once
-    elif replies.enabled and wait > 0:
+    elif wait > 0 and eligible(request):
         told = (None, None) if counts is None else (counts.waits, counts.findings)
         pending = replies.expect(
             request, namespace, after, filter_key, match, waits=told[0], findings=told[1]
@@ -162,7 +162,7 @@ async def watch(request: web.Request) -> web.StreamResponse:
         if pending is not None:
             replies.settle(pending, namespace)
     if pending is not None and pending.upto is not None:
-        return PrebuiltReply(request, sent=pending.sent)  # the fast path wrote its 200 already
+        return replies.written(request, pending)  # the fast path wrote its 200 already
     body = protocol.encode_watch(changes, version) if counts is None else counts.encode(changes, version)
     return web.Response(body=body, content_type=protocol.JSON_TYPE)
 
@@ -191,18 +191,18 @@ async def _stream(
     await response.prepare(request)
     figures = request.app[WATCH_FIGURES]
     figures.streams += 1
-    replies = request.app[WATCH_REPLIES]
+    replies = request.app[WATCH_REPLIES] if eligible(request) else None
     try:
         # Headers out at once, before the first change: the client knows the stream is up.
         await response.write(b"".join(map(protocol.sse_event, changes)) or _PING)
         while True:
             pending: PendingWatch | None = None
-            if replies.enabled:
+            if replies is not None:
                 pending = replies.expect(request, namespace, after, filter_key, match, response)
             try:
                 changes, after = await history.since(namespace, after, ping, match, held=True)
             finally:
-                if pending is not None:
+                if replies is not None and pending is not None:
                     replies.settle(pending, namespace)
             if pending is not None and (upto := pending.upto) is not None:
                 # The fast path sent the changes up to there; only what came after is left to write.
