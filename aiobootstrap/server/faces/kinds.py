@@ -57,7 +57,7 @@ class RecordKind(KindRoutes):
     parse: Callable[[object], dict[str, Any]]
     """The body field to the value stored (kept whole); ``BadRequest`` naming the field."""
     encode: Callable[[Record], bytes]
-    """A get's reply (cached by the pre-built replies, ``replies``, one per record version)."""
+    """A get's reply (cached by the pre-built replies, ``fastpath.gets``, one per record version)."""
     encode_object: Callable[[Record], bytes]
     """A ``form=object`` get's reply: the registration whole."""
     item: Callable[[Record, bytes], bytes]

@@ -1,6 +1,6 @@
 """``GET /watch``: a namespace's changes after a version, as a long-poll reply or a stream of server-sent events.
 
-The history (``_history``) holds the changes and parks the watchers; this is
+The history (``core/history``) holds the changes and parks the watchers; this is
 its adapter to HTTP. A request that accepts ``text/event-stream`` gets a
 stream: one event per change (``id:`` its version, ``data:`` the change),
 resumed after ``Last-Event-ID`` when given (it wins over ``after``), a

@@ -1,5 +1,5 @@
 """``GET /watch``'s ``&waits=N`` and ``&findings=M`` (the page's): what a watch was told, and its way
-when the fast path (``watch_replies``) cannot take it.
+when the fast path (``fastpath/watches.py``) cannot take it.
 
 A watch told ``waits: N`` is answered, with no change, once a wait has
 parked or gone anywhere since that reply; one told ``findings: M`` once the
