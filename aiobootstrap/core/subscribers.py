@@ -12,9 +12,10 @@ step. One that raises is logged and the others still hear the event: a host's
 bug never reaches the store's feed. Subscribing returns the way to
 unsubscribe; a second subscriber never replaces the first.
 
-Publishing to nobody costs one truth test: the subscribers are kept as a
-tuple, replaced (never changed in place) by a subscription, so an event
-being published while someone subscribes is told to those it began with.
+Publishing is one call, however many subscribe (none included): the
+subscribers are kept as a tuple, replaced (never changed in place) by a
+subscription, so an event being published while someone subscribes is told
+to those it began with.
 """
 
 from __future__ import annotations
@@ -53,9 +54,6 @@ class Subscribers(Generic[P]):
                     return
 
         return unsubscribe
-
-    def __bool__(self) -> bool:
-        return bool(self._callbacks)
 
     def __len__(self) -> int:
         return len(self._callbacks)

@@ -36,8 +36,7 @@ class Tally:
         event, self._next = self._next, None
         if event is not None:
             event.set()
-        if self.steps:
-            self.steps.publish()
+        self.steps.publish()
 
     async def past(self, seen: int, timeout: float) -> None:
         """Return once :attr:`count` is past ``seen`` (at once if it is already), or after ``timeout`` s."""

@@ -177,7 +177,9 @@ async def _registry_context(app: web.Application) -> AsyncIterator[None]:
     store = open_store(
         config.store_url, prefix=config.store_prefix, limits=limits, min_replicas=config.store_min_replicas
     )
-    replies = GetReplies(encode_reply, lambda: store.incarnation, encode_object=encode_object_reply)
+    replies = GetReplies(
+        encode_reply, lambda: store.incarnation, encode_object=encode_object_reply, eligible=app[ELIGIBILITY]
+    )
     registry = Registry(store, max_waiters=config.max_waiters)
     history = History(store, limit=config.watch_history, parking=registry.parking)
     in_order = store.follow_in_order(history)  # Redis: the stream's order, not its own writes first
@@ -212,7 +214,9 @@ async def _fast_path_context(app: web.Application) -> AsyncIterator[None]:
     registry, history, gets = app[REGISTRY], app[HISTORY], app[GET_REPLIES]
     health = app.get(ENCODER_HEALTH)
     findings = None if health is None else health.findings
-    watches = app[WATCH_REPLIES] = WatchReplies(history, registry.parking, gets.stamp, findings=findings)
+    watches = app[WATCH_REPLIES] = WatchReplies(
+        history, registry.parking, gets.stamp, app[ELIGIBILITY], findings=findings
+    )
     subscriptions = [
         registry.deliveries.subscribe(gets.delivered),  # a woken get's reply, written at its delivery
         history.changed_namespaces.subscribe(watches.changed),  # parked watches answered by crowd

@@ -176,8 +176,7 @@ class History:
         for namespace in touched:
             if forgetting.forgotten:
                 forgetting.revived(namespace)
-            if changed_namespaces:
-                changed_namespaces.publish(namespace)
+            changed_namespaces.publish(namespace)
             self._logs[namespace].wake()
         if forgetting.emptied and not self._closed:
             if self._sweeper is None:

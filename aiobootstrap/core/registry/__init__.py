@@ -190,7 +190,7 @@ class Registry:
         """The store applied ``changes``: wake the waiters of their keys."""
         for change in changes:
             if change.deleted:
-                self._tell(change.key, None)
+                self.deliveries.publish(change.key, None)
                 continue
             waitlist = self._waitlists.get(change.key)
             if waitlist is None:
@@ -209,13 +209,9 @@ class Registry:
         held, now = waitlist.record, self.store.incarnation
         if held is None or held.version < record.version or waitlist.incarnation != now:
             waitlist.record, waitlist.incarnation = record, now  # a version counts in its incarnation
-        self._tell(record.key, record)
+        self.deliveries.publish(record.key, record)  # what a subscriber raises is logged: the waiters wake
         waitlist.event.set()
         waitlist.event = asyncio.Event()
-
-    def _tell(self, key: Key, record: Record | None) -> None:
-        if self.deliveries:
-            self.deliveries.publish(key, record)  # what a subscriber raises is logged: the waiters wake
 
     def _read_later(self, key: Key) -> None:
         # Changes from another process carry only their key: one read per key

@@ -1,8 +1,8 @@
 """The fast path, one room: replies written as pre-built bytes below ``web.Response``.
 
 A face asks this room for a reply; it does not build bytes itself, and it
-asks :func:`eligible.eligible` first, the one rule of whether a request's
-reply may be pre-built. The rooms:
+asks ``replies.eligible(request)`` first (``eligible.Eligibility``), the
+one rule of whether a request's reply may be pre-built. The rooms:
 
 - ``eligible``: that rule, decided once at the app's start and checked per
   request;

@@ -18,10 +18,12 @@ have touched the reply:
 
 The first two are read once, as the app starts (:meth:`Eligibility.decide`,
 by ``app``'s start-up, when aiohttp has frozen the hooks); the last is read
-per request, as one length (:func:`eligible`). Every fast reply asks
-:func:`eligible` before it is announced or built: a get, a registration's
-``OK``, a woken get, a watch's long-poll and its stream's events, a lease
-keepalive. A request it refuses takes aiohttp's own way, whose bytes are the
+per request, as one length. The app has one :class:`Eligibility`
+(``ELIGIBILITY``), which the gets' and the watches' replies hold
+(``GetReplies.eligible``, ``WatchReplies.eligible``): every fast reply calls
+it before it is announced or built (a get, a registration's ``OK``, a woken
+get, a watch's long-poll and its stream's events, a lease keepalive), one
+call on a handler's way, and nothing else decides. A request it refuses takes aiohttp's own way, whose bytes are the
 same (the tests compare them header by header).
 """
 
@@ -32,7 +34,7 @@ from collections.abc import Sequence
 from aiohttp import web
 from aiohttp.typedefs import Middleware
 
-__all__ = ["ELIGIBILITY", "Eligibility", "eligible"]
+__all__ = ["ELIGIBILITY", "Eligibility"]
 
 
 class Eligibility:
@@ -40,9 +42,9 @@ class Eligibility:
 
     __slots__ = ("_middlewares", "_stamp", "allowed")
 
-    def __init__(self, stamp: object, middlewares: Sequence[Middleware]) -> None:
+    def __init__(self, stamp: object = None, middlewares: Sequence[Middleware] = ()) -> None:
         """``stamp``: the app's own ``on_response_prepare`` hook (the boot id, which the bytes carry);
-        ``middlewares``: the app's own."""
+        ``middlewares``: the app's own. Made with neither, it allows nothing until :meth:`decide`."""
         self._stamp = stamp
         self._middlewares = list(middlewares)
         self.allowed = False
@@ -55,11 +57,10 @@ class Eligibility:
         )
         return self.allowed
 
+    def __call__(self, request: web.Request) -> bool:
+        """Whether ``request``'s reply may be pre-built bytes: the app's hooks are its own and it is not mounted."""
+        return self.allowed and len(request.match_info.apps) == 1
+
 
 ELIGIBILITY = web.AppKey("eligibility", Eligibility)
 """Whether the app's replies may be pre-built (``create_app`` makes it, the start-up decides)."""
-
-
-def eligible(request: web.Request) -> bool:
-    """Whether ``request``'s reply may be pre-built bytes: the app's hooks are its own and it is not mounted."""
-    return request.app[ELIGIBILITY].allowed and len(request.match_info.apps) == 1

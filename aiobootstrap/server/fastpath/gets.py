@@ -22,8 +22,8 @@ path's package notes list every cache of the room):
   all dropped when the stamp changes (each second, a new boot id) or at
   :data:`_MAX_CACHED` entries.
 
-Two ways out, both taken only for a request that is
-:func:`~.eligible.eligible`:
+Two ways out, both taken only for a request that :attr:`GetReplies.eligible`
+allows:
 
 - A *woken* waiter's reply is written at its delivery. The handler announces
   the get (:meth:`GetReplies.expect`, a :class:`PendingGet`);
@@ -64,6 +64,7 @@ from aiohttp.abc import AbstractStreamWriter
 from ... import wire as protocol
 from ..._names import VERSION_HEADER
 from ...exceptions import SHUTTING_DOWN_DETAIL
+from .eligible import Eligibility
 from .heads import CLOSE as _CLOSE
 from .heads import HEAD as _HEAD
 from .heads import HTTP10 as _HTTP10
@@ -98,8 +99,16 @@ class GetReplies:
     """
 
     def __init__(
-        self, encode: Encoder, boot: Callable[[], str], *, encode_object: Encoder | None = None
+        self,
+        encode: Encoder,
+        boot: Callable[[], str],
+        *,
+        encode_object: Encoder | None = None,
+        eligible: Eligibility | None = None,
     ) -> None:
+        """``eligible``: the app's one rule (``eligible.ELIGIBILITY``); none allows nothing."""
+        self.eligible = Eligibility() if eligible is None else eligible
+        """Asked by every face before it takes a pre-built reply: ``replies.eligible(request)``."""
         self._encode = encode
         self._encode_object = encode if encode_object is None else encode_object
         self._boot = boot
@@ -182,7 +191,9 @@ class GetReplies:
                 parts = made.get(variant)
                 if parts is None:
                     parts = made[variant] = self.parts(record, variant)
-                pending.write(record, *parts, length)
+                # A large body (parts[1]) waits for its handler, which writes it with flow control.
+                if parts[1] is None and pending.write_once(parts[0], length):
+                    pending.record = record
             except Exception:
                 log.exception("A pending reply failed")  # the get's own task still answers it
 
@@ -190,7 +201,8 @@ class GetReplies:
 
     def parts(self, record: Record, variant: int) -> tuple[bytes, bytes | None]:
         """The reply's head and body, or its whole bytes and ``None`` (small bodies: one object)."""
-        self._renew()
+        if (stamp := self.stamp.lines()) is not self._stamp or len(self._cache) >= _MAX_CACHED:
+            self._renew(stamp)
         body = self.body(record)
         cached = self._cache.get(id(body) << 3 | variant)
         if cached is not None and cached[0] is body:
@@ -209,7 +221,8 @@ class GetReplies:
 
     def ok(self, variant: int) -> bytes:
         """The whole ``200`` text ``OK`` of a registration (or a deletion)."""
-        self._renew()
+        if (stamp := self.stamp.lines()) is not self._stamp or len(self._cache) >= _MAX_CACHED:
+            self._renew(stamp)
         cached = self._cache.get(variant)  # no body's id is below 8: the keys do not collide
         if cached is not None:
             return cached[1]
@@ -221,7 +234,7 @@ class GetReplies:
     def json(self, request: web.Request, body: bytes) -> PrebuiltReply:
         """A small JSON ``200`` (a keepalive's), its bytes made per reply from this second's stamp."""
         variant = _variant(request)
-        head = _head(_OK, _JSON, len(body), self._renew(), variant)
+        head = _head(_OK, _JSON, len(body), self.stamp.lines(), variant)
         return PrebuiltReply(request, self.stamp, head if variant & _HEAD else head + body, len(body))
 
     def shutting_down(self) -> Callable[[web.BaseRequest], bytes]:
@@ -243,13 +256,10 @@ class GetReplies:
 
         return reply
 
-    def _renew(self) -> bytes:
-        """This second's stamp lines; the cached replies dropped when they carry another's (or are too many)."""
-        lines = self.stamp.lines()
-        if lines is not self._stamp or len(self._cache) >= _MAX_CACHED:
-            self._cache.clear()
-            self._stamp = lines
-        return lines
+    def _renew(self, stamp: bytes) -> None:
+        """The cached replies carry another second's stamp (or are too many): dropped, for ``stamp``'s."""
+        self._cache.clear()
+        self._stamp = stamp
 
 
 class PendingGet(PendingReply):
@@ -262,19 +272,16 @@ class PendingGet(PendingReply):
     __slots__ = ("after", "key", "length", "peers", "record", "request", "sent", "settled")
 
     def __init__(self, request: web.Request, key: Key, after: int, peers: dict[PendingGet, bool]) -> None:
-        self._pending(request)
+        self.request = request
+        self.settled = False
+        self.sent = 0
+        self.length = -1
         self.key = key
         self.after = after
         self.peers = peers
         """The gets of the same key awaiting a delivery, this one among them until delivered or settled."""
         self.record: Record | None = None
-
-    def write(self, record: Record, data: bytes, body: bytes | None, length: int) -> None:
-        """Send ``record``'s reply, ``data`` (the whole reply, or with ``body`` its head), of a ``length``-byte body."""
-        if body is not None:
-            return  # a large body waits for its handler, which writes it with flow control
-        if self.write_once(data, length):
-            self.record = record
+        """The record written (its handler's reply, whatever the wait returns); ``None`` until then."""
 
 
 class GetReply(BytesReply):

@@ -4,7 +4,7 @@ aiohttp answers a ``web.Response`` by filling a header multidict, sending
 ``on_response_prepare``, serialising the headers and writing them with the
 body: a few tens of µs, more than the rest of a keepalive's whole handling.
 A reply whose head is one of a few (``heads``) and whose body is a few bytes
-can skip all of it when the request is :func:`~.eligible.eligible`. Four
+can skip all of it when the app's ``eligible.Eligibility`` allows it. Four
 things are written once here for every such reply (a get, a registration's
 ``OK``, a woken get, a watch's long-poll, a keepalive, a stop's ``503``):
 
@@ -167,6 +167,8 @@ class PendingReply:
     own ``__slots__``: a watch's is the history's ``WaitEnd`` too, and of two
     bases only one may lay slots out: this one has none (mypy, which would
     then refuse the attributes below, is not shown the empty ``__slots__``).
+    Each sets them in its ``__init__`` (``request``; ``settled`` false,
+    ``sent`` 0, ``length`` -1): one call less per parked request.
     """
 
     if not TYPE_CHECKING:
@@ -179,12 +181,6 @@ class PendingReply:
     """Bytes written; 0 until then, or when the client had gone."""
     length: int
     """The written reply's body length (its ``Content-Length``); -1 until written."""
-
-    def _pending(self, request: web.Request) -> None:
-        self.request = request
-        self.settled = False
-        self.sent = 0
-        self.length = -1
 
     @property
     def written(self) -> bool:

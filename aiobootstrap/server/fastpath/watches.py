@@ -44,10 +44,10 @@ the history's ``WaitEnd``).
 So the page's renewal parks as a plain watch does: no task of its own.
 
 A crowd with nothing new (its filter matched none of the changes) stays
-parked. A watch settled (:meth:`WatchReplies.settle`) is never written to, nor
-is a client gone. Anything else (a ``410``, a stop, a wait running out, a
+parked. A watch settled (:meth:`WatchReplies.settle`) is never written to,
+nor is a client gone. Anything else (a ``410``, a stop, a wait running out, a
 watch answered without waiting) takes the handler's own way. The fast way is
-taken only for a request that is :func:`~.eligible.eligible`, and for a
+taken only for a request :attr:`WatchReplies.eligible` allows, and for a
 stream only when it is not compressed. The subscriptions are made in one
 place, the app's start-up (``server/app.py``).
 """
@@ -65,6 +65,7 @@ from ...core.history import History, Match, WaitEnd
 from ...core.parking import Parking
 from ...core.tally import Tally
 from . import heads
+from .eligible import Eligibility
 from .prebuilt import PendingReply, PrebuiltReply, Stamp
 
 __all__ = ["WATCH_REPLIES", "PendingWatch", "WatchReplies"]
@@ -85,7 +86,10 @@ class PendingWatch(WaitEnd, PendingReply):
 
     def __init__(self, request: web.Request, response: web.StreamResponse | None, crowd: _Crowd) -> None:
         super().__init__()
-        self._pending(request)
+        self.request = request
+        self.settled = False
+        self.sent = 0
+        self.length = -1
         self.response = response
         """The stream's prepared response; ``None`` for a long-poll."""
         self.crowd = crowd
@@ -108,9 +112,18 @@ class WatchReplies:
     """The parked watches of every namespace, by crowd, and the bytes a change answers them with."""
 
     def __init__(
-        self, history: History, parking: Parking, stamp: Stamp, *, findings: Tally | None = None
+        self,
+        history: History,
+        parking: Parking,
+        stamp: Stamp,
+        eligible: Eligibility,
+        *,
+        findings: Tally | None = None,
     ) -> None:
-        """``stamp``: the app's one (``GetReplies.stamp``); ``findings``: the prober's, when something probes."""
+        """``stamp``: the app's one (``GetReplies.stamp``); ``eligible``: its one rule (``eligible.ELIGIBILITY``);
+        ``findings``: the prober's, when something probes."""
+        self.eligible = eligible
+        """Asked by the watch face before it announces a watch: ``replies.eligible(request)``."""
         self._history = history
         self._parking = parking
         self._findings = findings

@@ -1,7 +1,7 @@
 """The per-rank record kinds: register, delete, get and batch get, one set of handlers made for each kind.
 
 A get's ``200`` and a registration's ``OK`` take the fast path
-(``fastpath/gets.py``) whenever ``fastpath.eligible`` allows it: a waiter
+(``fastpath/gets.py``) whenever ``GetReplies.eligible`` allows it: a waiter
 announces itself with ``GetReplies.expect`` and may be answered at the
 delivery that wakes it, before its task resumes.
 """
@@ -21,7 +21,6 @@ from ...appkeys import CONFIG, REGISTRY
 from ...auth import ExpectHandler
 from ...body import read_body
 from ...fastpath.batches import BATCH_REPLIES
-from ...fastpath.eligible import eligible
 from ...fastpath.gets import GET_REPLIES, GetReplies, GetReply
 from ...metrics import METRICS, counts_gets
 from ..common import after_of, json_reply, namespace_of, not_registered, param, wait_seconds
@@ -64,7 +63,8 @@ def _register(kind: RecordKind) -> Handler:
         record = await app[REGISTRY].register(key, value, lease)
         app[METRICS].count_registration(key.namespace, kind.name)
         log_change("registered", record, kind)
-        return GetReply(request, app[GET_REPLIES], None) if eligible(request) else web.Response(text="OK")
+        replies = app[GET_REPLIES]
+        return GetReply(request, replies, None) if replies.eligible(request) else web.Response(text="OK")
 
     return _named(register, "register", kind)
 
@@ -95,7 +95,7 @@ def _get(kind: RecordKind) -> Handler:
         protocol.check_world_size(rank, app[CONFIG].world_size)
         key = kind.key(namespace_of(request), role, rank)
         replies = app[GET_REPLIES]
-        prebuilt = eligible(request)
+        prebuilt = replies.eligible(request)
         # A woken waiter's reply may be written at its delivery, before this task resumes.
         pending = replies.expect(request, key, after) if prebuilt and not whole and wait > 0 else None
         since = time.time()

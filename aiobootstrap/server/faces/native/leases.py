@@ -20,7 +20,6 @@ from ....wire import leases as wire_leases
 from ...appkeys import CONFIG, REGISTRY
 from ...auth import ExpectHandler
 from ...body import read_body
-from ...fastpath.eligible import eligible
 from ...fastpath.gets import GET_REPLIES
 from ..common import namespace_of
 
@@ -72,13 +71,14 @@ async def keepalive_lease(request: web.Request) -> web.StreamResponse:
     """``POST /leases/{ID}/keepalive``: the full TTL again.
 
     The busiest route of a leased fleet (every holder, a third of each TTL): its
-    ``200`` is written as pre-built bytes (``GetReplies.json``) when the request
-    is ``eligible``, aiohttp's own reply otherwise. No body is read.
+    ``200`` is written as pre-built bytes (``GetReplies.json``) when the fast
+    path's rule allows it, aiohttp's own reply otherwise. No body is read.
     """
     state = await _store(request).keepalive_lease(namespace_of(request), request.match_info["lease"])
-    if not eligible(request):
+    replies = request.app[GET_REPLIES]
+    if not replies.eligible(request):
         return _reply(state)
-    return request.app[GET_REPLIES].json(request, wire_leases.encode_lease(state.id, state.ttl))
+    return replies.json(request, wire_leases.encode_lease(state.id, state.ttl))
 
 
 async def read_lease(request: web.Request) -> web.Response:

@@ -29,8 +29,7 @@ from ...._ranks import RankSet
 from ....core.history import History, Match
 from ....exceptions import HistoryGone, ShuttingDown
 from ...appkeys import CONFIG
-from ...fastpath.eligible import eligible
-from ...fastpath.watches import WATCH_REPLIES, PendingWatch
+from ...fastpath.watches import WATCH_REPLIES, PendingWatch, WatchReplies
 from ..common import namespace_of, param, wait_seconds
 from ..kinds import kind_named
 from .watch_counts import CountsTold, gone, watch_with_counts
@@ -143,7 +142,7 @@ async def watch(request: web.Request) -> web.StreamResponse:
     pending = None
     if counts is not None and counts.behind:
         wait = 0.0  # told counts that have moved: answered at once
-    elif wait > 0 and eligible(request):
+    elif wait > 0 and replies.eligible(request):
         told = (None, None) if counts is None else (counts.waits, counts.findings)
         pending = replies.expect(
             request, namespace, after, filter_key, match, waits=told[0], findings=told[1]
@@ -191,7 +190,9 @@ async def _stream(
     await response.prepare(request)
     figures = request.app[WATCH_FIGURES]
     figures.streams += 1
-    replies = request.app[WATCH_REPLIES] if eligible(request) else None
+    replies: WatchReplies | None = request.app[WATCH_REPLIES]
+    if replies is not None and not replies.eligible(request):
+        replies = None
     try:
         # Headers out at once, before the first change: the client knows the stream is up.
         await response.write(b"".join(map(protocol.sse_event, changes)) or _PING)
