@@ -296,14 +296,16 @@ class History:
                 if not log.watchers and not log.kept and self._logs.get(namespace) is log:
                     del self._logs[namespace]
 
-    def now(self, namespace: str, after: int, match: Match | None) -> tuple[list[WatchedChange], int] | None:
-        """What :meth:`since` would answer now without waiting, changes or none; ``None`` where it would
-        not answer so (no log, the history gone past ``after``, or closed)."""
+    def now(
+        self, namespace: str, after: int, match: Match | None, seen: int = -1
+    ) -> tuple[list[WatchedChange], int] | None:
+        """What :meth:`since` would answer now without waiting; ``None``: it would not so (no log, gone past
+        ``after``, closed). ``seen``: how far the caller found nothing; only changes above it are matched."""
         log = self._logs.get(namespace)
         if log is None or after < log.floor or self._closed:
             return None
-        found = _found(log, after, _every if match is None else match)
-        return ([], max(after, log.high)) if found is None else found
+        found = _found(log, seen := max(after, seen), _every if match is None else match)
+        return ([], max(seen, log.high)) if found is None else found
 
     @contextlib.contextmanager
     def hold(self) -> Iterator[None]:

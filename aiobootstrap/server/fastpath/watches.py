@@ -44,7 +44,12 @@ the history's ``WaitEnd``).
 So the page's renewal parks as a plain watch does: no task of its own.
 
 A crowd with nothing new (its filter matched none of the changes) stays
-parked. A watch settled (:meth:`WatchReplies.settle`) is never written to,
+parked, and remembers how far it has looked (``_Crowd.seen``): the next
+change is matched against the changes above it only, as a watch's own task
+does (``History.since``), so a change costs each crowd of its namespace its
+new changes, not every change since the crowd's ``after`` (5,000 watchers,
+each of another ``ranks=``, had made each registration cost crowds times
+history). A watch settled (:meth:`WatchReplies.settle`) is never written to,
 nor is a client gone. Anything else (a ``410``, a stop, a wait running out, a
 watch answered without waiting) takes the handler's own way. The fast way is
 taken only for a request :attr:`WatchReplies.eligible` allows, and for a
@@ -98,7 +103,7 @@ class PendingWatch(WaitEnd, PendingReply):
 
 
 class _Crowd:
-    __slots__ = ("after", "findings", "key", "match", "namespace", "waits", "watches")
+    __slots__ = ("after", "findings", "key", "match", "namespace", "seen", "waits", "watches")
 
     def __init__(self, namespace: str, key: CrowdKey, match: Match | None) -> None:
         self.namespace = namespace
@@ -106,6 +111,9 @@ class _Crowd:
         _, self.after, _, self.waits, self.findings = key
         self.match = match
         self.watches: dict[PendingWatch, bool] = {}
+        self.seen = self.after
+        """The version up to which the history holds no change for the crowd: the next pass matches only
+        the changes above it (a change costs each crowd its new changes, not all since ``after``)."""
 
 
 class WatchReplies:
@@ -198,10 +206,13 @@ class WatchReplies:
         self._stamp_lines = self._stamp.lines()
         frames: dict[int, bytes] = {}  # id(change) -> its event: framed once for every crowd
         for key, crowd in list(crowds.items()):
-            now = self._history.now(namespace, crowd.after, crowd.match)
-            if now is None or not now[0]:
-                continue
+            now = self._history.now(namespace, crowd.after, crowd.match, crowd.seen)
+            if now is None:
+                continue  # gone past it, or stopping: its handlers answer (a 410, a 503)
             changes, version = now
+            if not changes:
+                crowd.seen = version  # none of the new changes is the crowd's: it stays parked
+                continue
             try:
                 if key[2]:
                     self._stream(crowd, changes, version, frames)
@@ -222,7 +233,7 @@ class WatchReplies:
                 told_findings is None or findings is None or told_findings == findings
             ):
                 continue
-            now = self._history.now(crowd.namespace, crowd.after, crowd.match)
+            now = self._history.now(crowd.namespace, crowd.after, crowd.match, crowd.seen)
             if now is None:
                 continue  # gone past it, or stopping: its handler answers (a 410, a 503)
             try:
