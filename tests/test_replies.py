@@ -1,4 +1,4 @@
-"""A get's 200 written as pre-built bytes (``server/replies.py``) stays an aiohttp reply on the wire.
+"""A get's 200 written as pre-built bytes (``server/fastpath/gets.py``) stays an aiohttp reply on the wire.
 
 Each test speaks raw HTTP/1.x over a socket to a real server, so what a
 client sees is checked byte by byte: the same headers as aiohttp's own reply,
@@ -383,18 +383,18 @@ async def test_woken_waiter_of_a_large_reply_gets_it_whole(fast: Served) -> None
     writer.close()
 
 
-def test_wire_follows_a_new_boot_id_at_once() -> None:
+def test_replies_follow_a_new_boot_id_at_once() -> None:
     """A new boot id (a flushed Redis) is in the very next reply, not a second later."""
     boot = ["first"]
-    wire = GetReplies(lambda record: b"{}", lambda: boot[0])
+    replies = GetReplies(lambda record: b"{}", lambda: boot[0])
     record = Record(Key("default", "transfer_engine_info", "target", 0), {}, 7, 0.0)
-    data, _ = wire.parts(record, 0)
+    data, _ = replies.parts(record, 0)
     assert b"X-Aiobootstrap-Boot: first\r\n" in data
     assert b"X-Aiobootstrap-Version: 7\r\n" in data
     boot[0] = "second"
-    data, _ = wire.parts(record, 0)
+    data, _ = replies.parts(record, 0)
     assert b"X-Aiobootstrap-Boot: second\r\n" in data
-    assert b"X-Aiobootstrap-Boot: second\r\n" in wire.ok(0)
+    assert b"X-Aiobootstrap-Boot: second\r\n" in replies.ok(0)
 
 
 async def test_mounted_as_a_sub_app_the_outer_apps_hooks_still_run() -> None:
@@ -427,7 +427,7 @@ def _record(version: int, rank: int = 0) -> Record:
     return Record(Key("default", "transfer_engine_info", "target", rank), {}, version, 0.0)
 
 
-def _mocked_get(wire: GetReplies) -> tuple[web.Request, mock.Mock]:
+def _mocked_get(replies: GetReplies) -> tuple[web.Request, mock.Mock]:
     transport = mock.Mock()
     transport.is_closing.return_value = False
     request = make_mocked_request("GET", GET, transport=transport, writer=mock.Mock(output_size=0))
@@ -442,63 +442,63 @@ def test_a_records_reply_is_encoded_once_per_version_and_forgotten_with_its_key(
         encoded.append(record.version)
         return f"v{record.version}".encode()
 
-    wire = GetReplies(encode, lambda: "boot")
-    first = wire.body(_record(1))
-    assert wire.body(_record(1)) is first
-    assert wire.body(_record(2)) == b"v2"
+    replies = GetReplies(encode, lambda: "boot")
+    first = replies.body(_record(1))
+    assert replies.body(_record(1)) is first
+    assert replies.body(_record(2)) == b"v2"
     assert encoded == [1, 2]
-    wire.delivered(_record(2).key, None)
-    assert wire._bodies == {}
+    replies.delivered(_record(2).key, None)
+    assert replies._bodies == {}
 
 
 async def test_a_delivery_writes_the_gets_it_answers_one_loop_turn_later() -> None:
     """Due gets (after < version) are written after the delivering step; settle then returns the record sent."""
-    wire = GetReplies(lambda record: b"{}", lambda: "boot")
-    request, transport = _mocked_get(wire)
-    old_request, old_transport = _mocked_get(wire)
+    replies = GetReplies(lambda record: b"{}", lambda: "boot")
+    request, transport = _mocked_get(replies)
+    old_request, old_transport = _mocked_get(replies)
     key = _record(5).key
-    due = wire.expect(request, key, after=4)
-    not_due = wire.expect(old_request, key, after=5)
-    wire.delivered(key, _record(5))
+    due = replies.expect(request, key, after=4)
+    not_due = replies.expect(old_request, key, after=5)
+    replies.delivered(key, _record(5))
     assert not transport.write.called  # the step that made the change goes first
     await asyncio.sleep(0)
     [(data,)] = [call.args for call in transport.write.call_args_list]
     assert data.startswith(b"HTTP/1.1 200 OK\r\n")
     assert data.endswith(b"{}")
     assert not old_transport.write.called
-    assert wire.settle(due) == _record(5)
+    assert replies.settle(due) == _record(5)
     assert due.sent == len(data)
-    assert wire.settle(not_due) is None
-    assert wire._expecting == {}
+    assert replies.settle(not_due) is None
+    assert replies._expecting == {}
 
 
 async def test_a_get_settled_before_its_write_is_never_written() -> None:
     """A wait that returned on its own before the early write ran is answered by its handler alone."""
-    wire = GetReplies(lambda record: b"{}", lambda: "boot")
-    request, transport = _mocked_get(wire)
-    early = wire.expect(request, _record(1).key, after=0)
-    wire.delivered(early.key, _record(1))
-    assert wire.settle(early) is None
+    replies = GetReplies(lambda record: b"{}", lambda: "boot")
+    request, transport = _mocked_get(replies)
+    early = replies.expect(request, _record(1).key, after=0)
+    replies.delivered(early.key, _record(1))
+    assert replies.settle(early) is None
     await asyncio.sleep(0)
     assert not transport.write.called
 
 
 async def test_a_crowd_woken_together_shares_one_reply_per_variant() -> None:
     """A delivery makes each variant's bytes once for all the gets it answers, and writes that one object to each."""
-    wire = GetReplies(lambda record: b"{}", lambda: "boot")
+    replies = GetReplies(lambda record: b"{}", lambda: "boot")
     made: list[int] = []
-    parts = wire.parts
+    parts = replies.parts
 
     def counted(record: Record, variant: int) -> tuple[bytes, bytes | None]:
         made.append(variant)
         return parts(record, variant)
 
-    wire.parts = counted  # type: ignore[method-assign]
-    crowd = [_mocked_get(wire) for _ in range(5)]
+    replies.parts = counted  # type: ignore[method-assign]
+    crowd = [_mocked_get(replies) for _ in range(5)]
     key = _record(1).key
     for request, _ in crowd:
-        wire.expect(request, key, after=0)
-    wire.delivered(key, _record(1))
+        replies.expect(request, key, after=0)
+    replies.delivered(key, _record(1))
     await asyncio.sleep(0)
     assert made == [0]
     [first] = crowd[0][1].write.call_args.args

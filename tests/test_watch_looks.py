@@ -1,4 +1,4 @@
-"""The page's watch (``&waits=N&findings=M``) on the watch fast path (``server/watch_replies.py``).
+"""The page's watch (``&waits=N&findings=M``) on the watch fast path (``server/fastpath/watches.py``).
 
 Raw HTTP/1.x to a real server: a parked watch told counts is answered when a
 wait parks, when a probe round changes a finding and when a record changes,
@@ -34,7 +34,7 @@ CONFIG = ServerConfig(encoder_health_interval=3600)
 """Probing on, its rounds only those a test runs (``EncoderHealth.round``)."""
 
 WAIT = 60
-"""Longer than the guard of every read: a watch the wire did not answer fails the test, never passes late."""
+"""Longer than the guard of every read: a watch the fast path did not answer fails the test, never passes late."""
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""The pre-built replies of watches and keepalives (``server/watch_replies.py``, ``server/prebuilt.py``): aiohttp's bytes.
+"""The pre-built replies of watches and keepalives (``server/fastpath/watches.py``, ``server/fastpath/prebuilt.py``): aiohttp's bytes.
 
 Raw HTTP/1.x over a socket to a real server, so what a watcher sees is
 checked byte by byte against the same app with one more

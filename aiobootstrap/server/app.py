@@ -205,10 +205,10 @@ async def _registry_context(app: web.Application) -> AsyncIterator[None]:
 async def _fast_path_context(app: web.Application) -> AsyncIterator[None]:
     """``cleanup_ctx``, last: the fast path's subscriptions to the core, every one of them, made here once.
 
-    Run after the registry, the history and the prober are made, and when
-    aiohttp has frozen the app's hooks: whether its replies may be pre-built
-    (``fastpath/eligible.py``) is decided now. Each subscription is dropped as
-    the app stops.
+    Run after the registry, the history and the prober are made, when every
+    hook and middleware an embedder adds is in place: whether the app's
+    replies may be pre-built (``fastpath/eligible.py``) is decided now. Each
+    subscription is dropped as the app stops.
     """
     app[ELIGIBILITY].decide(app)
     registry, history, gets = app[REGISTRY], app[HISTORY], app[GET_REPLIES]

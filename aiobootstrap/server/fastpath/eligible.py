@@ -17,14 +17,15 @@ have touched the reply:
   request too, and this app cannot see what they do.
 
 The first two are read once, as the app starts (:meth:`Eligibility.decide`,
-by ``app``'s start-up, when aiohttp has frozen the hooks); the last is read
-per request, as one length. The app has one :class:`Eligibility`
-(``ELIGIBILITY``), which the gets' and the watches' replies hold
-(``GetReplies.eligible``, ``WatchReplies.eligible``): every fast reply calls
-it before it is announced or built (a get, a registration's ``OK``, a woken
-get, a watch's long-poll and its stream's events, a lease keepalive), one
-call on a handler's way, and nothing else decides. A request it refuses takes aiohttp's own way, whose bytes are the
-same (the tests compare them header by header).
+by ``app``'s last start-up step: what an embedder adds is in place by then);
+the last is read per request, as one length. The app has one
+:class:`Eligibility` (``ELIGIBILITY``), which the gets' and the watches'
+replies hold (``GetReplies.eligible``, ``WatchReplies.eligible``): every fast
+reply calls it before it is announced or built (a get, a registration's
+``OK``, a woken get, a watch's long-poll and its stream's events, a lease
+keepalive), one call on a handler's way, and nothing else decides. A request
+it refuses takes aiohttp's own way, whose bytes are the same (the tests
+compare them header by header).
 """
 
 from __future__ import annotations
