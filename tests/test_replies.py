@@ -1,4 +1,4 @@
-"""A get's 200 written as pre-built bytes (``server/replies.py``) stays an aiohttp reply on the wire.
+"""A get's 200 written as pre-built bytes (``server/fastpath/gets.py``) stays an aiohttp reply on the wire.
 
 Each test speaks raw HTTP/1.x over a socket to a real server, so what a
 client sees is checked byte by byte: the same headers as aiohttp's own reply,
@@ -20,8 +20,9 @@ from aiohttp import web
 from aiohttp.test_utils import make_mocked_request
 
 from aiobootstrap import ServerConfig, create_app
-from aiobootstrap.server.app import REGISTRY, REPLY_WIRE
-from aiobootstrap.server.fastpath.gets import EarlyReply, ReplyWire
+from aiobootstrap.server.app import GET_REPLIES, REGISTRY
+from aiobootstrap.server.fastpath.eligible import ELIGIBILITY
+from aiobootstrap.server.fastpath.gets import GetReplies, PendingGet
 from aiobootstrap.store import Key, Record
 
 from .helpers.raw_http import VARIANTS, Reply, _closed, _connect, _read_reply, _request, _same
@@ -83,8 +84,8 @@ async def test_prebuilt_reply_is_what_aiohttp_sends(
     fast: Served, plain: Served, name: str, woken: bool
 ) -> None:
     """Status line, every header (but the Date's and the boot id's values) and body match aiohttp's reply."""
-    assert fast.app[REPLY_WIRE].enabled
-    assert not plain.app[REPLY_WIRE].enabled
+    assert fast.app[ELIGIBILITY].allowed
+    assert not plain.app[ELIGIBILITY].allowed
     for served in (fast, plain):
         if not woken:
             await _register(served, 3)
@@ -201,13 +202,13 @@ async def test_client_gone_while_parked_leaves_nothing_and_others_are_answered(f
     await _parked(fast, 2)
     gone.close()
     await until(lambda: fast.registry.parked == 1)
-    [expecting] = fast.app[REPLY_WIRE]._expecting.values()
+    [expecting] = fast.app[GET_REPLIES]._expecting.values()
     assert len(expecting) == 1
     await _register(fast, 12)
     reply = await _read_reply(stays_reader)
     assert reply.status_line == "HTTP/1.1 200 OK"
     await until(lambda: fast.registry.parked == 0 and fast.registry.waiting_keys == 0)
-    assert fast.app[REPLY_WIRE]._expecting == {}
+    assert fast.app[GET_REPLIES]._expecting == {}
     stays.close()
 
 
@@ -218,9 +219,9 @@ async def test_client_gone_after_delivery_before_its_write_is_skipped(fast: Serv
     await _parked(fast)
     # Close the server's side of the connection in the same step as the registration:
     # the early write, one loop turn later, finds the transport closing.
-    [pending] = fast.app[REPLY_WIRE]._expecting.values()
+    [pending] = fast.app[GET_REPLIES]._expecting.values()
     [early] = list(pending)
-    assert isinstance(early, EarlyReply)
+    assert isinstance(early, PendingGet)
     transport = early.request.transport
     assert transport is not None
     transport.close()
@@ -260,7 +261,7 @@ async def test_another_prepare_hook_still_sees_woken_replies(plain: Served) -> N
         seen.append(response.status)
 
     # The plain fixture's app is frozen: check what its flag says, and that its replies went through hooks.
-    assert not plain.app[REPLY_WIRE].enabled
+    assert not plain.app[ELIGIBILITY].allowed
     reply = await _one(plain, 15, VARIANTS["1.1 keep-alive"], woken=True)
     assert reply.status_line == "HTTP/1.1 200 OK"
     app = create_app(ServerConfig())
@@ -307,18 +308,18 @@ async def test_woken_waiter_of_a_large_reply_gets_it_whole(fast: Served) -> None
     writer.close()
 
 
-def test_wire_follows_a_new_boot_id_at_once() -> None:
+def test_replies_follow_a_new_boot_id_at_once() -> None:
     """A new boot id (a flushed Redis) is in the very next reply, not a second later."""
     boot = ["first"]
-    wire = ReplyWire(lambda record: b"{}", lambda: boot[0], enabled=True)
+    replies = GetReplies(lambda record: b"{}", lambda: boot[0])
     record = Record(Key("default", "transfer_engine_info", "target", 0), {}, 7, 0.0)
-    data, _ = wire.parts(record, 0)
+    data, _ = replies.parts(record, 0)
     assert b"X-Aiobootstrap-Boot: first\r\n" in data
     assert b"X-Aiobootstrap-Version: 7\r\n" in data
     boot[0] = "second"
-    data, _ = wire.parts(record, 0)
+    data, _ = replies.parts(record, 0)
     assert b"X-Aiobootstrap-Boot: second\r\n" in data
-    assert b"X-Aiobootstrap-Boot: second\r\n" in wire.ok(0)
+    assert b"X-Aiobootstrap-Boot: second\r\n" in replies.ok(0)
 
 
 async def test_mounted_as_a_sub_app_the_outer_apps_hooks_still_run() -> None:
@@ -351,7 +352,7 @@ def _record(version: int, rank: int = 0) -> Record:
     return Record(Key("default", "transfer_engine_info", "target", rank), {}, version, 0.0)
 
 
-def _mocked_get(wire: ReplyWire) -> tuple[web.Request, mock.Mock]:
+def _mocked_get(replies: GetReplies) -> tuple[web.Request, mock.Mock]:
     transport = mock.Mock()
     transport.is_closing.return_value = False
     request = make_mocked_request("GET", GET, transport=transport, writer=mock.Mock(output_size=0))
@@ -366,63 +367,63 @@ def test_a_records_reply_is_encoded_once_per_version_and_forgotten_with_its_key(
         encoded.append(record.version)
         return f"v{record.version}".encode()
 
-    wire = ReplyWire(encode, lambda: "boot", enabled=True)
-    first = wire.body(_record(1))
-    assert wire.body(_record(1)) is first
-    assert wire.body(_record(2)) == b"v2"
+    replies = GetReplies(encode, lambda: "boot")
+    first = replies.body(_record(1))
+    assert replies.body(_record(1)) is first
+    assert replies.body(_record(2)) == b"v2"
     assert encoded == [1, 2]
-    wire.delivered(_record(2).key, None)
-    assert wire._bodies == {}
+    replies.delivered(_record(2).key, None)
+    assert replies._bodies == {}
 
 
 async def test_a_delivery_writes_the_gets_it_answers_one_loop_turn_later() -> None:
     """Due gets (after < version) are written after the delivering step; settle then returns the record sent."""
-    wire = ReplyWire(lambda record: b"{}", lambda: "boot", enabled=True)
-    request, transport = _mocked_get(wire)
-    old_request, old_transport = _mocked_get(wire)
+    replies = GetReplies(lambda record: b"{}", lambda: "boot")
+    request, transport = _mocked_get(replies)
+    old_request, old_transport = _mocked_get(replies)
     key = _record(5).key
-    due = wire.expect(request, key, after=4)
-    not_due = wire.expect(old_request, key, after=5)
-    wire.delivered(key, _record(5))
+    due = replies.expect(request, key, after=4)
+    not_due = replies.expect(old_request, key, after=5)
+    replies.delivered(key, _record(5))
     assert not transport.write.called  # the step that made the change goes first
     await asyncio.sleep(0)
     [(data,)] = [call.args for call in transport.write.call_args_list]
     assert data.startswith(b"HTTP/1.1 200 OK\r\n")
     assert data.endswith(b"{}")
     assert not old_transport.write.called
-    assert wire.settle(due) == _record(5)
+    assert replies.settle(due) == _record(5)
     assert due.sent == len(data)
-    assert wire.settle(not_due) is None
-    assert wire._expecting == {}
+    assert replies.settle(not_due) is None
+    assert replies._expecting == {}
 
 
 async def test_a_get_settled_before_its_write_is_never_written() -> None:
     """A wait that returned on its own before the early write ran is answered by its handler alone."""
-    wire = ReplyWire(lambda record: b"{}", lambda: "boot", enabled=True)
-    request, transport = _mocked_get(wire)
-    early = wire.expect(request, _record(1).key, after=0)
-    wire.delivered(early.key, _record(1))
-    assert wire.settle(early) is None
+    replies = GetReplies(lambda record: b"{}", lambda: "boot")
+    request, transport = _mocked_get(replies)
+    early = replies.expect(request, _record(1).key, after=0)
+    replies.delivered(early.key, _record(1))
+    assert replies.settle(early) is None
     await asyncio.sleep(0)
     assert not transport.write.called
 
 
 async def test_a_crowd_woken_together_shares_one_reply_per_variant() -> None:
     """A delivery makes each variant's bytes once for all the gets it answers, and writes that one object to each."""
-    wire = ReplyWire(lambda record: b"{}", lambda: "boot", enabled=True)
+    replies = GetReplies(lambda record: b"{}", lambda: "boot")
     made: list[int] = []
-    parts = wire.parts
+    parts = replies.parts
 
     def counted(record: Record, variant: int) -> tuple[bytes, bytes | None]:
         made.append(variant)
         return parts(record, variant)
 
-    wire.parts = counted  # type: ignore[method-assign]
-    crowd = [_mocked_get(wire) for _ in range(5)]
+    replies.parts = counted  # type: ignore[method-assign]
+    crowd = [_mocked_get(replies) for _ in range(5)]
     key = _record(1).key
     for request, _ in crowd:
-        wire.expect(request, key, after=0)
-    wire.delivered(key, _record(1))
+        replies.expect(request, key, after=0)
+    replies.delivered(key, _record(1))
     await asyncio.sleep(0)
     assert made == [0]
     [first] = crowd[0][1].write.call_args.args

@@ -1,4 +1,4 @@
-"""A registration's caller goes on before the waiters it wakes, and the registry's one hook hears each delivery in between."""
+"""A registration's caller goes on before the waiters it wakes, and the registry's deliveries' subscribers hear each delivery in between."""
 
 from __future__ import annotations
 
@@ -28,8 +28,8 @@ async def test_register_returns_before_its_waiters_resume() -> None:
     assert registry.waiting_keys == 0
 
 
-async def test_on_delivery_hears_each_delivery_before_any_waiter_resumes() -> None:
-    """The hook is called once per delivery, with key and record; what it schedules runs before any waiter resumes."""
+async def test_a_deliveries_subscriber_hears_each_delivery_before_any_waiter_resumes() -> None:
+    """The subscriber is called once per delivery, with key and record; what it schedules runs before any waiter resumes."""
     waiters: list[asyncio.Task[Record | None]] = []
     calls: list[tuple[Key, Record | None, bool]] = []
     scheduled: list[bool] = []
@@ -40,7 +40,8 @@ async def test_on_delivery_hears_each_delivery_before_any_waiter_resumes() -> No
             lambda: scheduled.append(any(waiter.done() for waiter in waiters))
         )
 
-    registry = await open_registry(on_delivery=hook)
+    registry = await open_registry()
+    registry.deliveries.subscribe(hook)
     waiters.extend(asyncio.create_task(registry.wait(info_key(8), timeout=GUARD)) for _ in range(20))
     await until(lambda: registry.parked == 20)
     record = await register_in(registry, 8, "s", {})
@@ -53,29 +54,31 @@ async def test_on_delivery_hears_each_delivery_before_any_waiter_resumes() -> No
     assert registry.waiting_keys == 0
 
 
-async def test_on_delivery_hears_deletions_but_not_records_nobody_waits_for() -> None:
+async def test_deliveries_are_deletions_and_records_waited_for_only() -> None:
     """A registration no one waits for is not delivered; a deletion is heard as None, waited for or not."""
     calls: list[tuple[Key, Record | None]] = []
-    registry = await open_registry(on_delivery=lambda key, record: calls.append((key, record)))
+    registry = await open_registry()
+    registry.deliveries.subscribe(lambda key, record: calls.append((key, record)))
     await register_in(registry, 3, "s", {})
     assert calls == []
     await registry.unregister(info_key(3))
     assert calls == [(info_key(3), None)]
 
 
-async def test_a_failing_on_delivery_hook_is_logged_and_the_waiters_still_wake(
+async def test_a_failing_deliveries_subscriber_is_logged_and_the_waiters_still_wake(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    """What the hook raises does not reach the store's feed: it is logged, and the waiters get their record."""
+    """What a subscriber raises does not reach the store's feed: it is logged, and the waiters get their record."""
 
     def hook(key: Key, record: Record | None) -> None:
         raise RuntimeError("boom")
 
-    registry = await open_registry(on_delivery=hook)
+    registry = await open_registry()
+    registry.deliveries.subscribe(hook)
     waiter = asyncio.create_task(registry.wait(info_key(9), timeout=GUARD))
     await until(lambda: registry.parked == 1)
     with caplog.at_level(logging.ERROR, logger="aiobootstrap"):
         record = await register_in(registry, 9, "s", {})
     async with asyncio.timeout(GUARD):
         assert await waiter is record
-    assert "The on_delivery hook failed" in caplog.text
+    assert "A subscriber to the registry's deliveries failed" in caplog.text

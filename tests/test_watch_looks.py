@@ -1,9 +1,9 @@
-"""The page's watch (``&waits=N&findings=M``) on the watch fast path (``server/watch_replies.py``).
+"""The page's watch (``&waits=N&findings=M``) on the watch fast path (``server/fastpath/watches.py``).
 
 Raw HTTP/1.x to a real server: a parked watch told counts is answered when a
 wait parks, when a probe round changes a finding and when a record changes,
 in the bytes aiohttp sends for the same app with one more
-``on_response_prepare`` hook (which takes the slow way, ``watch_looks``);
+``on_response_prepare`` hook (which takes the slow way, ``watch_counts``);
 a crowd of them is encoded once and each member answered once, with no task
 of its own; a ``410`` and the waiter limit hold as before.
 """
@@ -22,7 +22,7 @@ from aiobootstrap import wire as protocol
 from aiobootstrap.server.appkeys import REGISTRY
 from aiobootstrap.server.faces.encoders.health import ENCODER_HEALTH, add_url
 from aiobootstrap.server.faces.native.watch import HISTORY
-from aiobootstrap.server.fastpath.watches import WATCH_WIRE
+from aiobootstrap.server.fastpath.eligible import ELIGIBILITY
 from aiobootstrap.store import Change
 
 from .helpers.raw_http import VARIANTS, Reply, _connect, _read_reply, _request, _same
@@ -35,7 +35,7 @@ CONFIG = ServerConfig(encoder_health_interval=3600)
 """Probing on, its rounds only those a test runs (``EncoderHealth.round``)."""
 
 WAIT = 60
-"""Longer than the guard of every read: a watch the wire did not answer fails the test, never passes late."""
+"""Longer than the guard of every read: a watch the fast path did not answer fails the test, never passes late."""
 
 
 @pytest.fixture
@@ -114,8 +114,8 @@ async def test_a_page_watch_is_answered_in_aiohttps_bytes(
 ) -> None:
     """Woken by a wait, a finding or a change: status line, every header (but Date's and the boot id's
     values) and body are those the slow way sends through aiohttp."""
-    assert fast.app[WATCH_WIRE].enabled
-    assert not plain.app[WATCH_WIRE].enabled
+    assert fast.app[ELIGIBILITY].allowed
+    assert not plain.app[ELIGIBILITY].allowed
     ours = await _woken(fast, VARIANTS[name], trigger)
     theirs = await _woken(plain, VARIANTS[name], trigger)
     _same(ours, theirs)

@@ -1,4 +1,4 @@
-"""The pre-built replies of watches and keepalives (``server/watch_replies.py``, ``server/prebuilt.py``): aiohttp's bytes.
+"""The pre-built replies of watches and keepalives (``server/fastpath/watches.py``, ``server/fastpath/prebuilt.py``): aiohttp's bytes.
 
 Raw HTTP/1.x over a socket to a real server, so what a watcher sees is
 checked byte by byte against the same app with one more
@@ -18,7 +18,7 @@ import pytest
 
 from aiobootstrap import ServerConfig, create_app
 from aiobootstrap.server.faces.native.watch import HISTORY
-from aiobootstrap.server.fastpath.watches import WATCH_WIRE
+from aiobootstrap.server.fastpath.eligible import ELIGIBILITY
 
 from .helpers.raw_http import VARIANTS, Reply, _closed, _connect, _read_reply, _request, _same
 from .helpers.registry import register_in, registration
@@ -66,8 +66,8 @@ async def test_woken_watch_reply_is_what_aiohttp_sends(
     fast: Served, plain: Served, name: str, query: str
 ) -> None:
     """A long-poll woken by a change: status line, every header (but Date's and the boot id's values), body."""
-    assert fast.app[WATCH_WIRE].enabled
-    assert not plain.app[WATCH_WIRE].enabled
+    assert fast.app[ELIGIBILITY].allowed
+    assert not plain.app[ELIGIBILITY].allowed
     ours = await _woken_watch(fast, VARIANTS[name], query)
     theirs = await _woken_watch(plain, VARIANTS[name], query)
     _same(ours, theirs)

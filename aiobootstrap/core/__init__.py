@@ -3,7 +3,9 @@
 ``registry`` is the one door to the records: reads, writes, waits (one key, or a
 set of ranks) and leases, each write checked against a stopping registry.
 ``history`` keeps each namespace's recent changes for watchers; ``parking``
-counts the waits and watches parked; ``tally`` is a count a reader can await.
+counts the waits and watches parked; ``tally`` is a count a reader can await;
+``subscribers`` is how each of them tells its host what happened (deliveries,
+changed namespaces, a tally's steps), to every subscriber in turn.
 The stores (``aiobootstrap.store``) sit below; the faces (``server.faces``)
 sit above and reach the records only through the registry.
 """

@@ -56,7 +56,7 @@ class Parking:
         self._on_sets: dict[_Place, dict[Parked, None]] = {}
         self.watching = 0
         """Watches held (``_history``): they count against the limit, but a stop wakes them itself."""
-        self.moves = Tally()
+        self.moves = Tally("the waits parked or gone")
         """Waits parked or gone so far: a reader of the counts that saw this many has nothing new to read."""
         self._closed = False
 
@@ -106,7 +106,7 @@ class Parking:
             self._on_sets.setdefault(place, {})[parked] = None
         self.count += 1
         self._by_namespace[namespace] += 1
-        self._move()
+        self.moves.step()
         if parked.task is not None:
             self._tasks[parked.task] = None
         return parked
@@ -116,7 +116,7 @@ class Parking:
             self._tasks.pop(parked.task, None)
         self.count -= 1
         _drop(self._by_namespace, parked.namespace)
-        self._move()
+        self.moves.step()
         place = parked.place
         if parked.rank is not None:
             on_rank = self._on_rank[place]
@@ -140,9 +140,6 @@ class Parking:
     def close(self) -> None:
         """Let every :meth:`moved` reader go: the server is stopping."""
         self._closed = True
-        self._move()
-
-    def _move(self) -> None:
         self.moves.step()
 
     def hold(self) -> None:

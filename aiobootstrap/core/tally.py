@@ -1,28 +1,33 @@
-"""A count that only goes up, that a reader can await past the value it saw, with one hook told of each step.
+"""A count that only goes up, that a reader can await past the value it saw, and that publishes each step.
 
 What the page's watch follows besides the records: the waits parked or gone
-(``_parking``) and the encoder probes' changed findings
-(``server.encoder_health``). A reader says the count it last saw; it is
-answered at once if the count has moved since, else at the next step.
+(``parking``) and the encoder probes' changed findings
+(``server/faces/encoders/health.py``). A reader says the count it last saw;
+it is answered at once if the count has moved since, else at the next step.
+Whoever must hear each step as it happens subscribes to :attr:`Tally.steps`
+(the server's watch fast path does, to answer the page's watches).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable
+
+from .subscribers import Subscribers
 
 __all__ = ["Tally"]
 
 
 class Tally:
-    """See the top. :attr:`hook` hears each step (the server's watch fast path answers the page's watches)."""
+    """See the top."""
 
-    __slots__ = ("_next", "count", "hook")
+    __slots__ = ("_next", "count", "steps")
 
-    def __init__(self) -> None:
+    def __init__(self, what: str = "a tally's steps") -> None:
+        """``what``: the steps, as a log line names them when a subscriber fails."""
         self.count = 0
-        self.hook: Callable[[], None] | None = None
+        self.steps: Subscribers[[]] = Subscribers(what)
+        """Hears each step, after :attr:`count` went up."""
         self._next: asyncio.Event | None = None
         """Set at the next step; made only when someone waits for it."""
 
@@ -31,8 +36,7 @@ class Tally:
         event, self._next = self._next, None
         if event is not None:
             event.set()
-        if self.hook is not None:
-            self.hook()
+        self.steps.publish()
 
     async def past(self, seen: int, timeout: float) -> None:
         """Return once :attr:`count` is past ``seen`` (at once if it is already), or after ``timeout`` s."""

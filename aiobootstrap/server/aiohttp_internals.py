@@ -113,7 +113,7 @@ def count_written(request: web.BaseRequest, size: int) -> None:
     Relies on ``AbstractStreamWriter.output_size``: the bytes aiohttp has
     sent for a request, which its request handler reads before an error
     reply (none once something was sent: the connection is closed instead).
-    Pre-built replies (``server/replies.py``) bypass the writer, so they
+    Pre-built replies (``server/fastpath/``) bypass the writer, so they
     count themselves here; :func:`reply_begun` then sees them too.
     """
     request.writer.output_size += size

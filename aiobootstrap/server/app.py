@@ -2,11 +2,13 @@
 
 It knows nothing of sockets or signals (see ``server``): a test drives it
 with ``aiohttp_client(create_app(config))``. The handlers are in
-``handlers/``, the error middleware in ``errors``, the pre-built replies in
-``replies``.
+``faces/``, the error middleware in ``errors``, the pre-built replies in
+``fastpath/``.
 
 Start and stop: ``cleanup_ctx`` opens the store and makes the registry and
-the pre-built replies, and closes the store last. :func:`release_waiters` is
+the pre-built replies, and closes the store last; its last step
+(:func:`_fast_path_context`) is the one place the fast path subscribes to
+what the core publishes, and decides whether replies may be pre-built. :func:`release_waiters` is
 the one way parked waits are let go, run by ``on_shutdown`` (so before
 aiohttp waits for the requests in flight), or earlier by a
 ``BootstrapServer`` that answers them with ready-made bytes first.
@@ -36,7 +38,7 @@ from .bringup_metrics import BringUpCollector, kind_figures
 from .config import ServerConfig
 from .errors import STORE_REFUSALS, error_middleware, store_refusals
 from .faces import kinds as _kinds
-from .faces.encoders.health import encoder_health_context
+from .faces.encoders.health import ENCODER_HEALTH, encoder_health_context
 from .faces.encoders.routes import (
     encoder_url_health,
     list_encoder_urls,
@@ -50,8 +52,9 @@ from .faces.native.page import page
 from .faces.native.status import health, list_namespaces, list_ranks, ready
 from .faces.native.watch import HISTORY, WATCH_FIGURES, WatchCollector, WatchFigures, watch
 from .fastpath.batches import BATCH_REPLIES, BatchReplies
-from .fastpath.gets import REPLY_WIRE, ReplyWire
-from .fastpath.watches import WATCH_WIRE, WatchWire
+from .fastpath.eligible import ELIGIBILITY, Eligibility
+from .fastpath.gets import GET_REPLIES, GetReplies
+from .fastpath.watches import WATCH_REPLIES, WatchReplies
 from .lease_metrics import LeaseCollector
 from .metrics import METRICS, NAMESPACE_FIGURES, Metrics, NamespaceFigures, metrics, metrics_middleware
 from .openapi import openapi
@@ -59,7 +62,7 @@ from .openapi import openapi
 if TYPE_CHECKING:
     from .connections import ConnectionTable
 
-__all__ = ["CONFIG", "REGISTRY", "REPLY_WIRE", "create_app", "release_waiters"]
+__all__ = ["CONFIG", "GET_REPLIES", "REGISTRY", "create_app", "release_waiters"]
 
 log = logging.getLogger("aiobootstrap")
 
@@ -82,8 +85,10 @@ def create_app(config: ServerConfig | None = None) -> web.Application:
     app[WATCH_FIGURES] = WatchFigures()
     app[NAMESPACE_FIGURES] = lambda: _namespace_figures(app)
     app.on_response_prepare.append(_boot_header)
+    app[ELIGIBILITY] = Eligibility(_boot_header, middlewares)
     app.cleanup_ctx.append(_registry_context)
     app.cleanup_ctx.append(encoder_health_context)
+    app.cleanup_ctx.append(_fast_path_context)
     app.on_shutdown.append(release_waiters)
     # aiohttp answers Expect before any middleware: this one checks the token and size first.
     expect = expect_handler(config, guard)
@@ -172,14 +177,11 @@ async def _registry_context(app: web.Application) -> AsyncIterator[None]:
     store = open_store(
         config.store_url, prefix=config.store_prefix, limits=limits, min_replicas=config.store_min_replicas
     )
-    # The bytes carry the boot-id stamp themselves: only when nothing else hooks a reply's headers.
-    stamps_only = list(app.on_response_prepare) == [_boot_header]
-    wire = ReplyWire(
-        encode_reply, lambda: store.incarnation, enabled=stamps_only, encode_object=encode_object_reply
+    replies = GetReplies(
+        encode_reply, lambda: store.incarnation, encode_object=encode_object_reply, eligible=app[ELIGIBILITY]
     )
-    registry = Registry(store, max_waiters=config.max_waiters, on_delivery=wire.delivered)
+    registry = Registry(store, max_waiters=config.max_waiters)
     history = History(store, limit=config.watch_history, parking=registry.parking)
-    watch_wire = WatchWire(history, registry.parking, lambda: store.incarnation, enabled=stamps_only)
     in_order = store.follow_in_order(history)  # Redis: the stream's order, not its own writes first
     await store.open(registry if in_order else listeners(registry, history))
     await history.open()
@@ -188,8 +190,7 @@ async def _registry_context(app: web.Application) -> AsyncIterator[None]:
     app[REGISTRY] = registry
     app[HISTORY] = history
     app[METRICS].registry.register(WatchCollector(history, app[WATCH_FIGURES]))
-    app[REPLY_WIRE] = wire
-    app[WATCH_WIRE] = watch_wire
+    app[GET_REPLIES] = replies
     app[BATCH_REPLIES] = batches = BatchReplies()
     log.info("store: %s", store.description)
     try:
@@ -199,6 +200,35 @@ async def _registry_context(app: web.Application) -> AsyncIterator[None]:
         await app[METRICS].close()
         batches.close()
         await store.close()
+
+
+async def _fast_path_context(app: web.Application) -> AsyncIterator[None]:
+    """``cleanup_ctx``, last: the fast path's subscriptions to the core, every one of them, made here once.
+
+    Run after the registry, the history and the prober are made, when every
+    hook and middleware an embedder adds is in place: whether the app's
+    replies may be pre-built (``fastpath/eligible.py``) is decided now. Each
+    subscription is dropped as the app stops.
+    """
+    app[ELIGIBILITY].decide(app)
+    registry, history, gets = app[REGISTRY], app[HISTORY], app[GET_REPLIES]
+    health = app.get(ENCODER_HEALTH)
+    findings = None if health is None else health.findings
+    watches = app[WATCH_REPLIES] = WatchReplies(
+        history, registry.parking, gets.stamp, app[ELIGIBILITY], findings=findings
+    )
+    subscriptions = [
+        registry.deliveries.subscribe(gets.delivered),  # a woken get's reply, written at its delivery
+        history.changed_namespaces.subscribe(watches.changed),  # parked watches answered by crowd
+        registry.parking.moves.steps.subscribe(watches.counts_moved),  # the page's &waits=
+    ]
+    if findings is not None:
+        subscriptions.append(findings.steps.subscribe(watches.counts_moved))  # the page's &findings=
+    try:
+        yield
+    finally:
+        for unsubscribe in subscriptions:
+            unsubscribe()
 
 
 async def release_waiters(
@@ -219,7 +249,7 @@ async def release_waiters(
         return
     answered = 0
     if connections is not None:
-        answered = connections.answer(registry.parked_tasks, app[REPLY_WIRE].shutting_down())
+        answered = connections.answer(registry.parked_tasks, app[GET_REPLIES].shutting_down())
     registry.close()
     app[HISTORY].close()  # its watchers answer 503, its streams end
     if connections is not None and answered:

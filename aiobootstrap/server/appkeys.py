@@ -1,7 +1,7 @@
 """The app's state under typed ``web.AppKey``s: its config and its registry.
 
 Each room keeps the key of what it owns (``METRICS`` in ``metrics``,
-``BODY_BUDGET`` in ``body``, ``REPLY_WIRE`` in ``replies``); these two are
+``BODY_BUDGET`` in ``body``, ``GET_REPLIES`` in ``fastpath.gets``); these two are
 read by every handler, so they sit below all of them. ``app`` sets them.
 """
 

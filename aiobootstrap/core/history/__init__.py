@@ -44,10 +44,10 @@ Watchers park on a future of their own, kept by their log, which a change
 resolves (every one, then a new set for the next); a watch parks in the step
 that read the log, so no change slips between. Its owner may end its wait
 too (:class:`WaitEnd`: the server's fast path, having answered it for a
-reason of its own). Just before a change wakes its log, ``on_change`` hears
-the namespace: the server's fast path (``server/watch_replies``) then
-answers the parked watches itself from :meth:`History.now`, one loop
-callback for the crowd. A parked watch counts against the registry's
+reason of its own). Just before a change wakes its log, the namespace is
+published to :attr:`History.changed_namespaces`: the server's fast path
+(``server/fastpath/watches.py``) then answers the parked watches itself from
+:meth:`History.now`, one loop callback for the crowd. A parked watch counts against the registry's
 ``--max-waiters`` (its ``Parking``); a stream (:meth:`History.hold`) counts
 once for its whole life.
 
@@ -67,13 +67,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 
 from ..._names import DEFAULT_ROLE, ENCODER_URLS
 from ...exceptions import HistoryGone, ShuttingDown, StoreUnavailable
 from ...store import Change, Key, Store, members_of
 from ...wire import WatchedChange
 from ..parking import Parking
+from ..subscribers import Subscribers
 from .fanout import listeners
 from .forgetting import Forgetting
 from .log import MAX_REPLY_CHANGES, Match, WaitEnd, _every, _found, _Log
@@ -108,7 +109,7 @@ class History:
         self._watchers = 0
         self._closed = False
         self._parking = parking
-        self.on_change: Callable[[str], None] | None = None
+        self.changed_namespaces: Subscribers[str] = Subscribers("the history's changed namespaces")
         """Hears each namespace a change touched, before its watchers are woken."""
         self.forgetting = Forgetting()
         self._sweeper: asyncio.Task[None] | None = None
@@ -170,13 +171,12 @@ class History:
             for watched in self._watched(change, log):
                 log.add(watched, self.limit)
             touched.add(namespace)
-        on_change = self.on_change
+        changed_namespaces = self.changed_namespaces
         forgetting = self.forgetting
         for namespace in touched:
             if forgetting.forgotten:
                 forgetting.revived(namespace)
-            if on_change is not None:
-                on_change(namespace)
+            changed_namespaces.publish(namespace)
             self._logs[namespace].wake()
         if forgetting.emptied and not self._closed:
             if self._sweeper is None:
@@ -296,14 +296,16 @@ class History:
                 if not log.watchers and not log.kept and self._logs.get(namespace) is log:
                     del self._logs[namespace]
 
-    def now(self, namespace: str, after: int, match: Match | None) -> tuple[list[WatchedChange], int] | None:
-        """What :meth:`since` would answer now without waiting, changes or none; ``None`` where it would
-        not answer so (no log, the history gone past ``after``, or closed)."""
+    def now(
+        self, namespace: str, after: int, match: Match | None, seen: int = -1
+    ) -> tuple[list[WatchedChange], int] | None:
+        """What :meth:`since` would answer now without waiting; ``None``: it would not so (no log, gone past
+        ``after``, closed). ``seen``: how far the caller found nothing; only changes above it are matched."""
         log = self._logs.get(namespace)
         if log is None or after < log.floor or self._closed:
             return None
-        found = _found(log, after, _every if match is None else match)
-        return ([], max(after, log.high)) if found is None else found
+        found = _found(log, seen := max(after, seen), _every if match is None else match)
+        return ([], max(seen, log.high)) if found is None else found
 
     @contextlib.contextmanager
     def hold(self) -> Iterator[None]:

@@ -32,12 +32,12 @@ that stops can answer those requests itself, one write each, and cancel their
 tasks, which is much cheaper than waking thousands of handlers to build a
 ``503`` each (``server/app.py``, ``release_waiters``).
 
-One hook, ``on_delivery``, shows a host what the feed brings: each record
-delivered to a key's waiters, called just before they are woken (what it
-schedules with ``call_soon`` runs after the step that made the change and
-before any of them resumes), and ``None`` for a key deleted. It must not
-block; what it raises is logged. The server's pre-built replies
-(``server/replies.py``) hang on it.
+``deliveries`` shows a host what the feed brings (``core/subscribers``):
+each record delivered to a key's waiters, published just before they are
+woken (what a subscriber schedules with ``call_soon`` runs after the step
+that made the change and before any of them resumes), and ``None`` for a key
+deleted. A subscriber must not block; what it raises is logged. The server's
+pre-built gets (``server/fastpath/gets.py``) subscribe to it.
 
 This module is pure asyncio: it knows nothing of HTTP.
 """
@@ -47,12 +47,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from ...exceptions import StoreUnavailable
 from ...store import Change, Key, Record, Store
 from ..parking import Parking
+from ..subscribers import Subscribers
 from .doors import Door
 from .waitlist import Waitlist
 from .waits import Waits
@@ -65,10 +66,6 @@ _RETRY_FIRST, _RETRY_MOST = 0.05, 1.0
 """Seconds before keys whose read failed are read again: doubling from the first to the most."""
 
 
-Delivery = Callable[[Key, Record | None], None]
-"""The ``on_delivery`` hook: a key's record just delivered to its waiters, or ``None``: the key was deleted."""
-
-
 class Registry(Door, Waits):
     """The records of a store, and the requests waiting for them.
 
@@ -76,13 +73,11 @@ class Registry(Door, Waits):
     changes are the door's (``doors``), its waits ``waits``'s; what follows is how the feed wakes them.
     """
 
-    def __init__(
-        self, store: Store, *, max_waiters: int | None = None, on_delivery: Delivery | None = None
-    ) -> None:
-        """``max_waiters`` limits the parked waits (:class:`TooManyWaiters` past it); ``on_delivery``
-        hears each record delivered to waiters and each key deleted (see the module's notes)."""
+    def __init__(self, store: Store, *, max_waiters: int | None = None) -> None:
+        """``max_waiters`` limits the parked waits (:class:`TooManyWaiters` past it)."""
         self.store = store
-        self._on_delivery = on_delivery
+        self.deliveries: Subscribers[Key, Record | None] = Subscribers("the registry's deliveries")
+        """Hears each record delivered to waiters and each key deleted (see the module's notes)."""
         self._waitlists: dict[Key, Waitlist] = {}
         self.parking = Parking(max_waiters)
         """Who is parked, by namespace and rank (``/ranks``); the watch history counts its watchers here too."""
@@ -146,7 +141,7 @@ class Registry(Door, Waits):
         """The store applied ``changes``: wake the waiters of their keys."""
         for change in changes:
             if change.deleted:
-                self._tell(change.key, None)
+                self.deliveries.publish(change.key, None)
                 continue
             waitlist = self._waitlists.get(change.key)
             if waitlist is None:
@@ -165,16 +160,9 @@ class Registry(Door, Waits):
         held, now = waitlist.record, self.store.incarnation
         if held is None or held.version < record.version or waitlist.incarnation != now:
             waitlist.record, waitlist.incarnation = record, now  # a version counts in its incarnation
-        self._tell(record.key, record)
+        self.deliveries.publish(record.key, record)  # what a subscriber raises is logged: the waiters wake
         waitlist.event.set()
         waitlist.event = asyncio.Event()
-
-    def _tell(self, key: Key, record: Record | None) -> None:
-        try:
-            if self._on_delivery is not None:
-                self._on_delivery(key, record)
-        except Exception:
-            log.exception("The on_delivery hook failed")  # the waiters are woken all the same
 
     def _read_later(self, key: Key) -> None:
         # Changes from another process carry only their key: one read per key

@@ -57,7 +57,7 @@ class RecordKind(KindRoutes):
     parse: Callable[[object], dict[str, Any]]
     """The body field to the value stored (kept whole); ``BadRequest`` naming the field."""
     encode: Callable[[Record], bytes]
-    """A get's reply (cached by the pre-built replies, ``replies``, one per record version)."""
+    """A get's reply (cached by the pre-built replies, ``fastpath.gets``, one per record version)."""
     encode_object: Callable[[Record], bytes]
     """A ``form=object`` get's reply: the registration whole."""
     item: Callable[[Record, bytes], bytes]
@@ -212,7 +212,7 @@ def encoder_urls(record: Record | None) -> list[str]:
 
 
 def encode_object_reply(record: Record) -> bytes:
-    """A ``form=object`` get's reply for a per-rank record: what ``ReplyWire.body(record, True)`` caches."""
+    """A ``form=object`` get's reply for a per-rank record: what ``GetReplies.body(record, True)`` caches."""
     kind = _find(record.key.kind)
     if kind is None:
         raise ValueError(f"No kind {record.key.kind!r} in the kind table")
@@ -220,7 +220,7 @@ def encode_object_reply(record: Record) -> bytes:
 
 
 def encode_reply(record: Record) -> bytes:
-    """A get's reply for a record of any kind: what ``replies.ReplyWire.body`` caches per version."""
+    """A get's reply for a record of any kind: what ``replies.GetReplies.body`` caches per version."""
     if record.key.kind == ENCODER_URLS:
         return protocol.encode_encoder_urls(encoder_urls(record), record.version)
     kind = _find(record.key.kind)

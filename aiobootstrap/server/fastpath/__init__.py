@@ -1,9 +1,39 @@
 """The fast path, one room: replies written as pre-built bytes below ``web.Response``.
 
-``gets`` answers gets (and registrations' ``OK``) from bytes cached per record
-version; ``watches`` answers parked watches by crowd; ``batches`` shares a batch
-reply between the getters of one set; ``heads`` builds a reply's head as
-aiohttp would; ``prebuilt`` holds the reply classes aiohttp reads; ``writes``
-writes large bodies a slice at a time. A face asks this room for a reply; it
-does not build bytes itself.
+A face asks this room for a reply; it does not build bytes itself, and it
+asks ``replies.eligible(request)`` first (``eligible.Eligibility``), the
+one rule of whether a request's reply may be pre-built. The rooms:
+
+- ``eligible``: that rule, decided once at the app's start and checked per
+  request;
+- ``prebuilt``: what every pre-built reply shares: the one ``Stamp``, the
+  headers an access log reads (``reply_headers``), the response aiohttp
+  reads (``BytesReply``, ``PrebuiltReply``) and the reply written early
+  (``PendingReply``);
+- ``heads``: a reply's head as aiohttp orders it (variant, stamp);
+- ``gets``: gets, registrations' ``OK``, keepalives and the stop's ``503``
+  (``GetReplies``); ``watches``: parked watches answered by crowd
+  (``WatchReplies``); ``batches``: a batch reply shared by the getters of
+  one set; ``writes``: large bodies written a slice at a time.
+
+What each cache holds, its key, and when it is dropped (one policy each):
+
+============  =======================================  ========================  ===================================
+cache         holds                                    key                       dropped
+============  =======================================  ========================  ===================================
+stamp         the ``Date``/``Server``/boot id lines    (second, boot id)         a new second or boot id: made anew
+bodies        a get's encoded reply of a record        key (and form=object)     the key's next version replaces it;
+                                                                                 the key deleted; a new boot id: all
+replies       a whole ``200`` (head and body)          body identity, variant    all when the stamp changes, or at
+                                                                                 256 entries
+batches       a batch reply, and the versions it was   what was asked            all a second after the first kept;
+              made of (a reply of others is not used)  (namespace, kind, role,   the oldest at 16 entries
+                                                       ranks, form)
+============  =======================================  ========================  ===================================
+
+Nothing else is kept past the step that made it: a crowd's bytes are made
+per variant for that crowd as it is answered, and the events of a change
+framed once per answering pass. The subscriptions that feed ``gets`` and
+``watches`` (the registry's deliveries, the history's changed namespaces,
+the tallies' steps) are made in one place, ``server/app.py``'s start-up.
 """

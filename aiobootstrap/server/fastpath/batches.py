@@ -1,7 +1,7 @@
 """Batch replies shared: the getters of one set, woken by one registration, send one reply object.
 
 A batch reply (``{"infos": [...], "version": V}``) is made of the records
-found, each item's body shared already (``replies.ReplyWire.body``); but the
+found, each item's body shared already (``gets.GetReplies.body``); but the
 reply itself was joined anew per request, so five hundred waiters of one set
 held five hundred copies of it. :class:`BatchReplies` keeps each reply made,
 under what the request asked (namespace, kind, role, set, form) and checked

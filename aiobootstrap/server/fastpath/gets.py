@@ -1,4 +1,4 @@
-"""The fast path: gets' replies encoded once per record version, and written as bytes below ``web.Response``.
+"""The gets' fast path: replies encoded once per record version, and written as bytes below ``web.Response``.
 
 Theory of operation
 -------------------
@@ -7,37 +7,43 @@ aiohttp answers a ``web.Response`` by filling a header multidict, sending
 body: about 30 µs a reply, which a thousand waiters woken by one
 registration paid one after another. Yet a get's ``200`` differs from one
 getter to the next only in what the request decides (HTTP/1.0 or 1.1,
-keep-alive or not, ``HEAD``) and, once a second, in its ``Date``.
+keep-alive or not, ``HEAD``) and, once a second, in its stamp.
 
-:class:`ReplyWire` is this module's one object, and it owns both caches:
+:class:`GetReplies` is this module's one object. Its caches (the fast
+path's package notes list every cache of the room):
 
-- the encoded reply of each record (``body``), per key, form and version,
-  which every get path and the batch items share; a deleted key's is dropped;
-- the whole ``200`` as one ``bytes`` object (status line, headers with the
-  boot id and the record's version, body), per body, variant and second,
-  sent to every getter of that record with one ``transport.write``.
+- *bodies*: the encoded reply of each record, keyed by key (and form), held
+  with its version; every get path and the batch items share it; a key's is
+  replaced by its next version, dropped when the key is deleted, and all are
+  dropped on a new boot id (a new incarnation counts its versions again);
+- *replies*: the whole ``200`` as one ``bytes`` object (status line, headers
+  with the stamp and the record's version, body), keyed by the body's
+  identity and the variant (a registration's ``OK`` by the variant alone);
+  all dropped when the stamp changes (each second, a new boot id) or at
+  :data:`_MAX_CACHED` entries.
 
-Two ways out:
+Two ways out, both taken only for a request that :attr:`GetReplies.eligible`
+allows:
 
 - A *woken* waiter's reply is written at its delivery. The handler announces
-  the get (:meth:`ReplyWire.expect`); the registry's one hook, ``on_delivery``
-  (:meth:`ReplyWire.delivered`), hands over each record it delivers, and the
-  gets it answers are written back to back from one loop callback (each
-  variant's bytes made once for the crowd), after the registration's own
-  ``200`` and before the waiters' tasks resume: the k-th waiter's first byte
-  waits for k writes, not for k handler completions. As the wait returns,
-  :meth:`ReplyWire.settle` says what was written; nothing is written after it.
+  the get (:meth:`GetReplies.expect`, a :class:`PendingGet`);
+  :meth:`GetReplies.delivered`, subscribed to the registry's deliveries,
+  hears each record delivered, and the gets it answers are written back to
+  back from one loop callback (each variant's bytes made once for the
+  crowd), after the registration's own ``200`` and before the waiters'
+  tasks resume: the k-th waiter's first byte waits for k writes, not for k
+  handler completions. As the wait returns, :meth:`GetReplies.settle` says
+  what was written; nothing is written after it.
 - Every other get (a hit, a wait answered at its deadline) returns a
-  :class:`WireReply`, a ``web.StreamResponse`` whose ``prepare`` writes them.
+  :class:`GetReply`, a ``web.StreamResponse`` whose ``prepare`` writes them.
 
-Either way aiohttp gets a :class:`WireReply` and treats it like any reply:
+Either way aiohttp gets a :class:`GetReply` and treats it like any reply:
 it logs the access, keeps or closes the connection as ``keep_alive`` says,
 and only then reads the request pipelined behind. A client gone while parked
 is never written to. The bytes are aiohttp's own (``tests/test_replies.py``
-compares them header by header); the fast way is taken only when the app's
-``on_response_prepare`` holds nothing but the boot-id stamp, which the bytes
-carry, and the app is not mounted under another. A stop's ``503`` to each
-parked wait comes from the same head builder (:meth:`ReplyWire.shutting_down`).
+compares them header by header). A stop's ``503`` to each parked wait, and
+a keepalive's ``200`` (:meth:`GetReplies.json`), come from the same stamp
+and head builder.
 
 Public aiohttp API but one: the request's ``transport``, ``writer.drain``,
 ``version``, ``keep_alive`` and ``method``, and the ``StreamResponse``
@@ -48,37 +54,32 @@ the writer's ``output_size`` through ``aiohttp_internals.count_written``.
 from __future__ import annotations
 
 import asyncio
-import email.utils
 import logging
-import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from aiohttp import web
 from aiohttp.abc import AbstractStreamWriter
-from aiohttp.http import SERVER_SOFTWARE
-from multidict import CIMultiDict
 
 from ... import wire as protocol
-from ..._names import BOOT_HEADER, VERSION_HEADER
+from ..._names import VERSION_HEADER
 from ...exceptions import SHUTTING_DOWN_DETAIL
+from .eligible import Eligibility
 from .heads import CLOSE as _CLOSE
 from .heads import HEAD as _HEAD
 from .heads import HTTP10 as _HTTP10
 from .heads import JSON_LINE as _JSON
 from .heads import OK as _OK
 from .heads import TEXT_LINE as _TEXT
-from .heads import connection_line as _connection
 from .heads import head as _head
-from .heads import stamp_lines as _stamp_lines
 from .heads import variant as _variant
-from .prebuilt import BytesReply
+from .prebuilt import BytesReply, PendingReply, PrebuiltReply, Stamp
 from .writes import write, write_sliced
 
 if TYPE_CHECKING:
     from ...store import Key, Record
 
-__all__ = ["REPLY_WIRE", "SEPARATE_BODY_OVER", "EarlyReply", "ReplyWire", "WireReply"]
+__all__ = ["GET_REPLIES", "SEPARATE_BODY_OVER", "GetReplies", "GetReply", "PendingGet"]
 
 log = logging.getLogger("aiobootstrap")
 
@@ -90,7 +91,7 @@ _MAX_CACHED = 256
 Encoder = Callable[["Record"], bytes]
 
 
-class ReplyWire:
+class GetReplies:
     """Gets' encoded replies, cached per key and version, and their ``200`` bytes, per variant and second.
 
     ``encode`` encodes a get's reply of a record (``encode_object``: in form=object);
@@ -98,22 +99,29 @@ class ReplyWire:
     """
 
     def __init__(
-        self, encode: Encoder, boot: Callable[[], str], *, enabled: bool, encode_object: Encoder | None = None
+        self,
+        encode: Encoder,
+        boot: Callable[[], str],
+        *,
+        encode_object: Encoder | None = None,
+        eligible: Eligibility | None = None,
     ) -> None:
+        """``eligible``: the app's one rule (``eligible.ELIGIBILITY``); none allows nothing."""
+        self.eligible = Eligibility() if eligible is None else eligible
+        """Asked by every face before it takes a pre-built reply: ``replies.eligible(request)``."""
         self._encode = encode
         self._encode_object = encode if encode_object is None else encode_object
         self._boot = boot
-        self.enabled = enabled
-        """Whether replies may skip ``on_response_prepare`` (it holds only the boot-id stamp)."""
+        self.stamp = Stamp(boot)
+        """The app's one stamp: every pre-built reply's ``Date``, ``Server`` and boot id (the watches' too)."""
         self._bodies: dict[Key, tuple[int, bytes]] = {}
         self._objects: dict[Key, tuple[int, bytes]] = {}  # the form=object bodies, kept alike
         self._bodies_boot = ""
         """The boot id the bodies were made under."""
-        self._expecting: dict[Key, dict[EarlyReply, bool]] = {}
+        self._expecting: dict[Key, dict[PendingGet, bool]] = {}
         """The gets that may be answered at a delivery, by key, in the order they came."""
-        self._second = -1
         self._stamp = b""
-        self._boot_id = ""
+        """The stamp lines the cached replies carry."""
         # id(body) << 3 | variant -> (body, head, whole): the body is held, so its id is not reused.
         self._cache: dict[int, tuple[bytes, bytes, bytes | None]] = {}
 
@@ -132,28 +140,28 @@ class ReplyWire:
         bodies[record.key] = (record.version, body)
         return body
 
-    # -- the registry's hook, and the gets it answers -----------------
+    # -- the registry's deliveries, and the gets they answer -----------
 
-    def expect(self, request: web.Request, key: Key, after: int) -> EarlyReply:
+    def expect(self, request: web.Request, key: Key, after: int) -> PendingGet:
         """Announce a get of ``key`` newer than ``after``: a delivery may write its reply. Settle it after."""
         peers = self._expecting.get(key)
         if peers is None:
             peers = self._expecting[key] = {}
-        early = EarlyReply(request, key, after, peers)
-        peers[early] = True
-        return early
+        pending = PendingGet(request, key, after, peers)
+        peers[pending] = True
+        return pending
 
-    def settle(self, early: EarlyReply) -> Record | None:
+    def settle(self, pending: PendingGet) -> Record | None:
         """The get's wait is over: nothing more is written for it. Returns the record written, if any."""
-        early.settled = True
+        pending.settled = True
         # Found by its own entry, not by key: a woken crowd hashes no key here.
-        peers = early.peers
-        if peers.pop(early, False) and not peers and self._expecting.get(early.key) is peers:
-            del self._expecting[early.key]
-        return early.record
+        peers = pending.peers
+        if peers.pop(pending, False) and not peers and self._expecting.get(pending.key) is peers:
+            del self._expecting[pending.key]
+        return pending.record
 
     def delivered(self, key: Key, record: Record | None) -> None:
-        """The registry's ``on_delivery``: write the replies of the gets ``record`` answers; forget a deleted key."""
+        """Subscribed to the registry's deliveries: write the replies of the gets ``record`` answers; forget a deleted key."""
         if record is None:
             self._bodies.pop(key, None)
             self._objects.pop(key, None)
@@ -162,35 +170,39 @@ class ReplyWire:
         if peers is None:
             return
         version = record.version
-        due = [early for early in peers if early.after < version]
+        due = [pending for pending in peers if pending.after < version]
         if due:
-            for early in due:
-                del peers[early]
+            for pending in due:
+                del peers[pending]
             if not peers:
                 del self._expecting[key]
             # After the step that made the change (its own reply first), before the woken tasks resume.
             asyncio.get_running_loop().call_soon(self._answer, due, record)
 
-    def _answer(self, due: list[EarlyReply], record: Record) -> None:
+    def _answer(self, due: list[PendingGet], record: Record) -> None:
         """Write ``record``'s reply to each of ``due``: the bytes made once per variant, for the whole crowd."""
         made: dict[int, tuple[bytes, bytes | None]] = {}
-        for early in due:
+        length = len(self.body(record))
+        for pending in due:
             try:
                 # The variant is read now, not when the get is announced: its first reading fills
                 # the request's cache of properties, 200 bytes per parked waiter otherwise.
-                variant = _variant(early.request)
+                variant = _variant(pending.request)
                 parts = made.get(variant)
                 if parts is None:
                     parts = made[variant] = self.parts(record, variant)
-                early.write(record, *parts)
+                # A large body (parts[1]) waits for its handler, which writes it with flow control.
+                if parts[1] is None and pending.write_once(parts[0], length):
+                    pending.record = record
             except Exception:
-                log.exception("An early reply failed")  # the get's own task still answers it
+                log.exception("A pending reply failed")  # the get's own task still answers it
 
     # -- the bytes ----------------------------------------------------
 
     def parts(self, record: Record, variant: int) -> tuple[bytes, bytes | None]:
         """The reply's head and body, or its whole bytes and ``None`` (small bodies: one object)."""
-        self._renew_each_second()
+        if (stamp := self.stamp.lines()) is not self._stamp or len(self._cache) >= _MAX_CACHED:
+            self._renew(stamp)
         body = self.body(record)
         cached = self._cache.get(id(body) << 3 | variant)
         if cached is not None and cached[0] is body:
@@ -209,7 +221,8 @@ class ReplyWire:
 
     def ok(self, variant: int) -> bytes:
         """The whole ``200`` text ``OK`` of a registration (or a deletion)."""
-        self._renew_each_second()
+        if (stamp := self.stamp.lines()) is not self._stamp or len(self._cache) >= _MAX_CACHED:
+            self._renew(stamp)
         cached = self._cache.get(variant)  # no body's id is below 8: the keys do not collide
         if cached is not None:
             return cached[1]
@@ -218,11 +231,11 @@ class ReplyWire:
         self._cache[variant] = (b"OK", data, None)
         return data
 
-    def small_json(self, body: bytes, variant: int) -> bytes:
-        """A small JSON ``200``'s whole bytes (a keepalive's): made per reply, the head from this second's stamp."""
-        self._renew_each_second()
-        head = _head(_OK, _JSON, len(body), self._stamp, variant)
-        return head if variant & _HEAD else head + body
+    def json(self, request: web.Request, body: bytes) -> PrebuiltReply:
+        """A small JSON ``200`` (a keepalive's), its bytes made per reply from this second's stamp."""
+        variant = _variant(request)
+        head = _head(_OK, _JSON, len(body), self.stamp.lines(), variant)
+        return PrebuiltReply(request, self.stamp, head if variant & _HEAD else head + body, len(body))
 
     def shutting_down(self) -> Callable[[web.BaseRequest], bytes]:
         """The ``503`` a parked wait gets at a stop, as bytes for one write, by the request's HTTP version and method.
@@ -232,7 +245,7 @@ class ReplyWire:
         connection is closed after it.
         """
         body = protocol.error_body(SHUTTING_DOWN_DETAIL)
-        stamp = _stamp_lines(int(time.time()), self._boot())
+        stamp = self.stamp.lines()
         replies = {}
         for variant in (_CLOSE, _CLOSE | _HEAD, _CLOSE | _HTTP10, _CLOSE | _HEAD | _HTTP10):
             head = _head(b"503 Service Unavailable", _JSON, len(body), stamp, variant)
@@ -243,101 +256,69 @@ class ReplyWire:
 
         return reply
 
-    def _renew_each_second(self) -> None:
-        second = int(time.time())
-        boot = self._boot()
-        if second != self._second or boot != self._boot_id or len(self._cache) >= _MAX_CACHED:
-            self._cache.clear()
-            self._second = second
-            self._boot_id = boot
-            self._stamp = _stamp_lines(second, boot)
-
-    def headers(self, record: Record | None, variant: int) -> CIMultiDict[str]:
-        """The headers the bytes carry, for whoever reads a reply's ``headers`` (an access log format)."""
-        if record is None:
-            headers = CIMultiDict({"Content-Type": "text/plain; charset=utf-8", "Content-Length": "2"})
-        else:
-            headers = CIMultiDict(
-                {
-                    "Content-Type": protocol.JSON_TYPE,
-                    VERSION_HEADER: str(record.version),
-                    "Content-Length": str(len(self.body(record))),
-                }
-            )
-        headers["Date"] = email.utils.formatdate(self._second, usegmt=True)
-        headers["Server"] = SERVER_SOFTWARE
-        headers[BOOT_HEADER] = self._boot_id
-        connection = _connection(variant)
-        if connection:
-            headers["Connection"] = connection.decode().partition(": ")[2].strip()
-        return headers
+    def _renew(self, stamp: bytes) -> None:
+        """The cached replies carry another second's stamp (or are too many): dropped, for ``stamp``'s."""
+        self._cache.clear()
+        self._stamp = stamp
 
 
-class EarlyReply:
-    """A get that a delivery may answer before its handler resumes (see :meth:`ReplyWire.expect`).
+class PendingGet(PendingReply):
+    """A get that a delivery may answer before its handler resumes (see :meth:`GetReplies.expect`).
 
-    It writes once at most, and nothing once settled. ``record`` is then the
-    record sent, whatever the wait goes on to return.
+    It writes once at most, and nothing once settled (``prebuilt.PendingReply``).
+    ``record`` is then the record sent, whatever the wait goes on to return.
     """
 
-    __slots__ = ("after", "key", "peers", "record", "request", "sent", "settled")
+    __slots__ = ("after", "key", "length", "peers", "record", "request", "sent", "settled")
 
-    def __init__(self, request: web.Request, key: Key, after: int, peers: dict[EarlyReply, bool]) -> None:
+    def __init__(self, request: web.Request, key: Key, after: int, peers: dict[PendingGet, bool]) -> None:
         self.request = request
+        self.settled = False
+        self.sent = 0
+        self.length = -1
         self.key = key
         self.after = after
         self.peers = peers
         """The gets of the same key awaiting a delivery, this one among them until delivered or settled."""
         self.record: Record | None = None
-        self.sent = 0
-        """Bytes written; 0 until then, or when the client had gone."""
-        self.settled = False
-
-    def write(self, record: Record, data: bytes, body: bytes | None) -> None:
-        """Send ``record``'s reply, ``data`` (the whole reply, or with ``body`` its head)."""
-        if self.settled or self.record is not None:
-            return
-        if body is not None:
-            return  # a large body waits for its handler, which writes it with flow control
-        self.record = record
-        if write(self.request, data):
-            self.sent = len(data)
+        """The record written (its handler's reply, whatever the wait returns); ``None`` until then."""
 
 
-class WireReply(BytesReply):
+class GetReply(BytesReply):
     """A ``200`` to return from a handler: its bytes are pre-built, written by ``prepare``.
 
     A get's reply of ``record``, or with ``None`` a registration's text ``OK``.
-    When an :class:`EarlyReply` already wrote them, ``prepare`` writes nothing.
-    aiohttp's request handler reads ``keep_alive``, ``body_length`` and
-    ``status`` from it after ``prepare`` and ``write_eof``, as from any response.
+    When a :class:`PendingGet` already wrote them, ``prepare`` writes nothing.
     """
 
     def __init__(
-        self, request: web.Request, wire: ReplyWire, record: Record | None, early: EarlyReply | None = None
+        self,
+        request: web.Request,
+        replies: GetReplies,
+        record: Record | None,
+        pending: PendingGet | None = None,
     ) -> None:
-        super().__init__(request, sent=early.sent if early is not None and early.record is not None else None)
+        written = pending is not None and pending.record is not None
+        super().__init__(
+            request, replies.stamp, sent=pending.sent if pending is not None and written else None
+        )
         self._record = record
-        self._wire = wire
-        self._headers_filled = False
+        self._replies = replies
 
-    @property
-    def headers(self) -> CIMultiDict[str]:
-        if not self._headers_filled:
-            self._headers_filled = True
-            headers = super().headers
-            headers.update(self._wire.headers(self._record, self._variant))
-            return headers
-        return super().headers
+    def fields(self) -> tuple[str, int, int | None]:
+        record = self._record
+        if record is None:
+            return "text/plain; charset=utf-8", 2, None
+        return protocol.JSON_TYPE, len(self._replies.body(record)), record.version
 
     async def prepare(self, request: web.BaseRequest) -> AbstractStreamWriter | None:
         if self._sent:
             return None
         self._sent = True
         if self._record is None:
-            data, body = self._wire.ok(self._variant), None
+            data, body = self._replies.ok(self._variant), None
         else:
-            data, body = self._wire.parts(self._record, self._variant)
+            data, body = self._replies.parts(self._record, self._variant)
         if not write(request, data):
             raise ConnectionResetError("The client closed the connection before its reply.")
         self._length = len(data)
@@ -349,5 +330,5 @@ class WireReply(BytesReply):
         return None
 
 
-REPLY_WIRE = web.AppKey("reply_wire", ReplyWire)
+GET_REPLIES = web.AppKey("get_replies", GetReplies)
 """The app's pre-built replies and their caches."""

@@ -1,4 +1,4 @@
-"""A reply's head as aiohttp writes it, made as bytes: shared by the gets' (``replies``) and the watches' (``watch_replies``) fast paths.
+"""A reply's head as aiohttp writes it, made as bytes: shared by the gets' (``gets``) and the watches' (``watches``) fast paths.
 
 What of a head the request decides is its *variant* (HEAD, keep-alive,
 HTTP/1.0); what changes once a second, or with the store's incarnation, is

@@ -8,10 +8,11 @@ through a ``web.Response`` of their own: the k-th first byte waited for k of
 those. Yet what a watcher is told depends only on its filter and its
 ``after``, and most watchers share both.
 
-So a watch parked on the history announces itself (:meth:`WatchWire.expect`)
-in a *crowd*: the watches of one namespace with the same filter and
-``after``. The history's ``on_change`` hook (:meth:`WatchWire.changed`)
-hears each namespace a change touched just before its watchers are woken,
+So a watch parked on the history announces itself (:meth:`WatchReplies.expect`,
+a :class:`PendingWatch`) in a *crowd*: the watches of one namespace with the
+same filter and ``after``. :meth:`WatchReplies.changed`, subscribed to the
+history's changed namespaces, hears each namespace a change touched just
+before its watchers are woken,
 and one loop callback (after the step that made the change, so the
 registration's own reply goes first) answers every crowd that
 :meth:`History.ready` has changes for:
@@ -19,37 +20,48 @@ registration's own reply goes first) answers every crowd that
 - a long-poll's ``200`` is encoded once per crowd, its bytes made once per
   variant (HTTP/1.0 or 1.1, keep-alive, HEAD) with the head aiohttp writes
   (``heads``), and written with one ``transport.write`` per watcher; its
-  handler then returns a ``prebuilt.PrebuiltReply`` that was sent already;
+  handler then returns :meth:`WatchReplies.written`, a
+  ``prebuilt.PrebuiltReply`` that was sent already;
 - a stream's events are framed once per change (for every crowd in the
   callback), joined once per crowd, put in a chunk once (HTTP/1.1's chunked
   encoding, which the stream uses) and written to every stream of the
   crowd; the stream's task then skips the changes it was sent
-  (:attr:`EarlyWatch.upto`).
+  (:attr:`PendingWatch.upto`).
+
+The crowds live as long as a watch is in them: nothing here is a cache but
+the events framed for one answering pass (keyed by the change, dropped as
+the pass ends) and each crowd's bytes per variant (made and written in one
+pass).
 
 A long-poll that asked ``&waits=N`` / ``&findings=M`` (the page's) is in a
 crowd of the counts it was told too. Its reply says the counts now, and it is
-also answered when they move: the hooks of the registry's ``Parking.moves``
-(a wait parked or gone) and of the prober's ``EncoderHealth.findings`` call
-:meth:`WatchWire.looked`, and one loop callback answers every such crowd
-told counts that are no longer true, with the changes it has (often none),
-then ends each watch's wait (``EarlyWatch`` is the history's ``WaitEnd``).
+also answered when they move: :meth:`WatchReplies.counts_moved` is
+subscribed to the steps of the registry's ``Parking.moves`` (a wait parked or
+gone) and of the prober's ``EncoderHealth.findings``, and one loop callback
+answers every such crowd told counts that are no longer true, with the
+changes it has (often none), then ends each watch's wait (``PendingWatch`` is
+the history's ``WaitEnd``).
 So the page's renewal parks as a plain watch does: no task of its own.
 
 A crowd with nothing new (its filter matched none of the changes) stays
-parked. A watch settled (:meth:`WatchWire.settle`) is never written to, nor
-is a client gone. Anything else (a ``410``, a stop, a wait running out, a
+parked, and remembers how far it has looked (``_Crowd.seen``): the next
+change is matched against the changes above it only, as a watch's own task
+does (``History.since``), so a change costs each crowd of its namespace its
+new changes, not every change since the crowd's ``after`` (5,000 watchers,
+each of another ``ranks=``, had made each registration cost crowds times
+history). A watch settled (:meth:`WatchReplies.settle`) is never written to,
+nor is a client gone. Anything else (a ``410``, a stop, a wait running out, a
 watch answered without waiting) takes the handler's own way. The fast way is
-taken only when ``REPLY_WIRE.enabled`` says the app's ``on_response_prepare``
-holds nothing but the boot-id stamp, which the bytes carry, and for a
-stream only when it is not compressed.
+taken only for a request :attr:`WatchReplies.eligible` allows, and for a
+stream only when it is not compressed. The subscriptions are made in one
+place, the app's start-up (``server/app.py``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Hashable, Sequence
-from typing import Protocol
+from collections.abc import Hashable, Sequence
 
 from aiohttp import web
 
@@ -58,10 +70,10 @@ from ...core.history import History, Match, WaitEnd
 from ...core.parking import Parking
 from ...core.tally import Tally
 from . import heads
-from .prebuilt import Stamp
-from .writes import write
+from .eligible import Eligibility
+from .prebuilt import PendingReply, PrebuiltReply, Stamp
 
-__all__ = ["WATCH_WIRE", "EarlyWatch", "Prober", "WatchWire"]
+__all__ = ["WATCH_REPLIES", "PendingWatch", "WatchReplies"]
 
 log = logging.getLogger("aiobootstrap")
 
@@ -70,65 +82,66 @@ CrowdKey = tuple[Hashable, int, bool, int | None, int | None]
 told (``None``: not asked)."""
 
 
-class Prober(Protocol):
-    """What the wire reads of the app's encoder prober (``encoder_health.EncoderHealth``, which imports this)."""
+class PendingWatch(WaitEnd, PendingReply):
+    """A parked watch that a change may answer before its handler resumes (see :meth:`WatchReplies.expect`):
+    written once at most, never once settled (``prebuilt.PendingReply``); ended (:meth:`WaitEnd.end`) when
+    answered for its counts."""
 
-    findings: Tally
-
-
-class EarlyWatch(WaitEnd):
-    """A parked watch that a change may answer before its handler resumes (see :meth:`WatchWire.expect`);
-    ended (:meth:`WaitEnd.end`) when answered for its counts."""
-
-    __slots__ = ("crowd", "request", "response", "sent", "settled", "upto")
+    __slots__ = ("crowd", "length", "request", "response", "sent", "settled", "upto")
 
     def __init__(self, request: web.Request, response: web.StreamResponse | None, crowd: _Crowd) -> None:
         super().__init__()
         self.request = request
+        self.settled = False
+        self.sent = 0
+        self.length = -1
         self.response = response
         """The stream's prepared response; ``None`` for a long-poll."""
         self.crowd = crowd
-        self.sent = 0
-        """Bytes written; 0 until then, or when the client had gone."""
         self.upto: int | None = None
         """The version the written reply goes up to (its ``version``); ``None`` until written."""
-        self.settled = False
 
 
 class _Crowd:
-    __slots__ = ("after", "findings", "key", "match", "namespace", "waits", "watches")
+    __slots__ = ("after", "findings", "key", "match", "namespace", "seen", "waits", "watches")
 
     def __init__(self, namespace: str, key: CrowdKey, match: Match | None) -> None:
         self.namespace = namespace
         self.key = key
         _, self.after, _, self.waits, self.findings = key
         self.match = match
-        self.watches: dict[EarlyWatch, bool] = {}
+        self.watches: dict[PendingWatch, bool] = {}
+        self.seen = self.after
+        """The version up to which the history holds no change for the crowd: the next pass matches only
+        the changes above it (a change costs each crowd its new changes, not all since ``after``)."""
 
 
-class WatchWire:
+class WatchReplies:
     """The parked watches of every namespace, by crowd, and the bytes a change answers them with."""
 
-    def __init__(self, history: History, parking: Parking, boot: Callable[[], str], *, enabled: bool) -> None:
+    def __init__(
+        self,
+        history: History,
+        parking: Parking,
+        stamp: Stamp,
+        eligible: Eligibility,
+        *,
+        findings: Tally | None = None,
+    ) -> None:
+        """``stamp``: the app's one (``GetReplies.stamp``); ``eligible``: its one rule (``eligible.ELIGIBILITY``);
+        ``findings``: the prober's, when something probes."""
+        self.eligible = eligible
+        """Asked by the watch face before it announces a watch: ``replies.eligible(request)``."""
         self._history = history
         self._parking = parking
-        self._health: Prober | None = None
-        self.enabled = enabled
-        """Whether replies may skip ``on_response_prepare`` (it holds only the boot-id stamp)."""
+        self._findings = findings
         self._crowds: dict[str, dict[CrowdKey, _Crowd]] = {}
         self._due: set[str] = set()
-        self._looking: dict[_Crowd, None] = {}
+        self._counting: dict[_Crowd, None] = {}
         """The crowds that asked for waits or findings, answered when those move."""
-        self._looks_due = False
-        self._stamp = Stamp(boot)
+        self._counts_due = False
+        self._stamp = stamp
         self._stamp_lines = b""
-        history.on_change = self.changed
-        parking.moves.hook = self.looked
-
-    def probed_by(self, health: Prober) -> None:
-        """Follow the findings of the app's prober (it starts after the wire)."""
-        self._health = health
-        health.findings.hook = self.looked
 
     def expect(
         self,
@@ -141,7 +154,7 @@ class WatchWire:
         *,
         waits: int | None = None,
         findings: int | None = None,
-    ) -> EarlyWatch:
+    ) -> PendingWatch:
         """Announce a watch of ``namespace`` after ``after`` (a stream's ``stream``; a long-poll's ``waits``
         and ``findings``, the counts it was told); settle it when its wait is over."""
         crowds = self._crowds.get(namespace)
@@ -152,20 +165,20 @@ class WatchWire:
         if crowd is None:
             crowd = crowds[key] = _Crowd(namespace, key, match)
             if waits is not None or findings is not None:
-                self._looking[crowd] = None
-        early = EarlyWatch(request, stream, crowd)
-        crowd.watches[early] = True
-        return early
+                self._counting[crowd] = None
+        pending = PendingWatch(request, stream, crowd)
+        crowd.watches[pending] = True
+        return pending
 
-    def settle(self, early: EarlyWatch, namespace: str) -> None:
+    def settle(self, pending: PendingWatch, namespace: str) -> None:
         """The watch's wait is over: nothing more is written for it."""
-        early.settled = True
-        crowd = early.crowd
-        if crowd.watches.pop(early, False) and not crowd.watches:
+        pending.settled = True
+        crowd = pending.crowd
+        if crowd.watches.pop(pending, False) and not crowd.watches:
             self._drop(crowd)
 
     def _drop(self, crowd: _Crowd) -> None:
-        self._looking.pop(crowd, None)
+        self._counting.pop(crowd, None)
         crowds = self._crowds.get(crowd.namespace)
         if crowds is not None and crowds.get(crowd.key) is crowd:
             del crowds[crowd.key]
@@ -173,17 +186,17 @@ class WatchWire:
                 del self._crowds[crowd.namespace]
 
     def changed(self, namespace: str) -> None:
-        """The history's ``on_change``: answer the crowds of ``namespace`` one loop turn later."""
+        """Subscribed to the history's changed namespaces: answer the crowds of ``namespace`` one loop turn later."""
         if namespace in self._crowds and namespace not in self._due:
             self._due.add(namespace)
             asyncio.get_running_loop().call_soon(self._answer, namespace)
 
-    def looked(self) -> None:
-        """The hook of ``Parking.moves`` and ``EncoderHealth.findings``: answer the crowds told other counts, one
+    def counts_moved(self) -> None:
+        """Subscribed to the steps of ``Parking.moves`` and ``EncoderHealth.findings``: answer the crowds told other counts, one
         loop turn later (so many moves in one step cost one pass)."""
-        if self._looking and not self._looks_due:
-            self._looks_due = True
-            asyncio.get_running_loop().call_soon(self._answer_looks)
+        if self._counting and not self._counts_due:
+            self._counts_due = True
+            asyncio.get_running_loop().call_soon(self._answer_counts)
 
     def _answer(self, namespace: str) -> None:
         self._due.discard(namespace)
@@ -193,58 +206,61 @@ class WatchWire:
         self._stamp_lines = self._stamp.lines()
         frames: dict[int, bytes] = {}  # id(change) -> its event: framed once for every crowd
         for key, crowd in list(crowds.items()):
-            now = self._history.now(namespace, crowd.after, crowd.match)
-            if now is None or not now[0]:
-                continue
+            now = self._history.now(namespace, crowd.after, crowd.match, crowd.seen)
+            if now is None:
+                continue  # gone past it, or stopping: its handlers answer (a 410, a 503)
             changes, version = now
+            if not changes:
+                crowd.seen = version  # none of the new changes is the crowd's: it stays parked
+                continue
             try:
                 if key[2]:
                     self._stream(crowd, changes, version, frames)
                 else:
                     self._long_poll(crowd, changes, version)
             except Exception:
-                log.exception("An early watch reply failed")  # each watch's own task still answers it
+                log.exception("A pending watch reply failed")  # each watch's own task still answers it
             self._drop(crowd)
 
-    def _answer_looks(self) -> None:
-        self._looks_due = False
-        moves, health = self._parking.moves.count, self._health
-        findings = None if health is None else health.findings.count
+    def _answer_counts(self) -> None:
+        self._counts_due = False
+        moves, tally = self._parking.moves.count, self._findings
+        findings = None if tally is None else tally.count
         self._stamp_lines = self._stamp.lines()
-        for crowd in list(self._looking):
+        for crowd in list(self._counting):
             told_waits, told_findings = crowd.waits, crowd.findings
             if (told_waits is None or told_waits == moves) and (
                 told_findings is None or findings is None or told_findings == findings
             ):
                 continue
-            now = self._history.now(crowd.namespace, crowd.after, crowd.match)
+            now = self._history.now(crowd.namespace, crowd.after, crowd.match, crowd.seen)
             if now is None:
                 continue  # gone past it, or stopping: its handler answers (a 410, a 503)
             try:
                 self._long_poll(crowd, *now)
             except Exception:
-                log.exception("An early watch reply failed")
+                log.exception("A pending watch reply failed")
             self._drop(crowd)
 
     def _long_poll(self, crowd: _Crowd, changes: Sequence[protocol.WatchedChange], version: int) -> None:
-        health = self._health
+        tally = self._findings
         body = protocol.encode_watch(
             changes,
             version,
             waits=None if crowd.waits is None else self._parking.moves.count,
-            findings=None if crowd.findings is None or health is None else health.findings.count,
+            findings=None if crowd.findings is None or tally is None else tally.count,
         )
         made: dict[int, bytes] = {}
-        for early in crowd.watches:
+        for pending in crowd.watches:
             # Read now, not at announcing: its first reading fills the request's cache of properties.
-            variant = heads.variant(early.request)
+            variant = heads.variant(pending.request)
             data = made.get(variant)
             if data is None:
                 head = heads.head(heads.OK, heads.JSON_LINE, len(body), self._stamp_lines, variant)
                 data = made[variant] = head if variant & heads.HEAD else head + body
-            _send(early, data, version)
-        for early in crowd.watches:
-            early.end()  # answered: no change may be coming to wake it
+            _send(pending, data, len(body), version)
+        for pending in crowd.watches:
+            pending.end()  # answered: no change may be coming to wake it
 
     def _stream(
         self,
@@ -261,22 +277,23 @@ class WatchWire:
             events.append(event)
         data = b"".join(events)
         chunk = b"%x\r\n%b\r\n" % (len(data), data)
-        for early in crowd.watches:
-            response = early.response
+        for pending in crowd.watches:
+            response = pending.response
             if response is None or response.compression:
                 continue  # its own task writes through the response's compressor
             # The writer chunks what aiohttp did not know the length of (HTTP/1.1); the header says so.
             chunked = response.headers.get("Transfer-Encoding") == "chunked"
-            _send(early, chunk if chunked else data, version)
+            _send(pending, chunk if chunked else data, len(data), version)
+
+    def written(self, request: web.Request, pending: PendingWatch) -> PrebuiltReply:
+        """The reply a long-poll's handler returns when its ``200`` was written already (``pending.upto``)."""
+        return PrebuiltReply(request, self._stamp, b"", pending.length, sent=pending.sent)
 
 
-def _send(early: EarlyWatch, data: bytes, version: int) -> None:
-    if early.settled or early.upto is not None:
-        return
-    early.upto = version
-    if write(early.request, data):
-        early.sent = len(data)
+def _send(pending: PendingWatch, data: bytes, length: int, version: int) -> None:
+    if pending.write_once(data, length):
+        pending.upto = version
 
 
-WATCH_WIRE = web.AppKey("watch_wire", WatchWire)
+WATCH_REPLIES = web.AppKey("watch_replies", WatchReplies)
 """The app's parked watches, by crowd, and their pre-built replies."""

@@ -46,7 +46,6 @@ from ....core.tally import Tally
 from ....exceptions import BootstrapError
 from ....store import Key, Record, members_of
 from ...appkeys import CONFIG, REGISTRY
-from ...fastpath.watches import WATCH_WIRE
 from ..kinds import encoder_list_key
 
 __all__ = [
@@ -116,7 +115,7 @@ class EncoderHealth:
         self.rounds = 0
         """Rounds completed."""
         self._round_done = asyncio.Event()
-        self.findings = Tally()
+        self.findings = Tally("the encoder probes' findings")
         """Rounds that changed what :meth:`state_of` says: a reader that saw this many has nothing new."""
 
     async def run(self, interval: float) -> None:
@@ -254,7 +253,6 @@ async def encoder_health_context(app: web.Application) -> AsyncIterator[None]:
             evicted_ttl=config.encoder_evicted_ttl,
         )
         app[ENCODER_HEALTH] = health
-        app[WATCH_WIRE].probed_by(health)
         task = asyncio.create_task(
             health.run(config.encoder_health_interval), name="aiobootstrap encoder health"
         )

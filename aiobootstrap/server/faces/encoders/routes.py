@@ -12,7 +12,7 @@ from ...._names import ENCODER_URLS
 from ....store import members_of
 from ...appkeys import CONFIG, REGISTRY
 from ...body import read_body
-from ...fastpath.gets import REPLY_WIRE
+from ...fastpath.gets import GET_REPLIES
 from ...metrics import METRICS, counts_gets
 from ..common import after_of, json_reply, namespace_of, wait_seconds
 from ..kinds import encoder_list_key
@@ -77,7 +77,7 @@ async def list_encoder_urls(request: web.Request) -> web.StreamResponse:
         record = await registry.get(key)
     if record is None:
         return await json_reply(request, protocol.encode_encoder_urls([], 0), version=0)
-    return await json_reply(request, request.app[REPLY_WIRE].body(record), version=record.version)
+    return await json_reply(request, request.app[GET_REPLIES].body(record), version=record.version)
 
 
 async def encoder_url_health(request: web.Request) -> web.Response:

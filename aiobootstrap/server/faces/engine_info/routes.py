@@ -1,8 +1,9 @@
 """The per-rank record kinds: register, delete, get and batch get, one set of handlers made for each kind.
 
-A get's ``200`` takes the fast path (``replies``) whenever the app allows it:
-a waiter announces itself with ``ReplyWire.expect`` and may be answered at
-the delivery that wakes it, before its task resumes.
+A get's ``200`` and a registration's ``OK`` take the fast path
+(``fastpath/gets.py``) whenever ``GetReplies.eligible`` allows it: a waiter
+announces itself with ``GetReplies.expect`` and may be answered at the
+delivery that wakes it, before its task resumes.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from ...appkeys import CONFIG, REGISTRY
 from ...auth import ExpectHandler
 from ...body import read_body
 from ...fastpath.batches import BATCH_REPLIES
-from ...fastpath.gets import REPLY_WIRE, ReplyWire, WireReply
+from ...fastpath.gets import GET_REPLIES, GetReplies, GetReply
 from ...metrics import METRICS, counts_gets
 from ..common import after_of, json_reply, namespace_of, not_registered, param, wait_seconds
 from ..kinds import RecordKind
@@ -48,14 +49,6 @@ def _named(handler: Handler, action: str, kind: RecordKind) -> Handler:
     return handler
 
 
-def _prebuilt(request: web.Request, wire: ReplyWire) -> bool:
-    """Whether this request's 200 may be pre-built bytes: nothing but the boot-id stamp hooks its headers.
-
-    Mounted as another app's sub-app, the outer app's ``on_response_prepare`` runs too.
-    """
-    return wire.enabled and len(request.match_info.apps) == 1
-
-
 def _register(kind: RecordKind) -> Handler:
     async def register(request: web.Request) -> web.StreamResponse:
         app = request.app
@@ -70,8 +63,8 @@ def _register(kind: RecordKind) -> Handler:
         record = await app[REGISTRY].register(key, value, lease)
         app[METRICS].count_registration(key.namespace, kind.name)
         log_change("registered", record, kind)
-        wire = app[REPLY_WIRE]
-        return WireReply(request, wire, None) if _prebuilt(request, wire) else web.Response(text="OK")
+        replies = app[GET_REPLIES]
+        return GetReply(request, replies, None) if replies.eligible(request) else web.Response(text="OK")
 
     return _named(register, "register", kind)
 
@@ -101,29 +94,29 @@ def _get(kind: RecordKind) -> Handler:
         whole = protocol.parse_form(param(request, "form"))
         protocol.check_world_size(rank, app[CONFIG].world_size)
         key = kind.key(namespace_of(request), role, rank)
-        wire = app[REPLY_WIRE]
-        prebuilt = _prebuilt(request, wire)
+        replies = app[GET_REPLIES]
+        prebuilt = replies.eligible(request)
         # A woken waiter's reply may be written at its delivery, before this task resumes.
-        early = wire.expect(request, key, after) if prebuilt and not whole and wait > 0 else None
+        pending = replies.expect(request, key, after) if prebuilt and not whole and wait > 0 else None
         since = time.time()
         record: Record | None = None
         try:
             record = await app[REGISTRY].wait(key, wait, after)
         except BootstrapError:
-            if early is None or early.record is None:
+            if pending is None or pending.record is None:
                 raise  # not answered yet: the error is the answer
         finally:
-            sent = None if early is None else wire.settle(early)
+            sent = None if pending is None else replies.settle(pending)
         if sent is not None:
             record = sent  # answered already, whatever came after (a newer record, a shutdown, an outage)
         app[METRICS].count_get(since, [] if record is None else [record], expired=record is None)
         if record is None:
             return not_registered(kind, [rank])
         if whole:
-            return await json_reply(request, wire.body(record, whole=True), version=record.version)
+            return await json_reply(request, replies.body(record, whole=True), version=record.version)
         if prebuilt:
-            return WireReply(request, wire, record, early)
-        return await json_reply(request, wire.body(record), version=record.version)
+            return GetReply(request, replies, record, pending)
+        return await json_reply(request, replies.body(record), version=record.version)
 
     return _named(get, "get", kind)
 
@@ -149,7 +142,7 @@ def _get_batch(kind: RecordKind) -> Handler:
         shared, asked = request.app[BATCH_REPLIES], (namespace, kind.name, role, ranks, whole)
         body = shared.get(asked, found, version)
         if body is None:
-            body = await _batch_body(kind, request.app[REPLY_WIRE], found, version, whole)
+            body = await _batch_body(kind, request.app[GET_REPLIES], found, version, whole)
             shared.keep(asked, found, version, body)
         return await json_reply(request, body)
 
@@ -157,7 +150,7 @@ def _get_batch(kind: RecordKind) -> Handler:
 
 
 async def _batch_body(
-    kind: RecordKind, wire: ReplyWire, found: list[Record], version: int, whole: bool
+    kind: RecordKind, replies: GetReplies, found: list[Record], version: int, whole: bool
 ) -> bytes:
     items: list[bytes] = []
     for start in range(0, len(found), _ENCODE_CHUNK):
@@ -165,6 +158,6 @@ async def _batch_body(
             # Tens of thousands of records not encoded yet take a while: let other requests in.
             await asyncio.sleep(0)
         items.extend(
-            kind.item(record, wire.body(record, whole)) for record in found[start : start + _ENCODE_CHUNK]
+            kind.item(record, replies.body(record, whole)) for record in found[start : start + _ENCODE_CHUNK]
         )
     return protocol.encode_items(kind.batch_field, items, version)

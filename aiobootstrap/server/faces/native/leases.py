@@ -19,9 +19,7 @@ from ....wire import leases as wire_leases
 from ...appkeys import CONFIG, REGISTRY
 from ...auth import ExpectHandler
 from ...body import read_body
-from ...fastpath.gets import REPLY_WIRE
-from ...fastpath.heads import variant
-from ...fastpath.prebuilt import PrebuiltReply
+from ...fastpath.gets import GET_REPLIES
 from ..common import namespace_of
 
 __all__ = ["lease_of_body", "lease_routes"]
@@ -65,15 +63,14 @@ async def keepalive_lease(request: web.Request) -> web.StreamResponse:
     """``POST /leases/{ID}/keepalive``: the full TTL again.
 
     The busiest route of a leased fleet (every holder, a third of each TTL): its
-    ``200`` is written as pre-built bytes (``prebuilt``), aiohttp's own reply
-    only when another ``on_response_prepare`` hook must see it. No body is read.
+    ``200`` is written as pre-built bytes (``GetReplies.json``) when the fast
+    path's rule allows it, aiohttp's own reply otherwise. No body is read.
     """
     state = await request.app[REGISTRY].keepalive_lease(namespace_of(request), request.match_info["lease"])
-    wire = request.app[REPLY_WIRE]
-    if not wire.enabled:
+    replies = request.app[GET_REPLIES]
+    if not replies.eligible(request):
         return _reply(state)
-    body = wire_leases.encode_lease(state.id, state.ttl)
-    return PrebuiltReply(request, wire.small_json(body, variant(request)))
+    return replies.json(request, wire_leases.encode_lease(state.id, state.ttl))
 
 
 async def read_lease(request: web.Request) -> web.Response:

@@ -1,6 +1,6 @@
 """``GET /watch``: a namespace's changes after a version, as a long-poll reply or a stream of server-sent events.
 
-The history (``_history``) holds the changes and parks the watchers; this is
+The history (``core/history``) holds the changes and parks the watchers; this is
 its adapter to HTTP. A request that accepts ``text/event-stream`` gets a
 stream: one event per change (``id:`` its version, ``data:`` the change),
 resumed after ``Last-Event-ID`` when given (it wins over ``after``), a
@@ -29,11 +29,10 @@ from ...._ranks import RankSet
 from ....core.history import History, Match
 from ....exceptions import HistoryGone, ShuttingDown
 from ...appkeys import CONFIG, REGISTRY
-from ...fastpath.prebuilt import PrebuiltReply
-from ...fastpath.watches import WATCH_WIRE, EarlyWatch
+from ...fastpath.watches import WATCH_REPLIES, PendingWatch, WatchReplies
 from ..common import namespace_of, param, wait_seconds
 from ..kinds import kind_named
-from .watch_looks import Looks, gone, watch_with_looks
+from .watch_counts import CountsTold, gone, watch_with_counts
 
 __all__ = ["HISTORY", "WATCH_FIGURES", "WatchCollector", "WatchFigures", "watch"]
 
@@ -114,7 +113,7 @@ async def watch(request: web.Request) -> web.StreamResponse:
     """``GET /watch?after=V[&wait=S][&kind=K][&role=R][&ranks=SET][&boot=ID][&waits=N][&findings=M]``: the changes after V.
 
     ``boot``: the boot id ``V`` came from; another incarnation's is a ``410`` at once. ``waits`` and
-    ``findings``: see ``watch_looks``.
+    ``findings``: see ``watch_counts``.
     """
     after = protocol.parse_after(param(request, "after"))
     match, filter_key = _match(request)
@@ -138,30 +137,32 @@ async def watch(request: web.Request) -> web.StreamResponse:
     if stream:
         with history.hold():  # a stream over the limit is refused before it starts
             return await _stream(request, history, namespace, after, match, filter_key)
-    looks = Looks.asked(request)
-    wire = request.app[WATCH_WIRE]
-    early = None
-    if looks is not None and looks.behind:
+    counts = CountsTold.asked(request)
+    replies = request.app[WATCH_REPLIES]
+    pending = None
+    if counts is not None and counts.behind:
         wait = 0.0  # told counts that have moved: answered at once
-    elif wire.enabled and wait > 0:
-        told = (None, None) if looks is None else (looks.waits, looks.findings)
-        early = wire.expect(request, namespace, after, filter_key, match, waits=told[0], findings=told[1])
-    elif looks is not None:
-        return await watch_with_looks(history, namespace, after, wait, match, looks)
+    elif wait > 0 and replies.eligible(request):
+        told = (None, None) if counts is None else (counts.waits, counts.findings)
+        pending = replies.expect(
+            request, namespace, after, filter_key, match, waits=told[0], findings=told[1]
+        )
+    elif counts is not None:
+        return await watch_with_counts(history, namespace, after, wait, match, counts)
     try:
-        # A watch told counts ends its wait when the wire answered it for them (``early``'s end).
-        changes, version = await history.since(namespace, after, wait, match, end=early)
+        # A watch told counts ends its wait when the fast path answered it for them (``pending``'s end).
+        changes, version = await history.since(namespace, after, wait, match, end=pending)
     except (HistoryGone, ShuttingDown) as exc:
-        if early is None or early.upto is None:
+        if pending is None or pending.upto is None:
             if isinstance(exc, HistoryGone):
                 return gone(exc)
             raise
     finally:
-        if early is not None:
-            wire.settle(early, namespace)
-    if early is not None and early.upto is not None:
-        return PrebuiltReply(request, sent=early.sent)  # the fast path wrote its 200 already
-    body = protocol.encode_watch(changes, version) if looks is None else looks.encode(changes, version)
+        if pending is not None:
+            replies.settle(pending, namespace)
+    if pending is not None and pending.upto is not None:
+        return replies.written(request, pending)  # the fast path wrote its 200 already
+    body = protocol.encode_watch(changes, version) if counts is None else counts.encode(changes, version)
     return web.Response(body=body, content_type=protocol.JSON_TYPE)
 
 
@@ -189,20 +190,22 @@ async def _stream(
     await response.prepare(request)
     figures = request.app[WATCH_FIGURES]
     figures.streams += 1
-    wire = request.app[WATCH_WIRE]
+    replies: WatchReplies | None = request.app[WATCH_REPLIES]
+    if replies is not None and not replies.eligible(request):
+        replies = None
     try:
         # Headers out at once, before the first change: the client knows the stream is up.
         await response.write(b"".join(map(protocol.sse_event, changes)) or _PING)
         while True:
-            early: EarlyWatch | None = None
-            if wire.enabled:
-                early = wire.expect(request, namespace, after, filter_key, match, response)
+            pending: PendingWatch | None = None
+            if replies is not None:
+                pending = replies.expect(request, namespace, after, filter_key, match, response)
             try:
                 changes, after = await history.since(namespace, after, ping, match, held=True)
             finally:
-                if early is not None:
-                    wire.settle(early, namespace)
-            if early is not None and (upto := early.upto) is not None:
+                if replies is not None and pending is not None:
+                    replies.settle(pending, namespace)
+            if pending is not None and (upto := pending.upto) is not None:
                 # The fast path sent the changes up to there; only what came after is left to write.
                 changes = [change for change in changes if change.version > upto]
                 after = max(after, upto)

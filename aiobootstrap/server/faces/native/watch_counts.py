@@ -1,11 +1,11 @@
 """``GET /watch``'s ``&waits=N`` and ``&findings=M`` (the page's): what a watch was told, and its way
-when the fast path (``watch_replies``) cannot take it.
+when the fast path (``fastpath/watches.py``) cannot take it.
 
 A watch told ``waits: N`` is answered, with no change, once a wait has
 parked or gone anywhere since that reply; one told ``findings: M`` once the
 encoder probes found something else (neither is a change of the records).
-Its reply says the counts now. Where the wire is enabled the handler parks
-it as any watch and the wire answers it when the counts move; here, where
+Its reply says the counts now. Where the fast path may answer it, the handler parks
+it as any watch and the fast path answers it when the counts move; here, where
 it is not (or the watch does not wait), one request races the history and
 the counts.
 """
@@ -27,7 +27,7 @@ from ...appkeys import REGISTRY
 from ..common import param
 from ..encoders.health import ENCODER_HEALTH, EncoderHealth
 
-__all__ = ["Looks", "gone", "watch_with_looks"]
+__all__ = ["CountsTold", "gone", "watch_with_counts"]
 
 
 def gone(exc: HistoryGone) -> web.Response:
@@ -39,7 +39,7 @@ def gone(exc: HistoryGone) -> web.Response:
 
 
 @dataclass(frozen=True, slots=True)
-class Looks:
+class CountsTold:
     """The counts a watch was told: ``waits``, and ``findings`` (``None``: not asked, or, for findings,
     nothing probes here), with where they are now."""
 
@@ -49,7 +49,7 @@ class Looks:
     findings: int | None
 
     @classmethod
-    def asked(cls, request: web.Request) -> Looks | None:
+    def asked(cls, request: web.Request) -> CountsTold | None:
         """The request's; ``None`` when it asked neither. A bad count is a ``400`` before anything waits."""
         waits, findings = param(request, "waits"), param(request, "findings")
         if waits is None and findings is None:
@@ -78,27 +78,27 @@ class Looks:
         )
 
 
-async def watch_with_looks(
-    history: History, namespace: str, after: int, wait: float, match: Match | None, looks: Looks
+async def watch_with_counts(
+    history: History, namespace: str, after: int, wait: float, match: Match | None, counts: CountsTold
 ) -> web.Response:
     """Answered at a change as any watch, or once a count told has moved: three waits raced."""
     waiting: list[Coroutine[Any, Any, None]] = []
-    if looks.waits is not None:
-        waiting.append(looks.parking.moved(looks.waits, wait))
-    if looks.findings is not None and looks.health is not None:
-        waiting.append(looks.health.findings.past(looks.findings, wait))
+    if counts.waits is not None:
+        waiting.append(counts.parking.moved(counts.waits, wait))
+    if counts.findings is not None and counts.health is not None:
+        waiting.append(counts.health.findings.past(counts.findings, wait))
     told = asyncio.ensure_future(history.since(namespace, after, wait, match))
-    looked = [asyncio.ensure_future(look) for look in waiting]
+    moving = [asyncio.ensure_future(look) for look in waiting]
     try:
-        await asyncio.wait((told, *looked), return_when=asyncio.FIRST_COMPLETED)
+        await asyncio.wait((told, *moving), return_when=asyncio.FIRST_COMPLETED)
     finally:
-        for task in (told, *looked):
+        for task in (told, *moving):
             task.cancel()
-        await asyncio.gather(told, *looked, return_exceptions=True)
+        await asyncio.gather(told, *moving, return_exceptions=True)
     try:
         changes, version = (
             told.result() if not told.cancelled() else await history.since(namespace, after, 0, match)
         )
     except HistoryGone as exc:
         return gone(exc)
-    return web.Response(body=looks.encode(changes, version), content_type=protocol.JSON_TYPE)
+    return web.Response(body=counts.encode(changes, version), content_type=protocol.JSON_TYPE)
