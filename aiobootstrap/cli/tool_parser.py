@@ -12,8 +12,7 @@ import urllib.parse
 from collections.abc import Callable
 from typing import Any
 
-from .. import _json
-from .. import wire as protocol
+from .. import _json, wire
 from .._names import DEFAULT_NAMESPACE, DEFAULT_ROLE, ENCODER_URLS, RANK_KINDS, TRANSFER_ENGINE_INFO
 from ..exceptions import BadRequest
 from ..server.config import DEFAULT_HOST, DEFAULT_PORT
@@ -51,8 +50,8 @@ def _url(text: str) -> str:
 
 
 def _seconds(text: str) -> float:
-    # The protocol's reader: what a tool takes is what wait= takes on the wire.
-    seconds = protocol.parse_seconds(text)
+    # The wire's reader: what a tool takes is what wait= takes on the wire.
+    seconds = wire.parse_seconds(text)
     if seconds is None:
         raise argparse.ArgumentTypeError(f"{text!r} is not a non-negative number of seconds")
     return seconds
@@ -66,7 +65,7 @@ def _role(text: str) -> str:
 
 def _ranks_spec(text: str) -> str:
     try:
-        protocol.parse_ranks(text)
+        wire.parse_ranks(text)
     except BadRequest as exc:
         raise argparse.ArgumentTypeError(exc.detail) from None
     return text

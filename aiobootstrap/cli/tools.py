@@ -21,7 +21,7 @@ import ssl
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TextIO
 
-from .. import wire as protocol
+from .. import wire
 from .._logging import printable
 from .._names import DEFAULT_ROLE, ENCODER_URLS, PARALLELISM_CONFIG, RANK_KINDS, TRANSFER_ENGINE_INFO
 from ..exceptions import BadRequest, BootstrapError, Forbidden, RankNotRegistered, Unauthorized
@@ -261,7 +261,7 @@ def _missing(listing: RankListing, world_size: int | None) -> RankSet | None:
         return None
     if listing.missing_ranks is not None and world_size == listing.world_size:
         return listing.missing_ranks
-    return protocol.missing_in_world(world_size, (rank.rank for rank in listing.ranks))
+    return wire.missing_in_world(world_size, (rank.rank for rank in listing.ranks))
 
 
 def format_age(seconds: float) -> str:
@@ -294,7 +294,7 @@ async def _wait(client: BootstrapClient, args: argparse.Namespace, out: TextIO, 
         else:
             await client.get_many(range(world_size), timeout=args.timeout, role=role)
     except RankNotRegistered as exc:
-        missing = protocol.format_ranks(exc.ranks)
+        missing = wire.format_ranks(exc.ranks)
         raise ToolError(
             f"{len(exc.ranks)} of {world_size} ranks still missing after {args.timeout:g}s: {missing}",
             EXIT_ABSENT,

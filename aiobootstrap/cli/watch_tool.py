@@ -16,7 +16,7 @@ import signal
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TextIO
 
-from .. import wire as protocol
+from .. import wire
 from .._logging import printable
 from .._names import ENCODER_URLS, RANK_KINDS
 
@@ -83,7 +83,7 @@ async def watch_tool(client: BootstrapClient, args: argparse.Namespace, out: Tex
     stretched past 30 s. Here the wait for the next change is dropped, given
     :data:`_EXIT_GRACE` to unwind, and the tool returns.
     """
-    ranks = None if args.ranks is None else protocol.parse_ranks(args.ranks)
+    ranks = None if args.ranks is None else wire.parse_ranks(args.ranks)
     changes = client.watch(args.after, kind=args.kind, role=args.role, ranks=ranks)
     loop = asyncio.get_running_loop()
     stopping: asyncio.Future[int] = loop.create_future()

@@ -20,7 +20,7 @@ import asyncio
 from collections.abc import Callable, Iterable, Mapping
 from functools import partial
 
-from .. import wire as protocol
+from .. import wire
 from .._ranks import RankSet
 from ..exceptions import RankNotRegistered
 from ..wire import EncoderUrls
@@ -75,12 +75,12 @@ async def unregister(
         "DELETE",
         kind.register_path,
         Deadline(timeout),
-        params=protocol.role_rank_query(rank, role),
+        params=wire.role_rank_query(rank, role),
         read_timeout=_READ_TIMEOUT,
     )
     if reply.status == 200:
         return True
-    if protocol.decode_absent(reply.status, reply.body, kind.noun) is not None:
+    if wire.decode_absent(reply.status, reply.body, kind.noun) is not None:
         return False
     raise transport.error(reply.status, kind.register_path, reply.body)
 
@@ -95,7 +95,7 @@ async def get_record(
     """The ``200`` of a get of one rank's record of ``kind``, or :class:`RankNotRegistered`."""
     reply = await transport.long_poll(kind.get_path, query, deadline, _found(transport, kind))
     if reply.status != 200:
-        missing = protocol.decode_absent(reply.status, reply.body, kind.noun)
+        missing = wire.decode_absent(reply.status, reply.body, kind.noun)
         raise RankNotRegistered(missing or [rank], noun=kind.noun)
     return reply
 
@@ -112,8 +112,8 @@ async def get_records(
     wanted = sorted(set(ranks))
     if not wanted:
         return []
-    specs = protocol.split_rank_specs(wanted)
-    asked = [protocol.parse_ranks(spec) for spec in specs]
+    specs = wire.split_rank_specs(wanted)
+    asked = [wire.parse_ranks(spec) for spec in specs]
     found = _found(transport, kind)
     replies = await asyncio.gather(
         *(
@@ -124,7 +124,7 @@ async def get_records(
     missing: list[int] = []
     for spec_ranks, reply in zip(asked, replies, strict=True):
         if reply.status != 200:
-            missing.extend(protocol.decode_absent(reply.status, reply.body, kind.noun) or spec_ranks)
+            missing.extend(wire.decode_absent(reply.status, reply.body, kind.noun) or spec_ranks)
     if missing:
         raise RankNotRegistered(sorted(missing), noun=kind.noun)
     return list(zip(asked, replies, strict=True))
@@ -136,7 +136,7 @@ def _found(transport: Transport, kind: KindRoutes) -> Callable[[str, Reply], boo
     def found(path: str, reply: Reply) -> bool:
         if reply.status == 200:
             return True
-        if protocol.decode_absent(reply.status, reply.body, kind.noun) is None:
+        if wire.decode_absent(reply.status, reply.body, kind.noun) is None:
             raise transport.error(reply.status, path, reply.body)
         return False
 
@@ -150,12 +150,12 @@ async def encoder_urls(transport: Transport, after: int, deadline: Deadline) -> 
     def changed(path: str, reply: Reply) -> bool:
         if reply.status != 200:
             raise transport.error(reply.status, path, reply.body)
-        newest[:] = [protocol.decode_encoder_urls(reply.body)]
+        newest[:] = [wire.decode_encoder_urls(reply.body)]
         # Below after: the server lost the list (an in-memory one restarted, its
         # versions begun again), and what it holds now is news to the caller.
         return newest[0].version != after
 
     await transport.long_poll(
-        protocol.ENCODER_LIST_PATH, partial(protocol.encoder_list_query, after), deadline, changed
+        wire.ENCODER_LIST_PATH, partial(wire.encoder_list_query, after), deadline, changed
     )
     return newest[0]

@@ -28,7 +28,7 @@ from typing import Any
 
 import aiohttp
 
-from .. import wire as protocol
+from .. import wire
 from .._names import DEFAULT_NAMESPACE, DEFAULT_ROLE, TRANSFER_ENGINE_INFO
 from ..exceptions import ServerUnavailable
 from ..wire import (
@@ -155,7 +155,7 @@ class BootstrapClient:
         """Whether the server (any replica, tried once each) answers ``/health`` right now."""
         try:
             reply = await self._transport.call(
-                "GET", protocol.HEALTH_PATH, Deadline(0, overrun=_HEALTH_TIME), read_timeout=_HEALTH_TIME
+                "GET", wire.HEALTH_PATH, Deadline(0, overrun=_HEALTH_TIME), read_timeout=_HEALTH_TIME
             )
         except ServerUnavailable:
             return False
@@ -184,7 +184,7 @@ class BootstrapClient:
         seconds (``None``: for ever), then raises :class:`ServerUnavailable`.
         ``lease`` (from :meth:`lease`) puts the record on it: it lives while the lease does.
         """
-        body = protocol.engine_info_body(rank, session_id, weights_info_dict, fields, role)
+        body = wire.engine_info_body(rank, session_id, weights_info_dict, fields, role)
         await calls.register(self._transport, _ENGINE_INFO, rank, role, body, timeout, lease)
 
     async def unregister(self, rank: int, *, role: str = DEFAULT_ROLE, timeout: float | None = 60.0) -> bool:
@@ -214,9 +214,9 @@ class BootstrapClient:
         "not registered" until the time ran out, :class:`ServerUnavailable`
         when it did not answer.
         """
-        query = partial(protocol.record_query, rank, after, role=role, whole=whole)
+        query = partial(wire.record_query, rank, after, role=role, whole=whole)
         reply = await calls.get_record(self._transport, _ENGINE_INFO, rank, query, Deadline(timeout))
-        return protocol.decode_info(reply.body, rank, role)
+        return wire.decode_info(reply.body, rank, role)
 
     async def get_many(
         self,
@@ -234,12 +234,12 @@ class BootstrapClient:
         """
 
         def query(spec: str, wait: float) -> dict[str, str]:
-            return protocol.records_query(spec, after, wait, role=role, whole=whole)
+            return wire.records_query(spec, after, wait, role=role, whole=whole)
 
         replies = await calls.get_records(self._transport, _ENGINE_INFO, ranks, query, Deadline(timeout))
         infos: dict[int, TransferEngineInfo] = {}
         for asked, reply in replies:
-            infos.update(protocol.decode_batch(reply.body, asked, role))
+            infos.update(wire.decode_batch(reply.body, asked, role))
         return infos
 
     async def register_parallelism_config(
@@ -255,7 +255,7 @@ class BootstrapClient:
 
         Retries an unreachable server like :meth:`register`; ``lease`` puts it on a lease.
         """
-        body = protocol.config_body(rank, config, role)
+        body = wire.config_body(rank, config, role)
         await calls.register(self._transport, _CONFIG, rank, role, body, timeout, lease)
 
     async def unregister_parallelism_config(
@@ -272,9 +272,9 @@ class BootstrapClient:
         Raises :class:`RankNotRegistered` ("No parallelism config for rank N")
         when the time runs out first.
         """
-        query = partial(protocol.record_query, rank, after, role=role)
+        query = partial(wire.record_query, rank, after, role=role)
         reply = await calls.get_record(self._transport, _CONFIG, rank, query, Deadline(timeout))
-        return protocol.decode_config(reply.body, rank, reply.version, role)
+        return wire.decode_config(reply.body, rank, reply.version, role)
 
     async def get_parallelism_configs(
         self, ranks: Iterable[int], *, timeout: float | None = None, after: int = 0, role: str = DEFAULT_ROLE
@@ -282,12 +282,12 @@ class BootstrapClient:
         """Every rank's parallelism config, in batch requests, waiting as :meth:`get_many` does."""
 
         def query(spec: str, wait: float) -> dict[str, str]:
-            return protocol.records_query(spec, after, wait, role=role)
+            return wire.records_query(spec, after, wait, role=role)
 
         replies = await calls.get_records(self._transport, _CONFIG, ranks, query, Deadline(timeout))
         configs: dict[int, ParallelismConfig] = {}
         for asked, reply in replies:
-            configs.update(protocol.decode_config_batch(reply.body, asked, role))
+            configs.update(wire.decode_config_batch(reply.body, asked, role))
         return configs
 
     async def register_encoder_url(
@@ -299,31 +299,31 @@ class BootstrapClient:
         ``reregister=True`` the URL is registered again on a restarted server.
         ``lease`` puts the URL on a lease: it leaves the list when the lease ends.
         """
-        body = protocol.url_body(url)
-        replay = Replay("POST", protocol.ENCODER_REGISTER_PATH, body)
-        key = (protocol.ENCODER_REGISTER_PATH, url)
+        body = wire.url_body(url)
+        replay = Replay("POST", wire.ENCODER_REGISTER_PATH, body)
+        key = (wire.ENCODER_REGISTER_PATH, url)
         await send_registration(self._transport, key, replay, timeout, lease)
 
     async def unregister_encoder_url(self, url: str, *, timeout: float | None = 60.0) -> None:
         """Remove ``url`` from the encoder URL list; nothing to do when it is not listed."""
-        self._transport.forget_registration((protocol.ENCODER_REGISTER_PATH, url))
-        path, body = protocol.ENCODER_UNREGISTER_PATH, protocol.url_body(url)
+        self._transport.forget_registration((wire.ENCODER_REGISTER_PATH, url))
+        path, body = wire.ENCODER_UNREGISTER_PATH, wire.url_body(url)
         await calls.request(self._transport, "DELETE", path, Deadline(timeout), body=body)
 
     async def list_encoder_urls(self, *, timeout: float | None = 60.0) -> list[str]:
         """The encoder URLs, in order of first registration (retrying an unreachable server up to ``timeout``)."""
-        query = protocol.encoder_list_query(0, 0.0)
+        query = wire.encoder_list_query(0, 0.0)
         reply = await calls.request(
-            self._transport, "GET", protocol.ENCODER_LIST_PATH, Deadline(timeout), params=query
+            self._transport, "GET", wire.ENCODER_LIST_PATH, Deadline(timeout), params=query
         )
-        return protocol.decode_encoder_urls(reply.body).urls
+        return wire.decode_encoder_urls(reply.body).urls
 
     async def encoder_url_health(self, *, timeout: float | None = 60.0) -> EncoderHealthReport:
         """What the server's probes found of each encoder URL, listed then evicted (``GET
         /encoder_url_health``; retrying an unreachable server up to ``timeout``). Failure counts and
         eviction clocks are each replica's own: given several, the one that answers says."""
-        reply = await calls.request(self._transport, "GET", protocol.ENCODER_HEALTH_PATH, Deadline(timeout))
-        return protocol.decode_encoder_health(reply.body)
+        reply = await calls.request(self._transport, "GET", wire.ENCODER_HEALTH_PATH, Deadline(timeout))
+        return wire.decode_encoder_health(reply.body)
 
     async def wait_encoder_urls(self, after: int = 0, *, timeout: float | None = None) -> EncoderUrls:
         """The encoder URL list once its version is past ``after``, waiting up to ``timeout`` seconds.
@@ -372,20 +372,20 @@ class BootstrapClient:
     async def list_ranks(self, *, kind: str = TRANSFER_ENGINE_INFO, role: str = DEFAULT_ROLE) -> RankListing:
         """Who has registered a record of ``kind`` and ``role`` (without their values), and,
         with a world size, who has not. ``kind`` is ``transfer_engine_info`` or ``parallelism_config``."""
-        query = protocol.listing_query(kind, role)
+        query = wire.listing_query(kind, role)
         reply = await calls.request(
             self._transport,
             "GET",
-            protocol.RANKS_PATH,
+            wire.RANKS_PATH,
             Deadline(0, overrun=_LISTING_TIME),
             params=query or None,
         )
-        return protocol.decode_listing(reply.body)
+        return wire.decode_listing(reply.body)
 
     async def list_namespaces(self) -> list[NamespaceSummary]:
         """Every namespace of the server holding records or parked waits, in order of name (with
         tokens, the ones this client's token covers), whichever namespace this client addresses."""
         reply = await calls.request(
-            self._transport, "GET", protocol.NAMESPACES_PATH, Deadline(0, overrun=_LISTING_TIME)
+            self._transport, "GET", wire.NAMESPACES_PATH, Deadline(0, overrun=_LISTING_TIME)
         )
-        return protocol.decode_namespaces(reply.body)
+        return wire.decode_namespaces(reply.body)

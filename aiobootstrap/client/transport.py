@@ -38,7 +38,7 @@ from functools import partial
 
 import aiohttp
 
-from .. import wire as protocol
+from .. import wire
 from ..exceptions import BootstrapError, ServerUnavailable, UnexpectedReply, error_for_status
 from ..wire.leases import decode_lease_missing
 from .exchange import Reply, Unreachable, exchange
@@ -99,7 +99,7 @@ class Transport:
             raise ValueError(f"max_reply_size must be at least 1 byte (or None), not {max_reply_size}")
         self._max_reply_size = max_reply_size
         self._replicas = Replicas(url)
-        self.namespace = protocol.check_namespace(namespace)
+        self.namespace = wire.check_namespace(namespace)
         self._headers = {"Authorization": f"Bearer {token}"} if token else {}
         self._ssl = ssl
         self._backoff_template = backoff if backoff is not None else Backoff()
@@ -260,7 +260,7 @@ class Transport:
                         log.info("the server at %s answers, after %d failed tries", url, self._failed_tries)
                         self._failed_tries = 0
                     return reply
-                failure = protocol.error_detail(reply.status, reply.body)
+                failure = wire.error_detail(reply.status, reply.body)
             self._restarts.went_away()
             self._replicas.failed(url)
             self._failed_tries += 1
@@ -278,14 +278,14 @@ class Transport:
 
     def error(self, status: int, path: str, payload: bytes) -> BootstrapError:
         """The error a reply other than the one asked for means."""
-        detail = protocol.error_detail(status, payload)
+        detail = wire.error_detail(status, payload)
         lost = decode_lease_missing(status, payload)
         if lost is not None:
             return lost
         if status == 404:
             # Not "not registered" (the wire said so): the route itself is not there.
             return UnexpectedReply(
-                f"{self.url}{protocol.path(path, self.namespace)} answered 404 ({detail}): "
+                f"{self.url}{wire.path(path, self.namespace)} answered 404 ({detail}): "
                 "is that the base URL of an aiobootstrap server?"
             )
         return error_for_status(status, detail)
@@ -304,13 +304,13 @@ class Transport:
         """One request to ``url``, its reply bounded by ``max_reply_size`` for ``ranks`` ranks."""
         headers = dict(self._headers)
         if body is not None:
-            headers["Content-Type"] = protocol.JSON_TYPE
+            headers["Content-Type"] = wire.JSON_TYPE
         bound = None if self._max_reply_size is None else ranks * (self._max_reply_size + _REPLY_FIELDS)
         return await exchange(
             self.open(),
             method,
             url,
-            protocol.path(path, self.namespace),
+            wire.path(path, self.namespace),
             params=params,
             body=body,
             headers=headers,
@@ -321,7 +321,7 @@ class Transport:
         )
 
     async def _probe(self, url: str) -> Reply:
-        return await self._exchange(url, "GET", protocol.HEALTH_PATH, timeout=10.0)
+        return await self._exchange(url, "GET", wire.HEALTH_PATH, timeout=10.0)
 
     async def _refill_if_restarted(self, url: str) -> bool:
         """Re-register our ranks if the server restarted since we registered them; whether we did."""
@@ -334,7 +334,7 @@ class Transport:
                     self._restarts.replay_failed()
                     raise
                 if reply.status != 200:
-                    detail = protocol.error_detail(reply.status, reply.body)
+                    detail = wire.error_detail(reply.status, reply.body)
                     log.warning("re-registering %s failed: %s", _replayed(key), detail)
             if replay:
                 log.info("the server at %s restarted; re-registered %d records", url, len(replay))

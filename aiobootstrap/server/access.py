@@ -30,7 +30,7 @@ from collections.abc import Mapping
 
 from aiohttp import web
 
-from .. import wire as protocol
+from .. import wire
 from .._names import DEFAULT_NAMESPACE
 from ..exceptions import BadRequest
 from .errors import json_error
@@ -61,23 +61,23 @@ def route_access() -> dict[tuple[str, str], Access]:
     """
     read, write = Access.READ, Access.WRITE
     table = {
-        ("GET", protocol.HEALTH_PATH): Access.PROBE,
-        ("GET", protocol.READY_PATH): Access.PROBE,
-        ("GET", protocol.METRICS_PATH): Access.SERVER,
-        ("GET", protocol.OPENAPI_PATH): Access.SERVER,
-        ("GET", protocol.NAMESPACES_PATH): Access.SERVER,
-        ("GET", protocol.RANKS_PATH): read,
-        ("POST", protocol.ENCODER_REGISTER_PATH): write,
-        ("DELETE", protocol.ENCODER_UNREGISTER_PATH): write,
-        ("GET", protocol.ENCODER_LIST_PATH): read,
-        ("GET", protocol.ENCODER_HEALTH_PATH): read,
-        ("GET", protocol.WATCH_PATH): read,
-        ("GET", protocol.PAGE_PATH): read,  # the page holds no records, but reads them with the token
+        ("GET", wire.HEALTH_PATH): Access.PROBE,
+        ("GET", wire.READY_PATH): Access.PROBE,
+        ("GET", wire.METRICS_PATH): Access.SERVER,
+        ("GET", wire.OPENAPI_PATH): Access.SERVER,
+        ("GET", wire.NAMESPACES_PATH): Access.SERVER,
+        ("GET", wire.RANKS_PATH): read,
+        ("POST", wire.ENCODER_REGISTER_PATH): write,
+        ("DELETE", wire.ENCODER_UNREGISTER_PATH): write,
+        ("GET", wire.ENCODER_LIST_PATH): read,
+        ("GET", wire.ENCODER_HEALTH_PATH): read,
+        ("GET", wire.WATCH_PATH): read,
+        ("GET", wire.PAGE_PATH): read,  # the page holds no records, but reads them with the token
         # A lease is a namespace's: granting, keeping and revoking one change its records' lives.
-        ("POST", protocol.LEASES_PATH): write,
-        ("POST", protocol.LEASE_KEEPALIVE_ROUTE): write,
-        ("GET", protocol.LEASE_ROUTE): read,
-        ("DELETE", protocol.LEASE_ROUTE): write,
+        ("POST", wire.LEASES_PATH): write,
+        ("POST", wire.LEASE_KEEPALIVE_ROUTE): write,
+        ("GET", wire.LEASE_ROUTE): read,
+        ("DELETE", wire.LEASE_ROUTE): write,
     }
     for kind in _kinds.KINDS:  # read when the app is made: a kind added to the table is classified too
         table[("PUT", kind.register_path)] = write
@@ -87,7 +87,7 @@ def route_access() -> dict[tuple[str, str], Access]:
     return table
 
 
-_NAMESPACED = protocol.path("", "{namespace}")
+_NAMESPACED = wire.path("", "{namespace}")
 
 
 def classify(router: web.UrlDispatcher) -> dict[web.AbstractRoute, Access]:
@@ -155,7 +155,7 @@ class Guard:
             return None
         namespace = request.match_info.get("namespace", DEFAULT_NAMESPACE)
         try:
-            protocol.check_namespace(namespace)  # the handler's 400, before a 403 quotes a bad name
+            wire.check_namespace(namespace)  # the handler's 400, before a 403 quotes a bad name
         except BadRequest as exc:
             return json_error(exc.status, exc.detail)
         verb = "write to" if access is Access.WRITE else "read"

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 from aiohttp import web
 from aiohttp.typedefs import Handler, Middleware
 
-from .. import wire as protocol
+from .. import wire
 from .._names import BOOT_HEADER, DEFAULT_ROLE, TRANSFER_ENGINE_INFO
 from ..core.history import History, listeners
 from ..core.registry import Registry
@@ -96,11 +96,11 @@ def create_app(config: ServerConfig | None = None) -> web.Application:
     app.router.add_routes(routes)
     app.router.add_routes(_namespaced(routes))
     # Server-wide routes: one server, one set of metrics, one API description.
-    app.router.add_get(protocol.READY_PATH, ready, expect_handler=expect)
-    app.router.add_get(protocol.METRICS_PATH, metrics, expect_handler=expect)
-    app.router.add_get(protocol.NAMESPACES_PATH, list_namespaces, expect_handler=expect)
+    app.router.add_get(wire.READY_PATH, ready, expect_handler=expect)
+    app.router.add_get(wire.METRICS_PATH, metrics, expect_handler=expect)
+    app.router.add_get(wire.NAMESPACES_PATH, list_namespaces, expect_handler=expect)
     app.router.add_get(
-        protocol.OPENAPI_PATH,
+        wire.OPENAPI_PATH,
         openapi(token=guard is not None, open_reads=config.auth_reads == "open"),
         expect_handler=expect,
     )
@@ -142,22 +142,22 @@ async def _slash_redirect(request: web.Request, handler: Handler) -> web.StreamR
 def _routes(expect: ExpectHandler | None = None) -> list[web.RouteDef]:
     """The bootstrap routes: each is also served under ``/ns/{namespace}``."""
     return [
-        web.get(protocol.HEALTH_PATH, health, expect_handler=expect),
+        web.get(wire.HEALTH_PATH, health, expect_handler=expect),
         *[route for kind in _kinds.KINDS for route in kind_routes(kind, expect)],
-        web.get(protocol.RANKS_PATH, list_ranks, expect_handler=expect),
+        web.get(wire.RANKS_PATH, list_ranks, expect_handler=expect),
         web.post(ENCODER_REGISTER_PATH, register_encoder_url, expect_handler=expect),
         web.delete(ENCODER_UNREGISTER_PATH, unregister_encoder_url, expect_handler=expect),
         web.get(ENCODER_LIST_PATH, list_encoder_urls, expect_handler=expect),
-        web.get(protocol.ENCODER_HEALTH_PATH, encoder_url_health, expect_handler=expect),
-        web.get(protocol.WATCH_PATH, watch, expect_handler=expect),
+        web.get(wire.ENCODER_HEALTH_PATH, encoder_url_health, expect_handler=expect),
+        web.get(wire.WATCH_PATH, watch, expect_handler=expect),
         *lease_routes(expect),
-        web.get(protocol.PAGE_PATH, page, expect_handler=expect),  # /ns/{namespace}/ in a namespace
+        web.get(wire.PAGE_PATH, page, expect_handler=expect),  # /ns/{namespace}/ in a namespace
     ]
 
 
 def _namespaced(routes: Iterable[web.RouteDef]) -> list[web.RouteDef]:
     return [
-        web.RouteDef(route.method, protocol.path(route.path, "{namespace}"), route.handler, route.kwargs)
+        web.RouteDef(route.method, wire.path(route.path, "{namespace}"), route.handler, route.kwargs)
         for route in routes
     ]
 

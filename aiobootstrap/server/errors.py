@@ -13,7 +13,7 @@ import logging
 from aiohttp import web
 from aiohttp.typedefs import Handler
 
-from .. import wire as protocol
+from .. import wire
 from .._logging import RateLimited
 from ..exceptions import (
     BodyBudgetExhausted,
@@ -49,8 +49,8 @@ def json_error(
 ) -> web.Response:
     """An error reply: JSON ``{"detail": ...}`` with ``status`` (and ``headers``, such as ``Retry-After``;
     ``extra`` fields beside the detail, such as a lease ``404``'s ``lease``)."""
-    body = protocol.error_body(detail, **extra)
-    return web.Response(status=status, body=body, content_type=protocol.JSON_TYPE, headers=headers)
+    body = wire.error_body(detail, **extra)
+    return web.Response(status=status, body=body, content_type=wire.JSON_TYPE, headers=headers)
 
 
 _HTTP_DETAILS = {

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from ... import wire as protocol
+from ... import wire
 from ..._names import DEFAULT_NAMESPACE, VERSION_HEADER
 from ..._ranks import RankSet
 from ...exceptions import BadRequest
@@ -19,7 +19,7 @@ __all__ = ["after_of", "json_reply", "namespace_of", "not_registered", "param", 
 def namespace_of(request: web.Request) -> str:
     """The namespace a request addresses: its ``/ns/{namespace}`` prefix, or the default."""
     name = request.match_info.get("namespace")
-    return DEFAULT_NAMESPACE if name is None else protocol.check_namespace(name)
+    return DEFAULT_NAMESPACE if name is None else wire.check_namespace(name)
 
 
 def param(request: web.Request, name: str) -> str | None:
@@ -37,7 +37,7 @@ def after_of(request: web.Request) -> int:
     server restarted) means nothing here: its new records are news to the
     caller, however their versions compare (SPEC section 10, last bullet).
     """
-    after = protocol.parse_after(param(request, "after"))
+    after = wire.parse_after(param(request, "after"))
     boot = param(request, "boot")
     if boot is not None and boot != request.app[REGISTRY].incarnation:
         return 0
@@ -46,7 +46,7 @@ def after_of(request: web.Request) -> int:
 
 def wait_seconds(request: web.Request) -> float:
     """The ``wait`` parameter, bounded by the server's ``max_wait``."""
-    return min(protocol.parse_wait(param(request, "wait")), request.app[CONFIG].max_wait)
+    return min(wire.parse_wait(param(request, "wait")), request.app[CONFIG].max_wait)
 
 
 async def json_reply(request: web.Request, body: bytes, version: int | None = None) -> web.StreamResponse:
@@ -56,11 +56,11 @@ async def json_reply(request: web.Request, body: bytes, version: int | None = No
     """
     headers = {} if version is None else {VERSION_HEADER: str(version)}
     if len(body) <= SEPARATE_BODY_OVER:
-        return web.Response(body=body, content_type=protocol.JSON_TYPE, headers=headers)
+        return web.Response(body=body, content_type=wire.JSON_TYPE, headers=headers)
     # web.Response joins headers and body into one new bytes object (on Python
     # before 3.12.9): a private copy of a 20 MB reply per getter in flight.
     # Written apart, every getter sends the registration's one bytes object.
-    response = web.StreamResponse(headers={"Content-Type": protocol.JSON_TYPE, **headers})
+    response = web.StreamResponse(headers={"Content-Type": wire.JSON_TYPE, **headers})
     response.content_length = len(body)
     await response.prepare(request)
     await write_stream(response, body)
@@ -72,5 +72,5 @@ def not_registered(kind: RecordKind, missing: list[int] | RankSet) -> web.Respon
     """The ``404`` of ranks not registered, with ``missing``: it tells a client a rank's 404 from a wrong URL's."""
     # Not raised, for that field. A batch's (a RankSet) lists a bounded head of its ranks, and all as ranges.
     return web.Response(
-        status=404, body=protocol.encode_not_registered(missing, kind.noun), content_type=protocol.JSON_TYPE
+        status=404, body=wire.encode_not_registered(missing, kind.noun), content_type=wire.JSON_TYPE
     )

@@ -29,7 +29,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
-from ... import wire as protocol
+from ... import wire
 from ..._json import dumps
 from ..._names import DEFAULT_ROLE, ENCODER_URLS
 from ...exceptions import BadRequest, missing_ranks_detail
@@ -103,7 +103,7 @@ def _routes_of(kind: KindRoutes) -> dict[str, Any]:
 TRANSFER_ENGINE_INFO_KIND = RecordKind(
     **_routes_of(TRANSFER_ENGINE_INFO_ROUTES),
     title="TransferEngineInfo",
-    parse=protocol.parse_engine_info,
+    parse=wire.parse_engine_info,
     encode=records.encode_info,
     encode_object=records.encode_info_object,
     item=_same_item,
@@ -164,7 +164,7 @@ TRANSFER_ENGINE_INFO_KIND = RecordKind(
 PARALLELISM_CONFIG_KIND = RecordKind(
     **_routes_of(PARALLELISM_CONFIG_ROUTES),
     title="ParallelismConfig",
-    parse=lambda value: protocol.parse_object(value, "parallelism_config"),
+    parse=lambda value: wire.parse_object(value, "parallelism_config"),
     encode=_encode_value,
     encode_object=_encode_value,
     item=_config_item,
@@ -222,7 +222,7 @@ def encode_object_reply(record: Record) -> bytes:
 def encode_reply(record: Record) -> bytes:
     """A get's reply for a record of any kind: what ``replies.GetReplies.body`` caches per version."""
     if record.key.kind == ENCODER_URLS:
-        return protocol.encode_encoder_urls(encoder_urls(record), record.version)
+        return wire.encode_encoder_urls(encoder_urls(record), record.version)
     kind = _find(record.key.kind)
     if kind is None:
         raise ValueError(f"No kind {record.key.kind!r} in the kind table")

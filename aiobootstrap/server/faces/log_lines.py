@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 
-from ... import wire as protocol
+from ... import wire
 from ..._logging import clipped, printable
 from ..._names import DEFAULT_NAMESPACE, DEFAULT_ROLE
 from ...store import Record
@@ -36,7 +36,7 @@ def log_change(action: str, record: Record, kind: RecordKind) -> None:
     role = "" if key.role == DEFAULT_ROLE else f" role {_shown(key.role)}"
     session = ""
     if kind is TRANSFER_ENGINE_INFO_KIND:
-        tagged = not protocol.is_classic(record.value)
+        tagged = not wire.is_classic(record.value)
         session = f" backend {_shown(str(record.value['backend']))}" if tagged else ""
         session += f" session {_shown(record.session_id)}" if "session_id" in record.value else ""
     extra: dict[str, object] = {"rank": record.rank, "version": record.version, "namespace": key.namespace}

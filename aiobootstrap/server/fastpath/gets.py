@@ -61,7 +61,7 @@ from typing import TYPE_CHECKING
 from aiohttp import web
 from aiohttp.abc import AbstractStreamWriter
 
-from ... import wire as protocol
+from ... import wire
 from ..._names import VERSION_HEADER
 from ...exceptions import SHUTTING_DOWN_DETAIL
 from .eligible import Eligibility
@@ -244,7 +244,7 @@ class GetReplies:
         (same headers, the boot id included), with ``Connection: close``: the
         connection is closed after it.
         """
-        body = protocol.error_body(SHUTTING_DOWN_DETAIL)
+        body = wire.error_body(SHUTTING_DOWN_DETAIL)
         stamp = self.stamp.lines()
         replies = {}
         for variant in (_CLOSE, _CLOSE | _HEAD, _CLOSE | _HTTP10, _CLOSE | _HEAD | _HTTP10):
@@ -309,7 +309,7 @@ class GetReply(BytesReply):
         record = self._record
         if record is None:
             return "text/plain; charset=utf-8", 2, None
-        return protocol.JSON_TYPE, len(self._replies.body(record)), record.version
+        return wire.JSON_TYPE, len(self._replies.body(record)), record.version
 
     async def prepare(self, request: web.BaseRequest) -> AbstractStreamWriter | None:
         if self._sent:

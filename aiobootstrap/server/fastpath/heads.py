@@ -15,7 +15,7 @@ import email.utils
 from aiohttp import web
 from aiohttp.http import SERVER_SOFTWARE, HttpVersion10
 
-from ... import wire as protocol
+from ... import wire
 from ..._names import BOOT_HEADER
 
 __all__ = [
@@ -37,7 +37,7 @@ HTTP10 = 4
 
 OK = b"200 OK"
 TEXT_LINE = b"Content-Type: text/plain; charset=utf-8\r\n"
-JSON_LINE = f"Content-Type: {protocol.JSON_TYPE}\r\n".encode()
+JSON_LINE = f"Content-Type: {wire.JSON_TYPE}\r\n".encode()
 
 
 def stamp_lines(second: int, boot: str) -> bytes:

@@ -35,7 +35,7 @@ from aiohttp.abc import AbstractStreamWriter
 from aiohttp.http import SERVER_SOFTWARE
 from multidict import CIMultiDict
 
-from ... import wire as protocol
+from ... import wire
 from ..._names import BOOT_HEADER, VERSION_HEADER
 from . import heads
 from .writes import write
@@ -148,7 +148,7 @@ class PrebuiltReply(BytesReply):
         self._body_length = length
 
     def fields(self) -> tuple[str, int, int | None]:
-        return protocol.JSON_TYPE, self._body_length, None
+        return wire.JSON_TYPE, self._body_length, None
 
     async def prepare(self, request: web.BaseRequest) -> AbstractStreamWriter | None:
         if not self._sent:

@@ -65,7 +65,7 @@ from collections.abc import Hashable, Sequence
 
 from aiohttp import web
 
-from ... import wire as protocol
+from ... import wire
 from ...core.history import History, Match, WaitEnd
 from ...core.parking import Parking
 from ...core.tally import Tally
@@ -242,9 +242,9 @@ class WatchReplies:
                 log.exception("A pending watch reply failed")
             self._drop(crowd)
 
-    def _long_poll(self, crowd: _Crowd, changes: Sequence[protocol.WatchedChange], version: int) -> None:
+    def _long_poll(self, crowd: _Crowd, changes: Sequence[wire.WatchedChange], version: int) -> None:
         tally = self._findings
-        body = protocol.encode_watch(
+        body = wire.encode_watch(
             changes,
             version,
             waits=None if crowd.waits is None else self._parking.moves.count,
@@ -265,7 +265,7 @@ class WatchReplies:
     def _stream(
         self,
         crowd: _Crowd,
-        changes: Sequence[protocol.WatchedChange],
+        changes: Sequence[wire.WatchedChange],
         version: int,
         frames: dict[int, bytes],
     ) -> None:
@@ -273,7 +273,7 @@ class WatchReplies:
         for change in changes:
             event = frames.get(id(change))
             if event is None:
-                event = frames[id(change)] = protocol.sse_event(change)
+                event = frames[id(change)] = wire.sse_event(change)
             events.append(event)
         data = b"".join(events)
         chunk = b"%x\r\n%b\r\n" % (len(data), data)

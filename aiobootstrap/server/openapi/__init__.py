@@ -17,7 +17,7 @@ from typing import Any
 from aiohttp import web
 from aiohttp.typedefs import Handler
 
-from ... import wire as protocol
+from ... import wire
 from ..._json import dumps
 from ..._version import __version__
 from ..access import Access, route_access
@@ -45,22 +45,22 @@ def document(*, token: bool = False, open_reads: bool = False) -> dict[str, Any]
     access = route_access()
     described = copy.deepcopy(PATHS)
     kind_names = [kind.name for kind in _kinds.KINDS]
-    described[protocol.RANKS_PATH]["get"]["parameters"][0]["schema"]["enum"] = kind_names
+    described[wire.RANKS_PATH]["get"]["parameters"][0]["schema"]["enum"] = kind_names
     schemas = {**SCHEMAS, **WATCH_SCHEMAS}
     for kind in _kinds.KINDS:
         described.update(kind_paths(kind))
         schemas.update(kind_schemas(kind))
     described.update(watch_paths())
-    registers = [kind.register_path for kind in _kinds.KINDS] + [protocol.ENCODER_REGISTER_PATH]
+    registers = [kind.register_path for kind in _kinds.KINDS] + [wire.ENCODER_REGISTER_PATH]
     describe_leases(described, schemas, registers)
     paths: dict[str, Any] = {}
     for route, item in described.items():
         paths[route] = item
         if route not in SERVER_WIDE:
-            paths[protocol.path(route, "{namespace}")] = in_namespace(item)
+            paths[wire.path(route, "{namespace}")] = in_namespace(item)
     for route, item in paths.items():
         for method, operation in item.items():
-            does = access[method.upper(), route.removeprefix(protocol.path("", "{namespace}")) or "/"]
+            does = access[method.upper(), route.removeprefix(wire.path("", "{namespace}")) or "/"]
             if does is Access.PROBE:
                 operation["security"] = []
             elif token:
@@ -99,6 +99,6 @@ def openapi(*, token: bool, open_reads: bool = False) -> Handler:
 
     async def openapi(request: web.Request) -> web.Response:
         body = dumps(document(token=token, open_reads=open_reads))
-        return web.Response(body=body, content_type=protocol.JSON_TYPE)
+        return web.Response(body=body, content_type=wire.JSON_TYPE)
 
     return openapi

@@ -11,13 +11,13 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from ... import wire as protocol
+from ... import wire
 from ...wire import leases as wire_leases
 from .schemas import ref
 
 __all__ = ["describe_leases"]
 
-_JSON = protocol.JSON_TYPE
+_JSON = wire.JSON_TYPE
 _TTL = {
     "type": "number",
     "minimum": wire_leases.MIN_TTL,
@@ -123,7 +123,7 @@ def describe_leases(paths: dict[str, Any], schemas: dict[str, Any], register_pat
     paths.update(copy.deepcopy(PATHS))
     schemas.update(copy.deepcopy(SCHEMAS))
     schemas["EncoderUrlRegistration"] = copy.deepcopy(schemas["EncoderUrl"])
-    paths[protocol.ENCODER_REGISTER_PATH]["post"]["requestBody"] = _body("EncoderUrlRegistration")
+    paths[wire.ENCODER_REGISTER_PATH]["post"]["requestBody"] = _body("EncoderUrlRegistration")
     for name, schema in list(schemas.items()):
         if name.endswith("Registration"):
             schemas[name] = schema = copy.deepcopy(schema)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from ... import wire as protocol
+from ... import wire
 from ..._names import NAME_PATTERN, TRANSFER_ENGINE_INFO
 from ..._ranks import MAX_RANK
 from ...wire import ENCODER_LIST_PATH, ENCODER_REGISTER_PATH, ENCODER_UNREGISTER_PATH
@@ -20,7 +20,7 @@ from .schemas import RANK, ROLE, ref
 
 __all__ = ["PATHS", "RANKS_FORMAT", "SERVER_WIDE", "in_namespace", "json_reply", "kind_paths"]
 
-_JSON = protocol.JSON_TYPE
+_JSON = wire.JSON_TYPE
 
 
 def json_reply(description: str, schema: str = "Error") -> dict[str, Any]:
@@ -82,7 +82,7 @@ _FORM = _query(
     "form",
     "object: serve each registration whole, as the object it was; list (the default): the kind's "
     "usual shape (for classic transfer-engine info, [session_id, weights_info_dict]).",
-    {"type": "string", "enum": list(protocol.FORMS), "default": "list"},
+    {"type": "string", "enum": list(wire.FORMS), "default": "list"},
 )
 _RANK = _query("rank", "The rank.", RANK, required=True)
 
@@ -95,7 +95,7 @@ _RANK_PART = rf"\s*{_DIGITS}(-{_DIGITS})?\s*"
 _RANKS = _query(
     "ranks",
     "The ranks: comma-separated ranks and inclusive ranges, such as 0-7,12; a range's end is not "
-    f"below its start, and a batch names at most {protocol.MAX_BATCH_RANKS} distinct ranks.",
+    f"below its start, and a batch names at most {wire.MAX_BATCH_RANKS} distinct ranks.",
     {
         "type": "string",
         "format": RANKS_FORMAT,
@@ -183,14 +183,14 @@ def kind_paths(kind: RecordKind) -> dict[str, dict[str, Any]]:
 
 
 PATHS: dict[str, dict[str, Any]] = {
-    protocol.HEALTH_PATH: {
+    wire.HEALTH_PATH: {
         "get": {
             "operationId": "health",
             "summary": "Whether the server is up.",
             "responses": {"200": _text("The server is up.")},
         }
     },
-    protocol.READY_PATH: {
+    wire.READY_PATH: {
         "get": {
             "operationId": "ready",
             "summary": "Whether the server's store answers (readiness, for a load balancer).",
@@ -200,7 +200,7 @@ PATHS: dict[str, dict[str, Any]] = {
             },
         }
     },
-    protocol.PAGE_PATH: {
+    wire.PAGE_PATH: {
         "get": {
             "operationId": "page",
             "summary": "The bring-up page for a browser: every rank of each kind and role, live from /watch "
@@ -210,7 +210,7 @@ PATHS: dict[str, dict[str, Any]] = {
             },
         }
     },
-    protocol.RANKS_PATH: {
+    wire.RANKS_PATH: {
         "get": {
             "operationId": "listRanks",
             "summary": "One kind and role's registered ranks (without their values) and, with a world "
@@ -284,7 +284,7 @@ PATHS: dict[str, dict[str, Any]] = {
             },
         }
     },
-    protocol.ENCODER_HEALTH_PATH: {
+    wire.ENCODER_HEALTH_PATH: {
         "get": {
             "operationId": "encoderUrlHealth",
             "summary": "Each listed and evicted encoder URL with what this replica's health probes found "
@@ -296,7 +296,7 @@ PATHS: dict[str, dict[str, Any]] = {
             },
         }
     },
-    protocol.METRICS_PATH: {
+    wire.METRICS_PATH: {
         "get": {
             "operationId": "metrics",
             "summary": "Every metric of the server, all namespaces, in the Prometheus text format.",
@@ -306,7 +306,7 @@ PATHS: dict[str, dict[str, Any]] = {
             },
         }
     },
-    protocol.NAMESPACES_PATH: {
+    wire.NAMESPACES_PATH: {
         "get": {
             "operationId": "listNamespaces",
             "summary": "Every namespace holding records or parked waits, in order of name; with tokens, "
@@ -317,7 +317,7 @@ PATHS: dict[str, dict[str, Any]] = {
             },
         }
     },
-    protocol.OPENAPI_PATH: {
+    wire.OPENAPI_PATH: {
         "get": {
             "operationId": "openapi",
             "summary": "This description.",
@@ -331,7 +331,7 @@ PATHS: dict[str, dict[str, Any]] = {
     },
 }
 
-SERVER_WIDE = protocol.SERVER_WIDE_PATHS
+SERVER_WIDE = wire.SERVER_WIDE_PATHS
 """Paths served once for the whole server, not under each namespace (the wire's set)."""
 
 _NAMESPACE = {

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ... import wire as protocol
+from ... import wire
 from ..._names import DEFAULT_ROLE, MAX_ROLE_LENGTH
 from ..._ranks import MAX_RANK
 from ..faces.kinds import RecordKind
@@ -80,7 +80,7 @@ SCHEMAS: dict[str, Any] = {
                 "type": "array",
                 "items": {"type": "integer"},
                 "description": (
-                    f"The ranks still missing, in order: all of them, or the first {protocol.MISSING_LIST_MAX} "
+                    f"The ranks still missing, in order: all of them, or the first {wire.MISSING_LIST_MAX} "
                     "when missing_truncated is true."
                 ),
             },
@@ -90,7 +90,7 @@ SCHEMAS: dict[str, Any] = {
             },
             "missing_truncated": {
                 "type": "boolean",
-                "description": f"True when more than {protocol.MISSING_LIST_MAX} ranks are missing.",
+                "description": f"True when more than {wire.MISSING_LIST_MAX} ranks are missing.",
             },
         },
     },
@@ -210,7 +210,7 @@ SCHEMAS: dict[str, Any] = {
                 "items": {"type": "integer"},
                 "description": (
                     f"The ranks of [0, world_size) not registered, in order: all of them, or the first "
-                    f"{protocol.MISSING_LIST_MAX} when missing_truncated is true; null without a world size."
+                    f"{wire.MISSING_LIST_MAX} when missing_truncated is true; null without a world size."
                 ),
             },
             "missing_ranks": {
@@ -230,7 +230,7 @@ SCHEMAS: dict[str, Any] = {
             },
             "missing_truncated": {
                 "type": "boolean",
-                "description": f"True when more than {protocol.MISSING_LIST_MAX} ranks are missing.",
+                "description": f"True when more than {wire.MISSING_LIST_MAX} ranks are missing.",
             },
         },
     },

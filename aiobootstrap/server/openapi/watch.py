@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ... import wire as protocol
+from ... import wire
 from .paths import _RANKS, json_reply
 from .schemas import RANK, ROLE
 
@@ -50,13 +50,13 @@ WATCH_SCHEMAS: dict[str, Any] = {
 def watch_paths() -> dict[str, dict[str, Any]]:
     """The path item of ``GET /watch``."""
     reply = json_reply("The changes after `after`, oldest first (none when `wait` ran out).", "WatchReply")
-    reply["content"][protocol.EVENT_STREAM] = {
+    reply["content"][wire.EVENT_STREAM] = {
         "schema": {"type": "string"},
         "description": "With Accept: text/event-stream: one event per change (id: its version, data: "
         "the change), resumed after Last-Event-ID, a comment line when quiet.",
     }
     return {
-        protocol.WATCH_PATH: {
+        wire.WATCH_PATH: {
             "get": {
                 "operationId": "watch",
                 "summary": "Every change of the namespace after a version, as soon as there is one.",
@@ -101,7 +101,7 @@ def watch_paths() -> dict[str, dict[str, Any]]:
                         **_RANKS,
                         "required": False,
                         "description": "Only changes of these ranks (per-rank kinds), such as 0-7,12; "
-                        f"at most {protocol.MAX_BATCH_RANKS} distinct ranks.",
+                        f"at most {wire.MAX_BATCH_RANKS} distinct ranks.",
                     },
                 ],
                 "responses": {

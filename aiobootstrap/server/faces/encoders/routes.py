@@ -6,7 +6,7 @@ import time
 
 from aiohttp import web
 
-from .... import wire as protocol
+from .... import wire
 from ...._json import dumps
 from ...._names import ENCODER_URLS
 from ....store import members_of
@@ -24,21 +24,21 @@ __all__ = ["encoder_url_health", "list_encoder_urls", "register_encoder_url", "u
 
 
 async def _encoder_url(request: web.Request) -> str | None:
-    return protocol.parse_url_body(await read_body(request, request.app[CONFIG]))
+    return wire.parse_url_body(await read_body(request, request.app[CONFIG]))
 
 
 def _missing_url() -> web.Response:
     # The engines' callers may read "error" (their server's field); "detail" is every error's.
-    body = protocol.error_body(protocol.MISSING_URL_DETAIL, error=protocol.MISSING_URL_ERROR)
-    return web.Response(status=400, body=body, content_type=protocol.JSON_TYPE)
+    body = wire.error_body(wire.MISSING_URL_DETAIL, error=wire.MISSING_URL_ERROR)
+    return web.Response(status=400, body=body, content_type=wire.JSON_TYPE)
 
 
 async def register_encoder_url(request: web.Request) -> web.Response:
     """``POST /register_encoder_url``: list a URL (once), less a trailing ``/``, on a lease if the body
     names one; an evicted URL is listed again at once."""
     # The url and the lease come from one parse of the body.
-    payload = protocol.parse_body(await read_body(request, request.app[CONFIG]))
-    url = protocol.encoder_url(payload.get("url"))
+    payload = wire.parse_body(await read_body(request, request.app[CONFIG]))
+    url = wire.encoder_url(payload.get("url"))
     if url is None:
         return _missing_url()
     lease = lease_of_body(payload)
@@ -76,7 +76,7 @@ async def list_encoder_urls(request: web.Request) -> web.StreamResponse:
         # Unchanged when the wait ran out: the list as it is, with its version.
         record = await registry.get(key)
     if record is None:
-        return await json_reply(request, protocol.encode_encoder_urls([], 0), version=0)
+        return await json_reply(request, wire.encode_encoder_urls([], 0), version=0)
     return await json_reply(request, request.app[GET_REPLIES].body(record), version=record.version)
 
 
@@ -109,4 +109,4 @@ async def encoder_url_health(request: web.Request) -> web.Response:
         "findings": 0 if prober is None else prober.findings.count,  # a watch's &findings= follows the next
         "encoder_urls": urls,
     }
-    return web.Response(body=dumps(body), content_type=protocol.JSON_TYPE)
+    return web.Response(body=dumps(body), content_type=wire.JSON_TYPE)

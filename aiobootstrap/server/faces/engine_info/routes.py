@@ -14,7 +14,7 @@ import time
 from aiohttp import web
 from aiohttp.typedefs import Handler
 
-from .... import wire as protocol
+from .... import wire
 from ....exceptions import BootstrapError
 from ....store import Record
 from ...appkeys import CONFIG, REGISTRY
@@ -53,12 +53,12 @@ def _register(kind: RecordKind) -> Handler:
     async def register(request: web.Request) -> web.StreamResponse:
         app = request.app
         config = app[CONFIG]
-        payload = protocol.parse_body(await read_body(request, config))
-        rank = protocol.parse_rank_field(payload)
-        role = protocol.parse_role_field(payload)
-        value = kind.parse(protocol.field_of(payload, kind.field))
+        payload = wire.parse_body(await read_body(request, config))
+        rank = wire.parse_rank_field(payload)
+        role = wire.parse_role_field(payload)
+        value = kind.parse(wire.field_of(payload, kind.field))
         lease = lease_of_body(payload)
-        protocol.check_world_size(rank, config.world_size)
+        wire.check_world_size(rank, config.world_size)
         key = kind.key(namespace_of(request), role, rank)
         record = await app[REGISTRY].register(key, value, lease)
         app[METRICS].count_registration(key.namespace, kind.name)
@@ -71,9 +71,9 @@ def _register(kind: RecordKind) -> Handler:
 
 def _unregister(kind: RecordKind) -> Handler:
     async def unregister(request: web.Request) -> web.StreamResponse:
-        rank = protocol.parse_rank_param(param(request, "rank"))
-        role = protocol.parse_role_param(param(request, "role"))
-        protocol.check_world_size(rank, request.app[CONFIG].world_size)
+        rank = wire.parse_rank_param(param(request, "rank"))
+        role = wire.parse_role_param(param(request, "role"))
+        wire.check_world_size(rank, request.app[CONFIG].world_size)
         record = await request.app[REGISTRY].unregister(kind.key(namespace_of(request), role, rank))
         if record is None:
             return not_registered(kind, [rank])
@@ -87,12 +87,12 @@ def _get(kind: RecordKind) -> Handler:
     @counts_gets
     async def get(request: web.Request) -> web.StreamResponse:
         app = request.app
-        rank = protocol.parse_rank_param(param(request, "rank"))
-        role = protocol.parse_role_param(param(request, "role"))
+        rank = wire.parse_rank_param(param(request, "rank"))
+        role = wire.parse_role_param(param(request, "role"))
         wait = wait_seconds(request)
         after = after_of(request)
-        whole = protocol.parse_form(param(request, "form"))
-        protocol.check_world_size(rank, app[CONFIG].world_size)
+        whole = wire.parse_form(param(request, "form"))
+        wire.check_world_size(rank, app[CONFIG].world_size)
         key = kind.key(namespace_of(request), role, rank)
         replies = app[GET_REPLIES]
         prebuilt = replies.eligible(request)
@@ -124,12 +124,12 @@ def _get(kind: RecordKind) -> Handler:
 def _get_batch(kind: RecordKind) -> Handler:
     @counts_gets
     async def get_batch(request: web.Request) -> web.StreamResponse:
-        ranks = protocol.parse_ranks(param(request, "ranks"))
-        role = protocol.parse_role_param(param(request, "role"))
+        ranks = wire.parse_ranks(param(request, "ranks"))
+        role = wire.parse_role_param(param(request, "role"))
         wait = wait_seconds(request)
         after = after_of(request)
-        whole = protocol.parse_form(param(request, "form"))
-        protocol.check_world_size(ranks.last, request.app[CONFIG].world_size)
+        whole = wire.parse_form(param(request, "form"))
+        wire.check_world_size(ranks.last, request.app[CONFIG].world_size)
         namespace = namespace_of(request)
         registry = request.app[REGISTRY]
         since = time.time()
@@ -160,4 +160,4 @@ async def _batch_body(
         items.extend(
             kind.item(record, replies.body(record, whole)) for record in found[start : start + _ENCODE_CHUNK]
         )
-    return protocol.encode_items(kind.batch_field, items, version)
+    return wire.encode_items(kind.batch_field, items, version)

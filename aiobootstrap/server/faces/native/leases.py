@@ -13,7 +13,7 @@ from typing import Any
 
 from aiohttp import web
 
-from .... import wire as protocol
+from .... import wire
 from ....store import LeaseState
 from ....wire import leases as wire_leases
 from ...appkeys import CONFIG, REGISTRY
@@ -48,12 +48,12 @@ def _reply(state: LeaseState, *, whole: bool = False) -> web.Response:
         body = wire_leases.encode_lease(state.id, state.ttl, state.remaining, records)
     else:
         body = wire_leases.encode_lease(state.id, state.ttl)
-    return web.Response(body=body, content_type=protocol.JSON_TYPE)
+    return web.Response(body=body, content_type=wire.JSON_TYPE)
 
 
 async def grant_lease(request: web.Request) -> web.Response:
     """``POST /leases {"ttl": S}``: a new lease of S seconds."""
-    payload = protocol.parse_body(await read_body(request, request.app[CONFIG]))
+    payload = wire.parse_body(await read_body(request, request.app[CONFIG]))
     ttl = wire_leases.parse_ttl_body(payload)
     state = await request.app[REGISTRY].grant_lease(namespace_of(request), ttl)
     return _reply(state)

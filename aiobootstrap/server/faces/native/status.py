@@ -7,7 +7,7 @@ import time
 
 from aiohttp import web
 
-from .... import wire as protocol
+from .... import wire
 from ...._names import HEALTH_HEADER
 from ...._version import __version__
 from ...appkeys import CONFIG, REGISTRY
@@ -35,7 +35,7 @@ async def ready(request: web.Request) -> web.Response:
 async def list_ranks(request: web.Request) -> web.Response:
     """``GET /ranks[?kind=K][&role=R]``: one kind and role's records (transfer-engine info, target)."""
     kind = kind_named(param(request, "kind"))
-    role = protocol.parse_role_param(param(request, "role"))
+    role = wire.parse_role_param(param(request, "role"))
     namespace = namespace_of(request)
     registry = request.app[REGISTRY]
     found = await registry.records(namespace, kind.name, role)
@@ -51,15 +51,15 @@ async def list_ranks(request: web.Request) -> web.Response:
         leases=await registry.leases_of([(record.key, None) for record in found]),
         waiters_by_rank=registry.parking.by_rank(namespace, kind.name, role),
     )
-    return web.Response(body=body, content_type=protocol.JSON_TYPE)
+    return web.Response(body=body, content_type=wire.JSON_TYPE)
 
 
 async def list_namespaces(request: web.Request) -> web.Response:
     """``GET /namespaces``: every namespace holding records or parked waits that the token may see, and
     the server's count of waits parked or gone so far (``waits``, which a watch's ``&waits=`` follows)."""
     shown = [
-        protocol.NamespaceSummary(each.name, each.version, each.ranks, each.parked, each.encoder_urls)
+        wire.NamespaceSummary(each.name, each.version, each.ranks, each.parked, each.encoder_urls)
         for each in await shown_namespaces(request)
     ]
     moves = request.app[REGISTRY].parking.moves.count
-    return web.Response(body=protocol.encode_namespaces(shown, moves), content_type=protocol.JSON_TYPE)
+    return web.Response(body=wire.encode_namespaces(shown, moves), content_type=wire.JSON_TYPE)

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from aiohttp import web
 from prometheus_client.core import GaugeMetricFamily, Metric
 
-from .... import wire as protocol
+from .... import wire
 from ...._names import ENCODER_URLS
 from ...._ranks import RankSet
 from ....core.history import History, Match
@@ -83,13 +83,13 @@ def _match(request: web.Request) -> tuple[Match | None, Hashable]:
     kind = None
     if kind_text is not None:
         kind = ENCODER_URLS if kind_text == ENCODER_URLS else kind_named(kind_text).name
-    role = None if role_text is None else protocol.parse_role_param(role_text)
-    ranks: RankSet | None = None if ranks_text is None else protocol.parse_ranks(ranks_text)
+    role = None if role_text is None else wire.parse_role_param(role_text)
+    ranks: RankSet | None = None if ranks_text is None else wire.parse_ranks(ranks_text)
     key = (kind, role, ranks_text)
     if kind is None and role is None and ranks is None:
         return None, key
 
-    def match(change: protocol.WatchedChange) -> bool:
+    def match(change: wire.WatchedChange) -> bool:
         if kind is not None and change.kind != kind:
             return False
         if change.url is not None:
@@ -104,7 +104,7 @@ def _match(request: web.Request) -> tuple[Match | None, Hashable]:
 
 def _wants_stream(request: web.Request) -> bool:
     return any(
-        part.split(";", 1)[0].strip() == protocol.EVENT_STREAM
+        part.split(";", 1)[0].strip() == wire.EVENT_STREAM
         for part in request.headers.get("Accept", "").split(",")
     )
 
@@ -115,13 +115,13 @@ async def watch(request: web.Request) -> web.StreamResponse:
     ``boot``: the boot id ``V`` came from; another incarnation's is a ``410`` at once. ``waits`` and
     ``findings``: see ``watch_counts``.
     """
-    after = protocol.parse_after(param(request, "after"))
+    after = wire.parse_after(param(request, "after"))
     match, filter_key = _match(request)
     namespace = namespace_of(request)
     wait = wait_seconds(request)  # read (and checked) for a stream too, where it means nothing
     stream = _wants_stream(request)
     if stream:
-        resume = protocol.parse_last_event_id(request.headers.get(protocol.LAST_EVENT_ID))
+        resume = wire.parse_last_event_id(request.headers.get(wire.LAST_EVENT_ID))
         after = after if resume is None else resume
     history = request.app[HISTORY]
     boot = param(request, "boot")
@@ -162,8 +162,8 @@ async def watch(request: web.Request) -> web.StreamResponse:
             replies.settle(pending, namespace)
     if pending is not None and pending.upto is not None:
         return replies.written(request, pending)  # the fast path wrote its 200 already
-    body = protocol.encode_watch(changes, version) if counts is None else counts.encode(changes, version)
-    return web.Response(body=body, content_type=protocol.JSON_TYPE)
+    body = wire.encode_watch(changes, version) if counts is None else counts.encode(changes, version)
+    return web.Response(body=body, content_type=wire.JSON_TYPE)
 
 
 async def _stream(
@@ -182,7 +182,7 @@ async def _stream(
         return gone(exc)
     response = web.StreamResponse(
         headers={
-            "Content-Type": protocol.EVENT_STREAM,
+            "Content-Type": wire.EVENT_STREAM,
             "Cache-Control": "no-cache",
             "X-Accel-Buffering": "no",
         }
@@ -195,7 +195,7 @@ async def _stream(
         replies = None
     try:
         # Headers out at once, before the first change: the client knows the stream is up.
-        await response.write(b"".join(map(protocol.sse_event, changes)) or _PING)
+        await response.write(b"".join(map(wire.sse_event, changes)) or _PING)
         while True:
             pending: PendingWatch | None = None
             if replies is not None:
@@ -213,9 +213,9 @@ async def _stream(
                     # Its bytes went below the writer: wait here as its write would, for a client slow to read.
                     await request.writer.drain()
                     continue
-            await response.write(b"".join(map(protocol.sse_event, changes)) if changes else _PING)
+            await response.write(b"".join(map(wire.sse_event, changes)) if changes else _PING)
     except HistoryGone as exc:
-        data = protocol.error_body(exc.detail, version=exc.version)
+        data = wire.error_body(exc.detail, version=exc.version)
         await response.write(b"event: gone\ndata: " + data + b"\n\n")
     except ShuttingDown:
         pass

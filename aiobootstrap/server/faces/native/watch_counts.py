@@ -19,7 +19,7 @@ from typing import Any
 
 from aiohttp import web
 
-from .... import wire as protocol
+from .... import wire
 from ....core.history import History, Match
 from ....core.parking import Parking
 from ....exceptions import HistoryGone
@@ -33,8 +33,8 @@ __all__ = ["CountsTold", "gone", "watch_with_counts"]
 def gone(exc: HistoryGone) -> web.Response:
     return web.Response(
         status=410,
-        body=protocol.error_body(exc.detail, version=exc.version),
-        content_type=protocol.JSON_TYPE,
+        body=wire.error_body(exc.detail, version=exc.version),
+        content_type=wire.JSON_TYPE,
     )
 
 
@@ -54,8 +54,8 @@ class CountsTold:
         waits, findings = param(request, "waits"), param(request, "findings")
         if waits is None and findings is None:
             return None
-        moves = None if waits is None else protocol.parse_waits(waits)
-        found = None if findings is None else protocol.parse_findings(findings)
+        moves = None if waits is None else wire.parse_waits(waits)
+        found = None if findings is None else wire.parse_findings(findings)
         health = request.app.get(ENCODER_HEALTH)
         return cls(request.app[REGISTRY].parking, health, moves, None if health is None else found)
 
@@ -67,10 +67,10 @@ class CountsTold:
             self.findings is not None and health is not None and self.findings != health.findings.count
         )
 
-    def encode(self, changes: Sequence[protocol.WatchedChange], version: int) -> bytes:
+    def encode(self, changes: Sequence[wire.WatchedChange], version: int) -> bytes:
         """The reply, saying the counts asked for as they are now."""
         health = self.health
-        return protocol.encode_watch(
+        return wire.encode_watch(
             changes,
             version,
             waits=None if self.waits is None else self.parking.moves.count,
@@ -101,4 +101,4 @@ async def watch_with_counts(
         )
     except HistoryGone as exc:
         return gone(exc)
-    return web.Response(body=counts.encode(changes, version), content_type=protocol.JSON_TYPE)
+    return web.Response(body=counts.encode(changes, version), content_type=wire.JSON_TYPE)
