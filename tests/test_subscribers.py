@@ -1,9 +1,9 @@
-"""The core's subscriptions (``core/subscribers.py``): every subscriber hears, in order, until it unsubscribes.
+"""The core's subscriptions (``core/subscribers.py``): every listener hears, in order, until it unsubscribes.
 
 The registry's deliveries, the history's changed namespaces and a tally's
-steps are each published to a :class:`Subscribers`: a second subscriber
-never replaces the first, and one that raises does not keep the others
-(or the core) from going on.
+steps are each published to a :class:`Subscribers` of listeners with one
+named method: a second subscriber never replaces the first, and one that
+raises does not keep the others (or the core) from going on.
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ import logging
 import pytest
 
 from aiobootstrap.core.history import History
-from aiobootstrap.core.subscribers import Subscribers
 from aiobootstrap.core.tally import Tally
 from aiobootstrap.store import Change, Key, Record
 
@@ -22,77 +21,113 @@ from .helpers.registry import info_key, open_registry, register_in
 from .helpers.waits import GUARD, until
 
 
+class Counter:
+    """A tally's listener that writes down its name at each step (and raises, when told to)."""
+
+    def __init__(self, name: str, heard: list[str], *, fails: bool = False) -> None:
+        self.name, self.heard, self.fails = name, heard, fails
+
+    def count_moved(self) -> None:
+        if self.fails:
+            raise RuntimeError("boom")
+        self.heard.append(self.name)
+
+
+class Deliveries:
+    """A listener of the registry's deliveries that keeps what it heard."""
+
+    def __init__(self) -> None:
+        self.heard: list[tuple[Key, Record | None]] = []
+
+    def delivered(self, key: Key, record: Record | None) -> None:
+        self.heard.append((key, record))
+
+
+class Namespaces:
+    """A listener of the history's changed namespaces that keeps what it heard."""
+
+    def __init__(self) -> None:
+        self.heard: list[str] = []
+
+    def namespace_changed(self, namespace: str) -> None:
+        self.heard.append(namespace)
+
+
 def test_two_subscribers_both_hear_in_the_order_they_subscribed() -> None:
     """The second subscriber is added beside the first, not in its place."""
-    heard: list[tuple[str, int]] = []
-    events: Subscribers[int] = Subscribers("test events")
-    events.subscribe(lambda value: heard.append(("first", value)))
-    events.subscribe(lambda value: heard.append(("second", value)))
-    events.publish(1)
-    assert heard == [("first", 1), ("second", 1)]
+    heard: list[str] = []
+    tally = Tally("test steps")
+    tally.steps.subscribe(Counter("first", heard))
+    tally.steps.subscribe(Counter("second", heard))
+    tally.step()
+    assert heard == ["first", "second"]
 
 
-def test_an_unsubscribed_callback_hears_no_more() -> None:
+def test_an_unsubscribed_listener_hears_no_more() -> None:
     """Unsubscribing stops that subscriber only; unsubscribing twice does nothing more."""
-    heard: list[tuple[str, int]] = []
-    events: Subscribers[int] = Subscribers("test events")
-    stop_first = events.subscribe(lambda value: heard.append(("first", value)))
-    events.subscribe(lambda value: heard.append(("second", value)))
+    heard: list[str] = []
+    tally = Tally("test steps")
+    stop_first = tally.steps.subscribe(Counter("first", heard))
+    tally.steps.subscribe(Counter("second", heard))
     stop_first()
     stop_first()
-    events.publish(2)
-    assert heard == [("second", 2)]
-    assert len(events) == 1
+    tally.step()
+    assert heard == ["second"]
+    assert len(tally.steps) == 1
 
 
-def test_the_same_callable_subscribed_twice_hears_twice_and_leaves_once_per_unsubscribe() -> None:
-    """Each subscription is its own: its unsubscribe removes one of them."""
-    heard: list[int] = []
-    events: Subscribers[int] = Subscribers("test events")
-    first = events.subscribe(heard.append)
-    events.subscribe(heard.append)
-    events.publish(1)
+def test_the_same_listener_subscribed_twice_hears_twice_and_leaves_once_per_unsubscribe() -> None:
+    """Each subscription is its own: its unsubscribe removes one of them, and only once."""
+    heard: list[str] = []
+    tally = Tally("test steps")
+    counter = Counter("one", heard)
+    first = tally.steps.subscribe(counter)
+    tally.steps.subscribe(counter)
+    tally.step()
     first()
-    events.publish(2)
-    assert heard == [1, 1, 2]
+    first()
+    tally.step()
+    assert heard == ["one", "one", "one"]
+    assert len(tally.steps) == 1
 
 
-def test_a_failing_subscriber_is_logged_and_the_next_still_hears(caplog: pytest.LogCaptureFixture) -> None:
-    """What a subscriber raises is logged with the events' name, never raised to the publisher."""
-    heard: list[int] = []
-
-    def boom(value: int) -> None:
-        raise RuntimeError("boom")
-
-    events: Subscribers[int] = Subscribers("test events")
-    events.subscribe(boom)
-    events.subscribe(heard.append)
+def test_a_failing_listener_is_logged_and_the_next_still_hears(caplog: pytest.LogCaptureFixture) -> None:
+    """What a listener raises is logged with the events' name, never raised to the publisher."""
+    heard: list[str] = []
+    tally = Tally("test steps")
+    tally.steps.subscribe(Counter("boom", heard, fails=True))
+    tally.steps.subscribe(Counter("next", heard))
     with caplog.at_level(logging.ERROR, logger="aiobootstrap"):
-        events.publish(3)
-    assert heard == [3]
-    assert "A subscriber to test events failed" in caplog.text
+        tally.step()
+    assert heard == ["next"]
+    assert tally.count == 1
+    assert "A subscriber to test steps failed" in caplog.text
 
 
-def test_a_subscriber_added_while_publishing_hears_the_next_event() -> None:
+def test_a_listener_added_while_publishing_hears_the_next_event() -> None:
     """An event being published goes to those subscribed when it began."""
     heard: list[str] = []
-    events: Subscribers[[]] = Subscribers("test events")
+    tally = Tally("test steps")
 
-    def first() -> None:
-        heard.append("first")
-        events.subscribe(lambda: heard.append("late"))
+    class Adder(Counter):
+        def count_moved(self) -> None:
+            super().count_moved()
+            if len(tally.steps) == 1:
+                tally.steps.subscribe(Counter("late", heard))
 
-    events.subscribe(first)
-    events.publish()
+    tally.steps.subscribe(Adder("first", heard))
+    tally.step()
     assert heard == ["first"]
+    tally.step()
+    assert heard == ["first", "first", "late"]
 
 
 async def test_a_tallys_steps_reach_every_subscriber_and_its_readers() -> None:
     """Tally: two subscribers hear each step, and a reader awaiting past the count is still answered."""
     tally = Tally("test steps")
     heard: list[str] = []
-    tally.steps.subscribe(lambda: heard.append("a"))
-    stop_b = tally.steps.subscribe(lambda: heard.append("b"))
+    tally.steps.subscribe(Counter("a", heard))
+    stop_b = tally.steps.subscribe(Counter("b", heard))
     reader = asyncio.ensure_future(tally.past(0, GUARD))
     await asyncio.sleep(0)
     tally.step()
@@ -107,16 +142,15 @@ async def test_a_tallys_steps_reach_every_subscriber_and_its_readers() -> None:
 async def test_the_registrys_deliveries_reach_two_subscribers() -> None:
     """Two subscribers of the registry's deliveries both hear a record delivered to a waiter."""
     registry = await open_registry()
-    first: list[tuple[Key, Record | None]] = []
-    second: list[tuple[Key, Record | None]] = []
-    registry.deliveries.subscribe(lambda key, record: first.append((key, record)))
-    registry.deliveries.subscribe(lambda key, record: second.append((key, record)))
+    first, second = Deliveries(), Deliveries()
+    registry.deliveries.subscribe(first)
+    registry.deliveries.subscribe(second)
     waiter = asyncio.ensure_future(registry.wait(info_key(4), timeout=GUARD))
     await until(lambda: registry.parked == 1)
     record = await register_in(registry, 4, "s", {})
     async with asyncio.timeout(GUARD):
         assert await waiter == record
-    assert first == second == [(info_key(4), record)]
+    assert first.heard == second.heard == [(info_key(4), record)]
 
 
 async def test_the_historys_changed_namespaces_reach_two_subscribers() -> None:
@@ -124,15 +158,14 @@ async def test_the_historys_changed_namespaces_reach_two_subscribers() -> None:
     registry = await open_registry()
     history = History(registry.store)
     await history.open()
-    first: list[str] = []
-    second: list[str] = []
-    history.changed_namespaces.subscribe(first.append)
-    stop_second = history.changed_namespaces.subscribe(second.append)
+    first, second = Namespaces(), Namespaces()
+    history.changed_namespaces.subscribe(first)
+    stop_second = history.changed_namespaces.subscribe(second)
     history.changed([_change(1)])
     stop_second()
     history.changed([_change(2)])
-    assert first == ["default", "default"]
-    assert second == ["default"]
+    assert first.heard == ["default", "default"]
+    assert second.heard == ["default"]
 
 
 def _change(version: int) -> Change:

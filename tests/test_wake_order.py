@@ -34,14 +34,15 @@ async def test_a_deliveries_subscriber_hears_each_delivery_before_any_waiter_res
     calls: list[tuple[Key, Record | None, bool]] = []
     scheduled: list[bool] = []
 
-    def hook(key: Key, record: Record | None) -> None:
-        calls.append((key, record, any(waiter.done() for waiter in waiters)))
-        asyncio.get_running_loop().call_soon(
-            lambda: scheduled.append(any(waiter.done() for waiter in waiters))
-        )
+    class Listener:
+        def delivered(self, key: Key, record: Record | None) -> None:
+            calls.append((key, record, any(waiter.done() for waiter in waiters)))
+            asyncio.get_running_loop().call_soon(
+                lambda: scheduled.append(any(waiter.done() for waiter in waiters))
+            )
 
     registry = await open_registry()
-    registry.deliveries.subscribe(hook)
+    registry.deliveries.subscribe(Listener())
     waiters.extend(asyncio.create_task(registry.wait(info_key(8), timeout=GUARD)) for _ in range(20))
     await until(lambda: registry.parked == 20)
     record = await register_in(registry, 8, "s", {})
@@ -58,7 +59,12 @@ async def test_deliveries_are_deletions_and_records_waited_for_only() -> None:
     """A registration no one waits for is not delivered; a deletion is heard as None, waited for or not."""
     calls: list[tuple[Key, Record | None]] = []
     registry = await open_registry()
-    registry.deliveries.subscribe(lambda key, record: calls.append((key, record)))
+
+    class Listener:
+        def delivered(self, key: Key, record: Record | None) -> None:
+            calls.append((key, record))
+
+    registry.deliveries.subscribe(Listener())
     await register_in(registry, 3, "s", {})
     assert calls == []
     await registry.unregister(info_key(3))
@@ -70,11 +76,12 @@ async def test_a_failing_deliveries_subscriber_is_logged_and_the_waiters_still_w
 ) -> None:
     """What a subscriber raises does not reach the store's feed: it is logged, and the waiters get their record."""
 
-    def hook(key: Key, record: Record | None) -> None:
-        raise RuntimeError("boom")
+    class Listener:
+        def delivered(self, key: Key, record: Record | None) -> None:
+            raise RuntimeError("boom")
 
     registry = await open_registry()
-    registry.deliveries.subscribe(hook)
+    registry.deliveries.subscribe(Listener())
     waiter = asyncio.create_task(registry.wait(info_key(9), timeout=GUARD))
     await until(lambda: registry.parked == 1)
     with caplog.at_level(logging.ERROR, logger="aiobootstrap"):

@@ -43,7 +43,7 @@ async def test_each_change_is_matched_once_per_crowd_however_long_the_crowds_wai
     await store.open(listeners(registry, history))
     await history.open()
     replies = WatchReplies(history, registry.parking, Stamp(lambda: "boot"), Eligibility())
-    history.changed_namespaces.subscribe(replies.changed)
+    history.changed_namespaces.subscribe(replies)
     calls = 0
     crowds, changes = 50, 40
 

@@ -1,67 +1,107 @@
 """Subscribers: who hears what the core publishes, each in the order it subscribed.
 
-The core tells its host three things, each through one :class:`Subscribers`:
-the registry's deliveries (``Registry.deliveries``: a record handed to a
-key's waiters, or ``None`` for a key deleted), the history's changed
-namespaces (``History.changed_namespaces``) and each step of a tally
-(``Tally.steps``: the waits parked or gone, the encoder probes' findings).
+The core tells its host three things, each through one :class:`Subscribers`
+of listeners with one named method, so a reader (or a tool) following a
+change through the calls goes from the publisher straight to the method:
 
-A subscriber is a plain callable. It is called in the step that publishes,
-so it must not block; what it schedules with ``call_soon`` runs after that
-step. One that raises is logged and the others still hear the event: a host's
-bug never reaches the store's feed. Subscribing returns the way to
-unsubscribe; a second subscriber never replaces the first.
+- the registry's deliveries (``Registry.deliveries``):
+  :meth:`DeliveryListener.delivered`, a record handed to a key's waiters, or
+  ``None`` for a key deleted;
+- the history's changed namespaces (``History.changed_namespaces``):
+  :meth:`NamespaceListener.namespace_changed`;
+- each step of a tally (``Tally.steps``: the waits parked or gone, the
+  encoder probes' findings): :meth:`CountListener.count_moved`.
 
-Publishing is one call, however many subscribe (none included): the
-subscribers are kept as a tuple, replaced (never changed in place) by a
-subscription, so an event being published while someone subscribes is told
-to those it began with.
+A listener is called in the step that publishes, so it must not block; what
+it schedules with ``call_soon`` runs after that step. One that raises is
+logged (:meth:`Subscribers.failed`) and the others still hear the event: a
+host's bug never reaches the store's feed. Subscribing returns the way to
+unsubscribe; a second subscriber never replaces the first. The server's fast
+path subscribes in one place, ``server/app.py``'s ``_fast_path_context``.
+
+Publishing costs a loop over a tuple, however many subscribe (none
+included): the listeners are kept as a tuple, replaced (never changed in
+place) by a subscription, so an event being published while someone
+subscribes is told to those it began with.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
-from typing import Generic, ParamSpec
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
 
-__all__ = ["Subscribers"]
+if TYPE_CHECKING:
+    from ..store import Key, Record
+
+__all__ = ["CountListener", "DeliveryListener", "NamespaceListener", "Subscribers"]
 
 log = logging.getLogger("aiobootstrap")
 
-P = ParamSpec("P")
+L = TypeVar("L")
 
 
-class Subscribers(Generic[P]):
-    """The callables told of one kind of event, in the order they subscribed (see the top)."""
+class DeliveryListener(Protocol):
+    """Hears the registry's deliveries (the server's ``GetReplies``)."""
 
-    __slots__ = ("_callbacks", "_what")
+    def delivered(self, key: Key, record: Record | None) -> None:
+        """``record`` is about to wake ``key``'s waiters; ``None``: ``key`` was deleted."""
+
+
+class NamespaceListener(Protocol):
+    """Hears the namespaces whose watch history a change reached (the server's ``WatchReplies``)."""
+
+    def namespace_changed(self, namespace: str) -> None:
+        """``namespace``'s history has new changes; its watchers are about to wake."""
+
+
+class CountListener(Protocol):
+    """Hears each step of a tally (the server's ``WatchReplies``, for the page's watches)."""
+
+    def count_moved(self) -> None:
+        """The tally went up by one."""
+
+
+class Subscribers(Generic[L]):
+    """The listeners told of one kind of event, in the order they subscribed (see the top).
+
+    The publisher calls each listener's method itself, in a ``try`` whose
+    ``except Exception`` calls :meth:`failed`.
+    """
+
+    __slots__ = ("_listeners", "_what")
 
     def __init__(self, what: str) -> None:
-        """``what``: the events, as a log line names them when a subscriber fails."""
+        """``what``: the events, as a log line names them when a listener fails."""
         self._what = what
-        self._callbacks: tuple[Callable[P, None], ...] = ()
+        self._listeners: tuple[L, ...] = ()
 
-    def subscribe(self, callback: Callable[P, None]) -> Callable[[], None]:
-        """Tell ``callback`` of each event from now on; call what this returns to stop."""
-        self._callbacks = (*self._callbacks, callback)
+    def subscribe(self, listener: L) -> Callable[[], None]:
+        """Tell ``listener`` of each event from now on; call what this returns to stop."""
+        self._listeners = (*self._listeners, listener)
+        done = False
 
         def unsubscribe() -> None:
-            callbacks = list(self._callbacks)
-            for at, subscribed in enumerate(callbacks):
-                if subscribed is callback:
-                    del callbacks[at]
-                    self._callbacks = tuple(callbacks)
+            nonlocal done
+            if done:
+                return
+            done = True
+            listeners = list(self._listeners)
+            for at, subscribed in enumerate(listeners):
+                if subscribed is listener:
+                    del listeners[at]
+                    self._listeners = tuple(listeners)
                     return
 
         return unsubscribe
 
     def __len__(self) -> int:
-        return len(self._callbacks)
+        return len(self._listeners)
 
-    def publish(self, *args: P.args, **kwargs: P.kwargs) -> None:
-        """Call every subscriber with the event, in order; one that raises is logged, not raised."""
-        for callback in self._callbacks:
-            try:
-                callback(*args, **kwargs)
-            except Exception:
-                log.exception("A subscriber to %s failed", self._what)
+    def __iter__(self) -> Iterator[L]:
+        """The listeners subscribed now, in order (a tuple's: a subscription meanwhile is not seen)."""
+        return iter(self._listeners)
+
+    def failed(self) -> None:
+        """Log the exception a listener raised (called from the publisher's ``except``): never raised on."""
+        log.exception("A subscriber to %s failed", self._what)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
-from .subscribers import Subscribers
+from .subscribers import CountListener, Subscribers
 
 __all__ = ["Tally"]
 
@@ -26,7 +26,7 @@ class Tally:
     def __init__(self, what: str = "a tally's steps") -> None:
         """``what``: the steps, as a log line names them when a subscriber fails."""
         self.count = 0
-        self.steps: Subscribers[[]] = Subscribers(what)
+        self.steps: Subscribers[CountListener] = Subscribers(what)
         """Hears each step, after :attr:`count` went up."""
         self._next: asyncio.Event | None = None
         """Set at the next step; made only when someone waits for it."""
@@ -36,7 +36,11 @@ class Tally:
         event, self._next = self._next, None
         if event is not None:
             event.set()
-        self.steps.publish()
+        for listener in self.steps:
+            try:
+                listener.count_moved()
+            except Exception:
+                self.steps.failed()
 
     async def past(self, seen: int, timeout: float) -> None:
         """Return once :attr:`count` is past ``seen`` (at once if it is already), or after ``timeout`` s."""

@@ -218,12 +218,12 @@ async def _fast_path_context(app: web.Application) -> AsyncIterator[None]:
         history, registry.parking, gets.stamp, app[ELIGIBILITY], findings=findings
     )
     subscriptions = [
-        registry.deliveries.subscribe(gets.delivered),  # a woken get's reply, written at its delivery
-        history.changed_namespaces.subscribe(watches.changed),  # parked watches answered by crowd
-        registry.parking.moves.steps.subscribe(watches.counts_moved),  # the page's &waits=
+        registry.deliveries.subscribe(gets),  # a woken get's reply, written at its delivery
+        history.changed_namespaces.subscribe(watches),  # parked watches answered by crowd
+        registry.parking.moves.steps.subscribe(watches),  # the page's &waits=
     ]
     if findings is not None:
-        subscriptions.append(findings.steps.subscribe(watches.counts_moved))  # the page's &findings=
+        subscriptions.append(findings.steps.subscribe(watches))  # the page's &findings=
     try:
         yield
     finally:

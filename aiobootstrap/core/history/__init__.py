@@ -3,10 +3,9 @@
 Theory of operation
 -------------------
 The store announces every change it applies on its feed (``store/interface``);
-the history hears the feed beside the registry (:func:`listeners`), or, where
-the feed tells this process's writes first (Redis), the store's own order
-(``Store.follow_in_order``), and keeps,
-per namespace, a *log*: the last ``limit`` changes as
+the history hears the feed beside the registry (:func:`listeners`), or in the
+store's own order (``Store.follow_in_order``, Redis), and keeps, per
+namespace, a *log*: the last ``limit`` changes as
 :class:`~aiobootstrap.wire.WatchedChange`, oldest first, and a *floor*: every
 change of the namespace with a version above the floor is in the log. A
 watch that asks for the changes after a version below the floor cannot be
@@ -37,19 +36,15 @@ behind it is told ``410`` and re-reads the list, never a wrong URL.
 
 The feed saying it may have missed changes (:meth:`History.resync`) drops
 every log: each is made again as above, so a watcher that may have missed a
-change is told ``410``. (Over Redis that is every reconnect of the feed, and
-a replica's history begins when it starts.)
+change is told ``410`` (over Redis: every reconnect of the feed).
 
 Watchers park on a future of their own, kept by their log, which a change
 resolves (every one, then a new set for the next); a watch parks in the step
 that read the log, so no change slips between. Its owner may end its wait
-too (:class:`WaitEnd`: the server's fast path, having answered it for a
-reason of its own). Just before a change wakes its log, the namespace is
-published to :attr:`History.changed_namespaces`: the server's fast path
-(``server/fastpath/watches.py``) then answers the parked watches itself from
-:meth:`History.now`, one loop callback for the crowd. A parked watch counts against the registry's
-``--max-waiters`` (its ``Parking``); a stream (:meth:`History.hold`) counts
-once for its whole life.
+too (:class:`WaitEnd`: the fast path, having answered it itself). Just before a
+change wakes its log, :attr:`History.changed_namespaces`' listeners hear the
+namespace (``server/fastpath/watches.py`` answers its crowds from :meth:`History.now`).
+A parked watch counts against ``--max-waiters``; a stream (:meth:`History.hold`) once.
 
 A namespace the store forgot (its last record deleted) has its log freed: a
 delete asks the store, a moment later, which namespaces still hold records,
@@ -74,7 +69,7 @@ from ...exceptions import HistoryGone, ShuttingDown, StoreUnavailable
 from ...store import Change, Key, Store, members_of
 from ...wire import WatchedChange
 from ..parking import Parking
-from ..subscribers import Subscribers
+from ..subscribers import NamespaceListener, Subscribers
 from .fanout import listeners
 from .forgetting import Forgetting
 from .log import MAX_REPLY_CHANGES, Match, WaitEnd, _every, _found, _Log
@@ -109,7 +104,9 @@ class History:
         self._watchers = 0
         self._closed = False
         self._parking = parking
-        self.changed_namespaces: Subscribers[str] = Subscribers("the history's changed namespaces")
+        self.changed_namespaces: Subscribers[NamespaceListener] = Subscribers(
+            "the history's changed namespaces"
+        )
         """Hears each namespace a change touched, before its watchers are woken."""
         self.forgetting = Forgetting()
         self._sweeper: asyncio.Task[None] | None = None
@@ -176,7 +173,11 @@ class History:
         for namespace in touched:
             if forgetting.forgotten:
                 forgetting.revived(namespace)
-            changed_namespaces.publish(namespace)
+            for listener in changed_namespaces:
+                try:
+                    listener.namespace_changed(namespace)
+                except Exception:
+                    changed_namespaces.failed()
             self._logs[namespace].wake()
         if forgetting.emptied and not self._closed:
             if self._sweeper is None:

@@ -53,7 +53,7 @@ from typing import Any
 from ...exceptions import StoreUnavailable
 from ...store import Change, Key, Record, Store
 from ..parking import Parking
-from ..subscribers import Subscribers
+from ..subscribers import DeliveryListener, Subscribers
 from .doors import Door
 from .waitlist import Waitlist
 from .waits import Waits
@@ -76,7 +76,7 @@ class Registry(Door, Waits):
     def __init__(self, store: Store, *, max_waiters: int | None = None) -> None:
         """``max_waiters`` limits the parked waits (:class:`TooManyWaiters` past it)."""
         self.store = store
-        self.deliveries: Subscribers[Key, Record | None] = Subscribers("the registry's deliveries")
+        self.deliveries: Subscribers[DeliveryListener] = Subscribers("the registry's deliveries")
         """Hears each record delivered to waiters and each key deleted (see the module's notes)."""
         self._waitlists: dict[Key, Waitlist] = {}
         self.parking = Parking(max_waiters)
@@ -141,7 +141,7 @@ class Registry(Door, Waits):
         """The store applied ``changes``: wake the waiters of their keys."""
         for change in changes:
             if change.deleted:
-                self.deliveries.publish(change.key, None)
+                self._tell(change.key, None)
                 continue
             waitlist = self._waitlists.get(change.key)
             if waitlist is None:
@@ -160,9 +160,16 @@ class Registry(Door, Waits):
         held, now = waitlist.record, self.store.incarnation
         if held is None or held.version < record.version or waitlist.incarnation != now:
             waitlist.record, waitlist.incarnation = record, now  # a version counts in its incarnation
-        self.deliveries.publish(record.key, record)  # what a subscriber raises is logged: the waiters wake
+        self._tell(record.key, record)
         waitlist.event.set()
         waitlist.event = asyncio.Event()
+
+    def _tell(self, key: Key, record: Record | None) -> None:
+        for listener in self.deliveries:
+            try:
+                listener.delivered(key, record)
+            except Exception:
+                self.deliveries.failed()  # logged: the waiters wake all the same
 
     def _read_later(self, key: Key) -> None:
         # Changes from another process carry only their key: one read per key

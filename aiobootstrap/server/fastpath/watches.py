@@ -10,7 +10,7 @@ those. Yet what a watcher is told depends only on its filter and its
 
 So a watch parked on the history announces itself (:meth:`WatchReplies.expect`,
 a :class:`PendingWatch`) in a *crowd*: the watches of one namespace with the
-same filter and ``after``. :meth:`WatchReplies.changed`, subscribed to the
+same filter and ``after``. :meth:`WatchReplies.namespace_changed`, subscribed to the
 history's changed namespaces, hears each namespace a change touched just
 before its watchers are woken,
 and one loop callback (after the step that made the change, so the
@@ -35,7 +35,7 @@ pass).
 
 A long-poll that asked ``&waits=N`` / ``&findings=M`` (the page's) is in a
 crowd of the counts it was told too. Its reply says the counts now, and it is
-also answered when they move: :meth:`WatchReplies.counts_moved` is
+also answered when they move: :meth:`WatchReplies.count_moved` is
 subscribed to the steps of the registry's ``Parking.moves`` (a wait parked or
 gone) and of the prober's ``EncoderHealth.findings``, and one loop callback
 answers every such crowd told counts that are no longer true, with the
@@ -185,13 +185,13 @@ class WatchReplies:
             if not crowds:
                 del self._crowds[crowd.namespace]
 
-    def changed(self, namespace: str) -> None:
+    def namespace_changed(self, namespace: str) -> None:
         """Subscribed to the history's changed namespaces: answer the crowds of ``namespace`` one loop turn later."""
         if namespace in self._crowds and namespace not in self._due:
             self._due.add(namespace)
             asyncio.get_running_loop().call_soon(self._answer, namespace)
 
-    def counts_moved(self) -> None:
+    def count_moved(self) -> None:
         """Subscribed to the steps of ``Parking.moves`` and ``EncoderHealth.findings``: answer the crowds told other counts, one
         loop turn later (so many moves in one step cost one pass)."""
         if self._counting and not self._counts_due:
