@@ -8,6 +8,7 @@ registration of sane ids costs, whatever a body holds.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
 from ... import wire as protocol
@@ -26,10 +27,23 @@ def _shown(text: str) -> str:
     return printable(clipped(text))
 
 
-def log_change(action: str, record: Record, kind: RecordKind) -> None:
-    """One line per registration or deletion of a per-rank record."""
+def log_change(action: str, record: Record, kind: RecordKind, *, later: bool = False) -> None:
+    """One line per registration or deletion of a per-rank record.
+
+    ``later``: written at the loop's next turn, after the callbacks the change scheduled (the
+    waiters' replies it answers), so the line is not on the way of their bytes. Only where no
+    other line of this request follows it (the access log's comes at the end of the handler's
+    step): the lines keep their order.
+    """
     if not log.isEnabledFor(logging.INFO):
         return  # the line takes a while to make: registrations come by the thousand
+    if later:
+        asyncio.get_running_loop().call_soon(_log_change, action, record, kind)
+    else:
+        _log_change(action, record, kind)
+
+
+def _log_change(action: str, record: Record, kind: RecordKind) -> None:
     key = record.key
     where = "" if key.namespace == DEFAULT_NAMESPACE else f" in namespace {key.namespace}"
     what = "" if kind is TRANSFER_ENGINE_INFO_KIND else f"{kind.noun} "

@@ -69,7 +69,7 @@ def _register(kind: RecordKind) -> Handler:
         key = kind.key(namespace_of(request), role, rank)
         record = await app[REGISTRY].register(key, value, lease)
         app[METRICS].count_registration(key.namespace, kind.name)
-        log_change("registered", record, kind)
+        log_change("registered", record, kind, later=not config.access_log)
         wire = app[REPLY_WIRE]
         return WireReply(request, wire, None) if _prebuilt(request, wire) else web.Response(text="OK")
 
