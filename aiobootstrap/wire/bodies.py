@@ -35,11 +35,16 @@ def parse_body(body: bytes) -> dict[str, Any]:
         raise BadRequest("The request body is not valid JSON.") from None
     if not isinstance(payload, dict):
         raise BadRequest("The request body must be a JSON object.")
-    within = _bytes_nest_within(body, MAX_NESTING)
+    # No backslash (most bodies): no escape, so no surrogate, and the bytes can tell the nesting.
+    escaped = b"\\" in body
+    if len(body) <= _SHORT and body.count(b"[") + body.count(b"{") <= MAX_NESTING:
+        within: bool | None = True  # no more levels than opening brackets, strings' ones included
+    else:
+        within = None if escaped else _bytes_nest_within(body, MAX_NESTING)
     if not (within if within is not None else _nests_within(payload, MAX_NESTING)):
         # Deeper than any registration needs, and deeper than a reply can always be written.
         raise BadRequest(f"The request body nests objects and arrays more than {MAX_NESTING} levels deep.")
-    if _SURROGATE_ESCAPE.search(body) is not None and not _encodable(payload):
+    if escaped and _SURROGATE_ESCAPE.search(body) is not None and not _encodable(payload):
         raise BadRequest(NOT_UNICODE)
     return payload
 
@@ -74,6 +79,9 @@ def _check_role(role: str, where: str) -> str:
 _STRUCTURE = b'[]{}"'
 _NOT_STRUCTURE = bytes(byte for byte in range(256) if byte not in _STRUCTURE)
 _SQUARE_AS_CURLY = bytes.maketrans(b"[]", b"{}")
+_SHORT = 1024
+"""Bodies up to this size count their opening brackets first: two counts cost less than a
+translation, and a registration's few brackets bound its nesting (beyond, counts cost more)."""
 
 
 def _bytes_nest_within(body: bytes, limit: int) -> bool | None:
