@@ -99,9 +99,25 @@ class _TextFormatter(logging.Formatter):
         return f"{asctime} {record.levelname} {record.name}: {message}"
 
 
+class _LineHandler(logging.StreamHandler):  # type: ignore[type-arg]  # generic only in typeshed
+    """A ``StreamHandler`` that writes and flushes each line under the one lock ``handle`` takes
+    (``StreamHandler.flush`` takes it again, and asks the stream whether it can flush)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            line = self.format(record) + self.terminator
+            stream = self.stream
+            stream.write(line)
+            stream.flush()
+        except RecursionError:
+            raise
+        except Exception:
+            self.handleError(record)
+
+
 def setup_logging(level: str, log_format: str = "text", stream: TextIO | None = None) -> None:
     """Send every log record at ``level`` or above to ``stream`` (stderr), in ``log_format``."""
-    handler = logging.StreamHandler(stream if stream is not None else sys.stderr)
+    handler = _LineHandler(stream if stream is not None else sys.stderr)
     handler.setFormatter(JsonFormatter() if log_format == "json" else _TextFormatter())
     root = logging.getLogger()
     for old in root.handlers[:]:

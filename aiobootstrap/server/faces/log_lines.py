@@ -45,17 +45,18 @@ def log_change(action: str, record: Record, kind: RecordKind, *, later: bool = F
 
 def _log_change(action: str, record: Record, kind: RecordKind) -> None:
     key = record.key
+    rank = record.rank
     where = "" if key.namespace == DEFAULT_NAMESPACE else f" in namespace {key.namespace}"
     what = "" if kind is TRANSFER_ENGINE_INFO_KIND else f"{kind.noun} "
     role = "" if key.role == DEFAULT_ROLE else f" role {_shown(key.role)}"
     session = ""
+    extra: dict[str, object] = {"rank": rank, "version": record.version, "namespace": key.namespace}
     if kind is TRANSFER_ENGINE_INFO_KIND:
-        tagged = not protocol.is_classic(record.value)
-        session = f" backend {_shown(str(record.value['backend']))}" if tagged else ""
-        session += f" session {_shown(record.session_id)}" if "session_id" in record.value else ""
-    extra: dict[str, object] = {"rank": record.rank, "version": record.version, "namespace": key.namespace}
-    if kind is TRANSFER_ENGINE_INFO_KIND:
-        extra["session_id"] = clipped(record.session_id)
+        value = record.value
+        session_id = clipped(record.session_id)  # the field as logged; the message escapes it too
+        session = "" if protocol.is_classic(value) else f" backend {_shown(str(value['backend']))}"
+        session += f" session {printable(session_id)}" if "session_id" in value else ""
+        extra["session_id"] = session_id
     if kind is not TRANSFER_ENGINE_INFO_KIND or key.role != DEFAULT_ROLE:
         extra["kind"] = kind.name
         extra["role"] = clipped(key.role)
@@ -63,7 +64,7 @@ def _log_change(action: str, record: Record, kind: RecordKind) -> None:
         "%s %srank %d%s%s version %d%s",
         action,
         what,
-        record.rank,
+        rank,
         role,
         session,
         record.version,
