@@ -64,17 +64,18 @@ async def read_body(request: web.Request, config: ServerConfig) -> bytes:
         raise PayloadTooLarge(too_large_detail(limit))
     budget = request.app[BODY_BUDGET]
     charged = declared or 0
-    budget.take(charged)
     content = request.content
     if not chunked and content.is_eof():
         # The common case: the whole body came with the head, framed by its Content-Length (which
-        # aiohttp holds it to: no more than declared, charged already): one read, no timer.
+        # aiohttp holds it to: no more than declared): one read, no timer. Its charge would be given
+        # back before anything else runs, so only its check is made: refused when it does not fit.
+        if budget.used + charged > budget.limit:
+            budget.take(charged)  # raises BodyBudgetExhausted
         try:
             return content.read_nowait()
         except web.RequestPayloadError:
             raise UnreadableBody(_UNREADABLE) from None
-        finally:
-            budget.give(charged)
+    budget.take(charged)
     timer = contextlib.nullcontext() if content.is_eof() else asyncio.timeout(config.body_timeout)
     try:
         async with timer:

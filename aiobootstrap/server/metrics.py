@@ -343,11 +343,12 @@ async def metrics_middleware(request: web.Request, handler: Handler) -> web.Stre
 def observe_answer(request: web.Request, status: int, started: float) -> None:
     """Time ``request``, answered ``status``, from ``started`` (``time.perf_counter()``) until now."""
     seconds = time.perf_counter() - started
-    metrics = request.app.get(METRICS)
+    match = request.match_info
+    metrics = match.current_app.get(METRICS)  # request.app
     if metrics is None:
         return
     method = request.method
-    resource = request.match_info.route.resource
+    resource = match.route.resource
     metrics.observe_request(resource, method if method in _METHODS else "other", status, seconds)
 
 
