@@ -130,6 +130,8 @@ def parse_role_field(payload: Mapping[str, Any]) -> str:
     """The role of a register body: a non-empty string of at most :data:`MAX_ROLE_LENGTH`
     characters, ``target`` when absent."""
     role = payload.get("role", DEFAULT_ROLE)
+    if role is DEFAULT_ROLE:
+        return role  # absent, as in most bodies: the default passes every check below
     if not isinstance(role, str) or not role:
         raise BadRequest("The field role must be a non-empty string.")
     return _check_role(role, "field role")
@@ -169,13 +171,13 @@ def parse_engine_info(info: object) -> dict[str, Any]:
     backend = info.get("backend")
     if backend is not None and (not isinstance(backend, str) or not backend):
         raise BadRequest(f"The field {name}.backend must be a non-empty string.")
-    if is_classic(info):
+    if backend is None:  # is_classic(info)
         for field in ("session_id", "weights_info_dict"):
             if field not in info:
                 raise BadRequest(f"The field {name}.{field} is required.")
-        if not isinstance(info.get("session_id"), str):
+        if not isinstance(info["session_id"], str):
             raise BadRequest(f"The field {name}.session_id must be a string.")
-        if not isinstance(info.get("weights_info_dict"), dict):
+        if not isinstance(info["weights_info_dict"], dict):
             raise BadRequest(f"The field {name}.weights_info_dict must be a JSON object.")
     return info
 
