@@ -25,7 +25,9 @@ charged to the innermost aiobootstrap frame on the stack (its layer: middleware,
 parse, registry, store, change feed, metrics, logging...); time with no Python frame is the loop's
 own (uvloop, the kernel's recv/send/epoll). Call counts are exact and do not move with load; the
 traced times are inflated by the hook and are printed scaled to the untraced CPU per operation.
-``--json PATH`` writes every figure.
+``--json PATH`` writes every figure. ``--before TREE`` also serves ``app-before`` and
+``app-warn-before`` from another checkout (``git worktree add /tmp/before COMMIT``), traced by this
+tree's tracer, taking turns with the others; the report adds this tree's ratio to it.
 """
 
 from __future__ import annotations
@@ -59,16 +61,17 @@ _SPECIAL = {
     ("server/app.py", "_slash_redirect"): "mw: slash redirect",
     ("server/app.py", "_boot_header"): "boot header (on_response_prepare)",
     ("server/metrics.py", "metrics_middleware"): "mw: metrics",
-    ("server/metrics.py", "_observe"): "mw: metrics",
+    ("server/metrics.py", "observe_answer"): "mw: metrics",
+    ("server/front.py", "front"): "mw: front (redirect, timing, errors)",
     ("server/metrics.py", "observe_request"): "mw: metrics",
-    ("server/replies.py", "delivered"): "feed: ReplyWire.delivered",
-    ("server/replies.py", "_answer"): "wake: ReplyWire._answer (early write)",
-    ("server/replies.py", "write"): "wake: ReplyWire._answer (early write)",
-    ("server/replies.py", "expect"): "get: expect/settle",
-    ("server/replies.py", "settle"): "get: expect/settle",
-    ("_registry/__init__.py", "changed"): "feed: Registry.changed/_deliver",
-    ("_registry/__init__.py", "_deliver"): "feed: Registry.changed/_deliver",
-    ("_registry/__init__.py", "_tell"): "feed: Registry.changed/_deliver",
+    ("server/fastpath/gets.py", "delivered"): "feed: ReplyWire.delivered",
+    ("server/fastpath/gets.py", "_answer"): "wake: ReplyWire._answer (early write)",
+    ("server/fastpath/gets.py", "write"): "wake: ReplyWire._answer (early write)",
+    ("server/fastpath/gets.py", "expect"): "get: expect/settle",
+    ("server/fastpath/gets.py", "settle"): "get: expect/settle",
+    ("core/registry/__init__.py", "changed"): "feed: Registry.changed/_deliver",
+    ("core/registry/__init__.py", "_deliver"): "feed: Registry.changed/_deliver",
+    ("core/registry/__init__.py", "_tell"): "feed: Registry.changed/_deliver",
 }
 _WRAPPER = "\0wrapper"
 _MODULES = [  # first prefix that matches (relative to aiobootstrap/)
@@ -77,26 +80,22 @@ _MODULES = [  # first prefix that matches (relative to aiobootstrap/)
     ("server/access.py", "mw: auth"),
     ("server/metrics.py", "metrics counting"),
     ("server/body.py", "body read (server/body.py)"),
-    ("server/handlers/log_lines.py", "logging"),
+    ("server/faces/log_lines.py", "logging"),
     ("_logging.py", "logging"),
-    ("server/handlers/", "handler glue (per_kind, common, leases)"),
-    ("server/replies.py", "reply (WireReply, ReplyWire)"),
-    ("server/heads.py", "reply (WireReply, ReplyWire)"),
-    ("server/prebuilt.py", "reply (WireReply, ReplyWire)"),
-    ("server/watch_replies.py", "feed: WatchWire.changed"),
-    ("server/kinds.py", "kinds/records (check, encode)"),
-    ("server/records.py", "kinds/records (check, encode)"),
+    ("server/faces/", "handler glue (faces: routes, common, kinds, records)"),
+    ("server/fastpath/writes.py", "reply write (writes.write: transport.write, send)"),
+    ("server/fastpath/watches.py", "feed: WatchWire.changed"),
+    ("server/fastpath/", "reply (WireReply, ReplyWire)"),
     ("server/connections.py", "connection table (handle_tracked)"),
-    ("server/writes.py", "reply write (writes.write: transport.write, send)"),
     ("cli/", _WRAPPER),
     ("_json.py", "json codec (_json)"),
     ("wire/", "wire: parse/validate"),
     ("_ranks.py", "wire: parse/validate"),
     ("_names.py", "wire: parse/validate"),
-    ("_registry/", "registry"),
-    ("_parking.py", "registry"),
-    ("_history/", "feed: history"),
-    ("_tally.py", "tally"),
+    ("core/registry/", "registry"),
+    ("core/parking.py", "registry"),
+    ("core/history/", "feed: history"),
+    ("core/tally.py", "tally"),
     ("store/leases.py", "store: leases"),
     ("store/local_leases.py", "store: leases"),
     ("store/lease_entries.py", "store: leases"),
@@ -163,7 +162,7 @@ class Tracer:
             if label is not None:
                 if label in (_TOP, _WRAPPER):
                     return _OUTSIDE
-                if label in _WRAPPER_LABELS and frame is not start and frame is not None:
+                if label in _WRAPPER_LABELS and start is not None and frame is not start:
                     # reached through an aiohttp frame? then it is aiohttp's
                     return label if _direct(start, frame, labels) else _AIOHTTP
                 return label
@@ -318,13 +317,19 @@ class Server:
         self.dumps = 0
 
     @classmethod
-    async def start(cls, label: str, argv: list[str], out_dir: Path) -> Server:
+    async def start(cls, label: str, argv: list[str], out_dir: Path, tree: Path | None = None) -> Server:
+        """A server of this tree's aiobootstrap, or of ``tree``'s (this tree's tracer and floor either way)."""
         out = str(out_dir / label)
         which = "floor" if label == "floor" else "app"
         banner = FLOOR_BANNER if which == "floor" else APP_BANNER
-        process, url = await start_in_tree(
-            label, ROOT, ["-m", "bench.layers", "serve", out, which, *argv], banner, log="layers"
-        )
+        serve = ["serve", out, which, *argv]
+        if tree is None:
+            process, url = await start_in_tree(
+                label, ROOT, ["-m", "bench.layers", *serve], banner, log="layers"
+            )
+        else:
+            boot = _BEFORE_BOOT.format(tree=str(tree), root=str(ROOT))
+            process, url = await start_in_tree(label, tree, ["-c", boot, *serve], banner, log="layers")
         return cls(label, process, url, out)
 
     def fresh(self, count: int = 1) -> int:
@@ -358,6 +363,12 @@ class Server:
         self.process.send_signal(signal.SIGTERM)
         await self.process.wait()
 
+
+# The package imported from the other tree first; then this tree's bench (its tracer, its labels).
+_BEFORE_BOOT = (
+    "import sys; sys.path.insert(0, {tree!r}); import aiobootstrap; sys.path[0] = {root!r}; "
+    "from bench.layers import main; raise SystemExit(main())"
+)
 
 _BODY: dict[str, Any] = weights(4)
 
@@ -406,6 +417,9 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         old.unlink()
     specs = {"app": ["--port", "0"], "app-warn": ["--port", "0", "--log-level", "warning"], "floor": []}
     servers = [await Server.start(label, argv, out_dir) for label, argv in specs.items()]
+    if args.before:
+        for label in ("app", "app-warn"):
+            servers.append(await Server.start(f"{label}-before", specs[label], out_dir, Path(args.before)))
     results: dict[str, Any] = {"args": vars(args), "puts": {}, "wake": {}, "traces": {}}
     try:
         for server in servers:  # warm: caches, first-registration paths
@@ -459,7 +473,7 @@ def _report(results: dict[str, Any]) -> None:
         f"\nmedians of {len(results['puts']['floor'])} rounds (puts) / {len(results['wake']['floor'])} trials (wake)"
     )
     print(
-        f"{'server':>9} | put CPU µs | ÷floor | put wall µs | wake CPU µs | ÷floor | PUT sent→waiter byte ms | ÷floor"
+        f"{'server':>15} | put CPU µs | ÷floor | put wall µs | wake CPU µs | ÷floor | PUT sent→waiter byte ms | ÷floor"
     )
     for label in results["puts"]:
         put_cpu = _median(results["puts"][label], "cpu_us")
@@ -467,8 +481,21 @@ def _report(results: dict[str, Any]) -> None:
         wake_cpu = _median(results["wake"][label], "cpu_us")
         wake_ms = _median(results["wake"][label], "sent_to_byte_ms")
         print(
-            f"{label:>9} | {put_cpu:10.1f} | {put_cpu / floor_put:5.2f}× | {put_wall:11.1f} | {wake_cpu:11.1f} | "  # noqa: RUF001
+            f"{label:>15} | {put_cpu:10.1f} | {put_cpu / floor_put:5.2f}× | {put_wall:11.1f} | {wake_cpu:11.1f} | "  # noqa: RUF001
             f"{wake_cpu / floor_wake:5.2f}× | {wake_ms:23.3f} | {wake_ms / floor_ms:5.2f}×"  # noqa: RUF001
+        )
+    for label in ("app", "app-warn"):
+        if f"{label}-before" not in results["puts"]:
+            continue
+        ratios = []
+        for figure, key in (("puts", "cpu_us"), ("wake", "cpu_us"), ("wake", "sent_to_byte_ms")):
+            after = _median(results[figure][label], key)
+            ratios.append(after / _median(results[figure][f"{label}-before"], key))
+        before_calls = sum(results["traces"][f"{label}-before"]["put"]["calls"].values())
+        after_calls = sum(results["traces"][label]["put"]["calls"].values())
+        print(
+            f"{label} after ÷ before: put CPU {ratios[0]:.3f}×, wake CPU {ratios[1]:.3f}×, "  # noqa: RUF001
+            f"PUT sent→waiter byte {ratios[2]:.3f}×; put calls {before_calls:.0f} → {after_calls:.0f}"  # noqa: RUF001
         )
     for op, figure in (("put", "puts"), ("wake", "wake")):
         for label, traces in results["traces"].items():
@@ -508,9 +535,16 @@ def main() -> int:
     parser.add_argument("--tensors", type=int, default=4, help="tensors of each registered info (4: ~0.5 KB)")
     parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "layers"))
     parser.add_argument("--json", help="write every figure here")
+    parser.add_argument(
+        "--before",
+        help="also serve app and app-warn from this tree (a checkout of an older commit, "
+        "e.g. git worktree add /tmp/before e476508), taking turns with this tree's",
+    )
     args = parser.parse_args()
     global _BODY
     _BODY = weights(args.tensors)
+    if args.before:
+        args.before = str(Path(args.before).resolve())
     from aiobootstrap.cli.main import loop_factory
 
     with asyncio.Runner(loop_factory=loop_factory()) as runner:

@@ -52,13 +52,40 @@ def test_json_formatter_writes_one_object_per_line() -> None:
     assert "msg" not in entry
 
 
+_RECORD_FLAGS = ("_srcfile", "logThreads", "logProcesses", "logMultiprocessing")
+
+
 @pytest.fixture
 def restore_root_logger() -> Iterator[None]:
     root = logging.getLogger()
     handlers, level = root.handlers[:], root.level
+    flags = {name: getattr(logging, name) for name in _RECORD_FLAGS}
     yield
     root.handlers[:] = handlers
     root.setLevel(level)
+    for name, value in flags.items():
+        setattr(logging, name, value)
+
+
+@pytest.mark.usefixtures("restore_root_logger")
+def test_text_lines_are_the_stdlib_formatters() -> None:
+    """The text format writes what logging.Formatter with its format string writes, traceback included,
+    whichever second the time falls in."""
+    stream = io.StringIO()
+    setup_logging("info", "text", stream)
+    [handler] = logging.getLogger().handlers
+    stdlib = logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logger = logging.getLogger("aiobootstrap.test")
+    for created in (1_700_000_000.0, 1_700_000_000.9996, 1_700_000_001.5, 1_699_999_999.25, time.time()):
+        record = logger.makeRecord(logger.name, logging.INFO, __file__, 1, "rank %d %s", (3, "s"), None)
+        record.created, record.msecs = created, int((created - int(created)) * 1000) + 0.0
+        assert handler.format(record) == stdlib.format(record)
+    try:
+        raise ValueError("boom")
+    except ValueError:
+        record = logger.makeRecord(logger.name, logging.ERROR, __file__, 1, "failed", (), sys.exc_info())
+    assert handler.format(record) == stdlib.format(record)
+    assert "ValueError: boom" in handler.format(record)
 
 
 @pytest.mark.usefixtures("restore_root_logger")

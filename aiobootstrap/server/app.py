@@ -36,7 +36,7 @@ from .auth import ExpectHandler, UnroutedExpect, auth_middleware, expect_handler
 from .body import BODY_BUDGET, BodyBudget
 from .bringup_metrics import BringUpCollector, kind_figures
 from .config import ServerConfig
-from .errors import STORE_REFUSALS, error_middleware, store_refusals
+from .errors import STORE_REFUSALS, store_refusals
 from .faces import kinds as _kinds
 from .faces.encoders.health import ENCODER_HEALTH, encoder_health_context
 from .faces.encoders.routes import (
@@ -55,8 +55,9 @@ from .fastpath.batches import BATCH_REPLIES, BatchReplies
 from .fastpath.eligible import ELIGIBILITY, Eligibility
 from .fastpath.gets import GET_REPLIES, GetReplies
 from .fastpath.watches import WATCH_REPLIES, WatchReplies
+from .front import front_middleware
 from .lease_metrics import LeaseCollector
-from .metrics import METRICS, NAMESPACE_FIGURES, Metrics, NamespaceFigures, metrics, metrics_middleware
+from .metrics import METRICS, NAMESPACE_FIGURES, Metrics, NamespaceFigures, metrics
 from .openapi import openapi
 
 if TYPE_CHECKING:
@@ -72,7 +73,8 @@ def create_app(config: ServerConfig | None = None) -> web.Application:
     config = config if config is not None else ServerConfig()
     tokens = config.tokens
     guard = None if tokens is None else Guard(tokens, open_reads=config.auth_reads == "open")
-    middlewares: list[Middleware] = [_slash_redirect, metrics_middleware, error_middleware]
+    # The slash redirect, then the metrics' timing around the error replies: one middleware (front.py).
+    middlewares: list[Middleware] = [front_middleware(_slash_redirect)]
     if guard is not None:
         # Inside the error middleware, before any handler: a refused request
         # has nothing read and nothing changed.

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
-from aiohttp import web
+from aiohttp import hdrs, web
 
 from ..exceptions import (
     BadRequest,
@@ -51,9 +51,12 @@ BODY_BUDGET = web.AppKey("body_budget", BodyBudget)
 
 async def read_body(request: web.Request, config: ServerConfig) -> bytes:
     """The request body, refused early when it announces more than the limit, read in bounded time and memory."""
-    _check_transfer_codings(request)
-    encoding = request.headers.get("Content-Encoding", "identity").strip().lower()
-    if encoding not in ("", "identity"):
+    headers = request.headers
+    chunked = hdrs.TRANSFER_ENCODING in headers  # chunked, or a coding refused here
+    if chunked:
+        _check_transfer_codings(request)
+    encoding = headers.get(hdrs.CONTENT_ENCODING)
+    if encoding is not None and encoding.strip().lower() not in ("", "identity"):
         raise UnsupportedEncoding("The request body must be sent uncompressed, without Content-Encoding.")
     declared = request.content_length
     limit = config.max_body_size
@@ -61,14 +64,24 @@ async def read_body(request: web.Request, config: ServerConfig) -> bytes:
         raise PayloadTooLarge(too_large_detail(limit))
     budget = request.app[BODY_BUDGET]
     charged = declared or 0
+    content = request.content
+    if not chunked and content.is_eof():
+        # The common case: the whole body came with the head, framed by its Content-Length (which
+        # aiohttp holds it to: no more than declared): one read, no timer. Its charge would be given
+        # back before anything else runs, so only its check is made: refused when it does not fit.
+        if budget.used + charged > budget.limit:
+            budget.take(charged)  # raises BodyBudgetExhausted
+        try:
+            return content.read_nowait()
+        except web.RequestPayloadError:
+            raise UnreadableBody(_UNREADABLE) from None
     budget.take(charged)
-    # The common case: the whole body came with the head, and a read that cannot wait needs no timer.
-    timer = contextlib.nullcontext() if request.content.is_eof() else asyncio.timeout(config.body_timeout)
+    timer = contextlib.nullcontext() if content.is_eof() else asyncio.timeout(config.body_timeout)
     try:
         async with timer:
             chunks: list[bytes] = []
             size = 0
-            async for chunk in request.content.iter_any():
+            async for chunk in content.iter_any():
                 size += len(chunk)
                 if size > limit:
                     raise PayloadTooLarge(too_large_detail(limit))
@@ -83,11 +96,12 @@ async def read_body(request: web.Request, config: ServerConfig) -> bytes:
             f"second{'' if config.body_timeout == 1 else 's'}."
         ) from None
     except web.RequestPayloadError:
-        raise UnreadableBody(
-            "The request body could not be read: check its Content-Encoding and chunked framing."
-        ) from None
+        raise UnreadableBody(_UNREADABLE) from None
     finally:
         budget.give(charged)
+
+
+_UNREADABLE = "The request body could not be read: check its Content-Encoding and chunked framing."
 
 
 _FRAMING_ONLY = frozenset({"chunked", "identity"})

@@ -28,7 +28,13 @@ from ..exceptions import (
 from .appkeys import CONFIG
 from .body import too_large_detail
 
-__all__ = ["STORE_REFUSALS", "error_middleware", "json_error", "store_refusals"]
+__all__ = [
+    "STORE_REFUSALS",
+    "error_middleware",
+    "error_reply",
+    "json_error",
+    "store_refusals",
+]
 
 log = logging.getLogger("aiobootstrap")
 
@@ -68,7 +74,14 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
     """Turn every error into a JSON ``{"detail": ...}`` reply; never a traceback."""
     try:
         return await handler(request)
-    except BootstrapError as exc:
+    except Exception as exc:
+        return error_reply(request, exc)
+
+
+def error_reply(request: web.Request, exc: Exception) -> web.StreamResponse:
+    """The JSON reply to what ``request``'s handler raised (called in its ``except``); an
+    ``HTTPException`` below 400 (a redirect) is raised on to aiohttp."""
+    if isinstance(exc, BootstrapError):
         headers = None
         if isinstance(exc, TooManyWaiters | StoreUnavailable | BodyBudgetExhausted):
             headers = {"Retry-After": f"{exc.retry_after:g}"}
@@ -87,15 +100,14 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
             # The rest of the body may still be on its way: the connection cannot carry another request.
             response.force_close()
         return response
-    except web.HTTPRequestEntityTooLarge:
+    if isinstance(exc, web.HTTPRequestEntityTooLarge):
         response = json_error(413, too_large_detail(request.app[CONFIG].max_body_size))
         response.force_close()
         return response
-    except web.HTTPException as exc:
+    if isinstance(exc, web.HTTPException):
         if exc.status < 400:
-            raise
+            raise exc
         detail = _HTTP_DETAILS.get(exc.status, exc.reason)
         return json_error(exc.status, detail, {k: v for k, v in exc.headers.items() if k == "Allow"})
-    except Exception:
-        log.exception("Unexpected error answering %s %s", request.method, request.path)
-        return json_error(500, "The server failed to answer this request; see its log.")
+    log.exception("Unexpected error answering %s %s", request.method, request.path)
+    return json_error(500, "The server failed to answer this request; see its log.")

@@ -42,6 +42,7 @@ __all__ = [
     "counts_gets",
     "metrics",
     "metrics_middleware",
+    "observe_answer",
 ]
 
 GET_OUTCOMES = ("hit", "woken", "expired", "rejected")
@@ -333,19 +334,21 @@ async def metrics_middleware(request: web.Request, handler: Handler) -> web.Stre
     try:
         response = await handler(request)
     except web.HTTPException as exc:
-        _observe(request, exc.status, started)
+        observe_answer(request, exc.status, started)
         raise
-    _observe(request, response.status, started)
+    observe_answer(request, response.status, started)
     return response
 
 
-def _observe(request: web.Request, status: int, started: float) -> None:
+def observe_answer(request: web.Request, status: int, started: float) -> None:
+    """Time ``request``, answered ``status``, from ``started`` (``time.perf_counter()``) until now."""
     seconds = time.perf_counter() - started
-    metrics = request.app.get(METRICS)
+    match = request.match_info
+    metrics = match.current_app.get(METRICS)  # request.app
     if metrics is None:
         return
     method = request.method
-    resource = request.match_info.route.resource
+    resource = match.route.resource
     metrics.observe_request(resource, method if method in _METHODS else "other", status, seconds)
 
 

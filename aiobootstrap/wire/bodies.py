@@ -35,11 +35,16 @@ def parse_body(body: bytes) -> dict[str, Any]:
         raise BadRequest("The request body is not valid JSON.") from None
     if not isinstance(payload, dict):
         raise BadRequest("The request body must be a JSON object.")
-    within = _bytes_nest_within(body, MAX_NESTING)
+    # No backslash (most bodies): no escape, so no surrogate, and the bytes can tell the nesting.
+    escaped = b"\\" in body
+    if len(body) <= _SHORT and body.count(b"[") + body.count(b"{") <= MAX_NESTING:
+        within: bool | None = True  # no more levels than opening brackets, strings' ones included
+    else:
+        within = None if escaped else _bytes_nest_within(body, MAX_NESTING)
     if not (within if within is not None else _nests_within(payload, MAX_NESTING)):
         # Deeper than any registration needs, and deeper than a reply can always be written.
         raise BadRequest(f"The request body nests objects and arrays more than {MAX_NESTING} levels deep.")
-    if _SURROGATE_ESCAPE.search(body) is not None and not _encodable(payload):
+    if escaped and _SURROGATE_ESCAPE.search(body) is not None and not _encodable(payload):
         raise BadRequest(NOT_UNICODE)
     return payload
 
@@ -74,6 +79,9 @@ def _check_role(role: str, where: str) -> str:
 _STRUCTURE = b'[]{}"'
 _NOT_STRUCTURE = bytes(byte for byte in range(256) if byte not in _STRUCTURE)
 _SQUARE_AS_CURLY = bytes.maketrans(b"[]", b"{}")
+_SHORT = 1024
+"""Bodies up to this size count their opening brackets first: two counts cost less than a
+translation, and a registration's few brackets bound its nesting (beyond, counts cost more)."""
 
 
 def _bytes_nest_within(body: bytes, limit: int) -> bool | None:
@@ -122,6 +130,8 @@ def parse_role_field(payload: Mapping[str, Any]) -> str:
     """The role of a register body: a non-empty string of at most :data:`MAX_ROLE_LENGTH`
     characters, ``target`` when absent."""
     role = payload.get("role", DEFAULT_ROLE)
+    if role is DEFAULT_ROLE:
+        return role  # absent, as in most bodies: the default passes every check below
     if not isinstance(role, str) or not role:
         raise BadRequest("The field role must be a non-empty string.")
     return _check_role(role, "field role")
@@ -161,13 +171,13 @@ def parse_engine_info(info: object) -> dict[str, Any]:
     backend = info.get("backend")
     if backend is not None and (not isinstance(backend, str) or not backend):
         raise BadRequest(f"The field {name}.backend must be a non-empty string.")
-    if is_classic(info):
+    if backend is None:  # is_classic(info)
         for field in ("session_id", "weights_info_dict"):
             if field not in info:
                 raise BadRequest(f"The field {name}.{field} is required.")
-        if not isinstance(info.get("session_id"), str):
+        if not isinstance(info["session_id"], str):
             raise BadRequest(f"The field {name}.session_id must be a string.")
-        if not isinstance(info.get("weights_info_dict"), dict):
+        if not isinstance(info["weights_info_dict"], dict):
             raise BadRequest(f"The field {name}.weights_info_dict must be a JSON object.")
     return info
 

@@ -8,6 +8,7 @@ registration of sane ids costs, whatever a body holds.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
 from ... import wire
@@ -26,22 +27,36 @@ def _shown(text: str) -> str:
     return printable(clipped(text))
 
 
-def log_change(action: str, record: Record, kind: RecordKind) -> None:
-    """One line per registration or deletion of a per-rank record."""
+def log_change(action: str, record: Record, kind: RecordKind, *, later: bool = False) -> None:
+    """One line per registration or deletion of a per-rank record.
+
+    ``later``: written at the loop's next turn, after the callbacks the change scheduled (the
+    waiters' replies it answers), so the line is not on the way of their bytes. Only where no
+    other line of this request follows it (the access log's comes at the end of the handler's
+    step): the lines keep their order.
+    """
     if not log.isEnabledFor(logging.INFO):
         return  # the line takes a while to make: registrations come by the thousand
+    if later:
+        asyncio.get_running_loop().call_soon(_log_change, action, record, kind)
+    else:
+        _log_change(action, record, kind)
+
+
+def _log_change(action: str, record: Record, kind: RecordKind) -> None:
     key = record.key
+    rank = record.rank
     where = "" if key.namespace == DEFAULT_NAMESPACE else f" in namespace {key.namespace}"
     what = "" if kind is TRANSFER_ENGINE_INFO_KIND else f"{kind.noun} "
     role = "" if key.role == DEFAULT_ROLE else f" role {_shown(key.role)}"
     session = ""
+    extra: dict[str, object] = {"rank": rank, "version": record.version, "namespace": key.namespace}
     if kind is TRANSFER_ENGINE_INFO_KIND:
-        tagged = not wire.is_classic(record.value)
-        session = f" backend {_shown(str(record.value['backend']))}" if tagged else ""
-        session += f" session {_shown(record.session_id)}" if "session_id" in record.value else ""
-    extra: dict[str, object] = {"rank": record.rank, "version": record.version, "namespace": key.namespace}
-    if kind is TRANSFER_ENGINE_INFO_KIND:
-        extra["session_id"] = clipped(record.session_id)
+        value = record.value
+        session_id = clipped(record.session_id)  # the field as logged; the message escapes it too
+        session = "" if wire.is_classic(value) else f" backend {_shown(str(value['backend']))}"
+        session += f" session {printable(session_id)}" if "session_id" in value else ""
+        extra["session_id"] = session_id
     if kind is not TRANSFER_ENGINE_INFO_KIND or key.role != DEFAULT_ROLE:
         extra["kind"] = kind.name
         extra["role"] = clipped(key.role)
@@ -49,7 +64,7 @@ def log_change(action: str, record: Record, kind: RecordKind) -> None:
         "%s %srank %d%s%s version %d%s",
         action,
         what,
-        record.rank,
+        rank,
         role,
         session,
         record.version,

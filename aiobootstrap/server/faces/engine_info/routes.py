@@ -62,7 +62,7 @@ def _register(kind: RecordKind) -> Handler:
         key = kind.key(namespace_of(request), role, rank)
         record = await app[REGISTRY].register(key, value, lease)
         app[METRICS].count_registration(key.namespace, kind.name)
-        log_change("registered", record, kind)
+        log_change("registered", record, kind, later=not config.access_log)
         replies = app[GET_REPLIES]
         return GetReply(request, replies, None) if replies.eligible(request) else web.Response(text="OK")
 
