@@ -31,14 +31,14 @@ from ..store import StoreLimits
 from ..store.url import open_store
 from ..wire import ENCODER_LIST_PATH, ENCODER_REGISTER_PATH, ENCODER_UNREGISTER_PATH
 from .access import GUARD, Guard, classify
-from .appkeys import CONFIG, REGISTRY
+from .appkeys import CONFIG, FINDINGS, REGISTRY
 from .auth import ExpectHandler, UnroutedExpect, auth_middleware, expect_handler
 from .body import BODY_BUDGET, BodyBudget
 from .bringup_metrics import BringUpCollector, kind_figures
 from .config import ServerConfig
 from .errors import STORE_REFUSALS, error_middleware, store_refusals
 from .faces import kinds as _kinds
-from .faces.encoders.health import ENCODER_HEALTH, encoder_health_context
+from .faces.encoders.health import encoder_health_context
 from .faces.encoders.routes import (
     encoder_url_health,
     list_encoder_urls,
@@ -212,8 +212,7 @@ async def _fast_path_context(app: web.Application) -> AsyncIterator[None]:
     """
     app[ELIGIBILITY].decide(app)
     registry, history, gets = app[REGISTRY], app[HISTORY], app[GET_REPLIES]
-    health = app.get(ENCODER_HEALTH)
-    findings = None if health is None else health.findings
+    findings = app.get(FINDINGS)  # set by the encoder face's prober, when it probes
     watches = app[WATCH_REPLIES] = WatchReplies(
         history, registry.parking, gets.stamp, app[ELIGIBILITY], findings=findings
     )
