@@ -12,6 +12,7 @@ table (``server.kinds.KINDS``).
 from __future__ import annotations
 
 import copy
+from collections.abc import Sequence
 from typing import Any
 
 from aiohttp import web
@@ -20,7 +21,8 @@ from aiohttp.typedefs import Handler
 from ... import wire
 from ..._json import dumps
 from ..._version import __version__
-from ..access import Access, route_access
+from ..access import route_access
+from ..face import Access, Face
 from ..faces import kinds as _kinds
 from .leases import describe_leases
 from .paths import PATHS, RANKS_FORMAT, SERVER_WIDE, in_namespace, json_reply, kind_paths
@@ -35,14 +37,20 @@ _UNAUTHORIZED = json_reply("A token is required and was missing or wrong.")
 _FORBIDDEN = json_reply("The token is known, but its scope does not cover this namespace or this write.")
 
 
-def document(*, token: bool = False, open_reads: bool = False) -> dict[str, Any]:
+def document(
+    faces: Sequence[Face] | None = None, *, token: bool = False, open_reads: bool = False
+) -> dict[str, Any]:
     """The OpenAPI document of every route (the kinds' routes as the kind table has them now).
 
     ``token``: whether the server requires a bearer token (every route but the probes then
     declares the security scheme, as ``server.access``'s table classifies it). ``open_reads``:
     reads may also be sent without one.
     """
-    access = route_access()
+    if faces is None:
+        from ..faces import FACES  # here, not above: the faces import this package's builders
+
+        faces = FACES
+    access = route_access(faces)
     described = copy.deepcopy(PATHS)
     kind_names = [kind.name for kind in _kinds.KINDS]
     described[wire.RANKS_PATH]["get"]["parameters"][0]["schema"]["enum"] = kind_names
@@ -94,11 +102,11 @@ def document(*, token: bool = False, open_reads: bool = False) -> dict[str, Any]
     }
 
 
-def openapi(*, token: bool, open_reads: bool = False) -> Handler:
-    """``GET /openapi.json``: the document for a server that requires a bearer token or not."""
+def openapi(faces: Sequence[Face], *, token: bool, open_reads: bool = False) -> Handler:
+    """``GET /openapi.json``: the document of ``faces`` for a server that requires a bearer token or not."""
 
     async def openapi(request: web.Request) -> web.Response:
-        body = dumps(document(token=token, open_reads=open_reads))
+        body = dumps(document(faces, token=token, open_reads=open_reads))
         return web.Response(body=body, content_type=wire.JSON_TYPE)
 
     return openapi

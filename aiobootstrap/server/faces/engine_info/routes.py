@@ -18,8 +18,8 @@ from .... import wire
 from ....exceptions import BootstrapError
 from ....store import Record
 from ...appkeys import CONFIG, REGISTRY
-from ...auth import ExpectHandler
 from ...body import read_body
+from ...face import ExpectHandler
 from ...fastpath.batches import BATCH_REPLIES
 from ...fastpath.gets import GET_REPLIES, GetReplies, GetReply
 from ...metrics import METRICS, counts_gets

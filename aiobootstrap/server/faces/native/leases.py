@@ -14,8 +14,8 @@ from .... import wire
 from ....store import LeaseState
 from ....wire import leases as wire_leases
 from ...appkeys import CONFIG, REGISTRY
-from ...auth import ExpectHandler
 from ...body import read_body
+from ...face import ExpectHandler
 from ...fastpath.gets import GET_REPLIES
 from ..common import namespace_of
 
