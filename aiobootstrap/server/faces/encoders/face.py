@@ -7,6 +7,7 @@ from aiohttp import web
 
 from .... import wire
 from ...face import Access, ExpectHandler, Face, RouteAccess
+from . import openapi
 from .health import encoder_health_context
 from .routes import encoder_url_health, list_encoder_urls, register_encoder_url, unregister_encoder_url
 
@@ -31,5 +32,12 @@ def _access() -> RouteAccess:
     }
 
 
-ENCODERS = Face("encoders", _routes, _access, contexts=(encoder_health_context,))
+ENCODERS = Face(
+    "encoders",
+    _routes,
+    _access,
+    paths=lambda: openapi.PATHS,
+    schemas=lambda: openapi.SCHEMAS,
+    contexts=(encoder_health_context,),
+)
 """The encoder URL routes, and the prober (``health.py``) as its start-up and cleanup."""

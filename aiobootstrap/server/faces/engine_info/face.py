@@ -7,6 +7,7 @@ from aiohttp import web
 
 from ...face import Access, ExpectHandler, Face, RouteAccess
 from .. import kinds as _kinds
+from . import openapi
 from .routes import kind_routes
 
 __all__ = ["ENGINE_INFO"]
@@ -26,5 +27,5 @@ def _access() -> RouteAccess:
     return table
 
 
-ENGINE_INFO = Face("engine_info", _routes, _access)
+ENGINE_INFO = Face("engine_info", _routes, _access, openapi.paths, openapi.schemas)
 """Register, unregister, get and batch get of every record kind."""

@@ -12,6 +12,7 @@ from aiohttp import web
 
 from .... import wire
 from ...face import Access, ExpectHandler, Face, RouteAccess
+from . import openapi
 from .leases import lease_routes
 from .page import page
 from .status import health, list_ranks
@@ -45,5 +46,5 @@ def _access() -> RouteAccess:
     }
 
 
-NATIVE = Face("native", _routes, _access)
+NATIVE = Face("native", _routes, _access, openapi.paths, openapi.schemas)
 """The probe, the listing, the watch, the leases and the page."""
