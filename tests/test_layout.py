@@ -6,7 +6,8 @@ the server and the client never import each other, the store and the wire
 never import each other, and nothing imports the package root. A module that
 could not be placed, a circle of imports, or a module too long to read in one
 sitting fails here, naming the files. So does a module of the server or the
-CLI that reaches the store past the registry, naming the file and the line.
+CLI that reaches the store past the registry, and a face that imports
+another face (or the fast path a face), naming the file and the line.
 
 The suite has a shape too: a test module never imports another test module nor
 ``conftest.py``; what modules share is in ``tests/helpers/``.
@@ -15,13 +16,11 @@ The suite has a shape too: a test module never imports another test module nor
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-TESTS = Path(__file__).resolve().parent
-PACKAGE = TESTS.parent / "aiobootstrap"
+from .helpers.package import MODULES, PACKAGE, TESTS, imports_of
 
 FLOORS = {
     # Leaves: they import nothing of the package but each other.
@@ -56,16 +55,6 @@ WITHOUT_AIOHTTP = (
 MAX_LINES = 400
 
 
-def _module_name(path: Path) -> str:
-    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
-    if parts[-1] == "__init__":
-        parts.pop()
-    return ".".join(parts)
-
-
-MODULES = {_module_name(path): path for path in sorted(PACKAGE.rglob("*.py"))}
-
-
 def _room(module: str) -> str:
     """The longest prefix of ``module`` that :data:`FLOORS` names."""
     parts = module.split(".")
@@ -77,28 +66,10 @@ def _room(module: str) -> str:
     raise AssertionError(f"{module} stands on no floor: add its folder or module to FLOORS")
 
 
-def _imports(module: str, path: Path) -> Iterator[tuple[int, str]]:
-    """Every module of the package or outside it that ``module`` imports, at any depth, with its line."""
-    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
-        if isinstance(node, ast.Import):
-            for alias in node.names:
-                yield node.lineno, alias.name
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = package.split(".")[: len(package.split(".")) - (node.level - 1)]
-                source = ".".join([*base, *([node.module] if node.module else [])])
-            else:
-                source = node.module or ""
-            for alias in node.names:
-                submodule = f"{source}.{alias.name}"
-                yield node.lineno, submodule if submodule in MODULES else source
-
-
 def _package_imports(module: str) -> set[str]:
     """The package's modules ``module`` imports (a folder's ``__init__`` importing its own rooms aside)."""
     found = set()
-    for _, name in _imports(module, MODULES[module]):
+    for _, name in imports_of(module, MODULES[module]):
         while name and name not in MODULES:
             name = name.rpartition(".")[0]
         if name and name != module and not name.startswith(module + "."):
@@ -168,7 +139,7 @@ def test_the_lower_floors_do_not_import_aiohttp(room: str) -> None:
         f"{module}:{line} imports {name}"
         for module, path in MODULES.items()
         if module == room or module.startswith(room + ".")
-        for line, name in _imports(module, path)
+        for line, name in imports_of(module, path)
         if name == "aiohttp" or name.startswith("aiohttp.")
     ]
     assert not offenders, "\n".join(offenders)
@@ -221,6 +192,53 @@ def test_no_module_of_the_suite_imports_a_test_module_or_conftest() -> None:
         offender for path in sorted(TESTS.rglob("*.py")) for offender in _test_imports(path, path.read_text())
     ]
     assert not offenders, "\n".join(offenders)
+
+
+# -- no face imports another ----------------------------------------------
+
+FACES = "aiobootstrap.server.faces"
+
+
+def _face_of(name: str) -> str | None:
+    """The face folder (``server/faces/<face>/``) of the module ``name``, or ``None``."""
+    rest = name.removeprefix(FACES + ".").split(".") if name.startswith(FACES + ".") else []
+    return rest[0] if len(rest) > 1 or (rest and MODULES.get(name, Path()).name == "__init__.py") else None
+
+
+def _face_crossings(module: str, imported: list[tuple[int, str]], where: str) -> list[str]:
+    """Each import (once a line) of ``module`` (file ``where``) of another face or the faces' list, or from the
+    fast path of a face."""
+    own, fastpath = _face_of(module), module.startswith("aiobootstrap.server.fastpath")
+    faces = [name for _, name in imported if f"{name}.".startswith(FACES + ".")]
+    crossing = {
+        name for name in faces if fastpath or (own and (name == FACES or _face_of(name) not in (None, own)))
+    }
+    return [f"{where}:{line} imports {name}" for line, name in sorted(set(imported)) if name in crossing]
+
+
+def test_no_face_imports_another_nor_the_fast_path_a_face() -> None:
+    """A face is added or removed alone: what faces share is in ``server/faces/`` beside them, or below."""
+    offenders = []
+    for module, path in MODULES.items():
+        where = str(path.relative_to(PACKAGE.parent))
+        offenders += _face_crossings(module, list(imports_of(module, path)), where)
+    assert not offenders, "\n".join(offenders)
+
+
+def test_the_face_check_names_each_import_of_another_face() -> None:
+    """The check is not vacuous: another face's module or folder, the faces' list, and any face from the fast
+    path are each named with their line; the face's own modules and the faces' shared ones pass."""
+    f = FACES
+    imported = [(1, f"{f}.encoders.health"), (2, f"{f}.engine_info"), (3, f), (4, f"{f}.common")]
+    assert _face_crossings(f"{f}.native.watch", [*imported, (5, f"{f}.native.page")], "w.py") == [
+        f"w.py:1 imports {f}.encoders.health",
+        f"w.py:2 imports {f}.engine_info",
+        f"w.py:3 imports {f}",
+    ]
+    assert _face_crossings("aiobootstrap.server.fastpath.gets", [(7, f"{f}.kinds")], "g.py") == [
+        f"g.py:7 imports {f}.kinds"
+    ]
+    assert not _face_crossings(f"{f}.toy.face", [(1, f"{f}.kinds"), (2, f"{f}.toy.routes")], "t.py")
 
 
 # -- the registry is the one door -------------------------------------------

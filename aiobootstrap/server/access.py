@@ -2,12 +2,14 @@
 
 :func:`route_access` is the one table: each route (method and path, the
 namespaced twin ``/ns/{namespace}/...`` included) is a probe, a read or a
-write of one namespace, or a read of the server as a whole. ``create_app``
-classifies every route it serves from it, and refuses to build an app with
-a route the table does not name: a new route is classified where all the
-others are, or the app does not start. A route that changes records (the
-lease routes included) is a write; one that shows them (``/watch``, a
-lease's read, the page of section 11) is a read.
+write of one namespace, or a read of the server as a whole. It is assembled
+from the server's own routes (:data:`SERVER_ROUTES`) and what each face
+declares of its routes (``Face.access``, in the face's folder).
+``create_app`` classifies every route it serves from it, and refuses to
+build an app with a route the table does not name: a new route is
+classified where its face declares it, or the app does not start. A route
+that changes records (the lease routes included) is a write; one that shows
+them (``/watch``, a lease's read, the page of section 11) is a read.
 
 :class:`Guard` decides, before any handler runs (so nothing is read or
 changed by a refused request):
@@ -25,8 +27,7 @@ every namespace, as anyone may.
 
 from __future__ import annotations
 
-import enum
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from aiohttp import web
 
@@ -34,72 +35,51 @@ from .. import wire
 from .._names import DEFAULT_NAMESPACE
 from ..exceptions import BadRequest
 from .errors import json_error
-from .faces import kinds as _kinds
+from .face import Access, Face
 from .tokens import Scope, TokenSet
 
-__all__ = ["GUARD", "Access", "Guard", "bearer_credentials", "classify", "route_access"]
+__all__ = ["GUARD", "SERVER_ROUTES", "Access", "Guard", "bearer_credentials", "classify", "route_access"]
 
 
-class Access(enum.Enum):
-    """What a route does, as far as a token's scope is concerned."""
-
-    PROBE = "probe"
-    """Anyone, always: the probes say nothing of the records."""
-    READ = "read"
-    """Shows a namespace's records."""
-    WRITE = "write"
-    """Changes a namespace's records."""
-    SERVER = "server"
-    """Shows the server as a whole; any known token (anyone, with open reads)."""
+SERVER_ROUTES = {
+    ("GET", wire.READY_PATH): Access.PROBE,
+    ("GET", wire.METRICS_PATH): Access.SERVER,
+    ("GET", wire.OPENAPI_PATH): Access.SERVER,
+    ("GET", wire.NAMESPACES_PATH): Access.SERVER,
+}
+"""The routes the server serves once for the whole server, beside its faces' (``create_app``'s own)."""
 
 
-def route_access() -> dict[tuple[str, str], Access]:
-    """The one table: ``(method, path)`` of every route to its :class:`Access`.
+def route_access(faces: Sequence[Face]) -> dict[tuple[str, str], Access]:
+    """The one table: ``(method, path)`` of every route of the server and of ``faces`` to its :class:`Access`.
 
     A path is as the default namespace serves it; its ``/ns/{namespace}``
-    twin is classified the same. ``HEAD`` is classified as ``GET``.
+    twin is classified the same. ``HEAD`` is classified as ``GET``. Each
+    face's part is read now (the engine-info face's from the kind table as it
+    is); a route two of them claim is a ``ValueError``.
     """
-    read, write = Access.READ, Access.WRITE
-    table = {
-        ("GET", wire.HEALTH_PATH): Access.PROBE,
-        ("GET", wire.READY_PATH): Access.PROBE,
-        ("GET", wire.METRICS_PATH): Access.SERVER,
-        ("GET", wire.OPENAPI_PATH): Access.SERVER,
-        ("GET", wire.NAMESPACES_PATH): Access.SERVER,
-        ("GET", wire.RANKS_PATH): read,
-        ("POST", wire.ENCODER_REGISTER_PATH): write,
-        ("DELETE", wire.ENCODER_UNREGISTER_PATH): write,
-        ("GET", wire.ENCODER_LIST_PATH): read,
-        ("GET", wire.ENCODER_HEALTH_PATH): read,
-        ("GET", wire.WATCH_PATH): read,
-        ("GET", wire.PAGE_PATH): read,  # the page holds no records, but reads them with the token
-        # A lease is a namespace's: granting, keeping and revoking one change its records' lives.
-        ("POST", wire.LEASES_PATH): write,
-        ("POST", wire.LEASE_KEEPALIVE_ROUTE): write,
-        ("GET", wire.LEASE_ROUTE): read,
-        ("DELETE", wire.LEASE_ROUTE): write,
-    }
-    for kind in _kinds.KINDS:  # read when the app is made: a kind added to the table is classified too
-        table[("PUT", kind.register_path)] = write
-        table[("DELETE", kind.register_path)] = write
-        table[("GET", kind.get_path)] = read
-        table[("GET", kind.batch_path)] = read
+    table = dict(SERVER_ROUTES)
+    for face in faces:
+        for route, access in face.access().items():
+            if route in table:
+                raise ValueError(f"{' '.join(route)} is declared twice (again by the {face.name} face)")
+            table[route] = access
     return table
 
 
 _NAMESPACED = wire.path("", "{namespace}")
 
 
-def classify(router: web.UrlDispatcher) -> dict[web.AbstractRoute, Access]:
+def classify(router: web.UrlDispatcher, faces: Sequence[Face]) -> dict[web.AbstractRoute, Access]:
     """Every route of ``router`` with its access; ``LookupError`` for a route the table does not name."""
-    table = route_access()
+    table = route_access(faces)
     classified: dict[web.AbstractRoute, Access] = {}
     for route in router.routes():
         method = "GET" if route.method == "HEAD" else route.method
         path = route.resource.canonical.removeprefix(_NAMESPACED) if route.resource else ""
         access = table.get((method, path or "/"))
         if access is None:
-            raise LookupError(f"{method} {path} has no entry in server/access.py's route_access table")
+            raise LookupError(f"{method} {path} has no Access: no face declares it, nor access.SERVER_ROUTES")
         classified[route] = access
     return classified
 

@@ -1,8 +1,11 @@
 """The app factory: an aiohttp app that adapts requests to the registry, and its start and stop.
 
 It knows nothing of sockets or signals (see ``server``): a test drives it
-with ``aiohttp_client(create_app(config))``. The handlers are in
-``faces/``, the error middleware in ``errors``, the pre-built replies in
+with ``aiohttp_client(create_app(config))``. The handlers are the faces'
+(``faces/``, each declared as a ``face.Face``, listed in ``faces.FACES``):
+the app serves each face's routes and their ``/ns/{namespace}`` twins, and
+runs its start-up; the routes served once for the whole server are its
+own. The error middleware is in ``errors``, the pre-built replies in
 ``fastpath/``.
 
 Start and stop: ``cleanup_ctx`` opens the store and makes the registry and
@@ -17,7 +20,7 @@ aiohttp waits for the requests in flight), or earlier by a
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Iterable, Sequence
 from typing import TYPE_CHECKING
 
 from aiohttp import web
@@ -29,28 +32,18 @@ from ..core.history import History, listeners
 from ..core.registry import Registry
 from ..store import StoreLimits
 from ..store.url import open_store
-from ..wire import ENCODER_LIST_PATH, ENCODER_REGISTER_PATH, ENCODER_UNREGISTER_PATH
 from .access import GUARD, Guard, classify
-from .appkeys import CONFIG, REGISTRY
-from .auth import ExpectHandler, UnroutedExpect, auth_middleware, expect_handler
+from .appkeys import CONFIG, FINDINGS, REGISTRY
+from .auth import UnroutedExpect, auth_middleware, expect_handler
 from .body import BODY_BUDGET, BodyBudget
 from .bringup_metrics import BringUpCollector, kind_figures
 from .config import ServerConfig
 from .errors import STORE_REFUSALS, store_refusals
-from .faces import kinds as _kinds
-from .faces.encoders.health import ENCODER_HEALTH, encoder_health_context
-from .faces.encoders.routes import (
-    encoder_url_health,
-    list_encoder_urls,
-    register_encoder_url,
-    unregister_encoder_url,
-)
-from .faces.engine_info.routes import kind_routes
+from .face import ExpectHandler, Face
+from .faces import FACES
 from .faces.kinds import encode_object_reply, encode_reply, encoder_list_key, encoder_urls
-from .faces.native.leases import lease_routes
-from .faces.native.page import page
-from .faces.native.status import health, list_namespaces, list_ranks, ready
-from .faces.native.watch import HISTORY, WATCH_FIGURES, WatchCollector, WatchFigures, watch
+from .faces.native.status import list_namespaces, ready
+from .faces.native.watch import HISTORY, WATCH_FIGURES, WatchCollector, WatchFigures
 from .fastpath.batches import BATCH_REPLIES, BatchReplies
 from .fastpath.eligible import ELIGIBILITY, Eligibility
 from .fastpath.gets import GET_REPLIES, GetReplies
@@ -68,8 +61,9 @@ __all__ = ["CONFIG", "GET_REPLIES", "REGISTRY", "create_app", "release_waiters"]
 log = logging.getLogger("aiobootstrap")
 
 
-def create_app(config: ServerConfig | None = None) -> web.Application:
-    """The aiobootstrap app for ``config`` (defaults when omitted)."""
+def create_app(config: ServerConfig | None = None, *, faces: Sequence[Face] = FACES) -> web.Application:
+    """The aiobootstrap app for ``config`` (defaults when omitted), serving ``faces`` (the server's
+    ``FACES`` unless told) beside its own routes."""
     config = config if config is not None else ServerConfig()
     tokens = config.tokens
     guard = None if tokens is None else Guard(tokens, open_reads=config.auth_reads == "open")
@@ -89,12 +83,12 @@ def create_app(config: ServerConfig | None = None) -> web.Application:
     app.on_response_prepare.append(_boot_header)
     app[ELIGIBILITY] = Eligibility(_boot_header, middlewares)
     app.cleanup_ctx.append(_registry_context)
-    app.cleanup_ctx.append(encoder_health_context)
+    app.cleanup_ctx.extend(context for face in faces for context in face.contexts)
     app.cleanup_ctx.append(_fast_path_context)
     app.on_shutdown.append(release_waiters)
     # aiohttp answers Expect before any middleware: this one checks the token and size first.
     expect = expect_handler(config, guard)
-    routes = _routes(expect)
+    routes = _routes(expect, faces)
     app.router.add_routes(routes)
     app.router.add_routes(_namespaced(routes))
     # Server-wide routes: one server, one set of metrics, one API description.
@@ -103,13 +97,14 @@ def create_app(config: ServerConfig | None = None) -> web.Application:
     app.router.add_get(wire.NAMESPACES_PATH, list_namespaces, expect_handler=expect)
     app.router.add_get(
         wire.OPENAPI_PATH,
-        openapi(token=guard is not None, open_reads=config.auth_reads == "open"),
+        openapi(faces, token=guard is not None, open_reads=config.auth_reads == "open"),
         expect_handler=expect,
     )
     # Last: a request with Expect that no route above matched gets the same answers.
     app.router.register_resource(UnroutedExpect(app.router, guard))
-    # Every route is a probe, a read or a write in access.py's one table, or the app is not made.
-    classified = classify(app.router)
+    # Every route is a probe, a read or a write, as its face (or access.py, for the server's own) declares, or
+    # the app is not made.
+    classified = classify(app.router, faces)
     if guard is not None:
         guard.routes = classified
         app[GUARD] = guard
@@ -141,20 +136,9 @@ async def _slash_redirect(request: web.Request, handler: Handler) -> web.StreamR
         return reply
 
 
-def _routes(expect: ExpectHandler | None = None) -> list[web.RouteDef]:
-    """The bootstrap routes: each is also served under ``/ns/{namespace}``."""
-    return [
-        web.get(wire.HEALTH_PATH, health, expect_handler=expect),
-        *[route for kind in _kinds.KINDS for route in kind_routes(kind, expect)],
-        web.get(wire.RANKS_PATH, list_ranks, expect_handler=expect),
-        web.post(ENCODER_REGISTER_PATH, register_encoder_url, expect_handler=expect),
-        web.delete(ENCODER_UNREGISTER_PATH, unregister_encoder_url, expect_handler=expect),
-        web.get(ENCODER_LIST_PATH, list_encoder_urls, expect_handler=expect),
-        web.get(wire.ENCODER_HEALTH_PATH, encoder_url_health, expect_handler=expect),
-        web.get(wire.WATCH_PATH, watch, expect_handler=expect),
-        *lease_routes(expect),
-        web.get(wire.PAGE_PATH, page, expect_handler=expect),  # /ns/{namespace}/ in a namespace
-    ]
+def _routes(expect: ExpectHandler | None = None, faces: Sequence[Face] = FACES) -> list[web.RouteDef]:
+    """The routes of ``faces``: each is also served under ``/ns/{namespace}``."""
+    return [route for face in faces for route in face.routes(expect)]
 
 
 def _namespaced(routes: Iterable[web.RouteDef]) -> list[web.RouteDef]:
@@ -214,8 +198,7 @@ async def _fast_path_context(app: web.Application) -> AsyncIterator[None]:
     """
     app[ELIGIBILITY].decide(app)
     registry, history, gets = app[REGISTRY], app[HISTORY], app[GET_REPLIES]
-    health = app.get(ENCODER_HEALTH)
-    findings = None if health is None else health.findings
+    findings = app.get(FINDINGS)  # set by the encoder face's prober, when it probes
     watches = app[WATCH_REPLIES] = WatchReplies(
         history, registry.parking, gets.stamp, app[ELIGIBILITY], findings=findings
     )

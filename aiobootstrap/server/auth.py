@@ -9,7 +9,7 @@ token check is about to refuse.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from aiohttp import web
@@ -21,14 +21,13 @@ from .aiohttp_internals import send_continue
 from .body import too_large_detail
 from .config import ServerConfig
 from .errors import json_error
+from .face import ExpectHandler
 from .faces.native.page import page_refusal
 
 if TYPE_CHECKING:
     from .aiohttp_internals import InfoDict
 
 __all__ = ["ExpectHandler", "UnroutedExpect", "auth_middleware", "expect_handler"]
-
-ExpectHandler = Callable[[web.Request], Awaitable[web.StreamResponse | None]]
 
 
 def auth_middleware(guard: Guard) -> Middleware:

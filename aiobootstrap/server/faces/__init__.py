@@ -1,9 +1,24 @@
-"""The request handlers: thin adapters from a request to the registry and back.
+"""The faces: each protocol a folder of thin adapters from a request to the registry and back.
 
-``per_kind`` registers, deletes and gets every per-rank record kind (one set
-of handlers, made for each entry of ``kinds.KINDS``); ``encoder_urls`` keeps
-the encoder URL list; ``status`` answers the probes and the ``/ranks``
-listing; ``log_lines`` writes the one log line of each change; ``common``
-holds what they all read from a request and the plain replies they send.
-``app`` puts them on their routes.
+:data:`FACES` lists the app's faces, each declared (a ``server.face.Face``)
+in its own folder's ``face.py``: ``engine_info`` (SGLang's per-rank records,
+one set of handlers for each entry of ``kinds.KINDS``), ``encoders`` (SGLang's
+encoder URL list and its prober), ``native`` (aiobootstrap's own: the health
+probe, ``/ranks``, ``/watch``, the leases, the page). No face imports
+another: what they share is here, beside them: ``common`` (what they read
+from a request, the plain replies they send), ``kinds`` (the record kinds'
+table), ``records`` (replies from records), ``log_lines`` (the one log line
+of each change). ``create_app`` puts them on their routes.
 """
+
+from __future__ import annotations
+
+from ..face import Face
+from .encoders.face import ENCODERS
+from .engine_info.face import ENGINE_INFO
+from .native.face import NATIVE
+
+__all__ = ["ENCODERS", "ENGINE_INFO", "FACES", "NATIVE"]
+
+FACES: tuple[Face, ...] = (ENGINE_INFO, ENCODERS, NATIVE)
+"""The app's faces (``create_app(faces=...)`` serves others): a new one is a folder and an entry here."""

@@ -1,6 +1,10 @@
-"""What every handler reads from a request (namespace, parameters), and the plain replies it sends."""
+"""What every handler reads from a request (namespace, parameters, a register body's lease), and the plain
+replies it sends: what the faces share, so that no face imports another."""
 
 from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
 
 from aiohttp import web
 
@@ -8,12 +12,21 @@ from ... import wire
 from ..._names import DEFAULT_NAMESPACE, VERSION_HEADER
 from ..._ranks import RankSet
 from ...exceptions import BadRequest
+from ...wire.leases import parse_lease_field
 from ..appkeys import CONFIG, REGISTRY
 from ..fastpath.gets import SEPARATE_BODY_OVER
 from ..fastpath.writes import write_stream
 from .kinds import RecordKind
 
-__all__ = ["after_of", "json_reply", "namespace_of", "not_registered", "param", "wait_seconds"]
+__all__ = [
+    "after_of",
+    "json_reply",
+    "lease_of_body",
+    "namespace_of",
+    "not_registered",
+    "param",
+    "wait_seconds",
+]
 
 
 def namespace_of(request: web.Request) -> str:
@@ -28,6 +41,11 @@ def param(request: web.Request, name: str) -> str | None:
     if len(values) > 1:
         raise BadRequest(f"The {name} parameter is given more than once.")
     return values[0] if values else None
+
+
+def lease_of_body(payload: Mapping[str, Any]) -> str | None:
+    """The ``lease`` a register body names (SPEC section 9), or ``None``: every face's registers read it so."""
+    return parse_lease_field(payload)
 
 
 def after_of(request: web.Request) -> int:

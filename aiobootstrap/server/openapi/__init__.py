@@ -2,16 +2,19 @@
 
 Written by hand, so it says what the routes mean, and kept true by
 ``tests/test_openapi.py``, which fails for any route the app serves that is
-not described here. Three rooms: the paths (``paths.py``, where a new route
-is described), the component schemas they refer to (``schemas.py``), and
-here the document built of them, with the security each route declares. A
-record kind's routes and schemas are described from its entry in the kind
-table (``server.kinds.KINDS``).
+not described. Each face describes its own routes, in its folder
+(``Face.paths`` and ``Face.schemas``); here is the document assembled from
+them and the server's own routes, each face path with its
+``/ns/{namespace}`` twin, and the security each route declares by its
+``Access``. The builders the faces describe with are this package's:
+``paths.py`` (replies, parameters, the twins; the server's own paths),
+``schemas.py`` (the shared schemas), ``leases.py`` (a register body's lease).
 """
 
 from __future__ import annotations
 
 import copy
+from collections.abc import Sequence
 from typing import Any
 
 from aiohttp import web
@@ -20,12 +23,10 @@ from aiohttp.typedefs import Handler
 from ... import wire
 from ..._json import dumps
 from ..._version import __version__
-from ..access import Access, route_access
-from ..faces import kinds as _kinds
-from .leases import describe_leases
-from .paths import PATHS, RANKS_FORMAT, SERVER_WIDE, in_namespace, json_reply, kind_paths
-from .schemas import SCHEMAS, kind_schemas
-from .watch import WATCH_SCHEMAS, watch_paths
+from ..access import route_access
+from ..face import Access, Face
+from .paths import PATHS, RANKS_FORMAT, in_namespace, json_reply
+from .schemas import SCHEMAS
 
 __all__ = ["RANKS_FORMAT", "document", "openapi"]
 
@@ -35,29 +36,33 @@ _UNAUTHORIZED = json_reply("A token is required and was missing or wrong.")
 _FORBIDDEN = json_reply("The token is known, but its scope does not cover this namespace or this write.")
 
 
-def document(*, token: bool = False, open_reads: bool = False) -> dict[str, Any]:
-    """The OpenAPI document of every route (the kinds' routes as the kind table has them now).
+def document(
+    faces: Sequence[Face] | None = None, *, token: bool = False, open_reads: bool = False
+) -> dict[str, Any]:
+    """The OpenAPI document of the server's routes and those of ``faces`` (the server's ``FACES`` unless told),
+    each face's as it describes them now (the engine-info face's from the kind table as it is).
 
     ``token``: whether the server requires a bearer token (every route but the probes then
     declares the security scheme, as ``server.access``'s table classifies it). ``open_reads``:
     reads may also be sent without one.
     """
-    access = route_access()
-    described = copy.deepcopy(PATHS)
-    kind_names = [kind.name for kind in _kinds.KINDS]
-    described[wire.RANKS_PATH]["get"]["parameters"][0]["schema"]["enum"] = kind_names
-    schemas = {**SCHEMAS, **WATCH_SCHEMAS}
-    for kind in _kinds.KINDS:
-        described.update(kind_paths(kind))
-        schemas.update(kind_schemas(kind))
-    described.update(watch_paths())
-    registers = [kind.register_path for kind in _kinds.KINDS] + [wire.ENCODER_REGISTER_PATH]
-    describe_leases(described, schemas, registers)
+    if faces is None:
+        from ..faces import FACES  # here, not above: the faces import this package's builders
+
+        faces = FACES
+    access = route_access(faces)
     paths: dict[str, Any] = {}
-    for route, item in described.items():
-        paths[route] = item
-        if route not in SERVER_WIDE:
-            paths[wire.path(route, "{namespace}")] = in_namespace(item)
+    schemas = copy.deepcopy(SCHEMAS)
+    for face in faces:
+        for route, item in face.paths().items():
+            paths[route] = {**paths.get(route, {}), **copy.deepcopy(item)}
+        schemas.update(copy.deepcopy(dict(face.schemas())))
+    # Each face's route is served in every namespace too; the server's own routes once.
+    twinned: dict[str, Any] = {}
+    for route, item in paths.items():
+        twinned[route] = item
+        twinned[wire.path(route, "{namespace}")] = in_namespace(item)
+    paths = {**twinned, **copy.deepcopy(PATHS)}
     for route, item in paths.items():
         for method, operation in item.items():
             does = access[method.upper(), route.removeprefix(wire.path("", "{namespace}")) or "/"]
@@ -94,11 +99,11 @@ def document(*, token: bool = False, open_reads: bool = False) -> dict[str, Any]
     }
 
 
-def openapi(*, token: bool, open_reads: bool = False) -> Handler:
-    """``GET /openapi.json``: the document for a server that requires a bearer token or not."""
+def openapi(faces: Sequence[Face], *, token: bool, open_reads: bool = False) -> Handler:
+    """``GET /openapi.json``: the document of ``faces`` for a server that requires a bearer token or not."""
 
     async def openapi(request: web.Request) -> web.Response:
-        body = dumps(document(token=token, open_reads=open_reads))
+        body = dumps(document(faces, token=token, open_reads=open_reads))
         return web.Response(body=body, content_type=wire.JSON_TYPE)
 
     return openapi

@@ -1,9 +1,11 @@
-"""The OpenAPI document's paths: what each route takes and answers.
+"""The OpenAPI builders every face describes its routes with, and the paths of the server's own routes.
 
-To describe a new route, add its path to :data:`PATHS`; its
-``/ns/{namespace}`` twin is described from it (:func:`in_namespace`) unless
-the path is in :data:`SERVER_WIDE`. A record kind's four routes are described
-from its entry in the kind table (:func:`kind_paths`).
+A face describes its routes in its folder (``Face.paths``), with these:
+:func:`json_reply`, :func:`text_reply`, :func:`query`, the replies any route
+may give (:data:`BAD_REQUEST`, :data:`UNAVAILABLE`, :data:`BODY_ERRORS`) and
+the parameters several faces take. ``document()`` describes each face path's
+``/ns/{namespace}`` twin from it (:func:`in_namespace`). :data:`PATHS` are
+the routes served once for the whole server (:data:`SERVER_WIDE`).
 """
 
 from __future__ import annotations
@@ -12,13 +14,26 @@ import copy
 from typing import Any
 
 from ... import wire
-from ..._names import NAME_PATTERN, TRANSFER_ENGINE_INFO
+from ..._names import NAME_PATTERN
 from ..._ranks import MAX_RANK
-from ...wire import ENCODER_LIST_PATH, ENCODER_REGISTER_PATH, ENCODER_UNREGISTER_PATH
-from ..faces.kinds import RecordKind
-from .schemas import RANK, ROLE, ref
+from .schemas import ROLE, ref
 
-__all__ = ["PATHS", "RANKS_FORMAT", "SERVER_WIDE", "in_namespace", "json_reply", "kind_paths"]
+__all__ = [
+    "BAD_REQUEST",
+    "BODY_ERRORS",
+    "BOOT",
+    "PATHS",
+    "RANKS",
+    "RANKS_FORMAT",
+    "ROLE_QUERY",
+    "SECONDS",
+    "SERVER_WIDE",
+    "UNAVAILABLE",
+    "in_namespace",
+    "json_reply",
+    "query",
+    "text_reply",
+]
 
 _JSON = wire.JSON_TYPE
 
@@ -28,63 +43,46 @@ def json_reply(description: str, schema: str = "Error") -> dict[str, Any]:
     return {"description": description, "content": {_JSON: {"schema": ref(schema)}}}
 
 
-def _text(description: str, example: str = "OK") -> dict[str, Any]:
+def text_reply(description: str, example: str = "OK") -> dict[str, Any]:
+    """A ``text/plain`` reply (``OK`` unless told)."""
     return {
         "description": description,
         "content": {"text/plain": {"schema": {"type": "string"}, "example": example}},
     }
 
 
-def _query(name: str, description: str, schema: dict[str, Any], *, required: bool = False) -> dict[str, Any]:
+def query(name: str, description: str, schema: dict[str, Any], *, required: bool = False) -> dict[str, Any]:
+    """A query parameter."""
     return {"name": name, "in": "query", "required": required, "description": description, "schema": schema}
 
 
-_BAD_REQUEST = json_reply("A malformed parameter or body; the detail names it.")
-_UNAVAILABLE = json_reply(
+BAD_REQUEST = json_reply("A malformed parameter or body; the detail names it.")
+UNAVAILABLE = json_reply(
     "The server is shutting down, holds as many waits as it allows (with Retry-After), "
     "hosts as many namespaces as it allows, or its store does not answer (with Retry-After)."
 )
-_BODY_ERRORS = {
+BODY_ERRORS = {
     "408": json_reply("The body did not arrive within the server's --body-timeout."),
     "413": json_reply("The body is larger than the server's --max-body-size."),
     "415": json_reply("The body has a Content-Encoding; send it uncompressed."),
 }
 """What reading any request body can answer."""
 
-_SECONDS = {"type": "number", "minimum": 0, "default": 0}
+SECONDS = {"type": "number", "minimum": 0, "default": 0}
 """A wait in seconds: a finite non-negative decimal number (``1.5``, ``2e3``), no sign."""
 
-_WAIT = _query(
-    "wait",
-    "Seconds to hold the request until the rank(s) register; 0 (the default) answers at once. "
-    "Clamped to the server's --max-wait.",
-    _SECONDS,
-)
-_AFTER = _query(
-    "after",
-    "Only a registration with a greater version counts (to wait for a restarted rank's new info).",
-    {**RANK, "default": 0},
-)
-
-_BOOT = _query(
+BOOT = query(
     "boot",
     "The boot id (X-Aiobootstrap-Boot) that `after` came from: when the registry is another "
     "incarnation, `after` counts as 0 (its records are all news).",
     {"type": "string"},
 )
 
-_ROLE = _query(
+ROLE_QUERY = query(
     "role",
     "The role whose records are meant (a speculative draft model's are apart from its target's).",
     ROLE,
 )
-_FORM = _query(
-    "form",
-    "object: serve each registration whole, as the object it was; list (the default): the kind's "
-    "usual shape (for classic transfer-engine info, [session_id, weights_info_dict]).",
-    {"type": "string", "enum": list(wire.FORMS), "default": "list"},
-)
-_RANK = _query("rank", "The rank.", RANK, required=True)
 
 RANKS_FORMAT = "aiobootstrap-ranks"
 """The ``format`` of a batch's ``ranks``: a pattern says its grammar, not that a range's end is not
@@ -92,7 +90,7 @@ below its start, nor how many ranks a batch may name."""
 _DIGITS = f"[0-9]{{1,{len(str(MAX_RANK))}}}"
 _RANK_PART = rf"\s*{_DIGITS}(-{_DIGITS})?\s*"
 """One rank or range; the server strips white space around each."""
-_RANKS = _query(
+RANKS = query(
     "ranks",
     "The ranks: comma-separated ranks and inclusive ranges, such as 0-7,12; a range's end is not "
     f"below its start, and a batch names at most {wire.MAX_BATCH_RANKS} distinct ranks.",
@@ -106,193 +104,14 @@ _RANKS = _query(
 )
 
 
-def kind_paths(kind: RecordKind) -> dict[str, dict[str, Any]]:
-    """The four operations of a per-rank record kind, from its table entry."""
-    title, noun = kind.title, kind.noun
-    absent = f"`{kind.absent(0).replace(' 0', ' N')}`"
-    return {
-        kind.register_path: {
-            "put": {
-                "operationId": f"register{title}",
-                "summary": f"Publish a rank's {noun}, replacing any earlier one of its role, and wake its waiters.",
-                "requestBody": {
-                    "required": True,
-                    "content": {_JSON: {"schema": ref(f"{title}Registration")}},
-                },
-                "responses": {
-                    "200": _text("Registered."),
-                    "400": _BAD_REQUEST,
-                    **_BODY_ERRORS,
-                    "409": json_reply(
-                        "A new rank past the server's --max-ranks (no world size set), or a new role past --max-roles."
-                    ),
-                    "503": _UNAVAILABLE,
-                },
-            },
-            "delete": {
-                "operationId": f"unregister{title}",
-                "summary": f"Remove a rank's {noun}; its waiters go on waiting for a new registration.",
-                "parameters": [_RANK, _ROLE],
-                "responses": {
-                    "200": _text("Removed."),
-                    "400": _BAD_REQUEST,
-                    "404": json_reply(f"The rank was not registered: {absent}, `missing: [N]`.", "Missing"),
-                    "503": _UNAVAILABLE,
-                },
-            },
-        },
-        kind.get_path: {
-            "get": {
-                "operationId": f"get{title}",
-                "summary": f"A rank's {noun}, optionally waiting for it to register. The "
-                "X-Aiobootstrap-Version header carries the record's version.",
-                "parameters": [_RANK, _ROLE, _WAIT, _AFTER, _BOOT, _FORM],
-                "responses": {
-                    "200": json_reply(f"The rank's {noun}.", title),
-                    "400": _BAD_REQUEST,
-                    "404": json_reply(
-                        f"Not registered (when the wait ran out): {absent}, `missing: [N]`.", "Missing"
-                    ),
-                    "503": _UNAVAILABLE,
-                },
-            }
-        },
-        kind.batch_path: {
-            "get": {
-                "operationId": f"get{title}Batch",
-                "summary": f"Several ranks' {noun} in one request, waiting until all of them have registered.",
-                "parameters": [
-                    _RANKS,
-                    _ROLE,
-                    _WAIT,
-                    _AFTER,
-                    _BOOT,
-                    _FORM,
-                ],
-                "responses": {
-                    "200": json_reply(f"Every asked rank's {noun}.", f"{title}Batch"),
-                    "400": _BAD_REQUEST,
-                    "404": json_reply(
-                        "Some ranks are not registered (when the wait ran out); listed in missing.", "Missing"
-                    ),
-                    "503": _UNAVAILABLE,
-                },
-            }
-        },
-    }
-
-
 PATHS: dict[str, dict[str, Any]] = {
-    wire.HEALTH_PATH: {
-        "get": {
-            "operationId": "health",
-            "summary": "Whether the server is up.",
-            "responses": {"200": _text("The server is up.")},
-        }
-    },
     wire.READY_PATH: {
         "get": {
             "operationId": "ready",
             "summary": "Whether the server's store answers (readiness, for a load balancer).",
             "responses": {
-                "200": _text("The store answers."),
+                "200": text_reply("The store answers."),
                 "503": json_reply("The store does not answer; Retry-After says when to ask again."),
-            },
-        }
-    },
-    wire.PAGE_PATH: {
-        "get": {
-            "operationId": "page",
-            "summary": "The bring-up page for a browser: every rank of each kind and role, live from /watch "
-            "(one HTML file, its script and style inline; it reads the API with the token it asks for).",
-            "responses": {
-                "200": {"description": "The page.", "content": {"text/html": {"schema": {"type": "string"}}}},
-            },
-        }
-    },
-    wire.RANKS_PATH: {
-        "get": {
-            "operationId": "listRanks",
-            "summary": "One kind and role's registered ranks (without their values) and, with a world "
-            "size, the missing ones.",
-            "parameters": [
-                _query(
-                    "kind",
-                    "The record kind listed.",
-                    {"type": "string", "default": TRANSFER_ENGINE_INFO},
-                ),
-                _ROLE,
-            ],
-            "responses": {
-                "200": json_reply("The listing.", "Listing"),
-                "400": _BAD_REQUEST,
-                "503": _UNAVAILABLE,
-            },
-        }
-    },
-    ENCODER_REGISTER_PATH: {
-        "post": {
-            "operationId": "registerEncoderUrl",
-            "summary": "Add an encoder's URL to the list (listed once however often it registers, "
-            "an evicted one at once); wakes the list's waiters.",
-            "requestBody": {"required": True, "content": {_JSON: {"schema": ref("EncoderUrl")}}},
-            "responses": {
-                "200": _text("Listed."),
-                "400": _BAD_REQUEST,
-                **_BODY_ERRORS,
-                "503": _UNAVAILABLE,
-            },
-        }
-    },
-    ENCODER_UNREGISTER_PATH: {
-        "delete": {
-            "operationId": "unregisterEncoderUrl",
-            "summary": "Remove an encoder's URL from the list and end its health probes; OK also when "
-            "it was not listed.",
-            "requestBody": {"required": True, "content": {_JSON: {"schema": ref("EncoderUrl")}}},
-            "responses": {
-                "200": _text("Not listed (any more)."),
-                "400": _BAD_REQUEST,
-                **_BODY_ERRORS,
-                "503": _UNAVAILABLE,
-            },
-        }
-    },
-    ENCODER_LIST_PATH: {
-        "get": {
-            "operationId": "listEncoderUrls",
-            "summary": "The encoder URLs, in order of first registration, optionally once the list "
-            "changed after a version.",
-            "parameters": [
-                _query(
-                    "wait",
-                    "Seconds to hold the request until the list changes after `after`; clamped to "
-                    "--max-wait. When it runs out, the list as it is.",
-                    _SECONDS,
-                ),
-                _query(
-                    "after",
-                    "A version of the list (from an earlier reply): wait for a change after it.",
-                    {**RANK, "default": 0},
-                ),
-                _BOOT,
-            ],
-            "responses": {
-                "200": json_reply("The list and its version.", "EncoderUrls"),
-                "400": _BAD_REQUEST,
-                "503": _UNAVAILABLE,
-            },
-        }
-    },
-    wire.ENCODER_HEALTH_PATH: {
-        "get": {
-            "operationId": "encoderUrlHealth",
-            "summary": "Each listed and evicted encoder URL with what this replica's health probes found "
-            "(healthy, failing with its failures, evicted and for how long).",
-            "responses": {
-                "200": json_reply("The URLs and their health.", "EncoderUrlHealth"),
-                "400": _BAD_REQUEST,
-                "503": _UNAVAILABLE,
             },
         }
     },
@@ -301,7 +120,7 @@ PATHS: dict[str, dict[str, Any]] = {
             "operationId": "metrics",
             "summary": "Every metric of the server, all namespaces, in the Prometheus text format.",
             "responses": {
-                "200": _text("The metrics.", 'aiobootstrap_gets_total{outcome="hit"} 3.0'),
+                "200": text_reply("The metrics.", 'aiobootstrap_gets_total{outcome="hit"} 3.0'),
                 "503": json_reply("The store does not answer; Retry-After says when to ask again."),
             },
         }
@@ -313,7 +132,7 @@ PATHS: dict[str, dict[str, Any]] = {
             "the ones the token covers.",
             "responses": {
                 "200": json_reply("The namespaces.", "Namespaces"),
-                "503": _UNAVAILABLE,
+                "503": UNAVAILABLE,
             },
         }
     },
@@ -349,6 +168,6 @@ def in_namespace(item: dict[str, Any]) -> dict[str, Any]:
     for operation in item.values():
         operation["operationId"] += "InNamespace"
         operation["parameters"] = [_NAMESPACE, *operation.get("parameters", [])]
-        operation["responses"].setdefault("400", _BAD_REQUEST)
-        operation["responses"].setdefault("503", _UNAVAILABLE)
+        operation["responses"].setdefault("400", BAD_REQUEST)
+        operation["responses"].setdefault("503", UNAVAILABLE)
     return item

@@ -45,7 +45,7 @@ from ....core.registry import Registry
 from ....core.tally import Tally
 from ....exceptions import BootstrapError
 from ....store import Key, Record, members_of
-from ...appkeys import CONFIG, REGISTRY
+from ...appkeys import CONFIG, FINDINGS, REGISTRY
 from ..kinds import encoder_list_key
 
 __all__ = [
@@ -240,7 +240,8 @@ ENCODER_HEALTH = web.AppKey("encoder_health", EncoderHealth)
 
 
 async def encoder_health_context(app: web.Application) -> AsyncIterator[None]:
-    """``cleanup_ctx``: one probing task per app, when ``encoder_health_interval`` is not 0."""
+    """``cleanup_ctx``: one probing task per app, when ``encoder_health_interval`` is not 0; its
+    findings under ``appkeys.FINDINGS``."""
     config = app[CONFIG]
     if not config.encoder_health_interval:
         yield
@@ -253,6 +254,7 @@ async def encoder_health_context(app: web.Application) -> AsyncIterator[None]:
             evicted_ttl=config.encoder_evicted_ttl,
         )
         app[ENCODER_HEALTH] = health
+        app[FINDINGS] = health.findings  # the page's watch counts, and the fast path, read it
         task = asyncio.create_task(
             health.run(config.encoder_health_interval), name="aiobootstrap encoder health"
         )

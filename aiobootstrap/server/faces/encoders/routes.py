@@ -14,10 +14,9 @@ from ...appkeys import CONFIG, REGISTRY
 from ...body import read_body
 from ...fastpath.gets import GET_REPLIES
 from ...metrics import METRICS, counts_gets
-from ..common import after_of, json_reply, namespace_of, wait_seconds
+from ..common import after_of, json_reply, lease_of_body, namespace_of, wait_seconds
 from ..kinds import encoder_list_key
 from ..log_lines import log_encoder_url
-from ..native.leases import lease_of_body
 from .health import ENCODER_HEALTH, FAILURES_TO_EVICT, add_url, evicted_key, remove_url
 
 __all__ = ["encoder_url_health", "list_encoder_urls", "register_encoder_url", "unregister_encoder_url"]

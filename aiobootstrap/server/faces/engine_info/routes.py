@@ -18,15 +18,14 @@ from .... import wire
 from ....exceptions import BootstrapError
 from ....store import Record
 from ...appkeys import CONFIG, REGISTRY
-from ...auth import ExpectHandler
 from ...body import read_body
+from ...face import ExpectHandler
 from ...fastpath.batches import BATCH_REPLIES
 from ...fastpath.gets import GET_REPLIES, GetReplies, GetReply
 from ...metrics import METRICS, counts_gets
-from ..common import after_of, json_reply, namespace_of, not_registered, param, wait_seconds
+from ..common import after_of, json_reply, lease_of_body, namespace_of, not_registered, param, wait_seconds
 from ..kinds import RecordKind
 from ..log_lines import log_change
-from ..native.leases import lease_of_body
 
 __all__ = ["kind_routes"]
 

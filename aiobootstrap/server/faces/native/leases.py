@@ -2,14 +2,11 @@
 
 The leases are the store's state (``store.leases``); these handlers read the
 request, call the store through the registry's, and write the reply. A
-register naming a lease is the register handlers' (``per_kind``,
-``encoder_urls``), through :func:`lease_of_body`.
+register naming a lease is the register handlers' (``engine_info``,
+``encoders``), through ``common.lease_of_body``.
 """
 
 from __future__ import annotations
-
-from collections.abc import Mapping
-from typing import Any
 
 from aiohttp import web
 
@@ -17,12 +14,12 @@ from .... import wire
 from ....store import LeaseState
 from ....wire import leases as wire_leases
 from ...appkeys import CONFIG, REGISTRY
-from ...auth import ExpectHandler
 from ...body import read_body
+from ...face import ExpectHandler
 from ...fastpath.gets import GET_REPLIES
 from ..common import namespace_of
 
-__all__ = ["lease_of_body", "lease_routes"]
+__all__ = ["lease_routes"]
 
 
 def lease_routes(expect: ExpectHandler | None = None) -> list[web.RouteDef]:
@@ -33,11 +30,6 @@ def lease_routes(expect: ExpectHandler | None = None) -> list[web.RouteDef]:
         web.get(wire_leases.LEASE_ROUTE, read_lease, expect_handler=expect),
         web.delete(wire_leases.LEASE_ROUTE, revoke_lease, expect_handler=expect),
     ]
-
-
-def lease_of_body(payload: Mapping[str, Any]) -> str | None:
-    """The ``lease`` a register body names, or ``None``."""
-    return wire_leases.parse_lease_field(payload)
 
 
 def _reply(state: LeaseState, *, whole: bool = False) -> web.Response:

@@ -22,10 +22,10 @@ from aiohttp import web
 from .... import wire
 from ....core.history import History, Match
 from ....core.parking import Parking
+from ....core.tally import Tally
 from ....exceptions import HistoryGone
-from ...appkeys import REGISTRY
+from ...appkeys import FINDINGS, REGISTRY
 from ..common import param
-from ..encoders.health import ENCODER_HEALTH, EncoderHealth
 
 __all__ = ["CountsTold", "gone", "watch_with_counts"]
 
@@ -41,10 +41,11 @@ def gone(exc: HistoryGone) -> web.Response:
 @dataclass(frozen=True, slots=True)
 class CountsTold:
     """The counts a watch was told: ``waits``, and ``findings`` (``None``: not asked, or, for findings,
-    nothing probes here), with where they are now."""
+    nothing probes here), with where they are now: ``parking``'s moves and the probes' tally, ``probed``
+    (``appkeys.FINDINGS``)."""
 
     parking: Parking
-    health: EncoderHealth | None
+    probed: Tally | None
     waits: int | None
     findings: int | None
 
@@ -56,25 +57,25 @@ class CountsTold:
             return None
         moves = None if waits is None else wire.parse_waits(waits)
         found = None if findings is None else wire.parse_findings(findings)
-        health = request.app.get(ENCODER_HEALTH)
-        return cls(request.app[REGISTRY].parking, health, moves, None if health is None else found)
+        probes = request.app.get(FINDINGS)
+        return cls(request.app[REGISTRY].parking, probes, moves, None if probes is None else found)
 
     @property
     def behind(self) -> bool:
         """Whether a count told has moved already (the watch is answered at once)."""
-        health = self.health
+        probes = self.probed
         return (self.waits is not None and self.waits != self.parking.moves.count) or (
-            self.findings is not None and health is not None and self.findings != health.findings.count
+            self.findings is not None and probes is not None and self.findings != probes.count
         )
 
     def encode(self, changes: Sequence[wire.WatchedChange], version: int) -> bytes:
         """The reply, saying the counts asked for as they are now."""
-        health = self.health
+        probes = self.probed
         return wire.encode_watch(
             changes,
             version,
             waits=None if self.waits is None else self.parking.moves.count,
-            findings=None if self.findings is None or health is None else health.findings.count,
+            findings=None if self.findings is None or probes is None else probes.count,
         )
 
 
@@ -85,8 +86,8 @@ async def watch_with_counts(
     waiting: list[Coroutine[Any, Any, None]] = []
     if counts.waits is not None:
         waiting.append(counts.parking.moved(counts.waits, wait))
-    if counts.findings is not None and counts.health is not None:
-        waiting.append(counts.health.findings.past(counts.findings, wait))
+    if counts.findings is not None and counts.probed is not None:
+        waiting.append(counts.probed.past(counts.findings, wait))
     told = asyncio.ensure_future(history.since(namespace, after, wait, match))
     moving = [asyncio.ensure_future(look) for look in waiting]
     try:

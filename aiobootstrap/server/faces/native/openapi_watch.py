@@ -1,12 +1,12 @@
-"""The OpenAPI description of ``GET /watch``: its parameters, its reply and its ``410``."""
+"""The native face's OpenAPI description of ``GET /watch``: its parameters, its reply and its ``410``."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from ... import wire
-from .paths import _RANKS, json_reply
-from .schemas import RANK, ROLE
+from .... import wire
+from ...openapi.paths import RANKS, json_reply
+from ...openapi.schemas import RANK, ROLE
 
 __all__ = ["WATCH_SCHEMAS", "watch_paths"]
 
@@ -98,7 +98,7 @@ def watch_paths() -> dict[str, dict[str, Any]]:
                         {"type": "string"},
                     ),
                     {
-                        **_RANKS,
+                        **RANKS,
                         "required": False,
                         "description": "Only changes of these ranks (per-rank kinds), such as 0-7,12; "
                         f"at most {wire.MAX_BATCH_RANKS} distinct ranks.",
