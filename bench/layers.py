@@ -46,7 +46,7 @@ from types import CodeType, FrameType
 from typing import Any
 
 from ._data import registration, weights
-from ._servers import start_in_tree
+from ._servers import cpu_ns, start_in_tree
 from ._wire import Target, connect, get_request, put_request
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -337,11 +337,7 @@ class Server:
         return rank
 
     def cpu_ns(self) -> int:
-        total = 0
-        for task in os.listdir(f"/proc/{self.process.pid}/task"):
-            with open(f"/proc/{self.process.pid}/task/{task}/schedstat") as stat:
-                total += int(stat.read().split()[0])
-        return total
+        return cpu_ns(self.process.pid)
 
     async def traced(self) -> dict[str, Counter[str]]:
         """Turn the tracer off, read what it wrote."""

@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import random
 import signal
 import statistics
@@ -40,7 +39,7 @@ from aiobootstrap.server.open_files import raise_open_file_limit
 from ._data import registration, weights
 from ._load import percentile
 from ._scenarios import LONG_WAIT, REGISTER, THROUGHPUT_LOADS, _connect_many, _register, get_path
-from ._servers import LOG_DIR, rss_kib, start_in_tree
+from ._servers import LOG_DIR, cpu_ns, rss_kib, start_in_tree
 from ._wire import Target, connect, get_request, put_request
 from ._wrk import run_wrk
 
@@ -87,11 +86,7 @@ class Server:
         return cls(label, tree, process, url)
 
     def cpu_ns(self) -> int:
-        total = 0
-        for task in os.listdir(f"/proc/{self.process.pid}/task"):
-            with open(f"/proc/{self.process.pid}/task/{task}/schedstat") as stat:
-                total += int(stat.read().split()[0])
-        return total
+        return cpu_ns(self.process.pid)
 
     def signal(self, signum: int) -> None:
         self.process.send_signal(signum)

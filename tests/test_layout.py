@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from .helpers.package import MODULES, PACKAGE, TESTS, imports_of
+from .helpers.package import MODULES, PACKAGE, TESTS, import_source, imports_of
 
 FLOORS = {
     # Leaves: they import nothing of the package but each other.
@@ -172,8 +172,7 @@ def _test_imports(path: Path, source: str) -> list[str]:
         if isinstance(node, ast.Import):
             names = [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
-            base = package.split(".")[: len(package.split(".")) - (node.level - 1)] if node.level else []
-            module = ".".join([*base, *([node.module] if node.module else [])])
+            module = import_source(package, node)
             names = [module] + [f"{module}.{alias.name}" for alias in node.names]
         else:
             continue
@@ -289,11 +288,7 @@ def _store_reaches(module: str, source: str, where: str) -> list[str]:
         if isinstance(node, ast.Import):
             found += [(node.lineno, alias.name) for alias in node.names if _in_store(alias.name)]
         elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = package.split(".")[: len(package.split(".")) - (node.level - 1)]
-                source_module = ".".join([*base, *([node.module] if node.module else [])])
-            else:
-                source_module = node.module or ""
+            source_module = import_source(package, node)
             for alias in node.names:
                 whole = f"{source_module}.{alias.name}"  # a module: ``from aiobootstrap import store``
                 if whole in MODULES and _in_store(whole):

@@ -6,7 +6,7 @@ import ast
 from collections.abc import Iterator
 from pathlib import Path
 
-__all__ = ["MODULES", "PACKAGE", "TESTS", "imports_of"]
+__all__ = ["MODULES", "PACKAGE", "TESTS", "import_source", "imports_of"]
 
 TESTS = Path(__file__).resolve().parent.parent
 PACKAGE = TESTS.parent / "aiobootstrap"
@@ -22,6 +22,14 @@ def _module_name(path: Path) -> str:
 MODULES = {_module_name(path): path for path in sorted(PACKAGE.rglob("*.py"))}
 
 
+def import_source(package: str, node: ast.ImportFrom) -> str:
+    """The module a ``from ... import`` in ``package`` reads from, its dots resolved."""
+    if not node.level:
+        return node.module or ""
+    base = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+    return ".".join([*base, *([node.module] if node.module else [])])
+
+
 def imports_of(module: str, path: Path) -> Iterator[tuple[int, str]]:
     """Every module of the package or outside it that ``module`` imports, at any depth, with its line."""
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
@@ -30,11 +38,7 @@ def imports_of(module: str, path: Path) -> Iterator[tuple[int, str]]:
             for alias in node.names:
                 yield node.lineno, alias.name
         elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = package.split(".")[: len(package.split(".")) - (node.level - 1)]
-                source = ".".join([*base, *([node.module] if node.module else [])])
-            else:
-                source = node.module or ""
+            source = import_source(package, node)
             for alias in node.names:
                 submodule = f"{source}.{alias.name}"
                 yield node.lineno, submodule if submodule in MODULES else source
