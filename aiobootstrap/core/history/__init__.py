@@ -24,7 +24,8 @@ change on its way at or below it is dropped). Trimming the oldest change
 raises the floor to its version. So the floor is never below a change the
 history did not hear.
 
-An encoder list change is one set record's new value (``Store.set_member``):
+A change of a named record (``Key.named``) is told with its name (``key``)
+in place of role and rank. An encoder list change is one set record's new value (``Store.set_member``):
 the history reports the URL that joined (``put``) or left (``delete``), diffed
 against the members it last knew for the namespace (``members``, which says
 how, and what happens when a change cannot be diffed).
@@ -189,6 +190,11 @@ class History:
 
     def _watched(self, change: Change, log: _Log) -> list[WatchedChange]:
         key = change.key
+        if key.name is not None:
+            # A named record (Mooncake's metadata): its name in place of role and rank.
+            return [
+                WatchedChange("delete" if change.deleted else "put", key.kind, change.version, key=key.name)
+            ]
         if key.kind != ENCODER_URLS:
             return [
                 WatchedChange(
