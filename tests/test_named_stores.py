@@ -227,3 +227,19 @@ async def test_a_named_record_put_again_without_its_lease_leaves_it(store: Store
     record = await store.get(named("mooncake/ram/a:1"))
     assert record is not None
     assert record.value == value(2)
+
+
+async def test_a_named_set_record_takes_members_and_their_leases(store: Store) -> None:
+    """``set_member`` on a named key: members in order, one on a lease that takes it out when revoked."""
+    key = named("mooncake/peers")
+    lease = await store.grant_lease("default", 30)
+    await store.set_member(key, "a:1", present=True)
+    await store.set_member(key, "b:2", present=True, lease=lease.id)
+    record = await store.get(key)
+    assert record is not None
+    assert record.value == {"members": ["a:1", "b:2"]}
+    await store.revoke_lease("default", lease.id)
+    record = await store.get(key)
+    assert record is not None
+    assert record.value == {"members": ["a:1"]}
+    assert await store.get(ranked(0)) is None
