@@ -4,8 +4,9 @@ The registry's bookkeeping of its waiters, apart from its waiting: the limit
 (``max_waiters``) is checked here as a wait parks, and a stopping server reads
 the tasks (in the order they parked) to answer them itself. Pure asyncio.
 
-A wait parks on one rank (a get) or on a :class:`~._ranks.RankSet` (a batch
-get, on the ranks it is missing). Parking one costs a dict write or two
+A wait parks on one rank (a get), on a :class:`~._ranks.RankSet` (a batch
+get, on the ranks it is missing), or on a named record (counted in its
+namespace and against the limit, on no rank). Parking one costs a dict write or two
 whatever its set: the set is kept whole, as ranges, and only a reader of the
 counts (:meth:`Parking.by_rank`, for ``/ranks``) walks the ranges, at a cost
 that grows with the waits parked on that kind and role, not with the ranks.
@@ -93,14 +94,16 @@ class Parking:
         counted = [(RankSet(ranges), waits) for waits, ranges in runs.items()]
         return sorted(counted, key=lambda each: each[0].first)
 
-    def park(self, namespace: str, kind: str, role: str, ranks: int | RankSet) -> Parked:
-        """Count the current task's wait on ``ranks`` (one rank, or a batch's set), or refuse it with
-        :class:`TooManyWaiters` at the limit."""
+    def park(self, namespace: str, kind: str, role: str, ranks: int | str | RankSet) -> Parked:
+        """Count the current task's wait on ``ranks`` (one rank, a batch's set, or one named record's name:
+        counted, but on no rank), or refuse it with :class:`TooManyWaiters` at the limit."""
         self._check()
         place = (namespace, kind, role)
         if isinstance(ranks, int):
             parked = Parked(place, ranks, None)
             self._on_rank.setdefault(place, collections.Counter())[ranks] += 1
+        elif isinstance(ranks, str):
+            parked = Parked(place, None, None)
         else:
             parked = Parked(place, None, ranks)
             self._on_sets.setdefault(place, {})[parked] = None
@@ -123,7 +126,7 @@ class Parking:
             _drop(on_rank, parked.rank)
             if not on_rank:
                 del self._on_rank[place]
-        else:
+        elif parked.ranks is not None:
             on_sets = self._on_sets[place]
             del on_sets[parked]
             if not on_sets:

@@ -21,7 +21,9 @@ the wire or the server.
 from .interface import (
     DEFAULT_ROLE,
     MAX_MEMBERS,
+    MAX_NAME_LENGTH,
     MEMBERS,
+    NO_RANK,
     TRANSFER_ENGINE_INFO,
     Change,
     ChangeListener,
@@ -30,6 +32,7 @@ from .interface import (
     Record,
     Store,
     StoreLimits,
+    check_key_name,
     members_of,
     with_member,
 )
@@ -40,7 +43,9 @@ from .url import describe, open_store
 __all__ = [
     "DEFAULT_ROLE",
     "MAX_MEMBERS",
+    "MAX_NAME_LENGTH",
     "MEMBERS",
+    "NO_RANK",
     "TRANSFER_ENGINE_INFO",
     "Change",
     "ChangeListener",
@@ -51,6 +56,7 @@ __all__ = [
     "Record",
     "Store",
     "StoreLimits",
+    "check_key_name",
     "describe",
     "members_of",
     "open_store",

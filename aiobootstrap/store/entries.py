@@ -3,7 +3,8 @@
 An entry is the JSON object of one journal line (``store.journal`` has the
 format): a put carries the record whole, a delete its key and version, and
 ``ns``, ``kind`` and ``role`` are left out at their defaults, so a classic
-registration's line stays short. A snapshot of the tables (what compaction
+registration's line stays short; a named record's line has ``name`` in place
+of ``rank``. A snapshot of the tables (what compaction
 writes) is a ``base`` line, holding the highest version taken and the
 incarnation, then one put a live record.
 
@@ -25,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._ranks import MAX_RANK
-from .interface import DEFAULT_NAMESPACE, DEFAULT_ROLE, TRANSFER_ENGINE_INFO, Key, Record
+from .interface import DEFAULT_NAMESPACE, DEFAULT_ROLE, NO_RANK, TRANSFER_ENGINE_INFO, Key, Record
 from .journal import encode_line
 from .lease_entries import (
     LEASE_OPS,
@@ -54,7 +55,10 @@ def _entry(op: str, key: Key, version: int) -> dict[str, Any]:
         entry["kind"] = key.kind
     if key.role != DEFAULT_ROLE:
         entry["role"] = key.role
-    entry["rank"] = key.rank
+    if key.name is None:
+        entry["rank"] = key.rank
+    else:
+        entry["name"] = key.name
     entry["version"] = version
     return entry
 
@@ -100,12 +104,12 @@ def snapshot(
 
 
 def _key_of(entry: dict[str, Any]) -> Key:
-    return Key(
-        entry.get("ns", DEFAULT_NAMESPACE),
-        entry.get("kind", TRANSFER_ENGINE_INFO),
-        entry.get("role", DEFAULT_ROLE),
-        entry["rank"],
-    )
+    namespace, kind = entry.get("ns", DEFAULT_NAMESPACE), entry.get("kind", TRANSFER_ENGINE_INFO)
+    role = entry.get("role", DEFAULT_ROLE)
+    name = entry.get("name")
+    if name is not None:
+        return Key(namespace, kind, role, NO_RANK, name)
+    return Key(namespace, kind, role, entry["rank"])
 
 
 @dataclass(slots=True)
@@ -140,7 +144,7 @@ def replay(
         elif op in LEASE_OPS:
             if leases is not None:
                 replay_lease_entry(entry, _key_of(entry) if op == "hold" else None, leases)
-        elif entry["rank"] > MAX_RANK:
+        elif entry.get("rank", 0) > MAX_RANK:
             # Written by an older version: no route can read or delete it, so
             # it is not loaded (nor counted under max_ranks); its version stays taken.
             key = _key_of(entry)

@@ -3,8 +3,16 @@
 Theory of operation
 -------------------
 A store owns every record of every namespace. A record sits under a
-:class:`Key` (namespace, record kind, role, rank) and holds the JSON object a
-rank registered. The store, and nothing else, numbers changes: each put or
+:class:`Key`: a namespace, a record kind, a role, and a *rank* (an integer
+from 0: a worker's record) or a *name* (:meth:`Key.named`: any non-empty
+string, such as Mooncake's ``mooncake/ram/10.0.0.1:1234``, kept exactly;
+``store.names`` has the rule). The name ``"7"`` and the rank 7 are two keys.
+Both live in one table per (namespace, kind, role), and every call treats a
+name as a rank: put (on a lease or not), delete, the reads, the feed, the
+leases, ``records`` (ranks first, then names) and ``count``; ``max_ranks``
+counts a name as a rank. Only the rank-set reads (``records_in``, and the
+waits built on it) know ranks alone. A record holds the JSON object
+registered under its key. The store, and nothing else, numbers changes: each put or
 delete that changes something takes the next *version* of its namespace (one
 counter per namespace, strictly increasing, never reused, not even after the
 namespace empties and its counter is forgotten: a new counter starts above a
@@ -53,12 +61,15 @@ from .._names import DEFAULT_NAMESPACE, DEFAULT_ROLE, TRANSFER_ENGINE_INFO
 from .._ranks import RankSet
 from ..exceptions import LeasesUnsupported
 from .limits import StoreLimits, too_many_members
+from .names import MAX_NAME_LENGTH, NO_RANK, check_key_name
 
 __all__ = [
     "DEFAULT_NAMESPACE",
     "DEFAULT_ROLE",
     "MAX_MEMBERS",
+    "MAX_NAME_LENGTH",
     "MEMBERS",
+    "NO_RANK",
     "TRANSFER_ENGINE_INFO",
     "Change",
     "ChangeListener",
@@ -67,6 +78,8 @@ __all__ = [
     "Record",
     "Store",
     "StoreLimits",
+    "by_key",
+    "check_key_name",
     "ignore_changes",
     "members_of",
     "with_member",
@@ -115,12 +128,25 @@ def with_member(value: dict[str, Any] | None, member: str, *, present: bool) -> 
 
 @dataclass(frozen=True, slots=True)
 class Key:
-    """Where a record lives: a rank's record of one kind and role, in one namespace."""
+    """Where a record lives: a rank's record, or a named one (:meth:`named`), of one kind and role, in one
+    namespace. A rank's key has no ``name``; a named key's ``rank`` is :data:`NO_RANK`."""
 
     namespace: str
     kind: str
     role: str
     rank: int
+    name: str | None = None
+
+    @classmethod
+    def named(cls, namespace: str, kind: str, role: str, name: str) -> Key:
+        """The key of the record named ``name`` (``ValueError`` when it cannot be one: ``check_key_name``)."""
+        return cls(namespace, kind, role, NO_RANK, check_key_name(name))
+
+
+def by_key(record: Record) -> tuple[str, int]:
+    """The order of one table's records (a ``sort`` key): ranks first, by rank, then names, by name."""
+    key = record.key
+    return key.name or "", key.rank
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,7 +163,13 @@ class Record:
 
     @property
     def rank(self) -> int:
+        """The key's rank (:data:`NO_RANK` for a named record)."""
         return self.key.rank
+
+    @property
+    def name(self) -> str | None:
+        """The key's name; ``None`` for a rank's record."""
+        return self.key.name
 
     @property
     def session_id(self) -> str:
@@ -281,7 +313,7 @@ class Store(abc.ABC):
 
     @abc.abstractmethod
     async def records(self, namespace: str, kind: str, role: str) -> list[Record]:
-        """Every record of one kind and role in ``namespace``, by rank."""
+        """Every record of one kind and role in ``namespace``: ranks by rank, then names by name (``by_key``)."""
 
     async def count(self, namespace: str, kind: str, role: str) -> int:
         """How many records of one kind and role ``namespace`` holds: a store counts without reading them."""
@@ -293,11 +325,12 @@ class Store(abc.ABC):
         A read whose cost grows with what exists, however many ranks the set
         names: a small set is read key by key (:meth:`get_many`), a large one as
         the table, kept by membership. A store may read its table more cheaply.
+        Ranks only: a named record is in no rank set (a named kind is not read by rank set).
         """
         if len(ranks) <= READ_BY_KEY:
             found = await self.get_many([Key(namespace, kind, role, rank) for rank in ranks])
             return [record for record in found if record is not None]
-        table = await self.records(namespace, kind, role)
+        table = [record for record in await self.records(namespace, kind, role) if record.key.name is None]
         parts = ranks.select([record.key.rank for record in table])
         return (
             table if parts == [slice(0, len(table))] else [record for part in parts for record in table[part]]

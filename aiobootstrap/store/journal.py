@@ -12,6 +12,10 @@ namespace, transfer-engine info, the ``target`` role)::
     5c0f77d2 {"op":"put","ns":"blue","role":"draft","rank":0,"version":44,"at":1764460801.5,"value":{...}}
     9a1be0c3 {"op":"put","kind":"parallelism_config","rank":0,"version":45,"at":1764460802.5,"value":{"tp_size":8}}
     44e2a7d1 {"op":"put","kind":"encoder_urls","rank":0,"version":46,"at":1764460803.5,"value":{"members":["http://e1"]}}
+    7c31d0aa {"op":"put","kind":"metadata","name":"mooncake/ram/node-1","version":47,"at":1764460804.5,"value":{...}}
+
+A named record's line (``Key.named``) has ``name`` in place of ``rank``: a
+non-empty string, kept exactly (JSON escapes its newlines and non-ASCII).
 
 Every kind is journaled alike: its value whole (transfer-engine info as the
 rank sent it, a tagged backend's fields included). A set record (the encoder
@@ -73,6 +77,22 @@ def encode_line(entry: dict[str, Any]) -> bytes:
     return b"%08x %s\n" % (zlib.crc32(body), body)
 
 
+def _check_slot(entry: dict[str, Any]) -> None:
+    """``ValueError`` unless a record's line names its rank (an integer from 0) or its name (a non-empty string)."""
+    if entry["op"] == "base":
+        return
+    if "name" in entry:
+        name = entry["name"]
+        if not isinstance(name, str) or not name or "rank" in entry:
+            raise ValueError("its name is not a non-empty string in place of a rank")
+        return
+    rank = entry.get("rank")
+    # A rank past 18 digits, which older versions accepted, still reads here:
+    # the store skips it knowingly (see ``store.entries``), keeping its version.
+    if not isinstance(rank, int) or isinstance(rank, bool) or rank < 0:
+        raise ValueError("its rank is not a non-negative integer")
+
+
 def parse_line(line: bytes) -> dict[str, Any]:
     """One line's entry (without its newline); ``ValueError`` saying why when it is unreadable."""
     crc, _, body = line.partition(b" ")
@@ -91,14 +111,16 @@ def parse_line(line: bytes) -> dict[str, Any]:
         if not isinstance(entry.get(name, ""), str):
             raise ValueError(f"its {name} is not a string")
     if op in LEASE_OPS:
-        return check_lease_entry(entry)
+        check_lease_entry(entry)
+        if op == "hold":
+            try:
+                _check_slot(entry)
+            except ValueError:
+                raise ValueError("it holds no record") from None
+        return entry
     if not is_rank(entry.get("version")):
         raise ValueError("its version is not a non-negative integer")
-    rank = entry.get("rank")
-    # A rank past 18 digits, which older versions accepted, still reads here:
-    # the store skips it knowingly (see ``store.entries``), keeping its version.
-    if op != "base" and (not isinstance(rank, int) or isinstance(rank, bool) or rank < 0):
-        raise ValueError("its rank is not a non-negative integer")
+    _check_slot(entry)
     if op == "put":
         if "value" not in entry and isinstance(entry.get("session_id"), str):
             # Written before record kinds: the transfer-engine info's two fields stood beside the rank.

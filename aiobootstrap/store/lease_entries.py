@@ -45,20 +45,15 @@ LEASE_OPS = ("lease", "end", "hold")
 
 
 def check_lease_entry(entry: dict[str, Any]) -> dict[str, Any]:
-    """A lease op's entry, checked as ``journal.parse_line`` checks the others; ``ValueError`` saying why."""
+    """A lease op's entry, checked as ``journal.parse_line`` checks the others (a ``hold``'s rank or name is
+    checked there); ``ValueError`` saying why."""
     lease = entry.get("id")
     if not isinstance(lease, str) and not (entry["op"] == "hold" and lease is None):
         raise ValueError("its lease id is not a string")
     ttl = entry.get("ttl", 1)
     if not isinstance(ttl, int | float) or isinstance(ttl, bool) or not ttl > 0:
         raise ValueError("its ttl is not a positive number")
-    rank = entry.get("rank")
-    if entry["op"] == "hold" and not (
-        isinstance(rank, int)
-        and not isinstance(rank, bool)
-        and rank >= 0
-        and isinstance(entry.get("member"), str)
-    ):
+    if entry["op"] == "hold" and not isinstance(entry.get("member"), str):
         raise ValueError("it holds no record")
     return entry
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from ..exceptions import StateFileError
 from .interface import Key, Record
 from .journal import reason
-from .tables import Tables
+from .tables import Slot, Tables
 
 __all__ = ["FailureLog", "Pending", "Staged", "not_saved"]
 
@@ -35,7 +35,7 @@ _FAILURE_LOG_SECONDS = 60.0
 """While writes keep failing, one error line per this many seconds, with a count of the rest."""
 
 _Group = tuple[str, str, str]
-"""A namespace, kind and role: one table of ranks."""
+"""A namespace, kind and role: one table of ranks (and names)."""
 
 
 @dataclass(slots=True)
@@ -57,11 +57,12 @@ class Staged:
     """What the puts queued but not yet on disk hold: versions, and room under the limits."""
 
     versions: dict[str, int] = field(default_factory=dict)
-    ranks: dict[_Group, collections.Counter[int]] = field(default_factory=dict)
+    ranks: dict[_Group, collections.Counter[Slot]] = field(default_factory=dict)
+    """The slots (ranks, names: ``tables.Slot``) each table's puts in flight hold."""
     namespaces: collections.Counter[str] = field(default_factory=collections.Counter)
 
-    def ranks_of(self, key: Key) -> collections.Counter[int] | tuple[()]:
-        """The ranks held in ``key``'s table (its namespace, kind and role)."""
+    def ranks_of(self, key: Key) -> collections.Counter[Slot] | tuple[()]:
+        """The slots held in ``key``'s table (its namespace, kind and role)."""
         return self.ranks.get((key.namespace, key.kind, key.role), ())
 
     def stamp(self, namespace: str, tables: Tables) -> int:
@@ -73,7 +74,7 @@ class Staged:
     def hold(self, key: Key) -> None:
         """Hold the room a put of ``key`` takes (its rank, its namespace) until :meth:`release`."""
         group = (key.namespace, key.kind, key.role)
-        self.ranks.setdefault(group, collections.Counter())[key.rank] += 1
+        self.ranks.setdefault(group, collections.Counter())[key.rank if key.name is None else key.name] += 1
         self.namespaces[key.namespace] += 1
 
     def release(self, key: Key, tables: Tables, *, put: bool) -> None:
@@ -81,9 +82,10 @@ class Staged:
         if put:
             group = (key.namespace, key.kind, key.role)
             ranks = self.ranks[group]
-            ranks[key.rank] -= 1
-            if not ranks[key.rank]:
-                del ranks[key.rank]
+            slot = key.rank if key.name is None else key.name
+            ranks[slot] -= 1
+            if not ranks[slot]:
+                del ranks[slot]
                 if not ranks:
                     del self.ranks[group]
             self.namespaces[key.namespace] -= 1

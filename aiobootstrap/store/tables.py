@@ -1,7 +1,9 @@
 """The records of a store that keeps them in this process: the rules of a put, a delete and a limit.
 
 :class:`Tables` holds every namespace's records, one dict per (kind, role),
-so the rank cap is that dict's length, and the version counters: one per
+keyed by rank or by name (a key's *slot*: its ``name`` when it has one,
+else its ``rank``; ``7`` and ``"7"`` are two slots), so the rank cap is that
+dict's length, names counted as ranks, and the version counters: one per
 namespace, and a floor above every version of a namespace that emptied and
 was forgotten, so a counter started again never repeats a version. Nothing
 here is asynchronous or does I/O: the memory store applies each change at
@@ -14,15 +16,18 @@ from __future__ import annotations
 from collections.abc import Collection, Coroutine, Sequence
 from typing import Any
 
-from .interface import Key, LeaseState, Record, Store, Target
+from .interface import Key, LeaseState, Record, Store, Target, by_key
 from .leases import LeaseTable
 from .limits import StoreLimits, too_many_namespaces, too_many_ranks, too_many_roles
 from .local_leases import Journal, LocalLeases, nothing
 
-__all__ = ["LocalStore", "Tables"]
+__all__ = ["LocalStore", "Slot", "Tables"]
 
 _Group = tuple[str, str]
-"""A (kind, role) pair: one table of ranks within a namespace."""
+"""A (kind, role) pair: one table of ranks (and names) within a namespace."""
+
+Slot = int | str
+"""Where a key sits in its table: its rank, or its name (never equal to a rank: an ``int`` is no ``str``)."""
 
 
 class Tables:
@@ -34,7 +39,7 @@ class Tables:
 
     def __init__(self, limits: StoreLimits) -> None:
         self.limits = limits
-        self._namespaces: dict[str, dict[_Group, dict[int, Record]]] = {}
+        self._namespaces: dict[str, dict[_Group, dict[Slot, Record]]] = {}
         self._versions: dict[str, int] = {}
         self._floor = 0
         """Above every version of a namespace whose counter was forgotten: new counters start here."""
@@ -46,11 +51,11 @@ class Tables:
         if groups is None:
             return None
         table = groups.get((key.kind, key.role))
-        return None if table is None else table.get(key.rank)
+        return None if table is None else table.get(key.rank if key.name is None else key.name)
 
     def records(self, namespace: str, kind: str, role: str) -> list[Record]:
         table = self._namespaces.get(namespace, {}).get((kind, role), {})
-        return sorted(table.values(), key=lambda record: record.rank)
+        return sorted(table.values(), key=by_key)
 
     def count(self, namespace: str, kind: str, role: str) -> int:
         return len(self._namespaces.get(namespace, {}).get((kind, role), ()))
@@ -83,13 +88,13 @@ class Tables:
         self,
         key: Key,
         *,
-        staged_ranks: Collection[int] = (),
+        staged_ranks: Collection[Slot] = (),
         staged_namespaces: Collection[str] = (),
         staged_tables: Collection[tuple[str, str, str]] = (),
     ) -> None:
         """Raise when writing ``key`` would pass a limit; a replacement always has room.
 
-        ``staged_ranks`` (of ``key``'s kind and role), ``staged_namespaces`` and
+        ``staged_ranks`` (the slots of ``key``'s kind and role), ``staged_namespaces`` and
         ``staged_tables`` (namespace, kind, role) are held by writes on their
         way in, which count as if they had landed.
         """
@@ -101,10 +106,11 @@ class Tables:
             if limit is not None and held >= limit:
                 raise too_many_namespaces(held)
         limit = self.limits.max_ranks
-        if limit is None or key.rank in staged_ranks:
+        slot = key.rank if key.name is None else key.name
+        if limit is None or slot in staged_ranks:
             return
         table = {} if groups is None else groups.get((key.kind, key.role), {})
-        if key.rank in table:
+        if slot in table:
             return
         held = len(table) + sum(1 for rank in staged_ranks if rank not in table)
         if held >= limit:
@@ -113,7 +119,7 @@ class Tables:
     def _check_roles(
         self,
         key: Key,
-        groups: dict[_Group, dict[int, Record]] | None,
+        groups: dict[_Group, dict[Slot, Record]] | None,
         staged: Collection[tuple[str, str, str]],
     ) -> None:
         limit = self.limits.max_roles
@@ -136,9 +142,10 @@ class Tables:
         key = record.key
         groups = self._namespaces.setdefault(key.namespace, {})
         table = groups.setdefault((key.kind, key.role), {})
-        current = table.get(key.rank)
+        slot = key.rank if key.name is None else key.name
+        current = table.get(slot)
         if current is None or current.version < record.version:
-            table[key.rank] = record
+            table[slot] = record
         self._noted(key.namespace, record.version)
 
     def apply_delete(self, key: Key, version: int) -> Record | None:
@@ -148,10 +155,11 @@ class Tables:
         if groups is None:
             return None
         table = groups.get((key.kind, key.role))
-        current = None if table is None else table.get(key.rank)
+        slot = key.rank if key.name is None else key.name
+        current = None if table is None else table.get(slot)
         if table is None or current is None or current.version > version:
             return None
-        del table[key.rank]
+        del table[slot]
         if not table:
             del groups[(key.kind, key.role)]
             if not groups:

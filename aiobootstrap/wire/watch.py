@@ -2,7 +2,9 @@
 
 A change is ``{"op": "put"|"delete", "kind", "role", "rank", "version"}``; a
 change of the encoder URL list has ``"url"`` in place of ``role`` and
-``rank`` (``put``: the URL joined the list; ``delete``: it left it). A
+``rank`` (``put``: the URL joined the list; ``delete``: it left it), and a
+change of a named record (Mooncake's metadata, SPEC section 14) ``"key"``,
+its name: ``{"op", "kind": "metadata", "key", "version"}``. A
 long-poll reply is ``{"changes": [...], "version": W}``; a stream sends one
 server-sent event per change (``id:`` the version, ``data:`` the change). A
 ``410`` says the history no longer reaches back to the ``after`` asked, with
@@ -48,9 +50,10 @@ class WatchedChange:
 
     ``op`` is ``"put"`` (a registration, or a URL joining the encoder list) or
     ``"delete"`` (an unregister, an expiry, a URL leaving the list). A per-rank
-    change names its ``kind``, ``role`` and ``rank`` (``url`` is ``None``); an
-    encoder list change has ``kind == "encoder_urls"`` and its ``url``
-    (``role`` and ``rank`` are ``None``). ``version`` is the namespace's
+    change names its ``kind``, ``role`` and ``rank`` (``url`` and ``key`` are
+    ``None``); an encoder list change has ``kind == "encoder_urls"`` and its
+    ``url``, a named record's change its name, ``key`` (``role`` and ``rank``
+    are ``None`` in both). ``version`` is the namespace's
     version the change took. No value travels: read the record if you need it.
     """
 
@@ -60,11 +63,14 @@ class WatchedChange:
     role: str | None = None
     rank: int | None = None
     url: str | None = None
+    key: str | None = None
 
     def as_json(self) -> dict[str, Any]:
         """The change as the wire writes it."""
         if self.url is not None:
             return {"op": self.op, "kind": self.kind, "url": self.url, "version": self.version}
+        if self.key is not None:
+            return {"op": self.op, "kind": self.kind, "key": self.key, "version": self.version}
         return {
             "op": self.op,
             "kind": self.kind,
@@ -151,6 +157,11 @@ def decode_change(item: Any) -> WatchedChange:
         if not isinstance(url, str):
             raise UnexpectedReply("The server sent an encoder list change without its url.")
         return WatchedChange(op, kind, version, url=url)
+    if "key" in item:
+        key = item["key"]
+        if not isinstance(key, str) or not key:
+            raise UnexpectedReply("The server sent a named record's change without a valid key.")
+        return WatchedChange(op, kind, version, key=key)
     role, rank = item.get("role"), item.get("rank")
     if not isinstance(role, str) or not is_rank(rank):
         raise UnexpectedReply("The server sent a change without a valid role and rank.")

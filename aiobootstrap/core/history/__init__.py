@@ -24,15 +24,11 @@ change on its way at or below it is dropped). Trimming the oldest change
 raises the floor to its version. So the floor is never below a change the
 history did not hear.
 
-An encoder list change is one set record's new value (``Store.set_member``):
-the history diffs it against the members it last knew for the namespace (read
-at :meth:`History.open`, then kept from every change) and reports the URL that
-joined (``put``) or left (``delete``). One made through another process
-sharing a Redis store comes without its record, but names the URL it added or
-removed (``Change.member``): told as it is, and applied to the members known.
-A change that comes with neither (an entry written before the feed named
-members) cannot be diffed: the floor rises to its version, so a watcher
-behind it is told ``410`` and re-reads the list, never a wrong URL.
+A change of a named record (``Key.named``) is told with its name (``key``)
+in place of role and rank. An encoder list change is one set record's new value (``Store.set_member``):
+the history reports the URL that joined (``put``) or left (``delete``), diffed
+against the members it last knew for the namespace (``members``, which says
+how, and what happens when a change cannot be diffed).
 
 The feed saying it may have missed changes (:meth:`History.resync`) drops
 every log: each is made again as above, so a watcher that may have missed a
@@ -73,6 +69,7 @@ from ..subscribers import NamespaceListener, Subscribers
 from .fanout import listeners
 from .forgetting import Forgetting
 from .log import MAX_REPLY_CHANGES, Match, WaitEnd, _every, _found, _Log
+from .members import Members
 
 __all__ = ["DEFAULT_WATCH_HISTORY", "MAX_REPLY_CHANGES", "History", "Match", "WaitEnd", "listeners"]
 
@@ -95,10 +92,8 @@ class History:
         self.store = store
         self.limit = limit
         self._logs: dict[str, _Log] = {}
-        self._members: dict[str, list[str]] = {}
+        self._members = Members()
         """The encoder URLs last known per namespace (to tell which one a list change added or removed)."""
-        self._unknown: set[str] | None = set()
-        """Namespaces whose encoder URLs are not known (a change came without its value); ``None``: all."""
         self._start: int | None = None
         """The store's floor at open; ``None`` before, and once the feed may have missed a change."""
         self._watchers = 0
@@ -137,8 +132,8 @@ class History:
         for namespace in namespaces:
             self._logs.setdefault(namespace, _Log(await store.version(namespace)))
             record = await store.get(Key(namespace, ENCODER_URLS, DEFAULT_ROLE, 0))
-            if record is not None and namespace not in self._members:
-                self._members[namespace] = members_of(record.value)
+            if record is not None:
+                self._members.opened(namespace, members_of(record.value))
         self._start = start
 
     def close(self) -> None:
@@ -189,13 +184,17 @@ class History:
         logs, self._logs = self._logs, {}
         self._members.clear()
         self.forgetting.clear()
-        self._unknown = None
         self._start = None
         for log in logs.values():
             log.wake()
 
     def _watched(self, change: Change, log: _Log) -> list[WatchedChange]:
         key = change.key
+        if key.name is not None:
+            # A named record (Mooncake's metadata): its name in place of role and rank.
+            return [
+                WatchedChange("delete" if change.deleted else "put", key.kind, change.version, key=key.name)
+            ]
         if key.kind != ENCODER_URLS:
             return [
                 WatchedChange(
@@ -209,44 +208,7 @@ class History:
         if key.role != DEFAULT_ROLE:
             # The evicted set (encoder_health), not the list: diffed as the list, a revival read as a delete.
             return []
-        namespace = key.namespace
-        if change.record is None and change.member is not None and not change.deleted:
-            return [self._told(namespace, change.member, change.version)]
-        if change.record is None:
-            # No value to diff: nobody behind this version can be told exactly what changed.
-            self._members.pop(namespace, None)
-            if self._unknown is not None:
-                self._unknown.add(namespace)
-            log.floor = max(log.floor, change.version)
-            return []
-        after = members_of(change.record.value)
-        unknown = self._unknown
-        if (unknown is None and namespace not in self._members) or (unknown and namespace in unknown):
-            # What it changed from is not known: the same as above, and known from here on.
-            self._members[namespace] = after
-            if unknown:
-                unknown.discard(namespace)
-            log.floor = max(log.floor, change.version)
-            return []
-        before = self._members.get(namespace, [])
-        self._members[namespace] = after
-        kept = set(after)
-        gone = [url for url in before if url not in kept]
-        had = set(before)
-        joined = [url for url in after if url not in had]
-        return [WatchedChange("delete", ENCODER_URLS, change.version, url=url) for url in gone] + [
-            WatchedChange("put", ENCODER_URLS, change.version, url=url) for url in joined
-        ]
-
-    def _told(self, namespace: str, marked: str, version: int) -> WatchedChange:
-        """A change that names the URL it added (``+URL``) or removed (``-URL``): another replica's, over Redis."""
-        url, joined = marked[1:], marked.startswith("+")
-        unknown = self._unknown
-        if not ((unknown is None and namespace not in self._members) or (unknown and namespace in unknown)):
-            # Known before it, so known after: the next change that comes with its record is diffed exactly.
-            members = [member for member in self._members.get(namespace, []) if member != url]
-            self._members[namespace] = [*members, url] if joined else members
-        return WatchedChange("put" if joined else "delete", ENCODER_URLS, version, url=url)
+        return self._members.watched(change, log)
 
     # -- watching ----------------------------------------------------------
 
@@ -381,7 +343,7 @@ class History:
                         forgetting.forgotten[name] = loop.time()  # watched: kept, its grace again
                         continue
                     del self._logs[name]
-                    self._members.pop(name, None)
+                    self._members.forget(name)
                     folded = forgetting.freed(name, log.high)
                     if folded is not None and self._start is not None:
                         self._start = max(self._start, folded)

@@ -62,7 +62,7 @@ class Door:
         return self.store.get_many(keys)
 
     def records(self, namespace: str, kind: str, role: str) -> Call[list[Record]]:
-        """Every record of one kind and role in ``namespace``, by rank."""
+        """Every record of one kind and role in ``namespace``: ranks by rank, then names by name."""
         return self.store.records(namespace, kind, role)
 
     def records_in(self, namespace: str, kind: str, role: str, ranks: RankSet) -> Call[list[Record]]:

@@ -1,4 +1,4 @@
-"""Waiting for one key, and for a set of ranks: what a get parks on.
+"""Waiting for one key (a rank's or a named record's alike), and for a set of ranks: what a get parks on.
 
 Parking is ordered so that no change can slip past: a waiter joins the
 waitlist and takes the current event *before* it reads the store. A change
@@ -59,7 +59,7 @@ class Waits:
         with contextlib.suppress(StoreUnavailable):  # an unreachable store only delays the answer
             if (record := fresh(await self.store.get(key), after)) is not None:
                 return record
-        parked = self._park(key.namespace, key.kind, key.role, key.rank)
+        parked = self._park(key.namespace, key.kind, key.role, key.rank if key.name is None else key.name)
         try:
             async with asyncio.timeout(timeout):
                 return await self._arrival(key, after, incarnation)
@@ -147,7 +147,7 @@ class Waits:
             raise
         return {record.rank: record for record in records if record.version > after}
 
-    def _park(self, namespace: str, kind: str, role: str, ranks: int | RankSet) -> Parked:
+    def _park(self, namespace: str, kind: str, role: str, ranks: int | str | RankSet) -> Parked:
         """Count a parked wait, or refuse it (closed, or the limit is reached)."""
         if self._closed:
             raise ShuttingDown()

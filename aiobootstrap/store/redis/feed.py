@@ -35,15 +35,18 @@ from collections.abc import Iterator, Sequence
 from typing import Any, cast
 
 from ...exceptions import StoreUnavailable
-from ..interface import Change, ChangeListener, Key
+from ..interface import NO_RANK, Change, ChangeListener, Key
 from . import lua
 from .connection import Connection, reason, reraise_cancellation
-from .keys import Keys, text
+from .keys import NAMED, Keys, text
 from .ordered import OrderedTap
 
 __all__ = ["Feed", "block_seconds"]
 
 logger = logging.getLogger("aiobootstrap")
+
+_NAMED = ord(NAMED)
+"""The first byte of a named record's field."""
 
 _LOCAL_REMEMBERED = 4096
 """Changes of this process the reader may still meet on the feed (to drop them); the oldest go first."""
@@ -223,7 +226,11 @@ class Feed:
             self._last_seq, self._last_id = seq, entry_id
             namespace = fields[b"n"].decode()
             version = int(fields[b"v"])
-            key = Key(namespace, fields[b"k"].decode(), fields[b"r"].decode(), int(fields[b"i"]))
+            at = fields[b"i"]  # a rank's field, or a name's, ":NAME" (``keys``)
+            if at[0] == _NAMED:
+                key = Key(namespace, fields[b"k"].decode(), fields[b"r"].decode(), NO_RANK, at[1:].decode())
+            else:
+                key = Key(namespace, fields[b"k"].decode(), fields[b"r"].decode(), int(at))
             marked = fields.get(b"m")  # older entries have none
             member = marked.decode() if marked is not None and marked != b"-" else None
             change = Change(key, version, deleted=fields[b"o"] == b"del", member=member)

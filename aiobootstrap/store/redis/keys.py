@@ -11,7 +11,7 @@ live in one slot and the scripts stay valid on a cluster:
 ``{P}:counts``                     hash    namespace -> how many records it holds
 ``{P}:roles``                      hash    ``NS:KIND`` -> how many roles hold records of it
 ``{P}:feed``                       stream  one entry per change: seq, key, version, op; never a value
-``{P}:records:NS:KIND:ROLE``       hash    rank -> ``"VERSION REGISTERED_AT JSON"``
+``{P}:records:NS:KIND:ROLE``       hash    field -> ``"VERSION REGISTERED_AT JSON"``
 ``{P}:leases``                     hash    lease id -> ``"NS TTL"`` (its length: the lease cap's count)
 ``{P}:deadlines``                  zset    lease id, scored by its deadline (ms, Redis' clock)
 ``{P}:owners``                     hash    target -> the lease holding it (``lease_lua`` says what a target is)
@@ -21,6 +21,13 @@ live in one slot and the scripts stay valid on a cluster:
 Namespaces and kinds hold no colon and the role comes last, so two keys
 never share a name. The rank table's length is the rank cap's count, and
 ``{P}:counts``'s length is the namespace cap's.
+
+A record's *field* in its table (:func:`field`) is its rank in decimal
+(``7``), or, for a named record, ``:`` and its name in UTF-8
+(``:mooncake/ram/10.0.0.1:1234``): a rank's field is all digits, so a name
+(``:7``) never takes a rank's place, and a hash field holds any bytes. The
+same field is the feed's ``i`` and a lease target's fourth element
+(``lease_lua``), so every script handles a name as it handles a rank.
 
 A key goes to Redis as UTF-8: a role that is not valid Unicode text (a lone
 surrogate, which JSON can spell) cannot be named, and is refused here, before
@@ -33,9 +40,26 @@ from dataclasses import dataclass
 
 from ... import _json
 from ..._names import KIND_PATTERN, MAX_ROLE_LENGTH, is_name
-from ..interface import Key, Record
+from ..interface import NO_RANK, Key, Record
 
-__all__ = ["Keys", "TableNames", "decode", "text"]
+__all__ = ["NAMED", "Keys", "TableNames", "decode", "field", "key_at", "text"]
+
+NAMED = ":"
+"""What a named record's field starts with (a rank's is all digits)."""
+
+
+def field(key: Key) -> str:
+    """``key``'s field in its table: its rank in decimal, or ``:`` and its name (see the top)."""
+    return str(key.rank) if key.name is None else NAMED + key.name
+
+
+def key_at(namespace: str, kind: str, role: str, at: bytes | str) -> Key:
+    """The key of a table's field ``at`` (a reply's bytes, or a target's text)."""
+    if isinstance(at, bytes):
+        at = at.decode()
+    if at.startswith(NAMED):
+        return Key(namespace, kind, role, NO_RANK, at[1:])
+    return Key(namespace, kind, role, int(at))
 
 
 @dataclass(frozen=True, slots=True)

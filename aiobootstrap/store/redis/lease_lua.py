@@ -5,8 +5,10 @@ A lease is a field of ``{P}:leases`` (``ID -> "NS TTL"``: its count is the
 deadline in milliseconds on Redis' own clock, ``TIME`` in the script, so the
 replicas' clocks never matter). What it holds is the set ``{P}:held:ID`` of
 *targets*, and ``{P}:owners`` says whose each target is (``target -> ID``):
-a target is ``cjson.encode({NS, KIND, ROLE, RANK})`` for a per-rank record,
-with a fifth element, the member, for one member of a set record. Only the
+a target is ``cjson.encode({NS, KIND, ROLE, FIELD})`` for a per-rank record
+(``FIELD``: its rank's field, or its name's, ``:NAME``, as ``keys.field``
+spells it; cjson escapes whatever a name holds), with a fifth element, the
+member, for one member of a set record. Only the
 scripts build targets, so one encoding holds everywhere.
 
 :data:`ATTACH` (spliced into the PUT and DELETE scripts, and alone in

@@ -35,12 +35,12 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ...exceptions import LeaseNotFound, StoreUnavailable
-from ..interface import Key, LeaseState, Target
+from ..interface import LeaseState, Target
 from ..limits import StoreLimits, too_many_leases
 from . import lease_lua, lua
 from .batcher import Batcher
 from .connection import Connection, reraise_cancellation
-from .keys import Keys, text
+from .keys import Keys, field, key_at, text
 
 __all__ = ["REAP_INTERVAL", "RedisLeases"]
 
@@ -57,9 +57,10 @@ _REAP_BATCH = 256
 
 
 def _target(blob: bytes | str) -> Target:
-    """A target as the scripts encode it: ``[NS, KIND, ROLE, RANK]`` and perhaps the member."""
+    """A target as the scripts encode it: ``[NS, KIND, ROLE, FIELD]`` (a rank's or a name's, ``keys.field``) and
+    perhaps the member."""
     parts = json.loads(blob)
-    return Key(parts[0], parts[1], parts[2], int(parts[3])), parts[4] if len(parts) > 4 else None
+    return key_at(parts[0], parts[1], parts[2], parts[3]), parts[4] if len(parts) > 4 else None
 
 
 class RedisLeases:
@@ -153,7 +154,7 @@ class RedisLeases:
         for table, indexes in by_table.items():
             for start in range(0, len(indexes), _HOLDERS_CHUNK):
                 chunk = indexes[start : start + _HOLDERS_CHUNK]
-                args = [*table, *(targets[index][0].rank for index in chunk)]
+                args = [*table, *(field(targets[index][0]) for index in chunk)]
                 reply = await self._read(lease_lua.HOLDERS, keys, args)
                 for n, index in enumerate(chunk):
                     lease = text(reply[2 * n])
@@ -229,6 +230,6 @@ class RedisLeases:
         )
 
 
-def _order(target: Target) -> tuple[str, str, int, str]:
+def _order(target: Target) -> tuple[str, str, str, int, str]:
     key, member = target
-    return key.kind, key.role, key.rank, member or ""
+    return key.kind, key.role, key.name or "", key.rank, member or ""

@@ -33,7 +33,8 @@ PUT_ARGS = 10
 # The puts of one write batch, each as atomic as the whole script, in order.
 # KEYS: incarnation seq floor versions counts feed roles leases owners, then each rank table written
 # ARGV: new-incarnation max-ranks max-namespaces feed-length max-roles, then PUT_ARGS a put:
-#       table (its index in KEYS) namespace kind role rank registered-at value lease ('' none)
+#       table (its index in KEYS) namespace kind role field (``keys.field``: the rank, or ':' and the name)
+#       registered-at value lease ('' none)
 #       target ('-' the record, '+MEMBER' / '-MEMBER' one member of a set record, added / removed)
 #       expected-version ('' none; else the write happens only if the record's version is still this, -1 absent)
 # -> {incarnation, status, held, ...}, a pair a put: status its version, or refused: -1 the rank cap,
@@ -96,7 +97,7 @@ return replies
 )
 
 # KEYS: incarnation seq floor versions counts table feed roles leases owners (``Keys.write``)
-# ARGV: new-incarnation namespace kind role rank feed-length
+# ARGV: new-incarnation namespace kind role field feed-length
 DELETE = (
     GET_OR_CREATE_INCARNATION
     + HOLDING

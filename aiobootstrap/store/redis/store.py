@@ -37,6 +37,7 @@ from ..interface import (
     Record,
     Store,
     Target,
+    by_key,
     with_member,
 )
 from ..limits import StoreLimits, too_many_namespaces, too_many_ranks, too_many_roles
@@ -47,7 +48,7 @@ from .connection import Connection, reason, redis_missing
 from .durability import warn_if_lossy, warn_if_unreplicated
 from .feed import Feed, block_seconds
 from .incarnation import Incarnations
-from .keys import Keys, TableNames, decode, text
+from .keys import NAMED, Keys, TableNames, decode, field, key_at, text
 from .leases import RedisLeases
 from .ordered import OrderedTap
 from .packing import pack_in_c
@@ -216,7 +217,7 @@ class RedisStore(Store):
         """Move ``member``, listed already, to ``lease`` or to none; ``False``: the record changed meanwhile."""
         key = current.key
         keys = self._keys
-        args = [key.namespace, key.kind, key.role, key.rank, member, lease or "", current.version]
+        args = [key.namespace, key.kind, key.role, field(key), member, lease or "", current.version]
         # In the write batch, so --store-min-replicas waits for it like any write.
         reply = await self._writes.script(lease_lua.HOLD, [keys.table(key), keys.leases, keys.owners], args)
         if int(reply) == -5:
@@ -241,7 +242,7 @@ class RedisStore(Store):
             key.namespace,
             key.kind,
             key.role,
-            key.rank,
+            key.rank if key.name is None else NAMED + key.name,
             repr(registered_at),
             _json.dumps(value),
             lease or "",
@@ -273,7 +274,7 @@ class RedisStore(Store):
             key,
             lua.DELETE,
             self._keys.write(table),
-            [secrets.token_hex(8), key.namespace, key.kind, key.role, key.rank, self._feed_length],
+            [secrets.token_hex(8), key.namespace, key.kind, key.role, field(key), self._feed_length],
         )
         version = int(reply[0])
         self._feed.saw(text(reply[1]))
@@ -312,7 +313,8 @@ class RedisStore(Store):
     # -- reading --------------------------------------------------------------
 
     async def get(self, key: Key) -> Record | None:
-        blobs = await self._ranks.fetch(self._tables.of(key), [str(key.rank)])
+        at = str(key.rank) if key.name is None else NAMED + key.name
+        blobs = await self._ranks.fetch(self._tables.of(key), [at])
         return None if blobs[0] is None else self._ranks.record(key, blobs[0])
 
     async def get_many(self, keys: Sequence[Key]) -> list[Record | None]:
@@ -323,7 +325,7 @@ class RedisStore(Store):
         for index, key in enumerate(keys):
             by_table.setdefault(self._tables.of(key), []).append(index)
         reads = [
-            self._ranks.fetch(table, [str(keys[index].rank) for index in indexes])
+            self._ranks.fetch(table, [field(keys[index]) for index in indexes])
             for table, indexes in by_table.items()
         ]
         replies = await asyncio.gather(*reads)
@@ -337,8 +339,8 @@ class RedisStore(Store):
     async def records(self, namespace: str, kind: str, role: str) -> list[Record]:
         table = self._keys.table(Key(namespace, kind, role, 0))
         blobs = await self._incarnations.read(lambda pipe: pipe.hgetall(table))
-        found = [decode(Key(namespace, kind, role, int(rank)), blob) for rank, blob in blobs.items()]
-        return sorted(found, key=lambda record: record.rank)
+        found = [decode(key_at(namespace, kind, role, at), blob) for at, blob in blobs.items()]
+        return sorted(found, key=by_key)
 
     async def count(self, namespace: str, kind: str, role: str) -> int:
         table = self._keys.table(Key(namespace, kind, role, 0))
@@ -351,7 +353,8 @@ class RedisStore(Store):
         # a large set never transfers the table's other records.
         table = self._keys.table(Key(namespace, kind, role, 0))
         fields = await self._incarnations.read(lambda pipe: pipe.hkeys(table))
-        wanted = sorted(rank for rank in map(int, fields) if rank in ranks)
+        # Ranks only: a named record's field (``:NAME``) is in no rank set.
+        wanted = sorted(rank for rank in (int(at) for at in fields if at[:1] != b":") if rank in ranks)
         found: list[Record] = []
         for start in range(0, len(wanted), _READ_CHUNK):
             chunk = wanted[start : start + _READ_CHUNK]
