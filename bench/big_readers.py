@@ -74,7 +74,9 @@ async def _exchange(host: str, port: int, request: bytes) -> tuple[int, bytes]:
 
 
 async def _put(host: str, port: int, rank: int, weights: dict[str, str]) -> None:
-    body = json.dumps({"rank": rank, "transfer_engine_info": {"session_id": f"s{rank}", "weights_info_dict": weights}})
+    body = json.dumps(
+        {"rank": rank, "transfer_engine_info": {"session_id": f"s{rank}", "weights_info_dict": weights}}
+    )
     data = body.encode()
     request = (
         f"PUT /register_transfer_engine_info HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
