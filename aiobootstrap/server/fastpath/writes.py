@@ -9,11 +9,16 @@ the connection drained, a client that does not read holds one slice of it.
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
+
 from aiohttp import web
 
 from ..aiohttp_internals import count_written
 
-__all__ = ["SLICE", "write", "write_sliced", "write_stream"]
+__all__ = ["SLICE", "Body", "slices", "write", "write_sliced", "write_stream"]
+
+Body = bytes | Sequence[bytes]
+"""A reply's body: one ``bytes``, or parts written one after the other (a batch's: ``batches.Parts``)."""
 
 SLICE = 256 * 1024
 """The most of a large body a connection's buffer takes at once (besides its high-water mark, 64 KiB)."""
@@ -39,8 +44,18 @@ async def write_sliced(request: web.BaseRequest, body: bytes) -> bool:
     return True
 
 
-async def write_stream(response: web.StreamResponse, body: bytes) -> None:
+def slices(body: Body) -> Iterator[bytes | memoryview]:
+    """``body``'s bytes in order, :data:`SLICE` bytes at most each: views of a large part, never copies."""
+    for part in (body,) if isinstance(body, bytes) else body:
+        if len(part) <= SLICE:
+            yield part
+            continue
+        view = memoryview(part)
+        for start in range(0, len(view), SLICE):
+            yield view[start : start + SLICE]
+
+
+async def write_stream(response: web.StreamResponse, body: Body) -> None:
     """Write ``body`` through a prepared ``response`` a slice at a time (aiohttp drains past 64 KiB)."""
-    view = memoryview(body)
-    for start in range(0, len(view), SLICE):
-        await response.write(view[start : start + SLICE])
+    for chunk in slices(body):
+        await response.write(chunk)

@@ -1,0 +1,135 @@
+"""A big record's reply bytes are held once, whoever reads them, and writing them lets the loop run.
+
+Faults F5 (batch replies copied per reader) and F6 (500 readers of one 4 MiB
+record block the loop); ``bench/big_readers.py`` measures both on a server in
+its own process. No timing here: what is held (``tracemalloc``), which object
+is sent, and whether another coroutine runs between two slices.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import io
+import json
+import random
+import socket
+import tracemalloc
+from typing import Any
+
+import pytest
+
+from aiobootstrap import wire
+from aiobootstrap.server.app import REGISTRY
+from aiobootstrap.server.fastpath.batches import BATCH_REPLIES, SHARED_ITEM_OVER, batch_parts
+from aiobootstrap.server.fastpath.gets import GET_REPLIES
+from aiobootstrap.server.fastpath.writes import SLICE
+
+from .helpers.registry import info_key, registration
+from .helpers.waits import until
+
+BIG = 4 << 20
+READERS = 16
+"""Readers of a different batch set each: before F5, 16 joined copies of the 4 MiB record (64 MiB)."""
+HELD_EACH = 1 << 20
+"""The most one non-reading batch reader may hold on the server: a slice in its transport's buffer."""
+
+
+# -- F5: a batch reply's parts ---------------------------------------------
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_batch_parts_are_the_joined_reply_with_large_items_shared(seed: int) -> None:
+    """Any mix of small and large items: the parts join to ``wire.encode_items``'s bytes, and each large
+    item is among them as the very object given (not a copy)."""
+    rng = random.Random(seed)
+    sizes = [
+        rng.choice([0, 1, 100, SHARED_ITEM_OVER, SHARED_ITEM_OVER + 1, 3 * SLICE])
+        for _ in range(rng.randrange(8))
+    ]
+    items = [bytes([97 + index % 26]) * size for index, size in enumerate(sizes)]
+    parts = batch_parts("infos", items, 42)
+    assert b"".join(parts) == wire.encode_items("infos", items, 42)
+    assert all(part for part in parts)
+    large = [item for item in items if len(item) > SHARED_ITEM_OVER]
+    assert [part for part in parts if any(part is item for item in large)] == large
+    if not large:
+        assert len(parts) == 1
+
+
+def _reader(host: str, port: int, target: str) -> socket.socket:
+    """A client that sends its request and reads nothing (a small receive buffer: it fills at once)."""
+    sock = socket.create_connection((host, port))
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock.sendall(f"GET {target} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+    return sock
+
+
+@pytest.mark.parametrize("store_kind", ["memory"], indirect=True)
+async def test_readers_of_different_batch_sets_hold_the_big_record_once(client: Any) -> None:
+    """16 readers that do not read, each asking a batch of a different set over one 4 MiB record: the
+    server holds at most a slice for each, not a copy of the record; once they close, nothing of theirs.
+
+    Fails before F5: each set's reply was the items joined into one new ``bytes`` (64 MiB for 16 readers,
+    2 GiB for 500), held until its reader read it or hung up, and 16 of them kept a second after.
+    """
+    big = json.dumps(registration(0, weights={"w": "x" * BIG})).encode()
+    assert (await client.put("/register_transfer_engine_info", data=io.BytesIO(big))).status == 200
+    for rank in range(1, READERS + 1):
+        assert (await client.put("/register_transfer_engine_info", json=registration(rank))).status == 200
+    # Not kept alive: the server's connections are the readers' from here on.
+    warm = await client.get(
+        "/get_transfer_engine_info", params={"rank": "0"}, headers={"Connection": "close"}
+    )
+    assert len(await warm.read()) > BIG  # the record's body, encoded once and cached from here on
+    server = client.server.handler
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        readers = [
+            _reader(client.host, client.port, f"/get_transfer_engine_info_batch?ranks=0,{rank}")
+            for rank in range(1, READERS + 1)
+        ]
+        try:
+
+            def stalled() -> int:
+                handlers = server.connections  # a new list each time
+                return sum(1 for h in handlers if h.transport and h.transport.get_write_buffer_size() > 0)
+
+            await until(lambda: stalled() == READERS)
+            for _ in range(20):  # a few turns of the loop: whatever each reply holds, it holds now
+                await asyncio.sleep(0)
+            held = tracemalloc.get_traced_memory()[0] - before
+            assert held < READERS * HELD_EACH, f"{held / READERS / 1024:.0f} KiB held per reader"
+        finally:
+            for reader in readers:
+                reader.close()
+        await until(lambda: not server.connections)
+        gc.collect()
+        # The batch replies a second old are still kept: a copy of the record would show here.
+        left = tracemalloc.get_traced_memory()[0] - before
+        assert left < HELD_EACH, f"{left / 1024:.0f} KiB left after the readers closed"
+    finally:
+        tracemalloc.stop()
+
+
+@pytest.mark.parametrize("store_kind", ["memory"], indirect=True)
+async def test_a_batch_reply_over_a_big_record_is_the_joined_reply(client: Any) -> None:
+    """The parts on the wire: the same bytes and Content-Length as one joined reply, the big item whole."""
+    big = json.dumps(registration(1, weights={"w": "y" * (SLICE + 7)})).encode()
+    assert (await client.put("/register_transfer_engine_info", data=io.BytesIO(big))).status == 200
+    for rank in (0, 2):
+        assert (await client.put("/register_transfer_engine_info", json=registration(rank))).status == 200
+    reply = await client.get("/get_transfer_engine_info_batch", params={"ranks": "0-2"})
+    body = await reply.read()
+    assert reply.status == 200
+    assert int(reply.headers["Content-Length"]) == len(body)
+    replies = client.app[GET_REPLIES]
+    records = [await client.app[REGISTRY].get(info_key(rank)) for rank in range(3)]
+    assert all(record is not None for record in records)
+    version = json.loads(body)["version"]
+    assert body == wire.encode_items("infos", [replies.body(record) for record in records if record], version)
+    kept = next(iter(client.app[BATCH_REPLIES]._kept.values()))[1]
+    assert records[1] is not None
+    assert any(part is replies.body(records[1]) for part in kept)
