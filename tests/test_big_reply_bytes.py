@@ -15,15 +15,21 @@ import json
 import random
 import socket
 import tracemalloc
+from collections.abc import AsyncIterator
 from typing import Any
+from unittest import mock
 
 import pytest
+from aiohttp.http_writer import StreamWriter
+from aiohttp.test_utils import make_mocked_request
+from aiohttp.web import Request
 
 from aiobootstrap import wire
 from aiobootstrap.server.app import REGISTRY
+from aiobootstrap.server.faces.common import json_reply
 from aiobootstrap.server.fastpath.batches import BATCH_REPLIES, SHARED_ITEM_OVER, batch_parts
 from aiobootstrap.server.fastpath.gets import GET_REPLIES
-from aiobootstrap.server.fastpath.writes import SLICE
+from aiobootstrap.server.fastpath.writes import SLICE, write_sliced
 
 from .helpers.registry import info_key, registration
 from .helpers.waits import until
@@ -133,3 +139,104 @@ async def test_a_batch_reply_over_a_big_record_is_the_joined_reply(client: Any) 
     kept = next(iter(client.app[BATCH_REPLIES]._kept.values()))[1]
     assert records[1] is not None
     assert any(part is replies.body(records[1]) for part in kept)
+
+
+# -- F6: a large reply written a slice a turn --------------------------------
+
+
+class _FastReader:
+    """A connection whose socket takes every byte at once (a client reading fast): a writer never waits.
+
+    Notes each write: the loop turns counted so far, its length, and the object it is (a view's base).
+    """
+
+    def __init__(self) -> None:
+        self.turns = 0
+        self.writes: list[tuple[int, int, object]] = []
+        self.sent = bytearray()
+
+    def write(self, data: bytes | memoryview) -> None:
+        self.writes.append((self.turns, len(data), data.obj if isinstance(data, memoryview) else data))
+        self.sent += data
+
+    def is_closing(self) -> bool:
+        return False
+
+    def get_extra_info(self, name: str, default: object = None) -> object:
+        return default
+
+
+@pytest.fixture
+async def reader() -> AsyncIterator[_FastReader]:
+    """A fast reader, and a coroutine beside it counting the turns of the loop."""
+    reader = _FastReader()
+
+    async def tick() -> None:
+        while True:
+            reader.turns += 1
+            await asyncio.sleep(0)
+
+    ticker = asyncio.create_task(tick())
+    await asyncio.sleep(0)
+    yield reader
+    ticker.cancel()
+
+
+def _request(reader: _FastReader) -> Request:
+    protocol = mock.Mock(transport=reader, _paused=False)
+    writer = StreamWriter(protocol, asyncio.get_running_loop())
+    return make_mocked_request(
+        "GET", "/get_transfer_engine_info?rank=0", writer=writer, protocol=protocol, transport=reader
+    )
+
+
+def _slices_each_a_turn(reader: _FastReader, shared: tuple[bytes, ...]) -> None:
+    """Every write of the body is a view of a shared part or a small part, each at a turn of its own."""
+    turns = [turns for turns, _, _ in reader.writes]
+    assert turns == sorted(set(turns)), f"{len(turns)} writes in {len(set(turns))} turns of the loop"
+    assert all(length <= SLICE for _, length, _ in reader.writes)
+    assert all(
+        any(written is part for part in shared)
+        for _, length, written in reader.writes
+        if length > SHARED_ITEM_OVER
+    )
+
+
+async def test_a_large_body_written_straight_lets_the_loop_turn_between_slices(reader: _FastReader) -> None:
+    """A get's 4 MiB body (the fast path's ``write_sliced``) to a reader that never makes it wait: another
+    coroutine runs between every two slices, and each slice is a view of the one body.
+
+    Fails before F6: drained only, which a fast reader never asks for, the 16 slices went in one step
+    of the loop (500 such readers: ``/health`` 1-2 s).
+    """
+    body = b"x" * BIG
+    assert await write_sliced(_request(reader), body)
+    assert len(reader.writes) == BIG // SLICE
+    assert reader.sent == body
+    _slices_each_a_turn(reader, (body,))
+
+
+@pytest.mark.parametrize("parted", [False, True], ids=["bytes", "parts"])
+async def test_a_large_json_reply_lets_the_loop_turn_and_never_copies_the_body(
+    reader: _FastReader, parted: bool
+) -> None:
+    """``json_reply`` of a 4 MiB body, whole or as a batch's parts: the head goes alone, then the body a
+    slice a turn, every slice a view of the shared body; the bytes are the reply's, Content-Length too.
+
+    Fails before F6: the head went joined to a copy of the first slice, and the rest in one step.
+    """
+    big = b"y" * BIG
+    parts = (b'{"infos":[', big, b'],"version":3}')
+    body = parts if parted else big
+    request = _request(reader)
+    response = await json_reply(request, body)
+    head, *rest = reader.writes
+    assert isinstance(head[2], bytes)
+    assert head[2].startswith(b"HTTP/1.1 200 OK\r\n")
+    whole = b"".join(parts) if parted else big
+    assert f"Content-Length: {len(whole)}\r\n".encode() in head[2]
+    assert head[2].endswith(b"\r\n\r\n")
+    assert reader.sent == head[2] + whole
+    reader.writes = rest
+    _slices_each_a_turn(reader, (big,))
+    assert response.prepared

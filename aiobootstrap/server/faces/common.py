@@ -68,7 +68,7 @@ async def json_reply(request: web.Request, body: Body, version: int | None = Non
     response = web.StreamResponse(headers={"Content-Type": wire.JSON_TYPE, **headers})
     response.content_length = length
     await response.prepare(request)
-    await write_stream(response, body)
+    await write_stream(request, response, body)
     await response.write_eof()
     return response
 
