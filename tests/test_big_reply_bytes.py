@@ -183,7 +183,7 @@ async def reader() -> AsyncIterator[_FastReader]:
 
 
 def _request(reader: _FastReader) -> Request:
-    protocol = mock.Mock(transport=reader, _paused=False)
+    protocol = mock.Mock(transport=reader, _paused=False, writing_paused=False)
     writer = StreamWriter(protocol, asyncio.get_running_loop())
     return make_mocked_request(
         "GET", "/get_transfer_engine_info?rank=0", writer=writer, protocol=protocol, transport=reader

@@ -46,9 +46,11 @@ def write(request: web.BaseRequest, data: bytes | memoryview) -> bool:
 
 
 async def _turn(request: web.BaseRequest) -> None:
-    """Between two slices: wait for the connection to drain if it must, and give the loop a turn anyway."""
-    await request.writer.drain()
-    await asyncio.sleep(0)  # drained at once (a fast reader): the other readers and requests go first
+    """Between two slices, a turn of the loop: waiting for the connection to drain, or one step when it need not."""
+    if request.protocol.writing_paused:
+        await request.writer.drain()  # waits for the reader: the loop turns meanwhile
+    else:
+        await asyncio.sleep(0)  # a fast reader: the other readers and requests go first
 
 
 async def write_sliced(request: web.BaseRequest, body: Body) -> bool:
