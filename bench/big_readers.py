@@ -19,7 +19,8 @@ read before, at its highest meanwhile and 2 s after every reader has closed
 (the batch replies' cache is dropped a second after it is filled). With
 ``--before TREE`` (a checkout of an older commit: ``git worktree add
 /tmp/before-bytes 0ef6a46``) the same runs against that tree's server too, and
-the table shows both.
+the table shows both, taking turns (``--trials`` runs each): the medians, and
+the range of ``/health``'s max.
 """
 
 from __future__ import annotations
@@ -183,29 +184,48 @@ async def one_run(label: str, tree: Path, scenario: str, readers: int, seconds: 
     )
 
 
-def _table(rows: list[Row]) -> str:
+def _row_line(row: Row) -> str:
+    return (
+        f"| {row.tree} | {row.scenario} | {row.readers} | {row.grown_mib:+.0f} MiB | {row.health_p50_ms:.0f} ms"
+        f" | {row.health_max_ms:.0f} ms | {row.after_mib:+.0f} MiB | {row.done} |"
+    )
+
+
+def _summary(rows: list[Row]) -> str:
+    """Per scenario, count and tree: the medians over the trials, and the range of ``/health``'s max."""
     lines = [
-        "| tree | scenario | readers | RSS growth while reading | /health p50 | /health max | RSS after close | read whole |",
-        "|---|---|---:|---:|---:|---:|---:|---:|",
+        "| scenario | readers | tree | RSS growth while reading | /health p50 | /health max (range) "
+        "| RSS after close | read whole |",
+        "|---|---:|---|---:|---:|---:|---:|---:|",
     ]
+    groups: dict[tuple[str, int, str], list[Row]] = {}
     for row in rows:
+        groups.setdefault((row.scenario, row.readers, row.tree), []).append(row)
+    for (scenario, readers, tree), trials in groups.items():
+        highest = [trial.health_max_ms for trial in trials]
         lines.append(
-            f"| {row.tree} | {row.scenario} | {row.readers} | {row.grown_mib:+.0f} MiB | {row.health_p50_ms:.0f} ms"
-            f" | {row.health_max_ms:.0f} ms | {row.after_mib:+.0f} MiB | {row.done} |"
+            f"| {scenario} | {readers} | {tree} | {statistics.median(t.grown_mib for t in trials):+.0f} MiB"
+            f" | {statistics.median(t.health_p50_ms for t in trials):.0f} ms"
+            f" | {statistics.median(highest):.0f} ms ({min(highest):.0f}-{max(highest):.0f})"
+            f" | {statistics.median(t.after_mib for t in trials):+.0f} MiB"
+            f" | {statistics.median(t.done for t in trials):.0f} |"
         )
     return "\n".join(lines)
 
 
-async def run(trees: list[tuple[str, Path]], scenarios: list[str], counts: list[int], seconds: float) -> int:
+async def run(
+    trees: list[tuple[str, Path]], scenarios: list[str], counts: list[int], seconds: float, trials: int
+) -> int:
     rows = []
     for scenario in scenarios:
         for readers in counts:
-            for label, tree in trees:  # the trees take turns: both see the same machine load
-                row = await one_run(label, tree, scenario, readers, seconds)
-                print(_table([row]).splitlines()[-1], flush=True)
-                rows.append(row)
-    print()
-    print(_table(rows))
+            for _ in range(trials):
+                for label, tree in trees:  # the trees take turns: both see the same machine load
+                    row = await one_run(label, tree, scenario, readers, seconds)
+                    print(_row_line(row), flush=True)
+                    rows.append(row)
+    print(f"\nMedians of {trials} trials, {seconds:g} s of reading each:\n")
+    print(_summary(rows))
     return 0
 
 
@@ -214,19 +234,21 @@ def main() -> int:
     parser.add_argument("--readers", default="100,200,500", help="reader counts, comma-separated")
     parser.add_argument("--scenarios", default="batch,get", help="batch, get or both")
     parser.add_argument("--seconds", type=float, default=3.0, help="how long the readers read")
+    parser.add_argument("--trials", type=int, default=3, help="runs per tree, scenario and count")
     parser.add_argument("--before", type=Path, help="a source tree (with aiobootstrap/) to compare against")
     args = parser.parse_args()
     counts = [int(count) for count in args.readers.split(",")]
-    if max(counts) > 2000:
-        parser.error("at most 2000 readers")
+    if max(counts) > 2000 or args.trials < 1:
+        parser.error("at most 2000 readers, at least one trial")
     raise_open_file_limit()
     trees = [("after", ROOT)] if args.before is None else [("before", args.before.resolve()), ("after", ROOT)]
+    work = run(trees, args.scenarios.split(","), counts, args.seconds, args.trials)
     try:
         import uvloop  # the load generator's own loop: lighter than asyncio's, when installed
     except ImportError:
-        return asyncio.run(run(trees, args.scenarios.split(","), counts, args.seconds))
+        return asyncio.run(work)
     with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
-        return runner.run(run(trees, args.scenarios.split(","), counts, args.seconds))
+        return runner.run(work)
 
 
 if __name__ == "__main__":
