@@ -29,6 +29,7 @@ from aiobootstrap.server.app import REGISTRY
 from aiobootstrap.server.faces.common import json_reply
 from aiobootstrap.server.fastpath.batches import BATCH_REPLIES, SHARED_ITEM_OVER, batch_parts
 from aiobootstrap.server.fastpath.gets import GET_REPLIES
+from aiobootstrap.server.fastpath.turns import TURN_BYTES, turns
 from aiobootstrap.server.fastpath.writes import SLICE, write_sliced
 
 from .helpers.registry import info_key, registration
@@ -240,3 +241,48 @@ async def test_a_large_json_reply_lets_the_loop_turn_and_never_copies_the_body(
     reader.writes = rest
     _slices_each_a_turn(reader, (big,))
     assert response.prepared
+
+
+async def test_a_turn_of_the_loop_holds_a_few_mib_of_slices_however_many_readers() -> None:
+    """40 fast readers of a 1 MiB body each: every slice waits for a turn with room, so a turn writes
+    TURN_BYTES (and less than a slice over) at most, and each reader gets its whole body, in order.
+
+    Fails before F6 (40 MiB in one turn), and with a bare turn between slices (40 slices, 10 MiB, a turn).
+    """
+    readers = [_FastReader() for _ in range(40)]
+    turns = 0
+
+    async def tick() -> None:
+        nonlocal turns
+        while True:
+            turns += 1
+            for reader in readers:
+                reader.turns = turns
+            await asyncio.sleep(0)
+
+    ticker = asyncio.create_task(tick())
+    body = bytes(range(256)) * 4096
+    try:
+        assert all(await asyncio.gather(*(write_sliced(_request(reader), body) for reader in readers)))
+    finally:
+        ticker.cancel()
+    per_turn: dict[int, int] = {}
+    for reader in readers:
+        assert reader.sent == body
+        for turn, length, _ in reader.writes:
+            per_turn[turn] = per_turn.get(turn, 0) + length
+    assert max(per_turn.values()) < TURN_BYTES + SLICE, f"{max(per_turn.values()) >> 20} MiB in one turn"
+
+
+async def test_a_writer_gone_while_it_waits_for_a_turn_holds_up_no_other() -> None:
+    """Writers cancelled while they wait (their clients gone) take no room; the others finish."""
+    readers = [_FastReader() for _ in range(3 * TURN_BYTES // SLICE)]
+    body = b"z" * (2 * SLICE)
+    writers = [asyncio.create_task(write_sliced(_request(reader), body)) for reader in readers]
+    await until(lambda: turns().waiting > 0)
+    for writer in writers[::2]:
+        writer.cancel()
+    done = await asyncio.gather(*writers, return_exceptions=True)
+    assert all(result is True for result in done[1::2])
+    assert all(isinstance(result, asyncio.CancelledError) for result in done[::2])
+    assert turns().waiting == 0

@@ -11,20 +11,21 @@ slice after slice (loopback's, megabytes), and a handler that only drained
 between them wrote its whole body in one step of the loop. Five hundred
 readers of one 4 MiB record woken together were 2 GiB of copying into
 sockets before the loop looked at anything else (``/health``: 1-2 s).
-Between two slices a writer now always gives the loop a turn
-(:func:`_turn`): every reader gets a slice per turn, and a request that
-came in meanwhile is heard after one round of slices. The slices are views
-of the one shared body (:func:`slices`), never a copy per reader.
+Before each slice a writer now waits for a turn of the loop with room for
+it (:func:`_turn`, ``turns``): the readers get their slices in turn, a turn
+holds a few MiB of them however many readers there are, and a request that
+came in meanwhile is heard within a few turns. The slices are views of the
+one shared body (:func:`slices`), never a copy per reader.
 """
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Iterator, Sequence
 
 from aiohttp import web
 
 from ..aiohttp_internals import count_written
+from .turns import turns
 
 __all__ = ["SLICE", "Body", "slices", "write", "write_sliced", "write_stream"]
 
@@ -45,24 +46,19 @@ def write(request: web.BaseRequest, data: bytes | memoryview) -> bool:
     return True
 
 
-async def _turn(request: web.BaseRequest) -> None:
-    """Between two slices, a turn of the loop: waiting for the connection to drain, or one step when it need not."""
+async def _turn(request: web.BaseRequest, size: int) -> None:
+    """Before a slice of ``size`` bytes: wait for the connection to drain if it must, then for a turn of the
+    loop with room for it (``turns``)."""
     if request.protocol.writing_paused:
-        await request.writer.drain()  # waits for the reader: the loop turns meanwhile
-    else:
-        await asyncio.sleep(0)  # a fast reader: the other readers and requests go first
+        await request.writer.drain()
+    await turns().take(size)
 
 
 async def write_sliced(request: web.BaseRequest, body: Body) -> bool:
-    """:func:`write` ``body`` a slice at a time, each once the connection has drained and the loop had a turn;
-    ``False`` if it went."""
-    first = True
+    """:func:`write` ``body`` a slice at a time, each once the connection has drained and a turn of the loop
+    has room for it; ``False`` if the connection went."""
     for chunk in slices(body):
-        if first:
-            await request.writer.drain()
-            first = False
-        else:
-            await _turn(request)
+        await _turn(request, len(chunk))
         if not write(request, chunk):
             return False
     return True
@@ -81,15 +77,13 @@ def slices(body: Body) -> Iterator[bytes | memoryview]:
 
 async def write_stream(request: web.BaseRequest, response: web.StreamResponse, body: Body) -> None:
     """Write ``body`` through ``response``, prepared for ``request``, a slice at a time (aiohttp drains past
-    64 KiB), the loop given a turn between two."""
+    64 KiB), each in a turn of the loop with room for it."""
     first = True
     for chunk in slices(body):
-        if first:
-            first = False
-            if isinstance(chunk, memoryview):
-                # aiohttp sends its buffered head with the first write, joined to it (Python < 3.12.9):
-                # a copy of a slice of the shared body per reply. Sent alone, the body is never copied.
-                await response.write(b"")
-        else:
-            await _turn(request)
+        if first and isinstance(chunk, memoryview):
+            # aiohttp sends its buffered head with the first write, joined to it (Python < 3.12.9):
+            # a copy of a slice of the shared body per reply. Sent alone, the body is never copied.
+            await response.write(b"")
+        first = False
+        await _turn(request, len(chunk))
         await response.write(chunk)
