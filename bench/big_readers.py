@@ -19,7 +19,8 @@ read before, at its highest meanwhile and 2 s after every reader has closed
 (the batch replies' cache is dropped a second after it is filled). With
 ``--before TREE`` (a checkout of an older commit: ``git worktree add
 /tmp/before-bytes 0ef6a46``) the same runs against that tree's server too, and
-the table shows both, taking turns (``--trials`` runs each): the medians, and
+the table shows both, with how many readers read their whole reply and the
+bytes all of them read a second, taking turns (``--trials`` runs each): the medians, and
 the range of ``/health``'s max.
 """
 
@@ -61,6 +62,7 @@ class Row:
     health_max_ms: float
     after_mib: float
     done: int
+    delivered_mib_s: float
 
 
 async def _exchange(host: str, port: int, request: bytes) -> tuple[int, bytes]:
@@ -91,8 +93,9 @@ def _get(target: str) -> bytes:
     return f"GET {target} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode()
 
 
-async def _slow_reader(host: str, port: int, target: str, stop: asyncio.Event) -> bool:
-    """Send one request, read its reply 64 KiB at a time with a pause between; ``True`` if read whole."""
+async def _slow_reader(host: str, port: int, target: str, stop: asyncio.Event) -> tuple[bool, int]:
+    """Send one request, read its reply 64 KiB at a time with a pause between: whether it was read whole,
+    and the bytes read."""
     loop = asyncio.get_running_loop()
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, CHUNK)
@@ -104,10 +107,10 @@ async def _slow_reader(host: str, port: int, target: str, stop: asyncio.Event) -
         while not stop.is_set():
             data = await loop.sock_recv(sock, CHUNK)
             if not data:
-                return got > 0
+                return got > 0, got
             got += len(data)
             await asyncio.sleep(PAUSE)
-        return False
+        return False, got
     finally:
         sock.close()
 
@@ -165,7 +168,9 @@ async def one_run(label: str, tree: Path, scenario: str, readers: int, seconds: 
         reading = [asyncio.create_task(_slow_reader(host, port_number, target, stop)) for target in targets]
         await asyncio.sleep(seconds)
         stop.set()
-        done = sum(await asyncio.gather(*reading))
+        ends = await asyncio.gather(*reading)
+        done = sum(whole for whole, _ in ends)
+        delivered = sum(got for _, got in ends) / seconds / (1 << 20)
         latencies = await probe
         await sampler
         await asyncio.sleep(SETTLE)
@@ -181,13 +186,14 @@ async def one_run(label: str, tree: Path, scenario: str, readers: int, seconds: 
         max(latencies) * 1000,
         (after - before) / 1024,
         done,
+        delivered,
     )
 
 
 def _row_line(row: Row) -> str:
     return (
         f"| {row.tree} | {row.scenario} | {row.readers} | {row.grown_mib:+.0f} MiB | {row.health_p50_ms:.0f} ms"
-        f" | {row.health_max_ms:.0f} ms | {row.after_mib:+.0f} MiB | {row.done} |"
+        f" | {row.health_max_ms:.0f} ms | {row.after_mib:+.0f} MiB | {row.done} | {row.delivered_mib_s:.0f} MiB/s |"
     )
 
 
@@ -195,8 +201,8 @@ def _summary(rows: list[Row]) -> str:
     """Per scenario, count and tree: the medians over the trials, and the range of ``/health``'s max."""
     lines = [
         "| scenario | readers | tree | RSS growth while reading | /health p50 | /health max (range) "
-        "| RSS after close | read whole |",
-        "|---|---:|---|---:|---:|---:|---:|---:|",
+        "| RSS after close | read whole | delivered |",
+        "|---|---:|---|---:|---:|---:|---:|---:|---:|",
     ]
     groups: dict[tuple[str, int, str], list[Row]] = {}
     for row in rows:
@@ -208,7 +214,8 @@ def _summary(rows: list[Row]) -> str:
             f" | {statistics.median(t.health_p50_ms for t in trials):.0f} ms"
             f" | {statistics.median(highest):.0f} ms ({min(highest):.0f}-{max(highest):.0f})"
             f" | {statistics.median(t.after_mib for t in trials):+.0f} MiB"
-            f" | {statistics.median(t.done for t in trials):.0f} |"
+            f" | {statistics.median(t.done for t in trials):.0f}"
+            f" | {statistics.median(t.delivered_mib_s for t in trials):.0f} MiB/s |"
         )
     return "\n".join(lines)
 
