@@ -15,7 +15,7 @@ from ...exceptions import BadRequest
 from ...wire.leases import parse_lease_field
 from ..appkeys import CONFIG, REGISTRY
 from ..fastpath.gets import SEPARATE_BODY_OVER
-from ..fastpath.writes import write_stream
+from ..fastpath.writes import Body, write_stream
 from .kinds import RecordKind
 
 __all__ = [
@@ -67,21 +67,26 @@ def wait_seconds(request: web.Request) -> float:
     return min(wire.parse_wait(param(request, "wait")), request.app[CONFIG].max_wait)
 
 
-async def json_reply(request: web.Request, body: bytes, version: int | None = None) -> web.StreamResponse:
+async def json_reply(request: web.Request, body: Body, version: int | None = None) -> web.StreamResponse:
     """A 200 JSON reply of ``body``, which may be shared by many replies at once.
 
-    ``version``, when given, goes in the ``X-Aiobootstrap-Version`` header.
+    ``body`` is one ``bytes`` or the parts of one (a batch's, whose large items
+    are the records' own bodies): they are written one after the other, never
+    joined per reply when large. ``version``, when given, goes in the
+    ``X-Aiobootstrap-Version`` header.
     """
     headers = {} if version is None else {VERSION_HEADER: str(version)}
-    if len(body) <= SEPARATE_BODY_OVER:
-        return web.Response(body=body, content_type=wire.JSON_TYPE, headers=headers)
+    length = len(body) if isinstance(body, bytes) else sum(map(len, body))
+    if length <= SEPARATE_BODY_OVER:
+        whole = body if isinstance(body, bytes) else b"".join(body)
+        return web.Response(body=whole, content_type=wire.JSON_TYPE, headers=headers)
     # web.Response joins headers and body into one new bytes object (on Python
     # before 3.12.9): a private copy of a 20 MB reply per getter in flight.
     # Written apart, every getter sends the registration's one bytes object.
     response = web.StreamResponse(headers={"Content-Type": wire.JSON_TYPE, **headers})
-    response.content_length = len(body)
+    response.content_length = length
     await response.prepare(request)
-    await write_stream(response, body)
+    await write_stream(request, response, body)
     await response.write_eof()
     return response
 

@@ -14,7 +14,10 @@ one rule of whether a request's reply may be pre-built. The rooms:
 - ``gets``: gets, registrations' ``OK``, keepalives and the stop's ``503``
   (``GetReplies``); ``watches``: parked watches answered by crowd
   (``WatchReplies``); ``batches``: a batch reply shared by the getters of
-  one set; ``writes``: large bodies written a slice at a time.
+  one set, as parts (a large item is its record's body, never copied);
+  ``writes``: large bodies written a slice at a time, views of the one
+  shared body; ``turns``: the turns of the loop those slices share, a few
+  MiB a turn however many readers.
 
 What each cache holds, its key, and when it is dropped (one policy each):
 
@@ -26,14 +29,15 @@ bodies        a get's encoded reply of a record        key (and form=object)    
                                                                                  the key deleted; a new boot id: all
 replies       a whole ``200`` (head and body)          body identity, variant    all when the stamp changes, or at
                                                                                  256 entries
-batches       a batch reply, and the versions it was   what was asked            all a second after the first kept;
-              made of (a reply of others is not used)  (namespace, kind, role,   the oldest at 16 entries
-                                                       ranks, form)
+batches       a batch reply (its parts), and the       what was asked            all a second after the first kept;
+              versions it was made of (a reply of      (namespace, kind, role,   the oldest at 16 entries
+              others is not used)                      ranks, form)
 ============  =======================================  ========================  ===================================
 
-Nothing else is kept past the step that made it: a crowd's bytes are made
-per variant for that crowd as it is answered, and the events of a change
-framed once per answering pass. The subscriptions that feed ``gets`` and
+Nothing else is kept past the step that made it (``turns`` holds only the
+writers waiting for a turn): a crowd's bytes are made per variant for that
+crowd as it is answered, and the events of a change framed once per
+answering pass. The subscriptions that feed ``gets`` and
 ``watches`` (the registry's deliveries, the history's changed namespaces,
 the tallies' steps) are made in one place, ``server/app.py``'s start-up.
 """

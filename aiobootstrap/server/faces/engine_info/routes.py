@@ -20,7 +20,7 @@ from ....store import Record
 from ...appkeys import CONFIG, REGISTRY
 from ...body import read_body
 from ...face import ExpectHandler
-from ...fastpath.batches import BATCH_REPLIES
+from ...fastpath.batches import BATCH_REPLIES, Parts, batch_parts
 from ...fastpath.gets import GET_REPLIES, GetReplies, GetReply
 from ...metrics import METRICS, counts_gets
 from ..common import after_of, json_reply, lease_of_body, namespace_of, not_registered, param, wait_seconds
@@ -137,7 +137,7 @@ def _get_batch(kind: RecordKind) -> Handler:
         if missing:
             return not_registered(kind, missing)
         version = await registry.version(namespace)
-        # The getters woken together share one reply (and every item's body), not a copy each.
+        # The getters woken together share one reply, and every getter a large item's body (its parts).
         shared, asked = request.app[BATCH_REPLIES], (namespace, kind.name, role, ranks, whole)
         body = shared.get(asked, found, version)
         if body is None:
@@ -150,7 +150,7 @@ def _get_batch(kind: RecordKind) -> Handler:
 
 async def _batch_body(
     kind: RecordKind, replies: GetReplies, found: list[Record], version: int, whole: bool
-) -> bytes:
+) -> Parts:
     items: list[bytes] = []
     for start in range(0, len(found), _ENCODE_CHUNK):
         if start:
@@ -159,4 +159,4 @@ async def _batch_body(
         items.extend(
             kind.item(record, replies.body(record, whole)) for record in found[start : start + _ENCODE_CHUNK]
         )
-    return wire.encode_items(kind.batch_field, items, version)
+    return batch_parts(kind.batch_field, items, version)
