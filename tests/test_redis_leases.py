@@ -56,7 +56,9 @@ async def test_expiry_deletes_every_kind_once_and_wakes_a_waiter_on_the_other_re
 ) -> None:
     """Records of every kind on a lease through A; B's waiter is woken; each record has one deletion version."""
     a, b = pair
-    lease = await a.store.grant_lease("default", TINY)
+    # Long enough for the four writes on a loaded machine (a 0.3 s lease expired before the third).
+    ttl = 1.0
+    lease = await a.store.grant_lease("default", ttl)
     started = time.monotonic()
     listed = await lease_every_kind(a, lease.id)
     async with asyncio.timeout(GUARD):
@@ -64,7 +66,7 @@ async def test_expiry_deletes_every_kind_once_and_wakes_a_waiter_on_the_other_re
     assert woken is not None
     assert woken.value == {"members": ["http://kept"]}
     await until(lambda: sum((r.store.lease_figures() or (0, 0, 0))[1] for r in pair) == 1)
-    assert time.monotonic() - started < TINY + 1.0
+    assert time.monotonic() - started < ttl + 1.0
     assert await b.store.get(info_key(0)) is None
     assert await b.store.get(config_key(0)) is None
     # Four writes, then three deletions: each record ended once, with a version of its own.
