@@ -141,6 +141,17 @@ async def _park(replica: Any, rank: int) -> asyncio.Task[Any]:
     return waiting
 
 
+async def _register(replica: Any, rank: int, info: str) -> None:
+    """Register until acknowledged, as a client does: a 503 (no primary yet, a replica slow to hold the write
+    under load) is asked again; anything else fails the test."""
+    async with asyncio.timeout(FAILOVER_GUARD):
+        while (
+            reply := await replica.put("/register_transfer_engine_info", json=registration(rank, info))
+        ).status != 200:
+            assert reply.status == 503, await reply.text()
+            await asyncio.sleep(0.05)  # a client backs off on 503 (its Retry-After, shortened)
+
+
 async def _missing(replica: Any, acknowledged: dict[int, str]) -> list[int]:
     """The acknowledged ranks ``replica`` cannot read back with their info (a 503 fails the test)."""
     missing = []
@@ -174,8 +185,7 @@ async def test_with_min_replicas_a_failover_loses_no_acknowledged_registration_a
     for index, wait in enumerate(waits):
         through = (b, a)[index % 2]
         rank = 100_000 + index
-        reply = await through.put("/register_transfer_engine_info", json=registration(rank, f"after-{index}"))
-        assert reply.status == 200
+        await _register(through, rank, f"after-{index}")
         answer = await asyncio.wait_for(wait, GUARD)
         assert answer.status == 200
         assert (await answer.json())["remote_instance_transfer_engine_info"][0] == f"after-{index}"
@@ -219,13 +229,7 @@ async def test_a_demoted_primary_sends_every_replica_to_the_new_one(
     cluster.sentinels[0].client().execute_command("SENTINEL", "FAILOVER", "registry")
     await _wait_promoted(cluster, old)
     for replica in (a, b):
-        async with asyncio.timeout(FAILOVER_GUARD):
-            while True:
-                reply = await replica.put("/register_transfer_engine_info", json=registration(7, "after"))
-                if reply.status == 200:
-                    break
-                assert reply.status == 503, await reply.text()
-                await asyncio.sleep(0.05)
+        await _register(replica, 7, "after")
         read = await replica.get("/get_transfer_engine_info", params={"rank": "0"})
         assert read.status == 200
 
