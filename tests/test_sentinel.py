@@ -9,6 +9,7 @@ aiobootstrap replicas, then heals it (the killed node back as a replica).
 from __future__ import annotations
 
 import asyncio
+import functools
 import gc
 import itertools
 import logging
@@ -20,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from redis.exceptions import ConnectionError as RedisConnectionError
 
 from aiobootstrap import ServerConfig, create_app
 from aiobootstrap.cli.parser import server_config, server_parser
@@ -27,6 +29,7 @@ from aiobootstrap.exceptions import StoreUnavailable
 from aiobootstrap.server.app import REGISTRY
 from aiobootstrap.store import open_store
 from aiobootstrap.store.redis import RedisStore
+from aiobootstrap.store.redis.connection import Connection
 
 from .helpers.cli import launch
 from .helpers.redis_store import Recorder
@@ -138,6 +141,17 @@ async def _park(replica: Any, rank: int) -> asyncio.Task[Any]:
     return waiting
 
 
+async def _register(replica: Any, rank: int, info: str) -> None:
+    """Register until acknowledged, as a client does: a 503 (no primary yet, a replica slow to hold the write
+    under load) is asked again; anything else fails the test."""
+    async with asyncio.timeout(FAILOVER_GUARD):
+        while (
+            reply := await replica.put("/register_transfer_engine_info", json=registration(rank, info))
+        ).status != 200:
+            assert reply.status == 503, await reply.text()
+            await asyncio.sleep(0.05)  # a client backs off on 503 (its Retry-After, shortened)
+
+
 async def _missing(replica: Any, acknowledged: dict[int, str]) -> list[int]:
     """The acknowledged ranks ``replica`` cannot read back with their info (a 503 fails the test)."""
     missing = []
@@ -171,8 +185,7 @@ async def test_with_min_replicas_a_failover_loses_no_acknowledged_registration_a
     for index, wait in enumerate(waits):
         through = (b, a)[index % 2]
         rank = 100_000 + index
-        reply = await through.put("/register_transfer_engine_info", json=registration(rank, f"after-{index}"))
-        assert reply.status == 200
+        await _register(through, rank, f"after-{index}")
         answer = await asyncio.wait_for(wait, GUARD)
         assert answer.status == 200
         assert (await answer.json())["remote_instance_transfer_engine_info"][0] == f"after-{index}"
@@ -216,13 +229,7 @@ async def test_a_demoted_primary_sends_every_replica_to_the_new_one(
     cluster.sentinels[0].client().execute_command("SENTINEL", "FAILOVER", "registry")
     await _wait_promoted(cluster, old)
     for replica in (a, b):
-        async with asyncio.timeout(FAILOVER_GUARD):
-            while True:
-                reply = await replica.put("/register_transfer_engine_info", json=registration(7, "after"))
-                if reply.status == 200:
-                    break
-                assert reply.status == 503, await reply.text()
-                await asyncio.sleep(0.05)
+        await _register(replica, 7, "after")
         read = await replica.get("/get_transfer_engine_info", params={"rank": "0"})
         assert read.status == 200
 
@@ -254,6 +261,51 @@ async def test_a_store_closed_while_a_call_asks_the_sentinels_leaves_no_connecti
         paused.resume()
     del store, ping
     _assert_nothing_open(cluster)
+
+
+async def test_discoveries_at_once_keep_every_sentinel_listed_and_the_close_closes_each() -> None:
+    """Two connections ask for the primary at once, both past two Sentinels that fail, to the third: redis-py
+    (8.1) swapped it to the head by a position read before it asked, so the second swap listed it twice and
+    dropped the one there, never asked again nor closed (its connections outlived the store)."""
+    connection = Connection(
+        "redis+sentinel://127.0.0.1:1,127.0.0.1:2,127.0.0.1:3/registry",
+        where="racing",
+        prefix="racing",
+        timeout=1.0,
+        block_seconds=1.0,
+        max_connections=2,
+    )
+    connection.connect()
+    sentinel = connection._sentinel
+    assert sentinel is not None
+    clients = list(sentinel.sentinels)
+    answer = asyncio.Event()
+    asking: list[object] = []
+    primary = {"is_master": True, "is_sdown": False, "is_odown": False, "num-other-sentinels": 2}
+
+    async def masters(client: object, answers: bool) -> dict[str, dict[str, Any]]:
+        if not answers:
+            raise RedisConnectionError("refused")
+        asking.append(client)
+        await answer.wait()
+        return {"registry": {**primary, "ip": "127.0.0.1", "port": 4}}
+
+    closed: list[object] = []
+    for index, client in enumerate(clients):
+        client.sentinel_masters = functools.partial(masters, client, index == 2)  # type: ignore[method-assign]
+        client.aclose = functools.partial(_record, closed, client)  # type: ignore[method-assign]
+    discoveries = [asyncio.create_task(sentinel.discover_master("registry")) for _ in range(2)]
+    await until(lambda: len(asking) == 2)
+    answer.set()
+    assert await asyncio.gather(*discoveries) == [("127.0.0.1", 4)] * 2
+    assert sentinel.sentinels[0] is clients[2]
+    assert sorted(map(id, sentinel.sentinels)) == sorted(map(id, clients))  # each listed once
+    await connection.disconnect()
+    assert sorted(map(id, closed)) == sorted(map(id, clients))
+
+
+async def _record(closed: list[object], client: object) -> None:
+    closed.append(client)
 
 
 async def test_min_replicas_without_a_replica_warns_at_start_and_refuses_writes_with_503(

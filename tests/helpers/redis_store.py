@@ -9,8 +9,11 @@ from aiobootstrap.store import Change, Key
 
 from .waits import GUARD
 
-FAST = {"timeout": 0.5, "open_timeout": 1.0, "poll_interval": 0.1}
-"""Short deadlines and a quick watcher, so that faults show within a test's patience."""
+FAST = {"timeout": GUARD / 2, "open_timeout": 1.0, "poll_interval": 0.1}
+"""Deadlines within a test's patience (``GUARD``) and a quick watcher, so that faults show in time.
+
+A call's deadline is no measurement either: 0.5 s, then 2 s, failed healthy calls (and the feed
+reader's read, logging a WARNING) on a shared machine with two CPU burners beside the suite."""
 
 
 class Recorder:

@@ -20,6 +20,13 @@ broken connection, asked again next time. So while there is no primary a
 call is ``StoreUnavailable`` like any outage, and after a failover the next
 call lands on the new one; nothing here discovers anything by hand.
 
+One repair: redis-py (8.1) moves the Sentinel that answered to the head of
+its list by position, read before the question was asked; two discoveries
+at once (every connection a failover breaks asks) can then leave one
+Sentinel listed twice and another not at all, never asked again and never
+closed (its connections outlive the store). :class:`_Sentinels` moves it by
+identity.
+
 Closing waits for the calls under way (each within its deadline) before it
 closes anything: a call that is discovering the primary when the Sentinels'
 clients are closed goes on to the next Sentinel, and would open a connection
@@ -36,7 +43,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable, Iterator
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from ...exceptions import StoreUnavailable
 from ..sentinel_url import is_sentinel_url, parse_sentinel_url
@@ -228,7 +235,7 @@ class Connection:
         # The Sentinels' own credentials, never the nodes': redis-py gives the Sentinels only these.
         if target.sentinel_password is not None:
             asking.update(username=target.sentinel_username, password=target.sentinel_password)
-        sentinel = self._sentinel = Sentinel(list(target.sentinels), sentinel_kwargs=asking, **node)  # type: ignore[no-untyped-call]
+        sentinel = self._sentinel = _Sentinels(list(target.sentinels), sentinel_kwargs=asking, **node)  # type: ignore[no-untyped-call]
         self.client = sentinel.master_for(
             target.master, connection_pool_class=_BlockingSentinelPool, timeout=None, **calls
         )
@@ -333,3 +340,32 @@ if aioredis is not None:
 
     class _BlockingSentinelPool(SentinelConnectionPool, aioredis.BlockingConnectionPool):
         """redis-py's Sentinel pool, blocking when full, as the plain URL's pool is (see :meth:`Connection.connect`)."""
+
+    class _Sentinels(Sentinel):
+        """redis-py's Sentinels, the one that answered moved to the head of the list by identity (see the top)."""
+
+        async def discover_master(self, service_name: str) -> tuple[str, int]:
+            """redis-py's ``discover_master``, safe beside other discoveries under way.
+
+            Each Sentinel of a snapshot of the list is asked in turn (another
+            discovery may reorder the list meanwhile); the first that names a
+            primary in good standing goes to the head, swapped with the
+            Sentinel there now, wherever it stands now.
+            """
+            errors = []
+            for sentinel in list(self.sentinels):
+                try:
+                    # The Sentinels are spoken to in RESP2: a dict by the master's name.
+                    masters = cast(dict[str, dict[str, Any]], await sentinel.sentinel_masters())
+                except (RedisConnectionError, RedisTimeout) as exc:
+                    errors.append(f"{sentinel} - {exc!r}")
+                    continue
+                state = masters.get(service_name)
+                if state and self.check_master_state(state, service_name):
+                    listed = self.sentinels
+                    at = next(index for index, known in enumerate(listed) if known is sentinel)
+                    listed[0], listed[at] = listed[at], listed[0]
+                    ip = self._force_master_ip if self._force_master_ip is not None else state["ip"]
+                    return ip, state["port"]
+            said = f" : {', '.join(errors)}" if errors else ""
+            raise MasterNotFoundError(f"No master found for {service_name!r}{said}")
