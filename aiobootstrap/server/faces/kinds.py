@@ -4,7 +4,7 @@ A kind is data, not a code path. Each per-rank kind is a :class:`RecordKind`
 naming its routes, the register body's field that holds the record, how that
 field is checked, how a get, a ``form=object`` get and a batch item are
 written, what the listing shows of a record and the ``404`` sentence. One set
-of handlers (``handlers/per_kind``), one OpenAPI builder (``openapi``), the
+of handlers (``faces/engine_info/routes``), one OpenAPI builder (``faces/engine_info/openapi``), the
 registry and every store serve all of them: the store keys records by kind
 and role, and the registry waits on keys whatever their kind.
 
