@@ -59,6 +59,8 @@ bench: $(BENCH_INSTALLED)
 	$(BIN)/python -m bench.leases --redis
 	$(BIN)/python -m bench.replica_wrk
 	$(BIN)/python -m bench.failover
+	$(BIN)/python -m bench.layers
+	$(BIN)/python -m bench.big_readers
 
 # Real servers on free ports; prints tables for docs/benchmarks.md's Soak section.
 soak: $(INSTALLED)
