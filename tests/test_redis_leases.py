@@ -206,10 +206,11 @@ async def test_a_replica_cut_off_expires_nothing_while_the_other_keeps_the_lease
     a = await open_registry(stalled)
     b = await open_registry(RedisStore(redis_server.url, **FAST))  # type: ignore[arg-type]
     try:
-        lease = await a.store.grant_lease("default", 0.6)
+        # A TTL a loaded machine's pauses cannot outlast between two keepalives (0.6 s did, in CI).
+        lease = await a.store.grant_lease("default", 1.2)
         await a.register(info_key(0), INFO, lease.id)
         proxy.stall()
-        deadline = time.monotonic() + 2.0
+        deadline = time.monotonic() + 3.0
         while time.monotonic() < deadline:
             await b.store.keepalive_lease("default", lease.id)
             await asyncio.sleep(0.15)  # a holder's keepalive period, not a settle
