@@ -34,6 +34,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
+import random
 import re
 import shutil
 import signal
@@ -219,11 +220,33 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+_QUIET_PORTS = range(20_000, 32_000)
+"""Below Linux's ephemeral range (32768-60999), which the other tests' connections and ``--port 0``
+servers draw from: a document's server restarted on its port (the Sentinel quick start's old primary)
+finds it still free, where an ephemeral port can be taken by any connection in between."""
+
+
+def quiet_port(taken: set[int]) -> int:
+    """A port of :data:`_QUIET_PORTS` that nothing listens on now and ``taken`` does not hold."""
+    while True:
+        port = random.choice(_QUIET_PORTS)
+        if port in taken:
+            continue
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        taken.add(port)
+        return port
+
+
 class Reader:
     """One document's run: its server, its ports, its scratch directory."""
 
     def __init__(self, server_port: str, directory: Path) -> None:
-        self.ports = {port: str(free_port()) for port in PORTS}
+        taken: set[int] = set()
+        self.ports = {port: str(quiet_port(taken)) for port in PORTS}
         self.ports["6789"] = server_port
         self.url = f"http://127.0.0.1:{server_port}"
         self.directory = directory
