@@ -13,7 +13,6 @@ import contextlib
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import time
 from collections.abc import Iterator
@@ -23,6 +22,8 @@ from typing import Any
 import pytest
 import redis
 
+from .helpers.ports import quiet_port
+
 REDIS_SERVER = shutil.which("redis-server")
 SKIP_REASON = (
     "redis-server is not on PATH (apt-get install redis-server); the Redis store tests need a real one"
@@ -30,10 +31,8 @@ SKIP_REASON = (
 
 
 def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
+    """A port for a node, below the ephemeral range: a node killed and started again keeps it (``helpers.ports``)."""
+    return quiet_port()
 
 
 class Pausable:

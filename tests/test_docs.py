@@ -34,7 +34,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
-import random
 import re
 import shutil
 import signal
@@ -45,6 +44,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from .helpers.ports import quiet_port
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -218,27 +219,6 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
-
-
-_QUIET_PORTS = range(20_000, 32_000)
-"""Below Linux's ephemeral range (32768-60999), which the other tests' connections and ``--port 0``
-servers draw from: a document's server restarted on its port (the Sentinel quick start's old primary)
-finds it still free, where an ephemeral port can be taken by any connection in between."""
-
-
-def quiet_port(taken: set[int]) -> int:
-    """A port of :data:`_QUIET_PORTS` that nothing listens on now and ``taken`` does not hold."""
-    while True:
-        port = random.choice(_QUIET_PORTS)
-        if port in taken:
-            continue
-        with socket.socket() as sock:
-            try:
-                sock.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-        taken.add(port)
-        return port
 
 
 class Reader:
