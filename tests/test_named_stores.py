@@ -14,14 +14,14 @@ import pytest
 from aiobootstrap._names import DEFAULT_ROLE
 from aiobootstrap._ranks import RankSet
 from aiobootstrap.exceptions import TooManyRanks
-from aiobootstrap.store import Change, Key, Store, StoreLimits
+from aiobootstrap.store import Key, Store, StoreLimits
 from aiobootstrap.store.interface import MAX_NAME_LENGTH, NO_RANK
 
-from .helpers.stores import ODD_VALUE, Feed, OpenStore, exact, put_all
+from .helpers.stores import ODD_VALUE, Feed, OpenStore, exact, heard, put_all
 from .helpers.stores import feed as feed  # the fixtures, made for every store flavor
 from .helpers.stores import flavor as flavor
 from .helpers.stores import open_store as open_store
-from .helpers.waits import until
+from .helpers.stores import store as store
 
 KIND = "metadata"
 
@@ -51,16 +51,6 @@ def ranked(rank: int, namespace: str = "default") -> Key:
 
 def value(n: int) -> dict[str, Any]:
     return {"segment": f"s{n}", "n": n}
-
-
-@pytest.fixture
-async def store(open_store: OpenStore) -> Store:
-    return await open_store()
-
-
-async def heard(feed: Feed, count: int) -> list[Change]:
-    await until(lambda: len(feed.changes) >= count)
-    return feed.changes
 
 
 # -- keys --------------------------------------------------------------------

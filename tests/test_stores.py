@@ -15,27 +15,15 @@ import pytest
 from aiobootstrap._names import DEFAULT_ROLE, TRANSFER_ENGINE_INFO
 from aiobootstrap._ranks import RankSet
 from aiobootstrap.exceptions import TooManyNamespaces, TooManyRanks
-from aiobootstrap.store import Change, Key, Record, Store, StoreLimits
+from aiobootstrap.store import Key, Record, Store, StoreLimits
 
-from .helpers.stores import ODD_VALUE, Feed, Flavor, OpenStore, exact, info, key, put_all
+from .helpers.stores import ODD_VALUE, Feed, Flavor, OpenStore, exact, heard, info, key, put_all
 from .helpers.stores import feed as feed  # the fixtures, made for every store flavor
 from .helpers.stores import flavor as flavor
 from .helpers.stores import open_store as open_store
-from .helpers.waits import until
+from .helpers.stores import store as store
 
 # -- the stores under test ----------------------------------------------
-
-
-@pytest.fixture
-async def store(open_store: OpenStore) -> Store:
-    """An opened store without limits."""
-    return await open_store()
-
-
-async def heard(feed: Feed, count: int) -> list[Change]:
-    """The feed's changes once it has heard ``count`` of them (a feed between processes may lag the write)."""
-    await until(lambda: len(feed.changes) >= count)
-    return feed.changes
 
 
 # -- versions -------------------------------------------------------------

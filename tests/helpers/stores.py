@@ -20,6 +20,8 @@ from aiobootstrap._names import DEFAULT_ROLE, TRANSFER_ENGINE_INFO
 from aiobootstrap.store import Change, Key, MemoryStore, Record, Store, StoreLimits
 from aiobootstrap.store.file import FileStore
 
+from .waits import until
+
 
 class Feed:
     """A change listener that records everything it hears, in order."""
@@ -106,6 +108,18 @@ async def open_store(request: pytest.FixtureRequest, flavor: Flavor, feed: Feed)
     yield open_
     for store in opened:
         await store.close()
+
+
+@pytest.fixture
+async def store(open_store: OpenStore) -> Store:
+    """An opened store without limits."""
+    return await open_store()
+
+
+async def heard(feed: Feed, count: int) -> list[Change]:
+    """The feed's changes once it has heard ``count`` of them (a feed between processes may lag the write)."""
+    await until(lambda: len(feed.changes) >= count)
+    return feed.changes
 
 
 async def put_all(store: Store, keys: Sequence[Key]) -> tuple[list[Record], list[BaseException]]:
