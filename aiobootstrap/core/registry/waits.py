@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Callable
 
 from ..._ranks import RankSet
 from ...exceptions import ShuttingDown, StoreUnavailable
@@ -44,9 +45,8 @@ class Waits:
     parking: Parking
     _waitlists: dict[Key, Waitlist]
     _closed: bool
-
-    def _read_later(self, key: Key) -> None:
-        raise NotImplementedError  # the registry's: read ``key`` again for its waiters
+    _read_later: Callable[[Key], None]
+    """The registry's: read ``key`` again for its waiters (a read after a change failed)."""
 
     async def wait(self, key: Key, timeout: float, after: int = 0) -> Record | None:
         """``key``'s record newer than ``after``, waiting up to ``timeout`` seconds.

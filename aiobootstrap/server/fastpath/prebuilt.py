@@ -25,6 +25,7 @@ things are written once here for every such reply (a get, a registration's
 
 from __future__ import annotations
 
+import abc
 import email.utils
 import time
 from collections.abc import Callable
@@ -86,7 +87,7 @@ def reply_headers(
     return headers
 
 
-class BytesReply(web.StreamResponse):
+class BytesReply(web.StreamResponse, abc.ABC):
     """A ``200`` that writes its own bytes below aiohttp's writer (``sent``: they were written already).
 
     What aiohttp's request handler reads from a response after ``prepare`` and
@@ -105,9 +106,9 @@ class BytesReply(web.StreamResponse):
         self._sent = sent is not None
         self._headers_filled = False
 
+    @abc.abstractmethod
     def fields(self) -> tuple[str, int, int | None]:
         """The reply's content type, body length and ``X-Aiobootstrap-Version`` (``None``: none)."""
-        raise NotImplementedError
 
     @property
     def headers(self) -> CIMultiDict[str]:
