@@ -69,6 +69,18 @@ VERSION_HEADER = "X-Aiobootstrap-Version"
 """On a get's reply: the version of the record served (a parallelism config's body is the bare object)."""
 
 
+def is_text(text: str) -> bool:
+    """Whether UTF-8 can carry ``text``: no lone surrogate (which JSON's ``\\ud800`` can smuggle in, and
+    which neither Redis nor the journal could keep). ASCII, the common case, is not encoded."""
+    if text.isascii():
+        return True
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def host_port(host: str, port: int) -> str:
     """``host:port``, with an IPv6 host in brackets, as URLs and log lines write it."""
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"

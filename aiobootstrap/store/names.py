@@ -14,6 +14,8 @@ protocol's words (a ``400``) is the face's job.
 
 from __future__ import annotations
 
+from .._names import is_text
+
 __all__ = ["MAX_NAME_LENGTH", "NO_RANK", "check_key_name"]
 
 NO_RANK = -1
@@ -29,9 +31,6 @@ def check_key_name(name: object) -> str:
         raise ValueError("A record's name is a non-empty string.")
     if len(name) > MAX_NAME_LENGTH:
         raise ValueError(f"A record's name is at most {MAX_NAME_LENGTH} characters, not {len(name)}.")
-    if not name.isascii():
-        try:
-            name.encode()
-        except UnicodeEncodeError:
-            raise ValueError("A record's name is not valid Unicode text (a lone surrogate).") from None
+    if not is_text(name):
+        raise ValueError("A record's name is not valid Unicode text (a lone surrogate).")
     return name

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .._json import loads, stdlib_dumps
-from .._names import DEFAULT_ROLE, MAX_ROLE_LENGTH, PARALLELISM_CONFIG, TRANSFER_ENGINE_INFO
+from .._names import DEFAULT_ROLE, MAX_ROLE_LENGTH, PARALLELISM_CONFIG, TRANSFER_ENGINE_INFO, is_text
 from .._ranks import MAX_RANK, rank_value
 from ..exceptions import BadRequest
 
@@ -62,11 +62,8 @@ def _encodable(payload: dict[str, Any]) -> bool:
 def _check_role(role: str, where: str) -> str:
     if len(role) > MAX_ROLE_LENGTH:
         raise BadRequest(f"The {where} is {len(role)} characters long: the limit is {MAX_ROLE_LENGTH}.")
-    if not role.isascii():
-        try:
-            role.encode()
-        except UnicodeEncodeError:
-            raise BadRequest(f"The {where} is not valid Unicode text (a lone surrogate).") from None
+    if not is_text(role):
+        raise BadRequest(f"The {where} is not valid Unicode text (a lone surrogate).")
     return role
 
 

@@ -39,7 +39,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ... import _json
-from ..._names import KIND_PATTERN, MAX_ROLE_LENGTH, is_name
+from ..._names import KIND_PATTERN, MAX_ROLE_LENGTH, is_name, is_text
 from ..interface import NO_RANK, Key, Record
 
 __all__ = ["NAMED", "Keys", "TableNames", "decode", "field", "key_at", "text"]
@@ -109,13 +109,10 @@ class Keys:
         if not key.role or len(key.role) > MAX_ROLE_LENGTH:
             # The role goes on every feed entry of the table's changes: bounded, whoever writes.
             raise ValueError(f"A role is a non-empty string of at most {MAX_ROLE_LENGTH} characters.")
-        if not key.role.isascii():
-            try:
-                key.role.encode()
-            except UnicodeEncodeError:
-                raise ValueError(
-                    f"Role {key.role!r} is not valid Unicode text (a lone surrogate): Redis cannot name it."
-                ) from None
+        if not is_text(key.role):
+            raise ValueError(
+                f"Role {key.role!r} is not valid Unicode text (a lone surrogate): Redis cannot name it."
+            )
         return f"{self.records}{key.namespace}:{key.kind}:{key.role}"
 
     def write(self, table: str) -> list[str]:
