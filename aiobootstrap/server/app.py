@@ -5,7 +5,7 @@ with ``aiohttp_client(create_app(config))``. The handlers are the faces'
 (``faces/``, each declared as a ``face.Face``, listed in ``faces.FACES``):
 the app serves each face's routes and their ``/ns/{namespace}`` twins, and
 runs its start-up; the routes served once for the whole server are its
-own. The error middleware is in ``errors``, the pre-built replies in
+own. The one front middleware is in ``front`` (its error replies in ``errors``), the pre-built replies in
 ``fastpath/``.
 
 Start and stop: ``cleanup_ctx`` opens the store and makes the registry and
@@ -70,7 +70,7 @@ def create_app(config: ServerConfig | None = None, *, faces: Sequence[Face] = FA
     # The slash redirect, then the metrics' timing around the error replies: one middleware (front.py).
     middlewares: list[Middleware] = [front_middleware(_slash_redirect)]
     if guard is not None:
-        # Inside the error middleware, before any handler: a refused request
+        # Inside the front middleware (so its refusals are timed JSON), before any handler: a refused request
         # has nothing read and nothing changed.
         middlewares.append(auth_middleware(guard))
     app = web.Application(middlewares=middlewares, client_max_size=config.max_body_size)

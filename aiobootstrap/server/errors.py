@@ -11,7 +11,6 @@ from __future__ import annotations
 import logging
 
 from aiohttp import web
-from aiohttp.typedefs import Handler
 
 from .. import wire
 from .._logging import RateLimited
@@ -30,7 +29,6 @@ from .body import too_large_detail
 
 __all__ = [
     "STORE_REFUSALS",
-    "error_middleware",
     "error_reply",
     "json_error",
     "store_refusals",
@@ -67,15 +65,6 @@ _HTTP_DETAILS = {
 
 _BODY_LEFT_UNREAD = (UnreadableBody, RequestTimeout, PayloadTooLarge, BodyBudgetExhausted)
 """Errors answered before the body was read in full: the connection is closed after the reply."""
-
-
-@web.middleware
-async def error_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """Turn every error into a JSON ``{"detail": ...}`` reply; never a traceback."""
-    try:
-        return await handler(request)
-    except Exception as exc:
-        return error_reply(request, exc)
 
 
 def error_reply(request: web.Request, exc: Exception) -> web.StreamResponse:

@@ -16,12 +16,12 @@ __all__ = ["front_middleware"]
 
 def front_middleware(unmatched: Middleware) -> Middleware:
     """The app's outermost middleware: ``unmatched`` (the slash redirect) for a request no route
-    matched, then :func:`~.metrics.metrics_middleware`'s timing around :func:`~.errors.error_middleware`'s
-    replies, in one frame.
+    matched, then the request's timing (:func:`~.metrics.observe_answer`) around its error reply
+    (:func:`~.errors.error_reply`: JSON ``{"detail": ...}``, never a traceback), in one frame.
 
-    Each middleware costs aiohttp a wrapper and a coroutine per request; these three run for every
-    request, and together they answer exactly as the three in that order do: the redirect is not
-    timed, an error reply is, a redirect a handler raises is timed and goes on to aiohttp.
+    Each middleware costs aiohttp a wrapper and a coroutine per request, so the three that ran for
+    every request are this one: the redirect is not timed, an error reply is, and a redirect a
+    handler raises is timed and goes on to aiohttp.
     """
 
     @web.middleware

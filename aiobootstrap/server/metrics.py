@@ -41,7 +41,6 @@ __all__ = [
     "NamespaceFigures",
     "counts_gets",
     "metrics",
-    "metrics_middleware",
     "observe_answer",
 ]
 
@@ -325,19 +324,6 @@ def counts_gets(handler: Handler) -> Handler:
             raise
 
     return counted
-
-
-@web.middleware
-async def metrics_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """Time every request by route template; outermost, so it sees the error replies too."""
-    started = time.perf_counter()
-    try:
-        response = await handler(request)
-    except web.HTTPException as exc:
-        observe_answer(request, exc.status, started)
-        raise
-    observe_answer(request, response.status, started)
-    return response
 
 
 def observe_answer(request: web.Request, status: int, started: float) -> None:

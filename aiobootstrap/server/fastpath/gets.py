@@ -240,7 +240,7 @@ class GetReplies:
     def shutting_down(self) -> Callable[[web.BaseRequest], bytes]:
         """The ``503`` a parked wait gets at a stop, as bytes for one write, by the request's HTTP version and method.
 
-        The very reply the error middleware would make of :class:`ShuttingDown`
+        The very reply the front middleware's error reply would make of :class:`ShuttingDown`
         (same headers, the boot id included), with ``Connection: close``: the
         connection is closed after it.
         """
