@@ -22,7 +22,7 @@ async def _opened() -> tuple[MemoryStore, Registry]:
 
 
 async def test_a_closed_registry_refuses_every_change_and_lease_call_and_still_answers_reads() -> None:
-    """Register, set_member, unregister and the four lease calls (reading a lease too) are ShuttingDown once
+    """Register, register_if, set_member, unregister and the four lease calls (reading a lease too) are ShuttingDown once
     closed, in one place; the reads a reply in flight needs (version, records, incarnation) still answer."""
     store, registry = await _opened()
     lease = await registry.grant_lease("default", 60.0)
@@ -30,6 +30,7 @@ async def test_a_closed_registry_refuses_every_change_and_lease_call_and_still_a
     registry.close()
     refused = [
         lambda: registry.register(KEY, {}),
+        lambda: registry.register_if(KEY, {}, 1),
         lambda: registry.set_member(LIST, "http://e", present=True),
         lambda: registry.unregister(KEY),
         lambda: registry.grant_lease("default", 60.0),

@@ -187,7 +187,7 @@ async def test_file_store_keeps_concurrent_member_changes_and_reloads_them(tmp_p
 
 async def test_a_full_list_refuses_one_more_url(client, registry, monkeypatch):
     """Past the member limit a new URL is a 409 and nothing changes; a listed URL still registers."""
-    monkeypatch.setattr("aiobootstrap.store.interface.MAX_MEMBERS", 2)
+    monkeypatch.setattr("aiobootstrap.store.members.MAX_MEMBERS", 2)
     for url in ("http://a", "http://b"):
         await client.post(REGISTER, json={"url": url})
     reply = await client.post(REGISTER, json={"url": "http://c"})

@@ -258,6 +258,7 @@ STORE_VALUES = frozenset(
         "with_member",
         "MEMBERS",
         "MAX_MEMBERS",
+        "ABSENT",
         "DEFAULT_ROLE",
         "TRANSFER_ENGINE_INFO",
         # A --store URL read, checked and shown; no store is opened by these.

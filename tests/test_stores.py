@@ -409,7 +409,7 @@ async def test_a_new_set_record_counts_against_the_namespace_cap(open_store: Ope
 
 async def test_a_full_set_refuses_one_more_member(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
     """Past MAX_MEMBERS a new member is TooManyRanks and nothing changes; a member already in still is."""
-    monkeypatch.setattr("aiobootstrap.store.interface.MAX_MEMBERS", 2)
+    monkeypatch.setattr("aiobootstrap.store.members.MAX_MEMBERS", 2)
     k = members_key()
     await store.set_member(k, "a", present=True)
     await store.set_member(k, "b", present=True)

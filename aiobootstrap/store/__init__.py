@@ -19,6 +19,7 @@ the wire or the server.
 """
 
 from .interface import (
+    ABSENT,
     DEFAULT_ROLE,
     MAX_MEMBERS,
     MAX_NAME_LENGTH,
@@ -41,6 +42,7 @@ from .tables import LocalStore
 from .url import describe, open_store
 
 __all__ = [
+    "ABSENT",
     "DEFAULT_ROLE",
     "MAX_MEMBERS",
     "MAX_NAME_LENGTH",

@@ -37,7 +37,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from .entries import delete_entry, hold_entry, put_entry, replay, snapshot
-from .interface import Change, ChangeListener, Key, Record, StoreLimits, ignore_changes, with_member
+from .interface import ABSENT, Change, ChangeListener, Key, Record, StoreLimits, ignore_changes, with_member
 from .journal import JournalFile, JournalMissing, StateFileError, encode_line, reason
 from .lease_entries import end_entry, grant_entry, member_leases
 from .leases import Lease
@@ -173,6 +173,17 @@ class FileStore(LocalStore):
         self._leases.attach((key, None), held)
         await self._commit(change)
         return change.record  # type: ignore[return-value]
+
+    async def put_if(
+        self, key: Key, value: dict[str, Any], version: int, lease: str | None = None
+    ) -> Record | None:
+        # Compared with the key's latest change, queued or landed, and queued
+        # before the first await (in ``put``): no other write comes in between.
+        pending = self._latest.get(key)
+        current = self._tables.get(key) if pending is None else pending.record
+        if (ABSENT if current is None else current.version) != version:
+            return None
+        return await self.put(key, value, lease)
 
     def _queue_put(self, key: Key, value: dict[str, Any], fields: dict[str, Any]) -> Pending:
         """A put stamped, checked and holding its room: committed by the caller, before any await."""

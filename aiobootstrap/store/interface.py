@@ -60,10 +60,12 @@ from typing import Any, Protocol
 from .._names import DEFAULT_NAMESPACE, DEFAULT_ROLE, TRANSFER_ENGINE_INFO
 from .._ranks import RankSet
 from ..exceptions import LeasesUnsupported
-from .limits import StoreLimits, too_many_members
+from .limits import StoreLimits
+from .members import MAX_MEMBERS, MEMBERS, members_of, with_member
 from .names import MAX_NAME_LENGTH, NO_RANK, check_key_name
 
 __all__ = [
+    "ABSENT",
     "DEFAULT_NAMESPACE",
     "DEFAULT_ROLE",
     "MAX_MEMBERS",
@@ -85,45 +87,11 @@ __all__ = [
     "with_member",
 ]
 
-MEMBERS = "members"
-"""The field of a *set record* (see :meth:`Store.set_member`): its members, in order of first addition."""
-
-
 READ_BY_KEY = 1024
 """A rank set of at most this many ranks is read key by key (:meth:`Store.records_in`)."""
 
-MAX_MEMBERS = 4096
-"""The most members a set record holds: adding one more is refused (:class:`TooManyRanks`, a ``409``)."""
-
-
-def members_of(value: dict[str, Any] | None) -> list[str]:
-    """A set record's members (a new list); none when there is no record.
-
-    An empty ``members`` written as ``{}`` (Lua's cjson cannot tell an empty
-    array from an empty object) counts as no members.
-    """
-    members = None if value is None else value.get(MEMBERS)
-    return list(members) if isinstance(members, list) else []
-
-
-def with_member(value: dict[str, Any] | None, member: str, *, present: bool) -> dict[str, Any] | None:
-    """The set record's value once ``member`` is in it (``present``) or out of it; ``None`` if unchanged.
-
-    The rule every store follows for :meth:`Store.set_member`: an added member
-    goes last, a removed one leaves the others in order, and a set that loses
-    its last member stays, empty (so a waiter sees that change too). Adding a
-    new member to a set of :data:`MAX_MEMBERS` raises :class:`TooManyRanks`.
-    """
-    members = members_of(value)
-    if (member in members) == present:
-        return None
-    if present:
-        if len(members) >= MAX_MEMBERS:
-            raise too_many_members(len(members))
-        members.append(member)
-    else:
-        members.remove(member)
-    return {MEMBERS: members}
+ABSENT = -1
+"""The version :meth:`Store.put_if` compares with when there must be no record under the key yet."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -273,6 +241,19 @@ class Store(abc.ABC):
         lease is gone (:class:`~aiobootstrap.exceptions.LeasesUnsupported` on a
         store without leases); nothing is changed then. When this returns, the
         record is as safe as the store makes it, and the change is on the feed.
+        """
+
+    @abc.abstractmethod
+    async def put_if(
+        self, key: Key, value: dict[str, Any], version: int, lease: str | None = None
+    ) -> Record | None:
+        """:meth:`put`, only if the record under ``key`` is still at ``version`` (:data:`ABSENT`: there is none).
+
+        The comparison and the write are one step, on every replica of the
+        store: of two writers that read the same version, one wins and the
+        other gets ``None``, with nothing changed (no version taken, nothing on
+        the feed); it may read again and decide anew. The refusals of
+        :meth:`put` hold as well.
         """
 
     @abc.abstractmethod

@@ -70,7 +70,7 @@ def too_many_leases(held: int) -> TooManyLeases:
 
 
 def too_many_members(held: int) -> TooManyRanks:
-    """A member added to a set record of ``MAX_MEMBERS`` (``interface.with_member``)."""
+    """A member added to a set record of ``MAX_MEMBERS`` (``members.with_member``)."""
     return TooManyRanks(
         f"The list already holds {held} entries, its limit; remove one before adding another."
     )

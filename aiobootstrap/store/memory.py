@@ -15,7 +15,7 @@ import secrets
 import time
 from typing import Any
 
-from .interface import Change, ChangeListener, Key, Record, StoreLimits, ignore_changes, with_member
+from .interface import ABSENT, Change, ChangeListener, Key, Record, StoreLimits, ignore_changes, with_member
 from .tables import LocalStore
 
 __all__ = ["MemoryStore"]
@@ -49,6 +49,15 @@ class MemoryStore(LocalStore):
         record = self._write(key, value)
         self._leases.attach((key, None), held)
         return record
+
+    async def put_if(
+        self, key: Key, value: dict[str, Any], version: int, lease: str | None = None
+    ) -> Record | None:
+        # Nothing here yields: the comparison and the write are one step.
+        current = self._tables.get(key)
+        if (ABSENT if current is None else current.version) != version:
+            return None
+        return await self.put(key, value, lease)
 
     def _write(self, key: Key, value: dict[str, Any]) -> Record:
         tables = self._tables

@@ -124,6 +124,18 @@ class Door:
         # waiters it wakes would then be answered before this registration.
         return self._open().put(key, value, lease)
 
+    def register_if(
+        self, key: Key, value: dict[str, Any], version: int, lease: str | None = None
+    ) -> Call[Record | None]:
+        """:meth:`register`, only if ``key``'s record is still at ``version`` (``ABSENT``: none); else ``None``.
+
+        For a rule that depends on what is stored (keep the first value, refuse
+        a different one): read, decide, write with the version read; on
+        ``None`` someone wrote in between, on this replica or another, so read
+        again and decide anew.
+        """
+        return self._open().put_if(key, value, version, lease)
+
     def set_member(
         self, key: Key, member: str, *, present: bool, lease: str | None = None
     ) -> Call[Record | None]:

@@ -194,6 +194,12 @@ class RedisStore(Store):
         assert record is not None
         return record
 
+    async def put_if(
+        self, key: Key, value: dict[str, Any], version: int, lease: str | None = None
+    ) -> Record | None:
+        # The script compares the record's version (-1 absent, as ABSENT) before it writes.
+        return await self._put(key, value, version, lease=lease)
+
     async def set_member(
         self, key: Key, member: str, *, present: bool, lease: str | None = None
     ) -> Record | None:
