@@ -207,3 +207,35 @@ def test_a_bound_below_one_byte_is_refused() -> None:
     with pytest.raises(ValueError, match="max_reply_size"):
         BootstrapClient("http://127.0.0.1:1", max_reply_size=0)
     BootstrapClient("http://127.0.0.1:1", max_reply_size=None)
+
+
+async def test_a_wait_asked_again_after_a_503_asks_only_what_is_left(aiohttp_server: ServerFactory) -> None:
+    """A long-poll that a restarting server answers 503 (after holding it) is asked again for
+    what is left of the caller's timeout, not the wait it first asked: the server honours the
+    wait, so asking the first wait again would hold the call a whole round trip past its timeout
+    (a get(timeout=4) across a restart raised ServerUnavailable at 5.00 s)."""
+    from aiobootstrap import RankNotRegistered
+
+    held = 0.5
+    waits: list[float] = []
+
+    async def answer(request: web.Request) -> web.Response:
+        waits.append(float(request.query["wait"]))
+        if len(waits) == 1:
+            await asyncio.sleep(held)
+            return web.json_response({"detail": "The server is shutting down."}, status=503)
+        await asyncio.sleep(waits[-1])  # a server honouring the wait it was asked
+        return web.json_response({"detail": "No transfer engine info for rank 3", "missing": [3]}, status=404)
+
+    async def health(request: web.Request) -> web.Response:
+        return web.Response(text="OK")
+
+    app = web.Application()
+    app.router.add_get(protocol.GET_PATH, answer)
+    app.router.add_get(protocol.HEALTH_PATH, health)
+    server = await aiohttp_server(app)
+    async with BootstrapClient(f"http://127.0.0.1:{server.port}") as client:
+        with pytest.raises(RankNotRegistered):
+            await bound(client.get(3, timeout=2.0), 2.0 + ROUND_TRIP + MARGIN)
+    assert len(waits) >= 2
+    assert waits[1] <= waits[0] - held

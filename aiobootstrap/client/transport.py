@@ -179,19 +179,27 @@ class Transport:
         # The boot an after= came from (the last one seen when the wait began, else its first
         # reply's): a server of another incarnation then counts after= as 0 (&boot=).
         boot = self._restarts.boot
-        while True:
-            wait = min(deadline.remaining(), _POLL_CHUNK)
-            asked_at = loop.time()
+        wait = asked_at = 0.0
+
+        def ask() -> Mapping[str, str]:
+            # Asked anew at each try of the call: a try after a failure (a restart, a 503) asks
+            # the server to wait only what is left, or the reply would come past the deadline.
+            nonlocal wait, asked_at
+            wait, asked_at = min(deadline.remaining(), _POLL_CHUNK), loop.time()
             params = query(wait)
             if boot is not None and "boot" not in params and params.get("after", "0") != "0":
                 params = {**params, "boot": boot}
+            return params
+
+        while True:
+            first_wait = min(deadline.remaining(), _POLL_CHUNK)
             reply = await self.call(
                 "GET",
                 path,
                 deadline,
-                params=params,
-                read_timeout=wait + _READ_GRACE,
-                parks=wait > 0,
+                params=ask,
+                read_timeout=first_wait + _READ_GRACE,
+                parks=first_wait > 0,
                 ranks=ranks,
             )
             boot = boot if boot is not None else reply.boot
@@ -215,7 +223,7 @@ class Transport:
         path: str,
         deadline: Deadline,
         *,
-        params: Mapping[str, str] | None = None,
+        params: Mapping[str, str] | Callable[[], Mapping[str, str]] | None = None,
         body: bytes | None = None,
         read_timeout: float,
         parks: bool = False,
@@ -223,6 +231,9 @@ class Transport:
     ) -> Reply:
         """One exchange, moved to the next replica and retried with backoff while
         none answers (or all answer ``503``), until the deadline.
+
+        ``params`` may be a function, asked at each try for the query to send then
+        (a long-poll's wait is what is left of the deadline when the try is made).
 
         Each try (the boot probe and the replays before it included) ends by the
         deadline plus one round trip (``Deadline.left``), whatever the server
@@ -242,8 +253,9 @@ class Transport:
                         # Learn the boot before asking: a parked request would learn it only when it ends.
                         await self._restarts.probe(partial(self._probe, url))
                         await self._refill_if_restarted(url)
+                    asked = params() if callable(params) else params
                     reply = await self._exchange(
-                        url, method, path, params=params, body=body, timeout=read_timeout, ranks=ranks
+                        url, method, path, params=asked, body=body, timeout=read_timeout, ranks=ranks
                     )
                     if await self._refill_if_restarted(url):
                         continue  # ask again: the answer came from the server before it was refilled
@@ -275,6 +287,10 @@ class Transport:
             delay = min(backoff.next_delay(), deadline.remaining())
             log.debug("%s %s: %s; trying again in %.3g s", method, path, failure, delay)
             await asyncio.sleep(delay)
+            if deadline.expired():
+                # Slept to the deadline: a try now would ask a wait of nothing, whose answer
+                # ("not registered") would hide why the call failed (a restart, a limit).
+                raise ServerUnavailable(failure)
 
     def error(self, status: int, path: str, payload: bytes) -> BootstrapError:
         """The error a reply other than the one asked for means."""
