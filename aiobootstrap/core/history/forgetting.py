@@ -22,8 +22,13 @@ FORGOTTEN_GRACE = 60.0
 """Seconds a forgotten namespace's log is kept for a watcher coming back to it."""
 FORGOTTEN_KEPT = 1024
 """Forgotten namespaces' logs kept at once, at most."""
-MAX_TOMBSTONES = 65_536
-"""Freed namespaces whose last version is kept; past it the oldest is folded into the floor of new logs."""
+MAX_TOMBSTONES = 4096
+"""Freed namespaces whose last version is kept; past it the oldest is folded into the floor of new logs.
+
+About 100 bytes each (a name, a version, a dict slot): 0.4 MiB at most. A bound set by the
+count of namespaces ever freed was memory that churn kept (65,536 of them: 6.7 MiB that
+40,000 namespaces made and forgotten left behind); the recent ones, which a watcher between
+two polls may come back to, are the ones kept."""
 
 
 class Forgetting:
