@@ -290,6 +290,10 @@ class Feed:
                 async with asyncio.timeout(self._poll_interval):
                     await self._check_now.wait()
             self._check_now.clear()
+            # What the reader had seen before the poll was sent: the counter the poll reads can only
+            # be at or past it. The reader may run further while the reply is on its way (a command
+            # connection slower than the feed's), and a counter behind *that* has not gone back.
+            seen = self._last_seq
             try:
                 incarnation, seq, last_id = await self.poll()
             except StoreUnavailable:
@@ -300,7 +304,7 @@ class Feed:
             why = None
             if incarnation != self._feed_incarnation:
                 why = "its data was lost or flushed (a new incarnation)"
-            elif seq < self._last_seq:
+            elif seq < seen:
                 why = "its change counter went back"
             elif behind is not None and self._last_seq < behind:
                 why = "the feed reader fell behind"
