@@ -19,6 +19,7 @@ aiohttp waits for the requests in flight), or earlier by a
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator, Iterable, Sequence
 from typing import TYPE_CHECKING
@@ -36,7 +37,7 @@ from .access import GUARD, Guard, classify
 from .appkeys import CONFIG, FINDINGS, REGISTRY
 from .auth import UnroutedExpect, auth_middleware, expect_handler
 from .body import BODY_BUDGET, BodyBudget
-from .bringup_metrics import BringUpCollector, kind_figures
+from .bringup_metrics import BringUpCollector, kind_figures, waits_by_namespace
 from .config import ServerConfig
 from .errors import STORE_REFUSALS, store_refusals
 from .face import ExpectHandler, Face
@@ -110,6 +111,9 @@ def create_app(config: ServerConfig | None = None, *, faces: Sequence[Face] = FA
         app[GUARD] = guard
     return app
 
+
+_FIGURES_A_TURN = 16
+"""Namespaces a scrape reads between two turns of the loop (a local store's reads do not yield)."""
 
 _normalize_path = web.normalize_path_middleware(
     append_slash=False, remove_slash=True, merge_slashes=False, redirect_class=web.HTTPTemporaryRedirect
@@ -258,15 +262,22 @@ async def _live_namespaces(app: web.Application) -> set[str]:
 async def _namespace_figures(app: web.Application) -> list[NamespaceFigures]:
     registry = app[REGISTRY]
     names = sorted(await _live_namespaces(app))
-    waits = registry.oldest_waits()
-    return [
-        NamespaceFigures(
-            name,
-            await registry.count(name, TRANSFER_ENGINE_INFO, DEFAULT_ROLE),
-            registry.parked_in(name),
-            await registry.version(name),
-            len(encoder_urls(await registry.get(encoder_list_key(name)))),
-            await kind_figures(registry, name, app[CONFIG].world_size, waits),
+    waits = waits_by_namespace(registry.oldest_waits())
+    world_size = app[CONFIG].world_size
+    figures = []
+    for number, name in enumerate(names, 1):
+        figures.append(
+            NamespaceFigures(
+                name,
+                await registry.count(name, TRANSFER_ENGINE_INFO, DEFAULT_ROLE),
+                registry.parked_in(name),
+                await registry.version(name),
+                len(encoder_urls(await registry.get(encoder_list_key(name)))),
+                await kind_figures(registry, name, world_size, waits.get(name, {})),
+            )
         )
-        for name in names
-    ]
+        if number % _FIGURES_A_TURN == 0:
+            # A local store answers without yielding: let the loop turn between slices, so that a
+            # scrape of thousands of namespaces never holds up the requests beside it.
+            await asyncio.sleep(0)
+    return figures
