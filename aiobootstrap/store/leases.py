@@ -36,7 +36,23 @@ from ..exceptions import LeaseNotFound
 from .interface import LeaseState, Target
 from .limits import too_many_leases
 
-__all__ = ["Lease", "LeaseTable"]
+__all__ = ["HELD_LOOP", "Lease", "LeaseTable", "grace_after_held_loop"]
+
+HELD_LOOP = 0.05
+"""Seconds late past which a lease timer counts its loop as held (a long parse, a stalled disk)."""
+_MOST_GRACE = 1.0
+"""The longest an expiry waits for the requests a held loop kept in their sockets."""
+
+
+def grace_after_held_loop(late: float) -> float:
+    """How long an expiry that ran ``late`` seconds after it was due waits before it ends a lease.
+
+    A loop held past a deadline runs its due timers in the same turn as it reads the sockets, and a
+    request's handler one turn later: the expiry would beat a keepalive that arrived before the
+    deadline, and a worker that was only slow would lose its records. So a late expiry looks again
+    once the requests that waited have run (as long as it was late, a second at most; 0: on time).
+    """
+    return 0.0 if late <= HELD_LOOP else min(late, _MOST_GRACE)
 
 
 @dataclass(slots=True, eq=False)

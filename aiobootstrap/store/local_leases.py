@@ -28,7 +28,7 @@ import math
 from collections.abc import Awaitable, Callable, Sequence
 
 from .interface import LeaseState, Store, Target
-from .leases import Lease, LeaseTable
+from .leases import Lease, LeaseTable, grace_after_held_loop
 
 __all__ = ["Journal", "LocalLeases", "nothing"]
 
@@ -61,6 +61,8 @@ class LocalLeases:
         self._granted, self._ended = granted, ended
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at = math.inf
+        self._fires_at = math.inf
+        """When the timer should fire (the table's clock): a deadline, or the end of a held loop's grace."""
         self._ending: set[asyncio.Task[None]] = set()
 
     # -- the lease calls -----------------------------------------------
@@ -115,10 +117,16 @@ class LocalLeases:
             self._timer.cancel()
         delay = max(0.0, at - self.table.clock())
         self._timer = asyncio.get_running_loop().call_later(delay, self._fire)
-        self._timer_at = at
+        self._timer_at = self._fires_at = at
 
     def _fire(self) -> None:
-        self._timer, self._timer_at = None, math.inf
+        grace = grace_after_held_loop(self.table.clock() - self._fires_at)
+        if grace:
+            # Held past the deadline: the keepalives that waited run first (store.leases says why).
+            self._timer = asyncio.get_running_loop().call_later(grace, self._fire)
+            self._fires_at = self.table.clock() + grace
+            return
+        self._timer, self._timer_at, self._fires_at = None, math.inf, math.inf
         ended = self.table.due()
         if ended:
             task = asyncio.get_running_loop().create_task(self._expire(ended))
@@ -159,6 +167,6 @@ class LocalLeases:
         """Stop the timer and finish the deletions under way (before the store closes)."""
         if self._timer is not None:
             self._timer.cancel()
-        self._timer, self._timer_at = None, math.inf
+        self._timer, self._timer_at, self._fires_at = None, math.inf, math.inf
         if self._ending:
             await asyncio.gather(*self._ending, return_exceptions=True)

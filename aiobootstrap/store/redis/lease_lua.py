@@ -72,12 +72,14 @@ local ns, ttl = string.match(info, '^(%S+) (%S+)$')
 if ns ~= ARGV[2] then return 0 end
 """
 
-# KEYS: leases deadlines.  ARGV: id namespace.  A lease past its deadline is gone (its end is on its way).
+# KEYS: leases deadlines.  ARGV: id namespace.  A lease lives until a reaper ends it, as in a local store:
+# past its deadline, a keepalive that reaches it first keeps it (one a replica's held loop kept in
+# its socket while its reaper waited, store.leases.grace_after_held_loop).
 KEEPALIVE = (
     NOW_MS
     + FIND
     + """
-if tonumber(redis.call('ZSCORE', KEYS[2], ARGV[1]) or '0') <= now then return 0 end
+if not redis.call('ZSCORE', KEYS[2], ARGV[1]) then return 0 end
 redis.call('ZADD', KEYS[2], now + tonumber(ttl) * 1000, ARGV[1])
 return ttl
 """

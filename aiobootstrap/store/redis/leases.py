@@ -36,6 +36,7 @@ from typing import Any
 
 from ...exceptions import LeaseNotFound, StoreUnavailable
 from ..interface import LeaseState, Target
+from ..leases import grace_after_held_loop
 from ..limits import StoreLimits, too_many_leases
 from . import lease_lua, lua
 from .batcher import Batcher
@@ -215,6 +216,11 @@ class RedisLeases:
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(sleep):
                     await self._wake.wait()
+            grace = grace_after_held_loop(loop.time() - self._wake_at)
+            if grace:
+                # Held past its look: the keepalives this replica was sent meanwhile go to Redis first
+                # (store.leases says why).
+                await asyncio.sleep(grace)
 
     async def _expire(self, lease: str) -> None:
         state = await self._end(lease, "")
