@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from .bodies import (
     MAX_NESTING,
+    MAX_URL_LENGTH,
     MISSING_URL_DETAIL,
     MISSING_URL_ERROR,
     NOT_UNICODE,
@@ -177,6 +178,7 @@ __all__ = [
     "MAX_BATCH_RANKS",
     "MAX_NESTING",
     "MAX_TTL",
+    "MAX_URL_LENGTH",
     "METRICS_PATH",
     "MIN_TTL",
     "MISSING_LIST_MAX",

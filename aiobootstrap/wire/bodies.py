@@ -18,6 +18,10 @@ from ..exceptions import BadRequest
 
 MAX_NESTING = 64
 
+MAX_URL_LENGTH = 8192
+"""The longest encoder URL kept, in characters: no real URL comes near it (browsers and proxies stop at a
+few KiB), and a URL travels whole in every change of its list (the feed, the history, the watchers)."""
+
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
 """A ``\\u`` escape of a surrogate: the only way a body (valid UTF-8, or not parsed at all) spells one."""
 
@@ -202,6 +206,8 @@ def encoder_url(value: object) -> str | None:
         return None
     if not isinstance(value, str):
         raise BadRequest("The field url must be a string.")
+    if len(value) > MAX_URL_LENGTH:
+        raise BadRequest(f"The field url is {len(value)} characters long: the limit is {MAX_URL_LENGTH}.")
     return value.rstrip("/") or None
 
 

@@ -19,7 +19,7 @@ from typing import Any
 
 from ...._names import DEFAULT_NAMESPACE
 from ....core.registry import Registry
-from ....exceptions import BootstrapError, ShuttingDown
+from ....exceptions import BadRequest, BootstrapError, ShuttingDown
 from ....store import Record
 from ....wire import encoder_url
 from ...config import DEFAULT_HOST, DEFAULT_PORT, engine_settings
@@ -149,7 +149,10 @@ class EncoderBootstrapServer(ThreadedBootstrapServer):
 
 def _kept(url: str) -> str:
     """An encoder URL as it is kept (less a trailing ``/``); ``ValueError`` for an empty one."""
-    kept = encoder_url(url)
+    try:
+        kept = encoder_url(url)
+    except BadRequest as refused:
+        raise ValueError(refused.detail) from None
     if kept is None:
         raise ValueError(f"an encoder URL must be a non-empty string, not {url!r}")
     return kept
