@@ -52,10 +52,11 @@ def test_a_malformed_store_url_fails_at_start_with_one_line_and_status_2_hiding_
     assert "***" in err
 
 
-def test_store_and_state_file_together_are_refused() -> None:
-    """--state-file is the store file:PATH: naming another store beside it is a mistake, said in one line."""
-    with pytest.raises(ValueError, match="either a state file or a store"):
-        _config("--store", "redis://127.0.0.1:1/0", "--state-file", "/tmp/state.journal")
+@pytest.mark.parametrize("store", ["redis://127.0.0.1:1/0", "memory:", "file:/tmp/other.journal"])
+def test_store_and_state_file_together_are_refused(store: str) -> None:
+    """--state-file is the store file:PATH: naming any store beside it, even memory:, is refused in one line."""
+    with pytest.raises(ValueError, match="either --state-file or --store"):
+        _config("--store", store, "--state-file", "/tmp/state.journal")
 
 
 def test_the_store_comes_from_the_flag_the_state_file_or_the_environment() -> None:

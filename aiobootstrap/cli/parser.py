@@ -312,8 +312,14 @@ def _encoder_health(args: argparse.Namespace, environ: Mapping[str, str]) -> dic
 def _store_url(given: str | None, state_file: str | None, environ: Mapping[str, str]) -> str:
     """``--store``, else the environment, else the embedded memory store.
 
-    ``--state-file`` names the store itself, so the environment gives way to it.
+    ``--state-file`` names the store itself, so the environment gives way to it, and
+    a ``--store`` beside it (even ``memory:``, which the configuration cannot tell
+    from no ``--store`` at all) is refused.
     """
+    if given is not None and state_file is not None:
+        raise ValueError(
+            f"give either --state-file or --store, not both (--state-file {state_file} is --store file:{state_file})"
+        )
     if given is not None:
         return given
     if state_file is not None:
