@@ -497,6 +497,9 @@ def test_a_server_that_is_down_is_one_line_and_status_3(args: tuple[str, ...]) -
         (("stat",), "unknown command 'stat'"),
         (("get", "--rank", "0", "--bogus"), "python -m aiobootstrap get: unrecognized arguments: --bogus"),
         (("status", "--bogus"), "(see python -m aiobootstrap status --help)"),
+        # The most natural first try: the rank alone, answered with what was meant.
+        (("get", "3"), "python -m aiobootstrap get: unrecognized arguments: 3; did you mean --rank 3?"),
+        (("register", "3", "--session-id", "s"), "unrecognized arguments: 3; did you mean --rank 3?"),
     ],
 )
 def test_bad_arguments_are_one_line_and_status_2(url: str, args: tuple[str, ...], text: str) -> None:

@@ -28,7 +28,7 @@ from ..server.config import (
     engine_settings,
 )
 from ..server.tokens import TokenFileError, TokenSet
-from .tool_parser import add_tool_parsers
+from .tool_parser import add_tool_parsers, bare_rank
 from .tools import TOOLS
 
 __all__ = [
@@ -367,6 +367,9 @@ def tool_parser() -> argparse.ArgumentParser:
 
 def parse_tool_args(argv: Sequence[str]) -> argparse.Namespace:
     """A tool's arguments; one it does not know is refused naming the tool (``... get: ...``)."""
+    rank = bare_rank(argv)
+    if rank is not None:
+        usage_error(f"{PROG} {argv[0]}", f"unrecognized arguments: {rank}; did you mean --rank {rank}?")
     args, extras = tool_parser().parse_known_args(argv)
     if extras:
         usage_error(f"{PROG} {args.tool}", f"unrecognized arguments: {' '.join(extras)}")

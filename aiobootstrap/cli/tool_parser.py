@@ -8,8 +8,9 @@ reader of seconds. What each tool does with its arguments is ``tools``'.
 from __future__ import annotations
 
 import argparse
+import itertools
 import urllib.parse
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from .. import _json, wire
@@ -91,6 +92,25 @@ def _field(text: str) -> tuple[str, Any]:
 
 KINDS = (*RANK_KINDS, ENCODER_URLS)
 """What ``--kind`` of ``get`` and ``status`` may name."""
+
+
+RANK_TOOLS = ("get", "register")
+"""The tools that take ``--rank``, whose most natural first try is the rank alone (``get 3``)."""
+
+
+def bare_rank(argv: Sequence[str]) -> str | None:
+    """The rank given without ``--rank`` to a tool of :data:`RANK_TOOLS` (``get 3``), else ``None``.
+
+    Asked before argparse, which would answer ``register 3`` with ``--rank`` missing
+    and ``get 3`` with an unrecognized argument, neither saying what was meant.
+    """
+    if not argv or argv[0] not in RANK_TOOLS:
+        return None
+    for before, word in itertools.pairwise(argv):
+        # A number after an option is that option's value (--timeout 3); after the tool or a value, a bare word.
+        if word.isdecimal() and not before.startswith("-"):
+            return word
+    return None
 
 
 def add_tool_parsers(parser: argparse.ArgumentParser) -> None:
