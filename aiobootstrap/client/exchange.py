@@ -11,6 +11,7 @@ rest unread. How long the whole exchange may take is the caller's
 
 from __future__ import annotations
 
+import os
 import ssl
 from collections.abc import Callable, Mapping
 from typing import NamedTuple
@@ -96,8 +97,24 @@ async def exchange(
         raise BootstrapError(f"Invalid server URL {url!r}.") from exc
     except aiohttp.ClientSSLError as exc:
         raise BootstrapError(f"TLS with {url} failed: {exc}") from exc
+    except aiohttp.ClientConnectorError as exc:
+        raise Unreachable(_refused(exc)) from exc
     except (TimeoutError, aiohttp.ClientError, OSError) as exc:
         raise Unreachable(str(exc) or type(exc).__name__) from exc
+
+
+def _refused(exc: aiohttp.ClientConnectorError) -> str:
+    """What a failed connect says: the address and the system's reason, not aiohttp's ``ssl:default``.
+
+    aiohttp names its TLS setting even for a plain ``http://`` URL, which
+    reads as if TLS were the trouble.
+    """
+    errno = exc.os_error.errno
+    # asyncio words a refused connect "Connect call failed (...)"; a failed name lookup's errno is negative.
+    reason = (
+        os.strerror(errno) if errno and errno > 0 else (exc.os_error.strerror or type(exc.os_error).__name__)
+    )
+    return f"cannot connect to {exc.host}:{exc.port}: {reason}"
 
 
 async def _read(response: aiohttp.ClientResponse, bound: int | None) -> bytes:
