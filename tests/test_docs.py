@@ -40,6 +40,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -200,6 +201,12 @@ def console(text: str, variables: Path) -> tuple[str, str]:
     return before + "\n".join(commands) + after, "".join(f"{line}\n" for line in shown)
 
 
+_WAIT = re.compile(r"(?:^\$ |[;&|] *)wait\b", re.MULTILINE)
+"""A ``wait`` command in a console block (``$ wait; cat ...``), not the word in a URL (``&wait=60``)."""
+
+STOPPING = 10.0
+"""Seconds a stopped background job may take to end (a watch unwinds a parked long-poll for up to one)."""
+
 ANY_TEXT = "…"
 ANY_LINES = "..."
 
@@ -232,6 +239,31 @@ class Reader:
         self.directory = directory
         self.sessions: list[int] = []  # each block's, holding its background jobs
 
+    def still_running(self) -> list[str]:
+        """The processes the blocks started that still run (a server, a Redis, a curl left waiting).
+
+        In one terminal, they are that shell's jobs: a later ``wait`` would wait
+        for them for ever, and a later server on their port would find it taken.
+        A job just stopped (``kill $!``) is given a few seconds to end, as the
+        terminal's ``wait`` would give it.
+        """
+        deadline = time.monotonic() + STOPPING
+        while (left := self._running()) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        return left
+
+    def _running(self) -> list[str]:
+        if not self.sessions:
+            return []
+        listed = subprocess.run(
+            ["ps", "-ww", "-o", "stat=,args=", "--sid", ",".join(map(str, self.sessions))],
+            capture_output=True,
+            text=True,
+            check=False,
+        ).stdout
+        # A zombie is done: only its parent, already gone, had to reap it.
+        return [line.split(None, 1)[-1] for line in listed.splitlines() if not line.lstrip().startswith("Z")]
+
     def close(self) -> None:
         """Stops the background jobs (servers, a Redis) the blocks started, as the reader's terminal would."""
         for session in self.sessions:
@@ -258,6 +290,9 @@ class Reader:
             command = [sys.executable, "-c", script]
         else:
             pytest.fail(f"{block}: a runnable block is console or python, not {block.language!r}")
+        if _WAIT.search(block.text):
+            left = self.still_running()
+            assert not left, f"{block} waits for every job of the terminal, and these still run: {left}"
         # A file per block: a background job of an earlier block still holds its own.
         printed = self.directory / f".printed-{block.line}"
         env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
@@ -324,6 +359,8 @@ def test_the_runnable_blocks_run_as_written(path: Path, server: str, tmp_path: P
     try:
         for block in blocks(path):
             reader.run(block)
+        # Read in one terminal, a document stops what it started: a later document's --port or wait meets it.
+        assert not reader.still_running(), f"{path.name} leaves these running: {reader.still_running()}"
     finally:
         reader.close()
 
