@@ -155,6 +155,23 @@ def test_transfer_engine_info_is_a_live_read_only_mapping(server: ThreadedBootst
         view[1]
 
 
+def test_parallelism_config_is_a_live_read_only_mapping(server: ThreadedBootstrapServer) -> None:
+    """.parallelism_config, read by engines on their in-process server beside .transfer_engine_info: the target
+    role's configs by rank, following registrations (an engine failed at start with AttributeError before)."""
+    view = server.parallelism_config
+    assert len(view) == 0
+    for rank, role in ((1, "target"), (0, "target"), (0, "draft")):
+        body = {"rank": rank, "role": role, "parallelism_config": {"tp_size": 2, "rank_of": rank}}
+        assert request(server, "PUT", "/register_parallelism_config", body)[0] == 200
+    assert dict(view) == {0: {"tp_size": 2, "rank_of": 0}, 1: {"tp_size": 2, "rank_of": 1}}
+    view[0]["tp_size"] = 99  # the caller's own copy
+    assert view[0]["tp_size"] == 2
+    request(server, "DELETE", "/register_parallelism_config?rank=1")
+    assert list(view) == [0]
+    with pytest.raises(KeyError):
+        view[1]
+
+
 def test_polling_getters_that_add_wait_are_woken(server: ThreadedBootstrapServer) -> None:
     """Many old-style getters, each adding &wait= to its GET, all answer 200 once the rank registers."""
     getters = 8

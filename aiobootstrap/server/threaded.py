@@ -20,6 +20,7 @@ from .server import BootstrapServer
 from .tokens import TokenSet
 
 _T = TypeVar("_T")
+_V = TypeVar("_V")
 
 __all__ = ["ThreadedBootstrapServer"]
 
@@ -90,7 +91,16 @@ class ThreadedBootstrapServer(LoopThreadOwner):
 
         The mapping engines' own bootstrap servers expose under this name.
         """
-        return _InfoView(self)
+        return _RankView(self, TRANSFER_ENGINE_INFO, self.get_transfer_engine_info)
+
+    @property
+    def parallelism_config(self) -> Mapping[int, dict[str, Any]]:
+        """A live, read-only ``{rank: parallelism_config}`` of the default namespace's target role.
+
+        The mapping engines read on their own bootstrap server under this name
+        (``server.parallelism_config[rank]``), beside :attr:`transfer_engine_info`.
+        """
+        return _RankView(self, PARALLELISM_CONFIG, self.get_parallelism_config_info)
 
     def get_transfer_engine_info(self, rank: int) -> tuple[str, dict[str, Any]] | None:
         """``rank``'s ``(session_id, weights_info_dict)`` in the default namespace, or ``None``.
@@ -100,7 +110,7 @@ class ThreadedBootstrapServer(LoopThreadOwner):
         :meth:`close`; the dict is the caller's own copy, the same a remote
         getter receives.
         """
-        record = self._record(_info_key(rank))
+        record = self._record(Key(DEFAULT_NAMESPACE, TRANSFER_ENGINE_INFO, DEFAULT_ROLE, rank))
         if record is None:
             return None
         info = _copy(record.value)
@@ -128,8 +138,8 @@ class ThreadedBootstrapServer(LoopThreadOwner):
     def _record(self, key: Key) -> Record | None:
         return self._read(lambda registry: registry.peek(key), lambda registry: registry.get(key))
 
-    def _records(self) -> list[Record]:
-        key = _info_key(0)
+    def _records(self, kind: str) -> list[Record]:
+        key = Key(DEFAULT_NAMESPACE, kind, DEFAULT_ROLE, 0)
         return self._read(
             lambda registry: registry.peek_records(key.namespace, key.kind, key.role),
             lambda registry: registry.records(key.namespace, key.kind, key.role),
@@ -154,22 +164,22 @@ def _copy(value: dict[str, Any]) -> dict[str, Any]:
     return copied
 
 
-def _info_key(rank: int) -> Key:
-    return Key(DEFAULT_NAMESPACE, TRANSFER_ENGINE_INFO, DEFAULT_ROLE, rank)
+class _RankView(Mapping[int, _V]):
+    """A kind's records of the default namespace's target role, by rank, read afresh at each use."""
 
-
-class _InfoView(Mapping[int, tuple[str, dict[str, Any]]]):
-    def __init__(self, server: ThreadedBootstrapServer) -> None:
+    def __init__(self, server: ThreadedBootstrapServer, kind: str, read: Callable[[int], _V | None]) -> None:
         self._server = server
+        self._kind = kind
+        self._read = read
 
-    def __getitem__(self, rank: int) -> tuple[str, dict[str, Any]]:
-        info = self._server.get_transfer_engine_info(rank)
-        if info is None:
+    def __getitem__(self, rank: int) -> _V:
+        value = self._read(rank)
+        if value is None:
             raise KeyError(rank)
-        return info
+        return value
 
     def __iter__(self) -> Iterator[int]:
-        return iter([record.rank for record in self._server._records()])
+        return iter([record.rank for record in self._server._records(self._kind)])
 
     def __len__(self) -> int:
-        return len(self._server._records())
+        return len(self._server._records(self._kind))
