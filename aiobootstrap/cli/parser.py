@@ -28,7 +28,7 @@ from ..server.config import (
     engine_settings,
 )
 from ..server.tokens import TokenFileError, TokenSet
-from .tool_parser import add_tool_parsers, bare_rank
+from .tool_parser import add_tool_parsers, bare_rank, namespace_in_url
 from .tools import TOOLS
 
 __all__ = [
@@ -373,6 +373,10 @@ def parse_tool_args(argv: Sequence[str]) -> argparse.Namespace:
     args, extras = tool_parser().parse_known_args(argv)
     if extras:
         usage_error(f"{PROG} {args.tool}", f"unrecognized arguments: {' '.join(extras)}")
+    try:
+        args.url, args.namespace = namespace_in_url(args.url, args.namespace)
+    except ValueError as exc:
+        usage_error(f"{PROG} {args.tool}", str(exc))
     return args
 
 

@@ -113,6 +113,22 @@ def bare_rank(argv: Sequence[str]) -> str | None:
     return None
 
 
+def namespace_in_url(url: str, namespace: str) -> tuple[str, str]:
+    """``url`` and ``namespace``, a namespace in the URL's path (``http://h:p/ns/prefill-0``) moved to the second.
+
+    The page's address bar shows a namespace so; given as ``--url``, the
+    requests went to it while the tool said "namespace default". Named both
+    ways differently, it is a mistake, raised as a ``ValueError``.
+    """
+    head, marker, name = url.rstrip("/").rpartition(wire.NAMESPACE_PREFIX)
+    if not marker or not name or "/" in name or "://" not in head:
+        return url, namespace
+    name = urllib.parse.unquote(name)
+    if namespace not in (DEFAULT_NAMESPACE, name):
+        raise ValueError(f"--url names namespace {name} and --namespace {namespace}: give it once")
+    return head, name
+
+
 def add_tool_parsers(parser: argparse.ArgumentParser) -> None:
     """Add the tools to ``parser`` as subcommands."""
     common = argparse.ArgumentParser(add_help=False)

@@ -186,6 +186,8 @@ async def _summary(client: BootstrapClient, args: argparse.Namespace) -> tuple[l
         for role in dict.fromkeys(args.role or [DEFAULT_ROLE]):
             listing = await client.list_ranks(kind=kind, role=role)
             version = max(version, listing.version)
+            if not listing.ranks and args.kind is None and kind != TRANSFER_ENGINE_INFO:
+                continue  # as plain status: a kind the deployment does not use is shown when --kind asks
             line = f"{kind}, role {printable(role)}: {len(listing.ranks)} registered"
             world_size = args.world_size if args.world_size is not None else listing.world_size
             missing = _missing(listing, world_size)
