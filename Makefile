@@ -3,6 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed
+SERVE_INSTALLED := $(VENV)/.installed-serve
 BENCH_INSTALLED := $(VENV)/.installed-bench
 
 .PHONY: help run test lint fmt bench soak screenshots clean
@@ -28,11 +29,18 @@ $(INSTALLED): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install -q -e '.[test,lint,fast,redis]'
 	touch $@
 
+# What serving needs, no more: the test and lint extras (a browser driver, a fuzzer, mypy) took most of
+# a fresh clone's make run.
+$(SERVE_INSTALLED): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install -q -e '.[fast,redis]'
+	touch $@
+
 $(BENCH_INSTALLED): pyproject.toml | $(INSTALLED)
 	$(BIN)/python -m pip install -q -e '.[test,lint,bench,redis]'
 	touch $@
 
-run: $(INSTALLED)
+# A checkout that has run make test serves from that install, not a second one.
+run: $(if $(wildcard $(INSTALLED)),$(INSTALLED),$(SERVE_INSTALLED))
 	$(BIN)/python -m aiobootstrap $(ARGS)
 
 # PYTEST_WORKERS=0 runs the suite in one process (for a debugger, or to read a test's output in order).
