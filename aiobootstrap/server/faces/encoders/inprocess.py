@@ -20,7 +20,7 @@ from typing import Any
 from ...._names import DEFAULT_NAMESPACE
 from ....core.registry import Registry
 from ....exceptions import BadRequest, BootstrapError, ShuttingDown
-from ....store import Record
+from ....store import Key, Record
 from ....wire import encoder_url
 from ...config import DEFAULT_HOST, DEFAULT_PORT, engine_settings
 from ...threaded import ThreadedBootstrapServer
@@ -81,6 +81,7 @@ class EncoderBootstrapServer(ThreadedBootstrapServer):
         """The URLs listed now, in order of first registration: the caller's own list, rewritten in place."""
         self._lock = threading.Lock()
         self._version = -1
+        self._list_key = encoder_list_key(DEFAULT_NAMESPACE)
         initial = [_kept(url) for url in self.urls]
         super().__init__(host, port, **options)
         try:
@@ -93,6 +94,10 @@ class EncoderBootstrapServer(ThreadedBootstrapServer):
         for url in initial:
             await add_url(self._registry, DEFAULT_NAMESPACE, url)
         self._apply(await self._registry.get(encoder_list_key(DEFAULT_NAMESPACE)))
+        # Told in the step that applies a change, before the request that made it is answered, so a
+        # reader in this process sees the list changed once the 200 is out (the follower's wait woke
+        # a loop turn or more later); the follower's parked wait is what has the change delivered.
+        self._registry.deliveries.subscribe(self)
         self._follower = asyncio.create_task(self._follow(), name="aiobootstrap encoder list follower")
 
     async def _follow(self) -> None:
@@ -106,6 +111,11 @@ class EncoderBootstrapServer(ThreadedBootstrapServer):
             except BootstrapError:
                 # Every wait slot taken (--max-waiters), or the store unreachable: read again shortly.
                 await asyncio.sleep(_RETRY)
+
+    def delivered(self, key: Key, record: Record | None) -> None:
+        """A record about to wake ``key``'s waiters (the registry's deliveries): the encoder list's is applied."""
+        if record is not None and key == self._list_key:
+            self._apply(record)
 
     def _apply(self, record: Record | None) -> None:
         """The list as of ``record``, unless a newer one was applied already (runs on the server's loop)."""
