@@ -91,4 +91,5 @@ async def test_the_listing_shows_each_records_lease_and_time_left(client: Any) -
     ranks = json.loads(await (await client.get("/ranks")).text())["ranks"]
     assert ranks[0]["lease"] == lease
     assert 59 < ranks[0]["lease_remaining"] <= 60
+    assert ranks[0]["lease_ttl"] == 60
     assert "lease" not in ranks[1]

@@ -85,6 +85,35 @@ async def test_a_lease_expiry_turns_the_cell_missing(browser, server):
     await page.context.close()
 
 
+async def test_a_page_opened_late_into_a_lease_shows_it_running_out(browser, server):
+    """A page opened past half of a lease's TTL shows it running out from the first draw: the server sends
+    the TTL (the page coloured a lease by the largest remaining time it had seen, so it showed green a
+    dead worker's lease opened late into it)."""
+    info = {"session_id": "late", "weights_info_dict": {}}
+    async with aiohttp.ClientSession() as http:
+        async with http.post(server.url + "/leases", json={"ttl": 8}) as reply:
+            lease = (await reply.json())["lease"]
+        body = {"rank": 6, "transfer_engine_info": info, "lease": lease}
+        async with http.put(server.url + "/register_transfer_engine_info", json=body) as reply:
+            assert reply.status == 200
+        await asyncio.sleep(4.2)  # past half of the TTL: the state itself is a matter of time
+        async with http.get(server.url + "/ranks") as reply:
+            (rank,) = (await reply.json())["ranks"]
+    assert (rank["lease_ttl"], rank["lease_remaining"] < 4) == (8, True)
+    page, _ = await open_page(browser, server.url + "/")
+    title = await (
+        await page.wait_for_function(  # the first draw that knows the lease
+            """() => { const cell = document.querySelector('[data-rank="6"]');
+                       return cell && cell.title.includes(" s left") && cell.title; }""",
+            timeout=SHOWN,
+        )
+    ).json_value()
+    # Shown with more than the old rule's half of what remained at load (about 1.9 s) still to go.
+    assert title.startswith("rank 6: lease running out"), title
+    assert " s left of 8 s" in title, title
+    await page.context.close()
+
+
 async def test_the_namespace_picker_lists_and_opens_namespaces(browser, server):
     """The picker names the namespaces /namespaces lists; choosing one opens /ns/NAME/ and its grid; a new
     role gets a grid of its own, live."""

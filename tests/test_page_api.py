@@ -179,6 +179,25 @@ def raw_with(raw: dict[str, Any], **changed: Any) -> bytes:
     return json.dumps({**raw, **changed, "encoder_urls": urls}).encode()
 
 
+async def test_a_url_not_probed_yet_is_unprobed_then_healthy(
+    aiohttp_client: Any, aiohttp_server: Any
+) -> None:
+    """A URL listed since the last round of probes is ``unprobed``, not ``healthy`` (the page showed it as
+    answering /health); the round that probes it makes it healthy, a finding the page's watch hears."""
+    app = web.Application()
+    app.router.add_get("/health", Encoder().health)
+    live = str((await aiohttp_server(app)).make_url("")).rstrip("/")
+    client = await aiohttp_client(create_app(ServerConfig(encoder_health_interval=3600)))
+    assert (await client.post("/register_encoder_url", json={"url": live})).status == 200
+    body = await (await client.get("/encoder_url_health")).json()
+    assert body["encoder_urls"] == [{"url": live, "state": "unprobed", "failures": 0}]
+    findings = body["findings"]
+    await client.app[ENCODER_HEALTH].round()
+    body = await (await client.get("/encoder_url_health")).json()
+    assert body["encoder_urls"] == [{"url": live, "state": "healthy", "failures": 0}]
+    assert body["findings"] == findings + 1
+
+
 async def test_encoder_health_without_probing_says_listed(aiohttp_client: Any) -> None:
     """With --encoder-health-interval 0 the URLs are listed, unprobed; in a namespace as in the default."""
     client = await aiohttp_client(create_app(dataclasses.replace(ServerConfig(), encoder_health_interval=0)))

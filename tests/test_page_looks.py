@@ -46,6 +46,21 @@ async def test_waiters_are_shown_on_their_ranks_and_follow_parks_and_leaves(brow
     await page.context.close()
 
 
+async def test_an_encoder_not_probed_yet_is_not_shown_healthy(browser):
+    """A URL listed since the last round says it was not probed yet; it was shown "✓ healthy (answering
+    /health)" before any probe had asked it."""
+    async with (
+        Encoder() as encoder,
+        BootstrapServer(host="127.0.0.1", port=0, encoder_health_interval=3600) as served,
+    ):
+        async with BootstrapClient(served.url) as client:
+            await client.register_encoder_url(encoder.url)
+        page, _ = await open_page(browser, served.url + "/")
+        await encoder_says(page, encoder.url, "listed", "not probed yet")
+        assert "healthy" not in (await page.text_content("#encoder-list") or "")
+        await page.context.close()
+
+
 async def test_encoder_health_is_shown_and_follows_an_eviction(browser):
     """An encoder answering /health is healthy; made to fail, it is failing (with its count), then evicted
     (since when); answering again, healthy and listed again. Each state a symbol and words."""

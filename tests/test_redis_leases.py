@@ -270,4 +270,5 @@ async def test_the_listing_on_either_replica_shows_each_record_s_lease(
     listed = {item["rank"]: item for item in (await (await b.get("/ranks")).json())["ranks"]}
     assert listed[0]["lease"] == lease
     assert 0 < listed[0]["lease_remaining"] <= 30
+    assert listed[0]["lease_ttl"] == 30  # the page's "running out" is half of it
     assert "lease" not in listed[1]

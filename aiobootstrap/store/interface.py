@@ -170,6 +170,9 @@ class Change:
 Target = tuple[Key, str | None]
 """A record a lease holds: a per-rank record's key (``None``), or a set record's key and one member."""
 
+HeldLease = tuple[str, float, float]
+"""A target's lease as :meth:`Store.leases_of` reads it: its id, its seconds remaining and its TTL."""
+
 
 @dataclass(frozen=True, slots=True)
 class LeaseState:
@@ -358,8 +361,8 @@ class Store(abc.ABC):
         """End the lease now, deleting every record on it as a delete would (``LeaseNotFound``)."""
         raise self._no_leases()
 
-    async def leases_of(self, targets: Sequence[Target]) -> list[tuple[str, float] | None]:
-        """Each target's lease and its seconds remaining, or ``None`` (a local store answers without I/O)."""
+    async def leases_of(self, targets: Sequence[Target]) -> list[HeldLease | None]:
+        """Each target's lease, its seconds remaining and its TTL, or ``None`` (a local store answers without I/O)."""
         return [None for _ in targets]
 
     def lease_figures(self) -> tuple[int, int, int] | None:

@@ -33,7 +33,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..exceptions import LeaseNotFound
-from .interface import LeaseState, Target
+from .interface import HeldLease, LeaseState, Target
 from .limits import too_many_leases
 
 __all__ = ["HELD_LOOP", "Lease", "LeaseTable", "grace_after_held_loop"]
@@ -130,10 +130,10 @@ class LeaseTable:
         remaining = max(0.0, lease.deadline - self.clock())
         return LeaseState(lease.id, lease.namespace, lease.ttl, remaining, tuple(lease.targets))
 
-    def lease_of(self, target: Target) -> tuple[str, float] | None:
-        """The live lease holding ``target`` and its seconds remaining, or ``None``."""
+    def lease_of(self, target: Target) -> HeldLease | None:
+        """The live lease holding ``target``, its seconds remaining and its TTL, or ``None``."""
         lease = self._leases.get(self._owner.get(target, ""))
-        return None if lease is None else (lease.id, max(0.0, lease.deadline - self.clock()))
+        return None if lease is None else (lease.id, max(0.0, lease.deadline - self.clock()), lease.ttl)
 
     # -- attaching -----------------------------------------------------
 

@@ -27,7 +27,7 @@ import logging
 import math
 from collections.abc import Awaitable, Callable, Sequence
 
-from .interface import LeaseState, Store, Target
+from .interface import HeldLease, LeaseState, Store, Target
 from .leases import Lease, LeaseTable, grace_after_held_loop
 
 __all__ = ["Journal", "LocalLeases", "nothing"]
@@ -98,7 +98,7 @@ class LocalLeases:
         )
         return state
 
-    async def leases_of(self, targets: Sequence[Target]) -> list[tuple[str, float] | None]:
+    async def leases_of(self, targets: Sequence[Target]) -> list[HeldLease | None]:
         lease_of = self.table.lease_of
         return [lease_of(target) for target in targets]
 

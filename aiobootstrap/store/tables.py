@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Collection, Coroutine, Sequence
 from typing import Any
 
-from .interface import Key, LeaseState, Record, Store, Target, by_key
+from .interface import HeldLease, Key, LeaseState, Record, Store, Target, by_key
 from .leases import LeaseTable
 from .limits import StoreLimits, too_many_namespaces, too_many_ranks, too_many_roles
 from .local_leases import Journal, LocalLeases, nothing
@@ -244,7 +244,7 @@ class LocalStore(Store):
     def revoke_lease(self, namespace: str, lease: str) -> Coroutine[Any, Any, LeaseState]:
         return self._lease_calls.revoke(namespace, lease)
 
-    def leases_of(self, targets: Sequence[Target]) -> Coroutine[Any, Any, list[tuple[str, float] | None]]:
+    def leases_of(self, targets: Sequence[Target]) -> Coroutine[Any, Any, list[HeldLease | None]]:
         return self._lease_calls.leases_of(targets)
 
     def lease_figures(self) -> tuple[int, int, int] | None:

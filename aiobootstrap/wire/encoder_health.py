@@ -19,9 +19,9 @@ from .reading import (
 
 __all__ = ["ENCODER_STATES", "EncoderHealthReport", "EncoderUrlHealth", "decode_encoder_health"]
 
-ENCODER_STATES = frozenset({"healthy", "failing", "evicted", "listed"})
-"""``healthy`` and ``failing``: listed, probed; ``evicted``: out of the list, still probed; ``listed``: not
-probed (probing is off)."""
+ENCODER_STATES = frozenset({"healthy", "failing", "unprobed", "evicted", "listed"})
+"""``healthy`` and ``failing``: listed, probed; ``unprobed``: listed, not probed yet (since the last round);
+``evicted``: out of the list, still probed; ``listed``: not probed (probing is off)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 from ..._ranks import RankSet
 from ...exceptions import ShuttingDown
 from ...store import Key, LeaseState, LocalStore, Record, Store
-from ...store.interface import Target
+from ...store.interface import HeldLease, Target
 
 __all__ = ["Door"]
 
@@ -83,7 +83,7 @@ class Door:
         """Return when the store answers (``/ready``); ``StoreUnavailable`` when it does not."""
         return self.store.ping()
 
-    def leases_of(self, targets: Sequence[Target]) -> Call[list[tuple[str, float] | None]]:
+    def leases_of(self, targets: Sequence[Target]) -> Call[list[HeldLease | None]]:
         """Each target's lease and its seconds remaining, or ``None``."""
         return self.store.leases_of(targets)
 

@@ -13,6 +13,7 @@ from ..._json import dumps
 from ..._names import DEFAULT_ROLE, TRANSFER_ENGINE_INFO
 from ..._ranks import RankSet
 from ...store import Record
+from ...store.interface import HeldLease
 from ...wire import is_classic, missing_fields, missing_in_world
 
 
@@ -50,7 +51,7 @@ def encode_listing(
     kind: str = TRANSFER_ENGINE_INFO,
     role: str = DEFAULT_ROLE,
     summary: Callable[[Record], dict[str, Any]] = engine_summary,
-    leases: Sequence[tuple[str, float] | None] | None = None,
+    leases: Sequence[HeldLease | None] | None = None,
     waiters_by_rank: Sequence[tuple[RankSet, int]] = (),
 ) -> bytes:
     """The reply to ``GET /ranks``: one kind and role's registered ranks (without values), and who is missing.
@@ -86,5 +87,8 @@ def encode_listing(
     return dumps(listing)
 
 
-def _lease_fields(held: tuple[str, float] | None) -> dict[str, Any]:
-    return {} if held is None else {"lease": held[0], "lease_remaining": round(held[1], 3)}
+def _lease_fields(held: HeldLease | None) -> dict[str, Any]:
+    if held is None:
+        return {}
+    lease, remaining, ttl = held
+    return {"lease": lease, "lease_remaining": round(remaining, 3), "lease_ttl": ttl}

@@ -109,7 +109,7 @@ return 0
 """
 )
 
-# KEYS: owners deadlines.  ARGV: namespace kind role rank...  -> {lease or '', remaining-ms} per rank
+# KEYS: owners deadlines leases.  ARGV: namespace kind role rank...  -> {lease or '', remaining-ms, ttl} per rank
 HOLDERS = (
     NOW_MS
     + "local owners, prefix = KEYS[1], ''\n"
@@ -119,12 +119,15 @@ local out = {}
 for i = 4, #ARGV do
   local lease = redis.call('HGET', owners, target_of(ARGV[1], ARGV[2], ARGV[3], ARGV[i]))
   local deadline = lease and redis.call('ZSCORE', KEYS[2], lease)
-  if deadline then
+  local info = deadline and redis.call('HGET', KEYS[3], lease)
+  if info then
     out[#out + 1] = lease
     out[#out + 1] = math.max(0, tonumber(deadline) - now)
+    out[#out + 1] = string.match(info, '(%S+)$')
   else
     out[#out + 1] = ''
     out[#out + 1] = 0
+    out[#out + 1] = '0'
   end
 end
 return out

@@ -35,7 +35,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ...exceptions import LeaseNotFound, StoreUnavailable
-from ..interface import LeaseState, Target
+from ..interface import HeldLease, LeaseState, Target
 from ..leases import grace_after_held_loop
 from ..limits import StoreLimits, too_many_leases
 from . import lease_lua, lua
@@ -144,23 +144,23 @@ class RedisLeases:
         )
         return state
 
-    async def holders(self, targets: Sequence[Target]) -> list[tuple[str, float] | None]:
-        """Each per-rank record's lease and its seconds remaining (a set member's: ``None``)."""
-        found: list[tuple[str, float] | None] = [None] * len(targets)
+    async def holders(self, targets: Sequence[Target]) -> list[HeldLease | None]:
+        """Each per-rank record's lease, its seconds remaining and its TTL (a set member's: ``None``)."""
+        found: list[HeldLease | None] = [None] * len(targets)
         by_table: dict[tuple[str, str, str], list[int]] = {}
         for index, (key, member) in enumerate(targets):
             if member is None:
                 by_table.setdefault((key.namespace, key.kind, key.role), []).append(index)
-        keys = [self._keys.owners, self._keys.deadlines]
+        keys = [self._keys.owners, self._keys.deadlines, self._keys.leases]
         for table, indexes in by_table.items():
             for start in range(0, len(indexes), _HOLDERS_CHUNK):
                 chunk = indexes[start : start + _HOLDERS_CHUNK]
                 args = [*table, *(field(targets[index][0]) for index in chunk)]
                 reply = await self._read(lease_lua.HOLDERS, keys, args)
                 for n, index in enumerate(chunk):
-                    lease = text(reply[2 * n])
+                    lease = text(reply[3 * n])
                     if lease:
-                        found[index] = (lease, int(reply[2 * n + 1]) / 1000)
+                        found[index] = (lease, int(reply[3 * n + 1]) / 1000, float(text(reply[3 * n + 2])))
         return found
 
     async def _end(self, lease: str, namespace: str) -> LeaseState | None:

@@ -32,6 +32,7 @@ from ..interface import (
     READ_BY_KEY,
     Change,
     ChangeListener,
+    HeldLease,
     Key,
     LeaseState,
     Record,
@@ -309,7 +310,7 @@ class RedisStore(Store):
     async def revoke_lease(self, namespace: str, lease: str) -> LeaseState:
         return await self._leases.revoke(namespace, lease)
 
-    async def leases_of(self, targets: Sequence[Target]) -> list[tuple[str, float] | None]:
+    async def leases_of(self, targets: Sequence[Target]) -> list[HeldLease | None]:
         return await self._leases.holders(targets)
 
     def lease_figures(self) -> tuple[int, int, int] | None:

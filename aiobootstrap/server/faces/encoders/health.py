@@ -112,6 +112,8 @@ class EncoderHealth:
         self._probes = asyncio.Semaphore(MAX_PROBES)
         self._failures: dict[tuple[str, str], int] = {}
         self._evicted_at: dict[tuple[str, str], float] = {}
+        self._probed: set[tuple[str, str]] = set()
+        """The URLs this replica has probed at least once: a listed URL not among them is not known healthy."""
         self.rounds = 0
         """Rounds completed."""
         self._round_done = asyncio.Event()
@@ -133,11 +135,11 @@ class EncoderHealth:
     async def round(self) -> None:
         """Probe every listed and evicted URL of every namespace once (all at once), and apply the findings."""
         names = await self._registry.namespaces()
-        before = (dict(self._failures), dict(self._evicted_at))
+        before = (dict(self._failures), dict(self._evicted_at), frozenset(self._probed))
         seen = await asyncio.gather(*[self._namespace_round(namespace) for namespace in names])
         self._forget_unseen(set().union(*seen))
         self.rounds += 1
-        if (self._failures, self._evicted_at) != before:
+        if (self._failures, self._evicted_at, frozenset(self._probed)) != before:
             self.findings.step()
         # Replaced, never cleared: every waiter of this round sees it set.
         self._round_done.set()
@@ -159,7 +161,13 @@ class EncoderHealth:
                 await self._listed(namespace, url, ok)
             else:
                 await self._evicted(namespace, url, ok)
-        return {(namespace, url) for url in urls}
+        probed = {(namespace, url) for url in urls}
+        self._probed |= probed
+        return probed
+
+    def probed(self, namespace: str, url: str) -> bool:
+        """Whether this replica has probed ``url`` yet (a URL listed since its last round has not)."""
+        return (namespace, url) in self._probed
 
     def state_of(self, namespace: str, url: str) -> tuple[int, float | None]:
         """What this replica's probes found of ``url``: its consecutive failures, and the seconds since it
@@ -233,6 +241,7 @@ class EncoderHealth:
         for table in (self._failures, self._evicted_at):
             for at in [at for at in table if at not in seen]:
                 del table[at]
+        self._probed &= seen
 
 
 ENCODER_HEALTH = web.AppKey("encoder_health", EncoderHealth)

@@ -140,7 +140,7 @@ SCHEMAS: dict[str, Any] = {
                     "required": ["url", "state"],
                     "properties": {
                         "url": {"type": "string"},
-                        "state": {"enum": ["healthy", "failing", "evicted", "listed"]},
+                        "state": {"enum": ["healthy", "failing", "unprobed", "evicted", "listed"]},
                         "failures": {"type": "integer", "minimum": 0},
                         "evicted_for": {
                             "type": ["number", "null"],

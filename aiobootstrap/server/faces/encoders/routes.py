@@ -89,7 +89,12 @@ async def encoder_url_health(request: web.Request) -> web.Response:
     urls: list[dict[str, object]] = []
     for url in members_of(None if listed is None else listed.value):
         failures = 0 if prober is None else prober.state_of(namespace, url)[0]
-        state = "listed" if prober is None else "failing" if failures else "healthy"
+        if prober is None:
+            state = "listed"
+        elif failures:
+            state = "failing"
+        else:  # never probed is not healthy: the page showed a URL just listed as answering /health
+            state = "healthy" if prober.probed(namespace, url) else "unprobed"
         urls.append({"url": url, "state": state, "failures": failures})
     shown = {each["url"] for each in urls}
     for url in members_of(None if evicted is None else evicted.value):

@@ -42,6 +42,10 @@ _LISTING = {
                         "type": "number",
                         "description": "Seconds until that lease expires unless kept alive.",
                     },
+                    "lease_ttl": {
+                        "type": "number",
+                        "description": "That lease's TTL: each keepalive sets its remaining time back to it.",
+                    },
                 },
             },
         },
