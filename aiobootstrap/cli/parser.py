@@ -207,6 +207,13 @@ def server_parser() -> argparse.ArgumentParser:
         metavar="N",
     )
     setting(
+        "--watch-history-memory",
+        "bytes the kept changes of all namespaces may cost; past it the largest logs lose their oldest "
+        f"(default: %(default)d, {_DEFAULTS.watch_history_memory / mib:g} MiB)",
+        type=int,
+        metavar="BYTES",
+    )
+    setting(
         "--idle-timeout",
         "close a connection that sends no complete request for this long (default: %(default)g)",
         type=float,
@@ -295,6 +302,7 @@ def server_config(args: argparse.Namespace, environ: Mapping[str, str]) -> Serve
         store_min_replicas=args.store_min_replicas,
         **_encoder_health(args, environ),
         watch_history=args.watch_history,
+        watch_history_memory=args.watch_history_memory,
     )
 
 

@@ -171,7 +171,9 @@ async def _registry_context(app: web.Application) -> AsyncIterator[None]:
         encode_reply, lambda: store.incarnation, encode_object=encode_object_reply, eligible=app[ELIGIBILITY]
     )
     registry = Registry(store, max_waiters=config.max_waiters)
-    history = History(store, limit=config.watch_history, parking=registry.parking)
+    history = History(
+        store, limit=config.watch_history, memory=config.watch_history_memory, parking=registry.parking
+    )
     in_order = store.follow_in_order(history)  # Redis: the stream's order, not its own writes first
     await store.open(registry if in_order else listeners(registry, history))
     await history.open()

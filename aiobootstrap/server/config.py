@@ -104,6 +104,8 @@ class ServerConfig:
     """Seconds an evicted URL is still probed (and revived when healthy); 0: for ever."""
     watch_history: int = 100_000
     """Changes ``GET /watch`` keeps per namespace; an ``after`` older than them is a ``410``."""
+    watch_history_memory: int = 256 * 1024 * 1024
+    """Bytes the kept changes of all namespaces may cost together; past it the largest logs lose their oldest."""
     watch_ping: float = 15.0
     """Seconds between the comment lines a quiet ``/watch`` event stream sends (to keep proxies open)."""
 
@@ -155,6 +157,8 @@ class ServerConfig:
             )
         if self.watch_history < 1:
             raise ValueError(f"watch history must keep at least 1 change, not {self.watch_history}")
+        if self.watch_history_memory < 1:
+            raise ValueError(f"watch history memory must be at least 1 byte, not {self.watch_history_memory}")
         if not (math.isfinite(self.watch_ping) and self.watch_ping > 0):
             raise ValueError(f"watch ping must be a positive number of seconds, not {self.watch_ping}")
         if self.max_header_size < 1024:

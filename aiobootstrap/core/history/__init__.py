@@ -58,6 +58,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import heapq
 from collections.abc import Iterator, Sequence
 
 from ..._names import DEFAULT_ROLE, ENCODER_URLS
@@ -71,10 +72,25 @@ from .forgetting import Forgetting
 from .log import MAX_REPLY_CHANGES, Match, WaitEnd, _every, _found, _Log
 from .members import Members
 
-__all__ = ["DEFAULT_WATCH_HISTORY", "MAX_REPLY_CHANGES", "History", "Match", "WaitEnd", "listeners"]
+__all__ = [
+    "DEFAULT_WATCH_HISTORY",
+    "DEFAULT_WATCH_HISTORY_MEMORY",
+    "MAX_REPLY_CHANGES",
+    "History",
+    "Match",
+    "WaitEnd",
+    "listeners",
+]
 
 DEFAULT_WATCH_HISTORY = 100_000
 """Changes kept per namespace (``--watch-history``)."""
+DEFAULT_WATCH_HISTORY_MEMORY = 256 * 1024 * 1024
+"""Bytes all namespaces' kept changes may cost together (``--watch-history-memory``): without it, the count
+per namespace allowed 100,000 changes x 1,024 namespaces, about 29 GiB of long roles."""
+_SHED_TO = 0.9
+"""Past the budget, changes are dropped until this share of it is left, so the next ones do not each drop one."""
+_SHED_BATCH = 64
+"""Changes dropped from the largest log at a time while shedding, before it is weighed again."""
 
 _NO_NAMESPACE = ""
 """No namespace's name: its version is the store's floor (what a namespace's first change numbers above)."""
@@ -84,13 +100,25 @@ class History:
     """The changes of every namespace of a store, and the watchers waiting for the next."""
 
     def __init__(
-        self, store: Store, *, limit: int = DEFAULT_WATCH_HISTORY, parking: Parking | None = None
+        self,
+        store: Store,
+        *,
+        limit: int = DEFAULT_WATCH_HISTORY,
+        memory: int = DEFAULT_WATCH_HISTORY_MEMORY,
+        parking: Parking | None = None,
     ) -> None:
-        """``parking``: where the watches count against the server's limit of waiting requests."""
+        """``limit``: changes kept per namespace; ``memory``: bytes all of them may cost together (past it,
+        the largest logs lose their oldest changes first); ``parking``: where the watches count against the
+        server's limit of waiting requests."""
         if limit < 1:
             raise ValueError(f"the watch history must keep at least 1 change, not {limit}")
+        if memory < 1:
+            raise ValueError(f"the watch history's memory must be at least 1 byte, not {memory}")
         self.store = store
         self.limit = limit
+        self.memory = memory
+        self.bytes = 0
+        """What the kept changes cost now (``log.change_bytes``), at most :attr:`memory` after each change."""
         self._logs: dict[str, _Log] = {}
         self._members = Members()
         """The encoder URLs last known per namespace (to tell which one a list change added or removed)."""
@@ -161,8 +189,10 @@ class History:
             if change.deleted:
                 self.forgetting.emptied.add(namespace)
             for watched in self._watched(change, log):
-                log.add(watched, self.limit)
+                self.bytes += log.add(watched, self.limit)
             touched.add(namespace)
+        if self.bytes > self.memory:
+            self._shed()
         changed_namespaces = self.changed_namespaces
         forgetting = self.forgetting
         for namespace in touched:
@@ -182,11 +212,28 @@ class History:
     def resync(self) -> None:
         """The feed may have missed changes: forget every log (its watchers are told ``410``)."""
         logs, self._logs = self._logs, {}
+        self.bytes = 0
         self._members.clear()
         self.forgetting.clear()
         self._start = None
         for log in logs.values():
             log.wake()
+
+    def _shed(self) -> None:
+        """Drop the oldest changes of the largest logs until the history is back within its budget.
+
+        The largest first, evened out: the busiest namespaces lose the changes
+        their watchers were least likely to still ask for (a watch from before
+        the new floor is a ``410``, and its client reads the listing again).
+        """
+        target = self.memory * _SHED_TO
+        heap = [(-log.bytes, order, log) for order, log in enumerate(self._logs.values()) if log.changes]
+        heapq.heapify(heap)
+        while self.bytes > target and heap:
+            _, order, log = heapq.heappop(heap)
+            self.bytes -= log.shed(_SHED_BATCH)
+            if log.changes:
+                heapq.heappush(heap, (-log.bytes, order, log))
 
     def _watched(self, change: Change, log: _Log) -> list[WatchedChange]:
         key = change.key
@@ -343,6 +390,7 @@ class History:
                         forgetting.forgotten[name] = loop.time()  # watched: kept, its grace again
                         continue
                     del self._logs[name]
+                    self.bytes -= log.bytes
                     self._members.forget(name)
                     folded = forgetting.freed(name, log.high)
                     if folded is not None and self._start is not None:

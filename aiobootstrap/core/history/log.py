@@ -9,10 +9,26 @@ from collections.abc import Callable
 
 from ...wire import WatchedChange
 
-__all__ = ["MAX_REPLY_CHANGES", "Match", "WaitEnd"]
+__all__ = ["CHANGE_BYTES", "MAX_REPLY_CHANGES", "Match", "WaitEnd", "change_bytes"]
 
 MAX_REPLY_CHANGES = 10_000
 """The most changes one reply carries; its ``version`` is then the last one's, and the rest come next."""
+
+CHANGE_BYTES = 160
+"""What a kept change costs less its texts: the object, its version and rank, its slot in the log
+(``tracemalloc``: 160 bytes a change of a rank with a shared role)."""
+_TEXT_BYTES = 49
+"""A text's own cost beside its characters (a ``str``'s header, for ASCII)."""
+
+
+def change_bytes(change: WatchedChange) -> int:
+    """What keeping ``change`` costs, about (the watch history's memory budget counts it so)."""
+    size = CHANGE_BYTES
+    for text in (change.role, change.url, change.key):
+        if text is not None:
+            size += _TEXT_BYTES + len(text)
+    return size
+
 
 Match = Callable[[WatchedChange], bool]
 """A watcher's filter: which changes it wants."""
@@ -44,7 +60,7 @@ class WaitEnd:
 
 
 class _Log:
-    __slots__ = ("changes", "floor", "kept", "parked", "watchers")
+    __slots__ = ("bytes", "changes", "floor", "kept", "parked", "watchers")
 
     def __init__(self, floor: int, *, kept: bool = True) -> None:
         self.changes: collections.deque[WatchedChange] = collections.deque()
@@ -55,6 +71,8 @@ class _Log:
         self.watchers = 0
         self.kept = kept
         """``False`` for a log made by a watcher and never changed: dropped with its last watcher."""
+        self.bytes = 0
+        """What its changes cost (:func:`change_bytes`), for the history's memory budget."""
 
     @property
     def high(self) -> int:
@@ -71,10 +89,11 @@ class _Log:
         found.reverse()
         return found
 
-    def add(self, change: WatchedChange, limit: int) -> None:
+    def add(self, change: WatchedChange, limit: int) -> int:
+        """Keep ``change`` (its oldest past ``limit`` dropped); what the log's cost moved by, in bytes."""
         changes = self.changes
         if change.version <= self.floor:
-            return  # heard already, or older than what the log vouches for
+            return 0  # heard already, or older than what the log vouches for
         if not changes or changes[-1].version < change.version:
             changes.append(change)
         else:
@@ -82,10 +101,23 @@ class _Log:
             versions = [item.version for item in changes]
             at = bisect.bisect_left(versions, change.version)
             if at < len(versions) and versions[at] == change.version:
-                return
+                return 0
             changes.insert(at, change)
-        while len(changes) > limit:
-            self.floor = max(self.floor, changes.popleft().version)
+        before = self.bytes
+        self.bytes += change_bytes(change)
+        if len(changes) > limit:
+            self.shed(len(changes) - limit)
+        return self.bytes - before
+
+    def shed(self, count: int) -> int:
+        """Drop the ``count`` oldest changes (the floor rises past them); the bytes freed."""
+        changes, freed = self.changes, 0
+        for _ in range(min(count, len(changes))):
+            dropped = changes.popleft()
+            self.floor = max(self.floor, dropped.version)
+            freed += change_bytes(dropped)
+        self.bytes -= freed
+        return freed
 
     def park(self) -> asyncio.Future[None]:
         """A future :meth:`wake` resolves; its parker drops it (:meth:`unpark`) when it stops waiting."""
