@@ -83,6 +83,20 @@ async def test_a_watch_that_times_out_answers_no_changes(client):
     assert await _watch(client, "after=1&wait=0.05") == {"changes": [], "version": 1}
 
 
+async def test_an_after_past_the_namespace_is_answered_from_its_version(client):
+    """after=50 of a namespace at version 1 (a mistake, or a number from elsewhere): answered with the
+    namespace's version, and a parked one woken by its next change, version 2 (it answered 50, and a client
+    asking after 50 would have skipped every change up to it)."""
+    await client.put(REGISTER, json=registration(0))
+    assert await _watch(client, "after=50&wait=0.05") == {"changes": [], "version": 1}
+    history = client.app[HISTORY]
+    task = asyncio.create_task(_watch(client, "after=50&wait=30"))
+    await until(lambda: history.watchers == 1)
+    await client.put(REGISTER, json=registration(5))
+    reply = await asyncio.wait_for(task, GUARD)
+    assert ([change["rank"] for change in reply["changes"]], reply["version"]) == ([5], 2)
+
+
 async def test_filters_select_kind_role_and_ranks(client):
     """kind, role and ranks narrow the changes; the version still moves past the others."""
     await client.put(REGISTER, json=registration(0))

@@ -306,6 +306,18 @@ class History:
                 if not log.watchers and not log.kept and self._logs.get(namespace) is log:
                     del self._logs[namespace]
 
+    async def position(self, namespace: str, after: int) -> int:
+        """Where a watch from ``after`` starts: ``after``, or the namespace's version when ``after`` is past
+        any it has reached (a mistaken or foreign number, which would skip its changes up to ``after``).
+
+        Asks the store only when ``after`` is past what the history heard: a replica whose feed is a moment
+        behind the store still waits above ``after``, which the store has reached.
+        """
+        log = self._logs.get(namespace)
+        if log is not None and after <= log.high:
+            return after
+        return min(after, await self.store.version(namespace))
+
     def now(
         self, namespace: str, after: int, match: Match | None, seen: int = -1
     ) -> tuple[list[WatchedChange], int] | None:

@@ -134,6 +134,7 @@ async def watch(request: web.Request) -> web.StreamResponse:
                 await request.app[REGISTRY].version(namespace),
             )
         )
+    after = await history.position(namespace, after)
     if stream:
         with history.hold():  # a stream over the limit is refused before it starts
             return await _stream(request, history, namespace, after, match, filter_key)
