@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import json
 import socket
 from collections.abc import AsyncIterator
 from typing import Any
@@ -24,6 +25,7 @@ from aiobootstrap.server.aiohttp_internals import (
     count_written,
     reply_begun,
     send_continue,
+    short_parse_errors,
     wrap_request_handler,
 )
 
@@ -133,6 +135,38 @@ async def test_the_wrapped_request_handler_sees_each_request_with_its_protocol(s
     assert seen == served.made, _changed(
         "BaseRequest.protocol", "it is no longer the protocol web.Server() made for the connection"
     )
+
+
+@pytest.mark.parametrize(
+    "request_line",
+    [b"GET /" + b"a" * 8000 + b"\x01 HTTP/1.1", b"GARBAGE"],
+    ids=["a bad 8 KiB request line", "no request line"],
+)
+async def test_a_request_aiohttp_cannot_parse_is_one_short_json_line(
+    served: _Served, request_line: bytes
+) -> None:
+    """short_parse_errors: a request aiohttp could not parse is answered a JSON 400 of a few dozen bytes, the
+    connection closed (aiohttp's own reply quoted the line, twice its size, in plain text)."""
+    made = served.protocol
+
+    def protocol() -> asyncio.Protocol:
+        handler = made()
+        assert isinstance(handler, web.RequestHandler), _changed(
+            "web.Server()", "it no longer makes a RequestHandler"
+        )
+        short_parse_errors(handler)
+        return handler
+
+    served.protocol = protocol  # type: ignore[method-assign]
+    await served.start()
+    reply = await _exchange(served.port, request_line + b"\r\nHost: x\r\n\r\n")
+    head, _, body = reply.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.0 400 Bad Request\r\n"), _changed(
+        "RequestHandler.handle_error", repr(head)
+    )
+    assert b"Content-Type: application/json" in head
+    assert len(body) < 64, body
+    assert json.loads(body)["detail"].endswith("."), body
 
 
 async def test_a_connections_protocol_is_a_plain_asyncio_protocol() -> None:

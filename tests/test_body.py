@@ -139,7 +139,9 @@ def test_max_body_memory_option_and_its_floor() -> None:
 
 
 async def _chunked(port: int, codings: str, body: bytes) -> tuple[bytes, bytes]:
-    """A register of ``body`` in one chunk under ``Transfer-Encoding: codings``; the reply's head and body."""
+    """A register of ``body`` in one chunk under ``Transfer-Encoding: codings``; the reply's head and body.
+
+    The reply is read to the connection's end when it says ``Connection: close``."""
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
     writer.write(
         f"PUT {PATH} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
@@ -159,6 +161,8 @@ async def test_a_transfer_coding_beside_chunked_is_400_before_the_body(server, c
     head, payload = await _chunked(server.port, codings, _body(7, 200))
     assert head.startswith(b"HTTP/1.1 400")
     assert b"Transfer-Encoding" in payload
+    # The body was left unread: the connection cannot carry another request (it stayed open before).
+    assert b"Connection: close" in head
     assert await stored(server.registry, 7) is None
 
 

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 from aiohttp import web
 
 from .._names import host_port
+from ..wire import JSON_TYPE, error_body
 
 if TYPE_CHECKING:
     # The return type aiohttp declares for get_info (a TypedDict, every key optional): a custom
@@ -40,6 +41,7 @@ __all__ = [
     "count_written",
     "reply_begun",
     "send_continue",
+    "short_parse_errors",
     "wrap_request_handler",
 ]
 
@@ -105,6 +107,41 @@ def wrap_request_handler(server: web.Server, wrap: Callable[[Handle], Handle]) -
     if not callable(handle):  # pragma: no cover - aiohttp moved the hook: see tests/test_aiohttp_internals.py
         raise RuntimeError("aiohttp's web.Server has no request_handler to wrap")
     server.request_handler = wrap(handle)
+
+
+class _ShortParseErrors(web.RequestHandler):
+    """aiohttp's protocol, its reply to a request it could not parse one JSON line (see :func:`short_parse_errors`)."""
+
+    __slots__ = ()
+
+    def handle_error(
+        self,
+        request: web.BaseRequest,
+        status: int = 500,
+        exc: BaseException | None = None,
+        message: str | None = None,
+    ) -> web.StreamResponse:
+        if status == 500 or message is None:
+            return super().handle_error(request, status, exc, message)
+        # aiohttp's message quotes the bad line, with a caret line under it: 16 KiB for an 8 KiB line.
+        detail = message.split("\n", 1)[0].strip().rstrip(":.") or "Bad request"
+        super().handle_error(request, status, exc, detail)  # its logging, and its check that nothing was sent
+        reply = web.Response(status=status, body=error_body(f"{detail}."), content_type=JSON_TYPE)
+        reply.force_close()
+        return reply
+
+
+def short_parse_errors(handler: web.RequestHandler) -> None:
+    """Make ``handler`` answer a request aiohttp could not parse with one JSON line, as every other ``4xx``.
+
+    aiohttp answers such a request itself, in plain text quoting the request
+    line it could not read (its reply is twice that line), from
+    ``RequestHandler.handle_error``, which the app's handlers and middlewares
+    never see. Relies on that method (its signature and its being called for
+    a parse error) and on ``web.Server()`` making a plain ``RequestHandler``,
+    whose class a subclass without slots of its own can take.
+    """
+    handler.__class__ = _ShortParseErrors
 
 
 def count_written(request: web.BaseRequest, size: int) -> None:

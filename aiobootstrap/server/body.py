@@ -15,7 +15,6 @@ import contextlib
 from aiohttp import hdrs, web
 
 from ..exceptions import (
-    BadRequest,
     BodyBudgetExhausted,
     PayloadTooLarge,
     RequestTimeout,
@@ -119,7 +118,8 @@ def _check_transfer_codings(request: web.Request) -> None:
     """
     codings = ",".join(request.headers.getall("Transfer-Encoding", ())).lower().split(",")
     if any(coding.strip() not in _FRAMING_ONLY for coding in codings if coding.strip()):
-        raise BadRequest(
+        # Unread, the body is still on its way: the connection is closed after the reply.
+        raise UnreadableBody(
             "The request body's Transfer-Encoding names a coding other than chunked, which the server "
             "does not decode: send the body uncompressed, with Content-Length or chunked alone."
         )

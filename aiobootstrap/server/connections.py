@@ -35,7 +35,7 @@ from typing import Any
 from aiohttp import web
 
 from .._logging import RateLimited
-from .aiohttp_internals import Handle, reply_begun, wrap_request_handler
+from .aiohttp_internals import Handle, reply_begun, short_parse_errors, wrap_request_handler
 
 __all__ = ["ConnectionTable"]
 
@@ -121,7 +121,9 @@ class ConnectionTable:
 
     def protocol(self) -> asyncio.Protocol:
         """A new connection's protocol: the protocol factory to serve with."""
-        return _Tracked(self._server(), self)
+        handler = self._server()
+        short_parse_errors(handler)
+        return _Tracked(handler, self)
 
     @property
     def idle(self) -> int:
