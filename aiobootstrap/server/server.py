@@ -23,6 +23,7 @@ from .._names import host_port
 from ..core.registry import Registry
 from ..exceptions import BootstrapError
 from .access import GUARD
+from .access_log import ACCESS_LOG_FORMAT, RefusalsLimitedAccessLogger
 from .aiohttp_internals import ProtocolSite
 from .app import REGISTRY, create_app, release_waiters
 from .bind import BACKLOG, AddressInUse, bind_sockets, explain_address_in_use
@@ -32,9 +33,6 @@ from .open_files import connection_limit
 from .tokens import TokenSet
 
 __all__ = ["AddressInUse", "BootstrapServer", "runner_options", "ssl_context"]
-
-_ACCESS_LOG_FORMAT = '%a "%r" %s %b %Tf'
-"""Client, request line, status, bytes, seconds: a long-poll's line shows how long it waited."""
 
 
 def runner_options(config: ServerConfig) -> dict[str, Any]:
@@ -147,7 +145,8 @@ class BootstrapServer:
             # A client that hangs up stops its parked wait at once.
             handler_cancellation=True,
             access_log=access_logger if self.config.access_log else None,
-            access_log_format=_ACCESS_LOG_FORMAT,
+            access_log_class=RefusalsLimitedAccessLogger,
+            access_log_format=ACCESS_LOG_FORMAT,
             # aiohttp waits this long twice for a stuck connection (to finish,
             # then once cancelled): half each keeps a stop within shutdown_timeout.
             shutdown_timeout=self.config.shutdown_timeout / 2,
