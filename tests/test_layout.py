@@ -252,6 +252,7 @@ STORE_VALUES = frozenset(
         "Record",
         "Change",
         "LeaseState",
+        "HeldLease",
         "StoreLimits",
         "Target",
         "members_of",

@@ -42,13 +42,12 @@ change wakes its log, :attr:`History.changed_namespaces`' listeners hear the
 namespace (``server/fastpath/watches.py`` answers its crowds from :meth:`History.now`).
 A parked watch counts against ``--max-waiters``; a stream (:meth:`History.hold`) once.
 
-A namespace the store forgot (its last record deleted) has its log freed: a
-delete asks the store, a moment later, which namespaces still hold records,
-and the logs of the others go once nobody watches them and their grace has
-passed (``forgetting``, which keeps what a freed log vouched for). A log
-made by a watcher and never changed is dropped with its last watcher (made
-again, it vouches for the same), so probing namespaces leaves nothing
-behind. :meth:`History.close` wakes every watcher with
+A namespace the store forgot (its last record deleted) has its log freed
+once nobody watches it and its grace has passed (``forgetting``). A log made
+by a watcher and never changed is dropped with its last watcher, so probing
+namespaces leaves nothing behind. All logs together keep within a memory
+budget (``memory``): past it the largest lose their oldest changes first.
+:meth:`History.close` wakes every watcher with
 :class:`~aiobootstrap.exceptions.ShuttingDown`.
 
 This module is pure asyncio: it knows nothing of HTTP.
@@ -58,7 +57,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import heapq
 from collections.abc import Iterator, Sequence
 
 from ..._names import DEFAULT_ROLE, ENCODER_URLS
@@ -69,7 +67,7 @@ from ..parking import Parking
 from ..subscribers import NamespaceListener, Subscribers
 from .fanout import listeners
 from .forgetting import Forgetting
-from .log import MAX_REPLY_CHANGES, Match, WaitEnd, _every, _found, _Log
+from .log import MAX_REPLY_CHANGES, Match, WaitEnd, _every, _found, _Log, shed_largest
 from .members import Members
 
 __all__ = [
@@ -85,12 +83,9 @@ __all__ = [
 DEFAULT_WATCH_HISTORY = 100_000
 """Changes kept per namespace (``--watch-history``)."""
 DEFAULT_WATCH_HISTORY_MEMORY = 256 * 1024 * 1024
-"""Bytes all namespaces' kept changes may cost together (``--watch-history-memory``): without it, the count
-per namespace allowed 100,000 changes x 1,024 namespaces, about 29 GiB of long roles."""
+"""Bytes all namespaces' kept changes may cost together (``--watch-history-memory``)."""
 _SHED_TO = 0.9
 """Past the budget, changes are dropped until this share of it is left, so the next ones do not each drop one."""
-_SHED_BATCH = 64
-"""Changes dropped from the largest log at a time while shedding, before it is weighed again."""
 
 _NO_NAMESPACE = ""
 """No namespace's name: its version is the store's floor (what a namespace's first change numbers above)."""
@@ -107,9 +102,8 @@ class History:
         memory: int = DEFAULT_WATCH_HISTORY_MEMORY,
         parking: Parking | None = None,
     ) -> None:
-        """``limit``: changes kept per namespace; ``memory``: bytes all of them may cost together (past it,
-        the largest logs lose their oldest changes first); ``parking``: where the watches count against the
-        server's limit of waiting requests."""
+        """``limit``: changes kept per namespace; ``memory``: bytes all may cost (``_shed``); ``parking``: where
+        the watches count against the server's limit of waiting requests."""
         if limit < 1:
             raise ValueError(f"the watch history must keep at least 1 change, not {limit}")
         if memory < 1:
@@ -118,7 +112,7 @@ class History:
         self.limit = limit
         self.memory = memory
         self.bytes = 0
-        """What the kept changes cost now (``log.change_bytes``), at most :attr:`memory` after each change."""
+        """What the kept changes cost now (``log.change_bytes``); at most :attr:`memory` after each change."""
         self._logs: dict[str, _Log] = {}
         self._members = Members()
         """The encoder URLs last known per namespace (to tell which one a list change added or removed)."""
@@ -188,7 +182,7 @@ class History:
             log.kept = True
             if change.deleted:
                 self.forgetting.emptied.add(namespace)
-            for watched in self._watched(change, log):
+            for watched in self._members.watched_of(change, log):
                 self.bytes += log.add(watched, self.limit)
             touched.add(namespace)
         if self.bytes > self.memory:
@@ -220,42 +214,8 @@ class History:
             log.wake()
 
     def _shed(self) -> None:
-        """Drop the oldest changes of the largest logs until the history is back within its budget.
-
-        The largest first, evened out: the busiest namespaces lose the changes
-        their watchers were least likely to still ask for (a watch from before
-        the new floor is a ``410``, and its client reads the listing again).
-        """
-        target = self.memory * _SHED_TO
-        heap = [(-log.bytes, order, log) for order, log in enumerate(self._logs.values()) if log.changes]
-        heapq.heapify(heap)
-        while self.bytes > target and heap:
-            _, order, log = heapq.heappop(heap)
-            self.bytes -= log.shed(_SHED_BATCH)
-            if log.changes:
-                heapq.heappush(heap, (-log.bytes, order, log))
-
-    def _watched(self, change: Change, log: _Log) -> list[WatchedChange]:
-        key = change.key
-        if key.name is not None:
-            # A named record (Mooncake's metadata): its name in place of role and rank.
-            return [
-                WatchedChange("delete" if change.deleted else "put", key.kind, change.version, key=key.name)
-            ]
-        if key.kind != ENCODER_URLS:
-            return [
-                WatchedChange(
-                    "delete" if change.deleted else "put",
-                    key.kind,
-                    change.version,
-                    role=key.role,
-                    rank=key.rank,
-                )
-            ]
-        if key.role != DEFAULT_ROLE:
-            # The evicted set (encoder_health), not the list: diffed as the list, a revival read as a delete.
-            return []
-        return self._members.watched(change, log)
+        """Back within the memory budget: the largest logs lose their oldest changes (``shed_largest``)."""
+        self.bytes -= shed_largest(self._logs.values(), self.bytes - int(self.memory * _SHED_TO))
 
     # -- watching ----------------------------------------------------------
 

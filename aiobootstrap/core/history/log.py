@@ -5,11 +5,12 @@ from __future__ import annotations
 import asyncio
 import bisect
 import collections
-from collections.abc import Callable
+import heapq
+from collections.abc import Callable, Iterable
 
 from ...wire import WatchedChange
 
-__all__ = ["CHANGE_BYTES", "MAX_REPLY_CHANGES", "Match", "WaitEnd", "change_bytes"]
+__all__ = ["CHANGE_BYTES", "MAX_REPLY_CHANGES", "Match", "WaitEnd", "change_bytes", "shed_largest"]
 
 MAX_REPLY_CHANGES = 10_000
 """The most changes one reply carries; its ``version`` is then the last one's, and the rest come next."""
@@ -133,6 +134,28 @@ class _Log:
         for future in parked:
             if not future.done():
                 future.set_result(None)
+
+
+_SHED_BATCH = 64
+"""Changes dropped from the largest log at a time while shedding, before it is weighed again."""
+
+
+def shed_largest(logs: Iterable[_Log], excess: int) -> int:
+    """Drop the oldest changes of the largest of ``logs`` until ``excess`` bytes are freed; the bytes freed.
+
+    The largest first, evened out: the busiest namespaces lose the changes
+    their watchers were least likely to still ask for (a watch from before
+    the new floor is a ``410``, and its client reads the listing again).
+    """
+    heap = [(-log.bytes, order, log) for order, log in enumerate(logs) if log.changes]
+    heapq.heapify(heap)
+    freed = 0
+    while freed < excess and heap:
+        _, order, log = heapq.heappop(heap)
+        freed += log.shed(_SHED_BATCH)
+        if log.changes:
+            heapq.heappush(heap, (-log.bytes, order, log))
+    return freed
 
 
 def _found(log: _Log, after: int, match: Match) -> tuple[list[WatchedChange], int] | None:

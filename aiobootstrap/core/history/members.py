@@ -13,9 +13,10 @@ behind it is told ``410`` and re-reads the list, never a wrong URL.
 
 from __future__ import annotations
 
-from ..._names import ENCODER_URLS
+from ..._names import DEFAULT_ROLE, ENCODER_URLS
 from ...store import Change, members_of
 from ...wire import WatchedChange
+from ...wire.watch import Op
 from .log import _Log
 
 __all__ = ["Members"]
@@ -23,6 +24,19 @@ __all__ = ["Members"]
 
 class Members:
     """The encoder URLs last known per namespace, to tell which one a list change added or removed."""
+
+    def watched_of(self, change: Change, log: _Log) -> list[WatchedChange]:
+        """What a watcher is told of ``change``: a rank's change, a named record's, or the URL a list change
+        added or removed (none for the evicted set of ``encoder_health``, diffed as a list a revival would
+        read as a delete)."""
+        key = change.key
+        op: Op = "delete" if change.deleted else "put"
+        if key.name is not None:
+            # A named record (Mooncake's metadata): its name in place of role and rank.
+            return [WatchedChange(op, key.kind, change.version, key=key.name)]
+        if key.kind != ENCODER_URLS:
+            return [WatchedChange(op, key.kind, change.version, role=key.role, rank=key.rank)]
+        return [] if key.role != DEFAULT_ROLE else self.watched(change, log)
 
     def __init__(self) -> None:
         self._members: dict[str, list[str]] = {}

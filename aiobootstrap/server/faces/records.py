@@ -12,8 +12,7 @@ from typing import Any
 from ..._json import dumps
 from ..._names import DEFAULT_ROLE, TRANSFER_ENGINE_INFO
 from ..._ranks import RankSet
-from ...store import Record
-from ...store.interface import HeldLease
+from ...store import HeldLease, Record
 from ...wire import is_classic, missing_fields, missing_in_world
 
 
