@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from .server.app import create_app
     from .server.config import ServerConfig
     from .server.faces.encoders.inprocess import EncoderBootstrapServer
+    from .server.faces.prefill.inprocess import PrefillBootstrapServer
     from .server.server import BootstrapServer
     from .server.threaded import ThreadedBootstrapServer
     from .server.tokens import Scope, TokenSet
@@ -84,6 +85,7 @@ _LAZY = {
     "Scope": ".server.tokens",
     "TokenSet": ".server.tokens",
     "EncoderBootstrapServer": ".server.faces.encoders.inprocess",
+    "PrefillBootstrapServer": ".server.faces.prefill.inprocess",
 }
 
 
@@ -121,6 +123,7 @@ __all__ = [
     "NotRegistered",
     "ParallelismConfig",
     "PayloadTooLarge",
+    "PrefillBootstrapServer",
     "RankListing",
     "RankNotRegistered",
     "RankSummary",

@@ -32,6 +32,7 @@ from aiobootstrap.server.faces import FACES, NATIVE
 from aiobootstrap.server.openapi import document
 from aiobootstrap.server.tokens import TokenSet
 
+from .helpers.prefill import rank_body
 from .helpers.waits import GUARD
 
 TOKEN_FILE = """\
@@ -75,6 +76,9 @@ _CONFIG = {"rank": 0, "parallelism_config": {"tp_size": 8}}
 _URL = {"url": "http://encoder-9:8000"}
 _NO_LEASE = "no-such-lease"
 
+_PREFILL_RANK = rank_body(0, 0, tp_size=1, dp_size=1)
+_ALL_PREFILL = "prefill_dp_rank=-1&prefill_cp_rank=-1&target_tp_rank=-1&target_pp_rank=-1"
+
 ROUTES: list[tuple[str, str, dict[str, Any] | None, Access]] = [
     ("GET", f"{_NS}/health", None, Access.PROBE),
     ("GET", "/ready", None, Access.PROBE),
@@ -95,6 +99,12 @@ ROUTES: list[tuple[str, str, dict[str, Any] | None, Access]] = [
     ("GET", f"{_NS}/list_encoder_urls", None, Access.READ),
     ("GET", f"{_NS}/encoder_url_health", None, Access.READ),
     ("GET", f"{_NS}/watch?after=0", None, Access.READ),
+    # SGLang's prefill bootstrap: a prefill rank and a room are written, decode reads.
+    ("PUT", f"{_NS}/route", _PREFILL_RANK, Access.WRITE),
+    ("GET", f"{_NS}/route?{_ALL_PREFILL}", None, Access.READ),
+    ("DELETE", f"{_NS}/route?{_ALL_PREFILL}", None, Access.WRITE),
+    ("POST", f"{_NS}/register_dp_rank", {"bootstrap_room": 1, "dp_rank": 0}, Access.WRITE),
+    ("POST", f"{_NS}/query_dp_ranks", {"bootstrap_rooms": [1]}, Access.READ),
     # The page (SPEC section 11): a read; a client that does not ask for HTML gets the JSON refusals.
     ("GET", f"{_NS}/", None, Access.READ),
     ("POST", f"{_NS}/leases", {"ttl": 10}, Access.WRITE),
@@ -130,6 +140,7 @@ async def _fill(client: TestClient[web.Request, web.Application]) -> None:
         f"{_NS}/register_encoder_url", json={"url": "http://encoder-0:8000"}, headers=admin
     )
     assert reply.status == 200
+    assert (await client.put(f"{_NS}/route", json=_PREFILL_RANK, headers=admin)).status == 200
 
 
 async def _state(client: TestClient[web.Request, web.Application]) -> list[Any]:
@@ -140,6 +151,7 @@ async def _state(client: TestClient[web.Request, web.Application]) -> list[Any]:
         "/ranks?kind=transfer_engine_info",
         "/ranks?kind=parallelism_config",
         "/list_encoder_urls",
+        f"/route?{_ALL_PREFILL}",
     ]:
         reply = await client.get(f"{_NS}{path}", headers=admin)
         assert reply.status == 200

@@ -229,6 +229,7 @@ def server_parser() -> argparse.ArgumentParser:
         ("--encoder-health-interval", "seconds between health probes of encoder URLs; 0 turns them off"),
         ("--encoder-health-timeout", "seconds an encoder's GET /health may take before it counts as failed"),
         ("--encoder-evicted-ttl", "seconds an evicted encoder URL is still probed for revival; 0 for ever"),
+        ("--dp-room-ttl", "seconds a prefill bootstrap room lives at least (gone by twice that)"),
     ):
         field_name = option.removeprefix("--").replace("-", "_")
         parser.add_argument(

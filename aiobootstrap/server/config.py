@@ -102,6 +102,8 @@ class ServerConfig:
     """Seconds a probe may take; a slower one is a failure (3 in a row evict the URL)."""
     encoder_evicted_ttl: float = 600.0
     """Seconds an evicted URL is still probed (and revived when healthy); 0: for ever."""
+    dp_room_ttl: float = 120.0
+    """Seconds a prefill bootstrap room (``/register_dp_rank``) lives at least; it is gone by twice that."""
     watch_history: int = 100_000
     """Changes ``GET /watch`` keeps per namespace; an ``after`` older than them is a ``410``."""
     watch_history_memory: int = 256 * 1024 * 1024
@@ -155,6 +157,8 @@ class ServerConfig:
                 f"max request line must be at least {_MIN_REQUEST_LINE} bytes (the client's batch "
                 f"requests need it), not {self.max_request_line}"
             )
+        if not (math.isfinite(self.dp_room_ttl) and self.dp_room_ttl > 0):
+            raise ValueError(f"dp room ttl must be a positive number of seconds, not {self.dp_room_ttl}")
         if self.watch_history < 1:
             raise ValueError(f"watch history must keep at least 1 change, not {self.watch_history}")
         if self.watch_history_memory < 1:
@@ -214,8 +218,9 @@ ENGINE_VARIABLES = {
     "encoder_health_interval": "SGLANG_ENCODER_BOOTSTRAP_HEALTH_CHECK_INTERVAL",
     "encoder_health_timeout": "SGLANG_ENCODER_BOOTSTRAP_HEALTH_CHECK_TIMEOUT",
     "encoder_evicted_ttl": "SGLANG_ENCODER_BOOTSTRAP_EVICTED_TTL",
+    "dp_room_ttl": "SGLANG_DISAGGREGATION_BOOTSTRAP_ENTRY_CLEANUP_INTERVAL",
 }
-"""The engines' variables that set the probes' defaults (each a :class:`ServerConfig` field's)."""
+"""The engines' variables that set the probes' and the rooms' defaults (each a :class:`ServerConfig` field's)."""
 
 
 def engine_settings(environ: Mapping[str, str]) -> dict[str, float]:

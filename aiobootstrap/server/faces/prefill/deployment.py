@@ -1,0 +1,133 @@
+"""A prefill deployment in the registry: its topology record, its ranks' records, and the waits on them.
+
+One namespace holds one deployment (SGLang's one bootstrap server per prefill
+instance): a ``prefill_topology`` record named ``topology``, fixed by the first
+rank that registers (``register_if`` with ``ABSENT``, so one step across
+replicas), and a ``prefill_rank`` record per rank, named by its coordinates.
+Readiness is the count of distinct rank records reaching the topology's
+product of sizes: a rank registering twice replaces its record and counts once.
+A topology whose ranks have all gone is replaced by the next registration
+(the deployment left with its last rank).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+
+from ...._names import DEFAULT_ROLE
+from ....core.registry import Registry
+from ....exceptions import BootstrapError
+from ....store import ABSENT, Key, Record
+from ....wire.prefill import PREFILL_RANK, PREFILL_TOPOLOGY, Coords, PrefillRank, Topology
+
+__all__ = ["Deployment", "Readiness", "TopologyConflict", "rank_key", "topology_key"]
+
+_TOPOLOGY = "topology"
+
+
+def topology_key(namespace: str) -> Key:
+    return Key.named(namespace, PREFILL_TOPOLOGY, DEFAULT_ROLE, _TOPOLOGY)
+
+
+def rank_key(namespace: str, coords: Coords) -> Key:
+    return Key.named(namespace, PREFILL_RANK, DEFAULT_ROLE, coords.name)
+
+
+@dataclass(frozen=True, slots=True)
+class Readiness:
+    """Where a deployment stands: its topology (``None`` before the first rank) and its distinct ranks."""
+
+    topology: Topology | None
+    registered: int
+
+    @property
+    def complete(self) -> bool:
+        return self.topology is not None and self.registered >= self.topology.expected
+
+
+class Deployment:
+    """One namespace's prefill deployment, read and written through the registry."""
+
+    def __init__(self, registry: Registry, namespace: str) -> None:
+        self._registry = registry
+        self.namespace = namespace
+
+    async def register(self, rank: PrefillRank, lease: str | None) -> Record:
+        """Store ``rank``, fixing the topology if none is; :class:`TopologyConflict` if it contradicts it."""
+        registry, key = self._registry, topology_key(self.namespace)
+        while True:
+            current = await registry.get(key)
+            if current is not None:
+                problem = Topology.from_value(current.value).contradiction(rank.topology)
+                if problem is None:
+                    break
+                if await self.registered():
+                    raise TopologyConflict(problem)
+                # Every rank of the old deployment has gone: this one starts a new deployment.
+            version = ABSENT if current is None else current.version
+            if await registry.register_if(key, rank.topology.as_value(), version) is not None:
+                break
+            # Another rank fixed it meanwhile, here or through another replica: read it again.
+        return await registry.register(rank_key(self.namespace, rank.coords), rank.value, lease)
+
+    async def unregister(self, coords: Coords) -> Record | None:
+        """Delete one rank; the topology goes with the deployment's last rank."""
+        record = await self._registry.unregister(rank_key(self.namespace, coords))
+        if record is not None and not await self.registered():
+            await self._registry.unregister(topology_key(self.namespace))
+        return record
+
+    async def unregister_all(self) -> int:
+        """Delete every rank and the topology; how many records went."""
+        ranks = await self._registry.records(self.namespace, PREFILL_RANK, DEFAULT_ROLE)
+        gone = 0
+        for record in ranks:
+            gone += await self._registry.unregister(record.key) is not None
+        gone += await self._registry.unregister(topology_key(self.namespace)) is not None
+        return gone
+
+    async def registered(self) -> int:
+        return await self._registry.count(self.namespace, PREFILL_RANK, DEFAULT_ROLE)
+
+    async def readiness(self) -> Readiness:
+        record = await self._registry.get(topology_key(self.namespace))
+        topology = None if record is None else Topology.from_value(record.value)
+        return Readiness(topology, await self.registered())
+
+    async def rank(self, coords: Coords) -> Record | None:
+        return await self._registry.get(rank_key(self.namespace, coords))
+
+    async def wait_rank(self, coords: Coords, timeout: float) -> Record | None:
+        return await self._registry.wait(rank_key(self.namespace, coords), timeout)
+
+    async def wait_complete(self, timeout: float) -> Readiness:
+        """The readiness once the topology is complete, or at ``timeout``: one rank's wait at a time."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        registry = self._registry
+        while True:
+            readiness = await self.readiness()
+            remaining = deadline - loop.time()
+            if readiness.complete or remaining <= 0:
+                return readiness
+            if readiness.topology is None:
+                await registry.wait(topology_key(self.namespace), remaining)
+                continue
+            # The first rank missing, waited for; then read again (a rank may have left meanwhile).
+            present = {
+                record.name for record in await registry.records(self.namespace, PREFILL_RANK, DEFAULT_ROLE)
+            }
+            missing = next((c for c in readiness.topology.coords() if c.name not in present), None)
+            if missing is None:
+                # Ranks outside the topology never register (a 400), so this is a read between two writes.
+                await asyncio.sleep(0)
+                continue
+            await registry.wait(rank_key(self.namespace, missing), remaining)
+
+
+class TopologyConflict(BootstrapError):
+    """A rank whose sizes, page size or KV dtype contradict the registered topology (HTTP 409): the
+    misconfigured deployment fails fast, where the engines' server mixed it in."""
+
+    status = 409

@@ -1,0 +1,56 @@
+"""The prefill face: SGLang's prefill bootstrap server for PD disaggregation (SPEC section 13), its
+``/route``, ``/register_dp_rank`` and ``/query_dp_ranks`` on the registry."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+from aiohttp import web
+
+from .... import wire
+from ...appkeys import CONFIG
+from ...face import Access, ExpectHandler, Face, RouteAccess
+from . import openapi
+from .rooms import ROOM_LEASES, RoomLeases, query_dp_ranks, register_dp_rank
+from .routes import delete_route, get_route, put_route
+
+__all__ = ["PREFILL"]
+
+
+def _routes(expect: ExpectHandler | None) -> list[web.RouteDef]:
+    return [
+        web.put(wire.PREFILL_ROUTE_PATH, put_route, expect_handler=expect),
+        web.get(wire.PREFILL_ROUTE_PATH, get_route, expect_handler=expect),
+        web.delete(wire.PREFILL_ROUTE_PATH, delete_route, expect_handler=expect),
+        web.post(wire.PREFILL_REGISTER_ROOM_PATH, register_dp_rank, expect_handler=expect),
+        web.post(wire.PREFILL_QUERY_ROOMS_PATH, query_dp_ranks, expect_handler=expect),
+    ]
+
+
+def _access() -> RouteAccess:
+    # Registering a rank or a room is a write; decode's questions are reads (so --auth-reads open lets
+    # decode in without a token, as SGLang's PR #39416 proposes, while only prefill ranks may write).
+    return {
+        ("PUT", wire.PREFILL_ROUTE_PATH): Access.WRITE,
+        ("GET", wire.PREFILL_ROUTE_PATH): Access.READ,
+        ("DELETE", wire.PREFILL_ROUTE_PATH): Access.WRITE,
+        ("POST", wire.PREFILL_REGISTER_ROOM_PATH): Access.WRITE,
+        ("POST", wire.PREFILL_QUERY_ROOMS_PATH): Access.READ,
+    }
+
+
+async def _room_leases(app: web.Application) -> AsyncIterator[None]:
+    """Each namespace's lease of the current epoch of rooms, for as long as the app runs."""
+    app[ROOM_LEASES] = RoomLeases(app[CONFIG].dp_room_ttl)
+    yield
+
+
+PREFILL = Face(
+    "prefill",
+    _routes,
+    _access,
+    paths=lambda: openapi.PATHS,
+    schemas=lambda: openapi.SCHEMAS,
+    contexts=(_room_leases,),
+)
+"""The prefill ranks, decode's questions and the bootstrap rooms."""

@@ -1,0 +1,187 @@
+"""The prefill face's OpenAPI description: ``/route``, ``/register_dp_rank``, ``/query_dp_ranks``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .... import wire
+from ....wire.prefill import MAX_ROOM, MAX_ROOMS_ASKED
+from ...openapi.leases import LEASE_REPLIES, with_lease
+from ...openapi.paths import BAD_REQUEST, BODY_ERRORS, SECONDS, UNAVAILABLE, json_reply, query, text_reply
+from ...openapi.schemas import ref
+
+__all__ = ["PATHS", "SCHEMAS"]
+
+_JSON = wire.JSON_TYPE
+_RANK = {"type": "string", "pattern": "^(-1|[0-9]{1,18})$"}
+"""A rank as the query carries it: a non-negative integer, or -1 (all four -1: the whole topology)."""
+_ROUTE_QUERY = [
+    query(name, f"The {what} rank; -1 on all four for the whole topology.", _RANK, required=True)
+    for name, what in (
+        ("prefill_dp_rank", "prefill data-parallel"),
+        ("prefill_cp_rank", "prefill context-parallel"),
+        ("target_tp_rank", "tensor-parallel"),
+        ("target_pp_rank", "pipeline-parallel"),
+    )
+]
+_WAIT = query(
+    "wait",
+    "Seconds to hold the request until its reply would be a 200; clamped to --max-wait.",
+    SECONDS,
+)
+
+
+def _text_or_json(description: str, example: str) -> dict[str, Any]:
+    """A reply in the engines' plain text, or the server's JSON error."""
+    reply = text_reply(description, example)
+    reply["content"][_JSON] = {"schema": ref("Error")}
+    return reply
+
+
+_MISSING = _text_or_json(
+    "A parameter missing or empty (the engines' text), or a malformed one (JSON).",
+    "Missing inputs for bootstrap server.",
+)
+_NOT_READY = _text_or_json(
+    "Not every rank of the topology has registered yet (the engines' text, with the count of distinct ranks), "
+    "or the server is unavailable (JSON).",
+    "Prefill server not fully registered yet (3 workers registered).",
+)
+_INTEGER = {"type": "integer", "minimum": 0}
+_ROOM = {"type": "integer", "minimum": 0, "maximum": MAX_ROOM}
+
+PATHS: dict[str, dict[str, Any]] = {
+    wire.PREFILL_ROUTE_PATH: {
+        "put": {
+            "operationId": "registerPrefillRank",
+            "summary": "A prefill rank's address and parallel layout (SGLang's register_to_bootstrap); the first "
+            "fixes the topology.",
+            "requestBody": {"required": True, "content": {_JSON: {"schema": ref("PrefillRank")}}},
+            "responses": {
+                "200": text_reply("Registered."),
+                "400": BAD_REQUEST,
+                **BODY_ERRORS,
+                "409": json_reply("Its sizes, page size or KV dtype contradict the registered topology."),
+                "503": UNAVAILABLE,
+                **LEASE_REPLIES,
+            },
+        },
+        "get": {
+            "operationId": "getPrefillRoute",
+            "summary": "The deployment's parallel info (all four -1), or one rank's address, once every rank of "
+            "the topology has registered.",
+            "parameters": [*_ROUTE_QUERY, _WAIT],
+            "responses": {
+                "200": json_reply("The parallel info, or {rank_ip, rank_port}.", "PrefillRoute"),
+                "400": _MISSING,
+                "404": text_reply(
+                    "No such rank (the topology is complete).", "Bootstrap info not found for ..."
+                ),
+                "503": _NOT_READY,
+            },
+        },
+        "delete": {
+            "operationId": "unregisterPrefillRank",
+            "summary": "Unregister one rank, or the whole deployment (all four -1); the topology goes with the "
+            "last rank.",
+            "parameters": _ROUTE_QUERY,
+            "responses": {
+                "200": text_reply("Unregistered."),
+                "400": _MISSING,
+                "404": text_reply("No such rank.", "Bootstrap info not found for ..."),
+                "503": UNAVAILABLE,
+            },
+        },
+    },
+    wire.PREFILL_REGISTER_ROOM_PATH: {
+        "post": {
+            "operationId": "registerDpRank",
+            "summary": "The prefill dp rank a bootstrap room went to; kept --dp-room-ttl to twice that.",
+            "requestBody": {"required": True, "content": {_JSON: {"schema": ref("PrefillRoom")}}},
+            "responses": {
+                "200": text_reply("Registered."),
+                "400": BAD_REQUEST,
+                **BODY_ERRORS,
+                "409": json_reply("The namespace holds as many rooms as it keeps."),
+                "503": UNAVAILABLE,
+            },
+        }
+    },
+    wire.PREFILL_QUERY_ROOMS_PATH: {
+        "post": {
+            "operationId": "queryDpRanks",
+            "summary": "The dp rank of each room known; with wait, once every room asked is known.",
+            "parameters": [_WAIT],
+            "requestBody": {"required": True, "content": {_JSON: {"schema": ref("PrefillRooms")}}},
+            "responses": {
+                "200": json_reply("The known rooms' dp ranks, by room.", "PrefillDpRanks"),
+                "400": BAD_REQUEST,
+                **BODY_ERRORS,
+                "503": UNAVAILABLE,
+            },
+        }
+    },
+}
+
+SCHEMAS: dict[str, Any] = {
+    "PrefillRank": with_lease(
+        {
+            "type": "object",
+            "required": [
+                "attn_tp_size",
+                "attn_tp_rank",
+                "attn_cp_size",
+                "attn_cp_rank",
+                "attn_dp_size",
+                "attn_dp_rank",
+                "pp_size",
+                "pp_rank",
+                "system_dp_size",
+                "system_dp_rank",
+                "rank_ip",
+                "rank_port",
+                "page_size",
+                "kv_cache_dtype",
+            ],
+            "properties": {
+                **{
+                    name: {"type": "integer", "minimum": 1}
+                    for name in (
+                        "attn_tp_size",
+                        "attn_cp_size",
+                        "attn_dp_size",
+                        "pp_size",
+                        "system_dp_size",
+                        "page_size",
+                    )
+                },
+                **{
+                    name: _INTEGER
+                    for name in ("attn_tp_rank", "attn_cp_rank", "attn_dp_rank", "pp_rank", "system_dp_rank")
+                },
+                "rank_ip": {"type": "string", "minLength": 1},
+                "rank_port": {"type": "integer", "minimum": 1, "maximum": 65535},
+                "kv_cache_dtype": {"type": "string", "minLength": 1},
+                "load_balance_method": {"type": "string"},
+            },
+            "description": "Every other field sent is kept. A rank must be below its size.",
+        }
+    ),
+    "PrefillRoute": {
+        "type": "object",
+        "description": "The parallel info (attn_tp_size, attn_cp_size, dp_size, pp_size, page_size, "
+        "kv_cache_dtype, follow_bootstrap_room and the keys decode fills, null), or a rank's rank_ip and "
+        "rank_port.",
+    },
+    "PrefillRoom": {
+        "type": "object",
+        "required": ["bootstrap_room", "dp_rank"],
+        "properties": {"bootstrap_room": _ROOM, "dp_rank": _INTEGER},
+    },
+    "PrefillRooms": {
+        "type": "object",
+        "required": ["bootstrap_rooms"],
+        "properties": {"bootstrap_rooms": {"type": "array", "items": _ROOM, "maxItems": MAX_ROOMS_ASKED}},
+    },
+    "PrefillDpRanks": {"type": "object", "additionalProperties": _INTEGER},
+}

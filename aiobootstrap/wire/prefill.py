@@ -1,0 +1,352 @@
+"""SGLang's prefill bootstrap protocol (PD disaggregation, SPEC section 13), both ways: what a prefill
+rank registers, what decode asks, and the exact replies its code reads. No I/O here.
+
+A prefill rank is four coordinates, (dp, cp, tp, pp); its deployment's
+*topology* is their sizes and what every rank must agree on (page size, KV
+cache dtype). The engines' server reads these bodies with ``data[...]`` and
+``int()``, so a missing or malformed field was a ``500``: here it is a
+:class:`BadRequest` naming the field, and nothing is stored.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..exceptions import BadRequest
+
+__all__ = [
+    "MAX_ROOM",
+    "MAX_ROOMS_ASKED",
+    "MISSING_INPUTS",
+    "PREFILL_RANK",
+    "PREFILL_ROOM",
+    "PREFILL_TOPOLOGY",
+    "Coords",
+    "MissingInputs",
+    "PrefillRank",
+    "Topology",
+    "encode_address",
+    "encode_rooms",
+    "not_found_text",
+    "not_ready_text",
+    "parse_prefill_rank",
+    "parse_room",
+    "parse_rooms",
+    "parse_route_query",
+]
+
+PREFILL_RANK = "prefill_rank"
+"""The record kind of a prefill rank's registration (named by its coordinates: :attr:`Coords.name`)."""
+PREFILL_TOPOLOGY = "prefill_topology"
+"""The record kind of a deployment's topology: one record, named ``topology``, fixed by the first rank."""
+PREFILL_ROOM = "prefill_room"
+"""The record kind of a bootstrap room's dp rank (named by the room)."""
+
+MISSING_INPUTS = "Missing inputs for bootstrap server."
+"""The engines' text ``400`` of a ``GET /route`` without its four parameters."""
+MAX_ROOMS_ASKED = 65_536
+"""The most rooms one ``/query_dp_ranks`` may ask: what one request makes the server read stays bounded."""
+
+_ROUTE_PARAMS = ("prefill_dp_rank", "prefill_cp_rank", "target_tp_rank", "target_pp_rank")
+_NULLS = (
+    "target_tp_rank",
+    "target_tp_ranks",
+    "target_cp_ranks",
+    "target_pp_ranks",
+    "required_dst_info_num",
+    "required_prefill_response_num",
+)
+"""Keys the engines' parallel info sends as ``null`` (decode fills them itself)."""
+_OPTIONAL_INFO = ("enable_dsa_cache_layer_split", "prefill_http_port")
+"""Keys newer engines add to the parallel info: sent only when the first rank sent them, since an older
+decode builds its dataclass from every key (``PrefillServerInfo(**data)``) and fails on one it lacks."""
+
+
+_INTEGER_FIELDS = (
+    "attn_tp_size",
+    "attn_tp_rank",
+    "attn_cp_size",
+    "attn_cp_rank",
+    "attn_dp_size",
+    "attn_dp_rank",
+    "pp_size",
+    "pp_rank",
+    "system_dp_size",
+    "system_dp_rank",
+    "rank_port",
+    "page_size",
+)
+_SAID = {
+    "dp_size": "dp size (attn_dp_size, or system_dp_size when it is not 1)",
+    "cp_size": "attn_cp_size",
+    "tp_size": "attn_tp_size",
+    "pp_size": "pp_size",
+    "page_size": "page_size",
+    "kv_cache_dtype": "kv_cache_dtype",
+}
+"""The topology's fields a later rank must agree on, as the engines' body names them."""
+
+
+class MissingInputs(BadRequest):
+    """``GET /route`` without all four parameters: the engines' text ``400``, :data:`MISSING_INPUTS`."""
+
+    def __init__(self) -> None:
+        super().__init__(MISSING_INPUTS)
+
+
+@dataclass(frozen=True, slots=True)
+class Coords:
+    """A prefill rank's place: data-parallel, context-parallel, tensor-parallel, pipeline-parallel rank."""
+
+    dp: int
+    cp: int
+    tp: int
+    pp: int
+
+    @property
+    def name(self) -> str:
+        """Its record's name, which ``/watch`` shows: ``dp0-cp0-tp1-pp0``."""
+        return f"dp{self.dp}-cp{self.cp}-tp{self.tp}-pp{self.pp}"
+
+    def says(self) -> str:
+        return f"dp_rank={self.dp} cp_rank={self.cp} tp_rank={self.tp} pp_rank={self.pp}"
+
+
+@dataclass(frozen=True, slots=True)
+class Topology:
+    """What the first registration fixes for every rank of the deployment."""
+
+    dp_size: int
+    cp_size: int
+    tp_size: int
+    pp_size: int
+    page_size: int
+    kv_cache_dtype: str
+    follow_bootstrap_room: bool
+    optional: tuple[tuple[str, Any], ...] = ()
+    """The parallel info's keys that only newer engines send (:data:`_OPTIONAL_INFO`), as the first rank sent them."""
+
+    @property
+    def expected(self) -> int:
+        """How many ranks make the deployment complete."""
+        return self.dp_size * self.cp_size * self.tp_size * self.pp_size
+
+    def coords(self) -> list[Coords]:
+        """Every rank of the topology, in order."""
+        return [
+            Coords(dp, cp, tp, pp)
+            for dp in range(self.dp_size)
+            for cp in range(self.cp_size)
+            for tp in range(self.tp_size)
+            for pp in range(self.pp_size)
+        ]
+
+    def contradiction(self, other: Topology) -> str | None:
+        """The first of sizes, page size and KV dtype ``other`` gives differently, said with both; else ``None``."""
+        for field, said in _SAID.items():
+            mine, theirs = getattr(self, field), getattr(other, field)
+            if mine != theirs:
+                return (
+                    f"The prefill topology registered has {said} {mine!r}, and this rank says {theirs!r}: "
+                    "every rank of a deployment must agree (DELETE /route with all four -1 to start anew)."
+                )
+        return None
+
+    def as_value(self) -> dict[str, Any]:
+        """The topology as its record keeps it."""
+        return {
+            "dp_size": self.dp_size,
+            "cp_size": self.cp_size,
+            "tp_size": self.tp_size,
+            "pp_size": self.pp_size,
+            "page_size": self.page_size,
+            "kv_cache_dtype": self.kv_cache_dtype,
+            "follow_bootstrap_room": self.follow_bootstrap_room,
+            "optional": dict(self.optional),
+        }
+
+    @classmethod
+    def from_value(cls, value: Mapping[str, Any]) -> Topology:
+        sizes = (value["dp_size"], value["cp_size"], value["tp_size"], value["pp_size"])
+        optional = tuple(value.get("optional", {}).items())
+        return cls(
+            *sizes, value["page_size"], value["kv_cache_dtype"], value["follow_bootstrap_room"], optional
+        )
+
+    def parallel_info(self) -> bytes:
+        """``GET /route`` with the four ``-1``s: the engines' reply, key for key."""
+        info: dict[str, Any] = {
+            "attn_tp_size": self.tp_size,
+            "attn_cp_size": self.cp_size,
+            "dp_size": self.dp_size,
+            "pp_size": self.pp_size,
+            "page_size": self.page_size,
+            "kv_cache_dtype": self.kv_cache_dtype,
+            "follow_bootstrap_room": self.follow_bootstrap_room,
+            **dict(self.optional),
+            **dict.fromkeys(_NULLS),
+        }
+        return json.dumps(info).encode()
+
+
+@dataclass(frozen=True, slots=True)
+class PrefillRank:
+    """One ``PUT /route``: the rank, the topology it belongs to, and the body as it is kept."""
+
+    coords: Coords
+    topology: Topology
+    value: dict[str, Any]
+
+
+def _whole(value: object) -> int | None:
+    """``value`` as an integer if JSON says it is one (``3``, or ``3.0``, as JSON Schema counts it), else ``None``."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return None
+
+
+def _integer(payload: Mapping[str, Any], name: str, *, least: int) -> int:
+    if name not in payload:
+        raise BadRequest(f"The field {name} is missing.")
+    value = _whole(payload[name])
+    if value is None:
+        raise BadRequest(f"The field {name} must be an integer, not {json.dumps(payload[name])[:64]}.")
+    if value < least:
+        raise BadRequest(f"The field {name} must be at least {least}, not {value}.")
+    return value
+
+
+def _text(payload: Mapping[str, Any], name: str) -> str:
+    value = payload.get(name)
+    if not isinstance(value, str) or not value:
+        raise BadRequest(f"The field {name} must be a non-empty string.")
+    return value
+
+
+def _rank_within(payload: Mapping[str, Any], rank: str, size: str) -> tuple[int, int]:
+    """The rank and size fields ``rank`` and ``size``, the rank below the size (a ``400`` naming both)."""
+    of, within = _integer(payload, size, least=1), _integer(payload, rank, least=0)
+    if within >= of:
+        raise BadRequest(f"The field {rank} is {within}, outside {size} {of}: ranks run from 0 to {of - 1}.")
+    return within, of
+
+
+def parse_prefill_rank(payload: Mapping[str, Any]) -> PrefillRank:
+    """A prefill rank's ``PUT /route`` body (``register_to_bootstrap``'s), checked field by field.
+
+    The dp rank and size are ``attn_dp_*`` when ``system_dp_size`` is 1 and
+    ``system_dp_*`` otherwise, as the engines' server reads them. Every field
+    sent is kept, but ``lease`` (the registry's, not the engine's).
+    """
+    tp, tp_size = _rank_within(payload, "attn_tp_rank", "attn_tp_size")
+    cp, cp_size = _rank_within(payload, "attn_cp_rank", "attn_cp_size")
+    pp, pp_size = _rank_within(payload, "pp_rank", "pp_size")
+    attn_dp, attn_dp_size = _rank_within(payload, "attn_dp_rank", "attn_dp_size")
+    system_dp, system_dp_size = _rank_within(payload, "system_dp_rank", "system_dp_size")
+    dp, dp_size = (attn_dp, attn_dp_size) if system_dp_size == 1 else (system_dp, system_dp_size)
+    _text(payload, "rank_ip")
+    port = _integer(payload, "rank_port", least=1)
+    if port > 65_535:
+        raise BadRequest(f"The field rank_port must be a port, 1 to 65535, not {port}.")
+    page_size = _integer(payload, "page_size", least=1)
+    kv_cache_dtype = _text(payload, "kv_cache_dtype")
+    balance = payload.get("load_balance_method", "follow_bootstrap_room")
+    if not isinstance(balance, str):
+        raise BadRequest("The field load_balance_method must be a string.")
+    optional = tuple((name, payload[name]) for name in _OPTIONAL_INFO if name in payload)
+    topology = Topology(
+        dp_size,
+        cp_size,
+        tp_size,
+        pp_size,
+        page_size,
+        kv_cache_dtype,
+        balance == "follow_bootstrap_room",
+        optional,
+    )
+    value = {name: field for name, field in payload.items() if name != "lease"}
+    for name in _INTEGER_FIELDS:  # checked whole above: kept as integers (17011, not 17011.0)
+        value[name] = int(value[name])
+    return PrefillRank(Coords(dp, cp, tp, pp), topology, value)
+
+
+def parse_route_query(param: Callable[[str], str | None]) -> Coords | None:
+    """``GET`` or ``DELETE /route``'s four parameters: a rank, or ``None`` for the four ``-1``s (all).
+
+    One missing or empty is the engines' :class:`MissingInputs`; one that is not
+    a non-negative integer (other than the four ``-1``s together) a ``400``.
+    """
+    texts = [param(name) for name in _ROUTE_PARAMS]
+    if not all(texts):
+        raise MissingInputs()
+    if texts == ["-1"] * 4:
+        return None
+    values = []
+    for name, text in zip(_ROUTE_PARAMS, texts, strict=True):
+        assert text is not None  # all() above
+        if not (text.isascii() and text.isdigit()):
+            raise BadRequest(
+                f"The {name} parameter must be a non-negative integer (or all four -1), not {text!r}."
+            )
+        values.append(int(text))
+    return Coords(*values)
+
+
+MAX_ROOM = 2**64 - 1
+"""The largest room: the engines draw rooms below 2**63; a room is a 64-bit number on every side."""
+
+
+def _room(value: object, what: str) -> int:
+    whole = _whole(value)
+    if whole is None or not 0 <= whole <= MAX_ROOM:
+        raise BadRequest(f"{what} must be an integer from 0 to 2**64 - 1, not {json.dumps(value)[:64]}.")
+    return whole
+
+
+def parse_room(payload: Mapping[str, Any]) -> tuple[int, int]:
+    """``POST /register_dp_rank``'s body: the room and its dp rank."""
+    for name in ("bootstrap_room", "dp_rank"):
+        if name not in payload:
+            raise BadRequest(f"The field {name} is missing.")
+    return _room(payload["bootstrap_room"], "The field bootstrap_room"), _room(
+        payload["dp_rank"], "The field dp_rank"
+    )
+
+
+def parse_rooms(payload: Mapping[str, Any]) -> list[int]:
+    """``POST /query_dp_ranks``' body: the rooms asked, at most :data:`MAX_ROOMS_ASKED`."""
+    rooms = payload.get("bootstrap_rooms")
+    if not isinstance(rooms, list):
+        raise BadRequest("The field bootstrap_rooms must be a list of rooms.")
+    if len(rooms) > MAX_ROOMS_ASKED:
+        raise BadRequest(
+            f"The field bootstrap_rooms holds {len(rooms)} rooms: at most {MAX_ROOMS_ASKED} at once."
+        )
+    return list(dict.fromkeys(_room(room, "Each of bootstrap_rooms") for room in rooms))
+
+
+def not_ready_text(registered: int) -> str:
+    """The engines' ``503`` text until the topology is complete (``registered``: distinct ranks)."""
+    return f"Prefill server not fully registered yet ({registered} workers registered)."
+
+
+def not_found_text(coords: Coords) -> str:
+    """The engines' ``404`` text of a rank not registered once the topology is complete."""
+    return f"Bootstrap info not found for {coords.says()}"
+
+
+def encode_address(value: Mapping[str, Any]) -> bytes:
+    """A rank's ``GET /route`` reply, as the engines' server writes it: ``{"rank_ip": ..., "rank_port": N}``."""
+    return json.dumps({"rank_ip": value["rank_ip"], "rank_port": value["rank_port"]}).encode()
+
+
+def encode_rooms(found: Sequence[tuple[int, int]]) -> bytes:
+    """``/query_dp_ranks``' reply: the known rooms, keys as strings, as the engines' server writes it."""
+    return json.dumps({str(room): dp_rank for room, dp_rank in found}).encode()
