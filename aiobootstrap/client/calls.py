@@ -32,7 +32,7 @@ from .transport import Reply, Transport
 
 __all__ = ["encoder_urls", "get_record", "get_records", "register", "request", "unregister"]
 
-_READ_TIMEOUT = 60.0
+READ_TIMEOUT = 60.0
 """How long a request that does not park may take to answer."""
 
 
@@ -46,7 +46,7 @@ async def request(
     body: bytes | None = None,
 ) -> Reply:
     """The ``200`` of one request that does not park; any other reply raises its error."""
-    reply = await transport.call(method, path, deadline, params=params, body=body, read_timeout=_READ_TIMEOUT)
+    reply = await transport.call(method, path, deadline, params=params, body=body, read_timeout=READ_TIMEOUT)
     if reply.status != 200:
         raise transport.error(reply.status, path, reply.body)
     return reply
@@ -76,7 +76,7 @@ async def unregister(
         kind.register_path,
         Deadline(timeout),
         params=wire.role_rank_query(rank, role),
-        read_timeout=_READ_TIMEOUT,
+        read_timeout=READ_TIMEOUT,
     )
     if reply.status == 200:
         return True

@@ -45,6 +45,7 @@ from ..wire.kinds import PARALLELISM_CONFIG_ROUTES, TRANSFER_ENGINE_INFO_ROUTES
 from . import calls
 from . import watch as _watch
 from .leases import ClientLease, send_registration
+from .prefill import PrefillCalls
 from .restarts import Replay
 from .retry import Backoff, Deadline
 from .transport import Transport
@@ -59,7 +60,7 @@ _LISTING_TIME = 60.0
 """The whole time of the calls that ask each replica once and take no ``timeout``."""
 
 
-class BootstrapClient:
+class BootstrapClient(PrefillCalls):
     """An async client for an aiobootstrap (or compatible) server.
 
     ::

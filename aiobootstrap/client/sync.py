@@ -128,6 +128,11 @@ class SyncBootstrapClient(LoopThreadOwner):
     list_encoder_urls = _blocking(BootstrapClient.list_encoder_urls)
     encoder_url_health = _blocking(BootstrapClient.encoder_url_health)
     wait_encoder_urls = _blocking(BootstrapClient.wait_encoder_urls)
+    register_prefill_rank = _blocking(BootstrapClient.register_prefill_rank)
+    prefill_parallel_info = _blocking(BootstrapClient.prefill_parallel_info)
+    prefill_rank_address = _blocking(BootstrapClient.prefill_rank_address)
+    register_dp_rank = _blocking(BootstrapClient.register_dp_rank)
+    query_dp_ranks = _blocking(BootstrapClient.query_dp_ranks)
     list_ranks = _blocking(BootstrapClient.list_ranks)
     list_namespaces = _blocking(BootstrapClient.list_namespaces)
 

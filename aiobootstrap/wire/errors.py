@@ -83,7 +83,9 @@ def decode_not_registered(status: int, payload: bytes) -> list[int] | None:
 
 
 def error_detail(status: int, payload: bytes) -> str:
-    """The ``detail`` of an error reply, or a sentence naming its status when it has none."""
+    """The ``detail`` of an error reply, its text when it is one short line of text (the engines' servers
+    answer so: "Prefill server not fully registered yet (3 workers registered)."), else a sentence naming
+    its status."""
     try:
         reply = loads(payload)
     except (ValueError, RecursionError):
@@ -91,7 +93,15 @@ def error_detail(status: int, payload: bytes) -> str:
     detail = reply.get("detail") if isinstance(reply, dict) else None
     if isinstance(detail, str) and detail:
         return detail
+    if reply is None and 0 < len(payload) <= _TEXT_DETAIL:
+        text = payload.decode(errors="replace").strip()
+        if text and text.isprintable():
+            return text
     return f"The server answered HTTP {status} without a detail."
+
+
+_TEXT_DETAIL = 256
+"""The longest plain-text reply taken as an error's detail (a page of HTML or a traceback is not one)."""
 
 
 def decode_absent(status: int, payload: bytes, noun: str) -> list[int] | None:

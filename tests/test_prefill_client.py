@@ -1,0 +1,53 @@
+"""The clients' prefill bootstrap calls (async and sync), against the real app: register prefill ranks,
+wait for the parallel info and a rank's address, register rooms and wait for their dp ranks."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from aiobootstrap import BootstrapClient, ServerUnavailable, SyncBootstrapClient
+from aiobootstrap.exceptions import BootstrapError, NotRegistered
+
+from .helpers.prefill import rank_body
+
+
+@pytest.fixture
+def url(client: Any) -> str:
+    return str(client.make_url("")).rstrip("/")
+
+
+async def test_register_and_wait_for_the_topology_and_an_address(url: str) -> None:
+    async with BootstrapClient(url) as client:
+        waiting = asyncio.create_task(client.prefill_parallel_info(timeout=60))
+        for tp, dp in ((0, 0), (1, 0), (0, 1)):
+            await client.register_prefill_rank(rank_body(tp, dp))
+        address = asyncio.create_task(client.prefill_rank_address(1, 0, 1, 0, timeout=60))
+        await asyncio.sleep(0)
+        assert not waiting.done()
+        await client.register_prefill_rank(rank_body(1, 1))
+        info = await asyncio.wait_for(waiting, 30)
+        assert (info["dp_size"], info["attn_tp_size"]) == (2, 2)
+        assert await asyncio.wait_for(address, 30) == ("10.0.0.11", 17011)
+        with pytest.raises(NotRegistered, match="dp_rank=5"):
+            await client.prefill_rank_address(5, 0, 0, 0, timeout=0.2)
+        with pytest.raises(BootstrapError, match="attn_tp_size 2"):
+            await client.register_prefill_rank(rank_body(0, 0, tp_size=4))
+
+
+async def test_an_incomplete_deployment_at_the_deadline_says_how_far_it_got(url: str) -> None:
+    async with BootstrapClient(url) as client:
+        await client.register_prefill_rank(rank_body(0, 0))
+        with pytest.raises(ServerUnavailable, match=r"not fully registered yet \(1 workers registered\)"):
+            await client.prefill_parallel_info(timeout=0.3)
+
+
+async def test_rooms_through_the_sync_client(url: str) -> None:
+    def blocking() -> tuple[dict[int, int], dict[int, int]]:
+        with SyncBootstrapClient(url) as client:
+            client.register_dp_rank(12345, 1)
+            return client.query_dp_ranks([12345, 999]), client.query_dp_ranks([12345, 999], wait=0.2)
+
+    assert await asyncio.to_thread(blocking) == ({12345: 1}, {12345: 1})
