@@ -72,6 +72,7 @@ bench: $(BENCH_INSTALLED)
 	$(BIN)/python -m bench.failover
 	$(BIN)/python -m bench.layers
 	$(BIN)/python -m bench.big_readers
+	$(BIN)/python -m bench.prefill
 
 # Real servers on free ports; prints tables for docs/benchmarks.md's Soak section.
 soak: $(INSTALLED)
