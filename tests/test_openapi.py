@@ -79,7 +79,13 @@ def test_operations_are_complete() -> None:
             assert in_path == set(re.findall(r"{(\w+)}", path)), (method, path)
             for status, response in operation["responses"].items():
                 if int(status) >= 400:
-                    schema = response["content"]["application/json"]["schema"]["$ref"]
+                    content = response["content"]
+                    if "application/json" not in content:
+                        # The engines' own sentence their code reads: the prefill bootstrap's text 404.
+                        assert path.endswith("/route"), (method, path, status)
+                        assert list(content) == ["text/plain"], (method, path, status)
+                        continue
+                    schema = content["application/json"]["schema"]["$ref"]
                     assert schema in ("#/components/schemas/Error", "#/components/schemas/Missing")
     assert len(ids) == len(set(ids))
 

@@ -222,6 +222,11 @@ def test_every_async_method_blocks_with_the_same_signature() -> None:
         "list_ranks",
         "list_namespaces",
         "encoder_url_health",
+        "register_prefill_rank",
+        "prefill_parallel_info",
+        "prefill_rank_address",
+        "register_dp_rank",
+        "query_dp_ranks",
     }
     for name in public:
         method = getattr(SyncBootstrapClient, name)

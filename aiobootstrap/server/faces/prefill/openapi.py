@@ -176,12 +176,12 @@ SCHEMAS: dict[str, Any] = {
     "PrefillRoom": {
         "type": "object",
         "required": ["bootstrap_room", "dp_rank"],
-        "properties": {"bootstrap_room": _ROOM, "dp_rank": _INTEGER},
+        "properties": {"bootstrap_room": _ROOM, "dp_rank": _ROOM},
     },
     "PrefillRooms": {
         "type": "object",
         "required": ["bootstrap_rooms"],
         "properties": {"bootstrap_rooms": {"type": "array", "items": _ROOM, "maxItems": MAX_ROOMS_ASKED}},
     },
-    "PrefillDpRanks": {"type": "object", "additionalProperties": _INTEGER},
+    "PrefillDpRanks": {"type": "object", "additionalProperties": _ROOM},
 }
