@@ -235,7 +235,9 @@ class Connection:
         # The Sentinels' own credentials, never the nodes': redis-py gives the Sentinels only these.
         if target.sentinel_password is not None:
             asking.update(username=target.sentinel_username, password=target.sentinel_password)
-        sentinel = self._sentinel = _Sentinels(list(target.sentinels), sentinel_kwargs=asking, **node)  # type: ignore[no-untyped-call]
+        # Through Any: redis-py types Sentinel's constructor from 8.2 on, and not before (an ignore is unused in one).
+        sentinels: Any = _Sentinels
+        sentinel = self._sentinel = sentinels(list(target.sentinels), sentinel_kwargs=asking, **node)
         self.client = sentinel.master_for(
             target.master, connection_pool_class=_BlockingSentinelPool, timeout=None, **calls
         )
