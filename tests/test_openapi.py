@@ -81,8 +81,8 @@ def test_operations_are_complete() -> None:
                 if int(status) >= 400:
                     content = response["content"]
                     if "application/json" not in content:
-                        # The engines' own sentence their code reads: the prefill bootstrap's text 404.
-                        assert path.endswith("/route"), (method, path, status)
+                        # The engines' own sentences their code reads: the prefill bootstrap's and Mooncake's.
+                        assert path.endswith(("/route", "/metadata")), (method, path, status)
                         assert list(content) == ["text/plain"], (method, path, status)
                         continue
                     schema = content["application/json"]["schema"]["$ref"]
@@ -184,7 +184,8 @@ async def test_every_body_route_documents_what_reading_a_body_answers(aiohttp_cl
         for method, operation in item.items():
             if "requestBody" not in operation:
                 continue
-            url = path.replace("{namespace}", "ns1")
+            # Mooncake's routes name their key first: without it, the key's 400 comes before the body.
+            url = path.replace("{namespace}", "ns1") + ("?key=k" if path.endswith("/metadata") else "")
             compressed = await client.request(method, url, data=b"{}", headers={"Content-Encoding": "gzip"})
             assert compressed.status == 415, (method, path)
             assert {"408", "413", "415"} <= operation["responses"].keys(), (method, path)

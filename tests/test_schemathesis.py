@@ -56,9 +56,10 @@ _WATCH = {
 
 
 _ROUTE = {
-    # A schema-valid prefill rank may be outside its own sizes (attn_tp_rank 3 of attn_tp_size 2), and a
-    # schema-valid query may mix -1 with ranks: what JSON Schema cannot say is a 400.
-    "include-path-regex": "/route$",
+    # A schema-valid prefill rank may be outside its own sizes (attn_tp_rank 3 of attn_tp_size 2), a
+    # schema-valid query may mix -1 with ranks, and a schema-valid metadata key may not be text a store can
+    # keep (a lone surrogate): what JSON Schema cannot say is a 400.
+    "include-path-regex": "/(route|metadata)$",
     "checks": {
         "positive_data_acceptance": {
             "expected-statuses": ["2xx", "3xx", "400", "401", "403", "404", "409", "429", "5xx"]

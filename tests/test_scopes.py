@@ -105,6 +105,10 @@ ROUTES: list[tuple[str, str, dict[str, Any] | None, Access]] = [
     ("DELETE", f"{_NS}/route?{_ALL_PREFILL}", None, Access.WRITE),
     ("POST", f"{_NS}/register_dp_rank", {"bootstrap_room": 1, "dp_rank": 0}, Access.WRITE),
     ("POST", f"{_NS}/query_dp_ranks", {"bootstrap_rooms": [1]}, Access.READ),
+    # Mooncake's metadata: a key is written by its engine, read by its peers.
+    ("PUT", f"{_NS}/metadata?key=mooncake/ram/a", {"buffers": []}, Access.WRITE),
+    ("GET", f"{_NS}/metadata?key=mooncake/ram/a", None, Access.READ),
+    ("DELETE", f"{_NS}/metadata?key=mooncake/ram/a", None, Access.WRITE),
     # The page (SPEC section 11): a read; a client that does not ask for HTML gets the JSON refusals.
     ("GET", f"{_NS}/", None, Access.READ),
     ("POST", f"{_NS}/leases", {"ttl": 10}, Access.WRITE),
@@ -141,6 +145,9 @@ async def _fill(client: TestClient[web.Request, web.Application]) -> None:
     )
     assert reply.status == 200
     assert (await client.put(f"{_NS}/route", json=_PREFILL_RANK, headers=admin)).status == 200
+    assert (
+        await client.put(f"{_NS}/metadata?key=mooncake/ram/a", json={"buffers": []}, headers=admin)
+    ).status == 200
 
 
 async def _state(client: TestClient[web.Request, web.Application]) -> list[Any]:
@@ -152,6 +159,7 @@ async def _state(client: TestClient[web.Request, web.Application]) -> list[Any]:
         "/ranks?kind=parallelism_config",
         "/list_encoder_urls",
         f"/route?{_ALL_PREFILL}",
+        "/metadata?key=mooncake/ram/a",
     ]:
         reply = await client.get(f"{_NS}{path}", headers=admin)
         assert reply.status == 200

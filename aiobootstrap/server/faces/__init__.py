@@ -4,7 +4,8 @@
 in its own folder's ``face.py``: ``engine_info`` (SGLang's per-rank records,
 one set of handlers for each entry of ``kinds.KINDS``), ``encoders`` (SGLang's
 encoder URL list and its prober), ``prefill`` (SGLang's prefill bootstrap for PD
-disaggregation: ``/route``, the bootstrap rooms), ``native`` (aiobootstrap's own: the health
+disaggregation: ``/route``, the bootstrap rooms), ``mooncake`` (the metadata server Mooncake's
+transfer engines rendezvous through: ``/metadata?key=``), ``native`` (aiobootstrap's own: the health
 probe, ``/ranks``, ``/watch``, the leases, the page). No face imports
 another: what they share is here, beside them: ``common`` (what they read
 from a request, the plain replies they send), ``kinds`` (the record kinds'
@@ -17,10 +18,11 @@ from __future__ import annotations
 from ..face import Face
 from .encoders.face import ENCODERS
 from .engine_info.face import ENGINE_INFO
+from .mooncake.face import MOONCAKE
 from .native.face import NATIVE
 from .prefill.face import PREFILL
 
-__all__ = ["ENCODERS", "ENGINE_INFO", "FACES", "NATIVE", "PREFILL"]
+__all__ = ["ENCODERS", "ENGINE_INFO", "FACES", "MOONCAKE", "NATIVE", "PREFILL"]
 
-FACES: tuple[Face, ...] = (ENGINE_INFO, ENCODERS, PREFILL, NATIVE)
+FACES: tuple[Face, ...] = (ENGINE_INFO, ENCODERS, PREFILL, MOONCAKE, NATIVE)
 """The app's faces (``create_app(faces=...)`` serves others): a new one is a folder and an entry here."""

@@ -1,0 +1,1 @@
+"""Mooncake's metadata server: ``GET``/``PUT``/``DELETE /metadata?key=`` on the registry."""

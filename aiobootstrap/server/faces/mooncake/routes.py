@@ -1,0 +1,109 @@
+"""``/metadata?key=K``: Mooncake's transfer engines store and read their segment descriptors and RPC
+addresses, with the replies of Mooncake's own server (its texts, an exact ``200`` for success).
+
+A key is a named record of kind ``metadata`` (its name the key, kept exactly);
+its value the body, byte for byte. An engine's RPC entry (a key holding
+``rpc_meta``) is never taken over: a ``PUT`` of another value while one is
+stored is the ``400`` Mooncake's server answers, and the check is one step
+with the write (``register_if``), across replicas. ``GET`` waits with
+``wait=S`` (and ``after=V``); every reply for a key carries its version.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from aiohttp import web
+
+from ...._logging import clipped, printable
+from ...._names import DEFAULT_ROLE, VERSION_HEADER
+from ....exceptions import BadRequest
+from ....store import ABSENT, Key, Record
+from ....wire.leases import parse_lease_field
+from ....wire.metadata import (
+    DELETED,
+    DUPLICATE,
+    KEY_REQUIRED,
+    LEASE_HEADER,
+    METADATA,
+    NOT_FOUND,
+    UNCHANGED,
+    UPDATED,
+    decode_value,
+    encode_value,
+    is_rpc_meta,
+)
+from ...appkeys import CONFIG, REGISTRY
+from ...body import read_body
+from ..common import after_of, namespace_of, param, wait_seconds
+
+__all__ = ["delete_metadata", "get_metadata", "put_metadata"]
+
+log = logging.getLogger("aiobootstrap")
+
+_JSON = "application/json"
+"""What Mooncake's server answers a value with: the engine parses it as the JSON it put."""
+
+
+def _key(request: web.Request) -> Key | web.Response:
+    """The key asked for, or Mooncake's text ``400`` when there is none."""
+    name = param(request, "key")
+    if not name:
+        return web.Response(status=400, text=KEY_REQUIRED)
+    try:
+        return Key.named(namespace_of(request), METADATA, DEFAULT_ROLE, name)
+    except ValueError as exc:
+        raise BadRequest(str(exc)) from None
+
+
+def _text(status: int, text: str, record: Record | None = None) -> web.Response:
+    headers = {} if record is None else {VERSION_HEADER: str(record.version)}
+    return web.Response(status=status, text=text, headers=headers)
+
+
+async def get_metadata(request: web.Request) -> web.StreamResponse:
+    """``GET /metadata?key=K[&wait=S][&after=V]``: the value last stored, byte for byte."""
+    key = _key(request)
+    if isinstance(key, web.Response):
+        return key
+    wait, after = wait_seconds(request), after_of(request)
+    registry = request.app[REGISTRY]
+    record = await registry.wait(key, wait, after) if wait > 0 else await registry.get(key)
+    if record is None or record.version <= after:
+        return _text(404, NOT_FOUND)
+    return web.Response(
+        body=decode_value(record.value), content_type=_JSON, headers={VERSION_HEADER: str(record.version)}
+    )
+
+
+async def put_metadata(request: web.Request) -> web.StreamResponse:
+    """``PUT /metadata?key=K``: store the body (``X-Aiobootstrap-Lease: ID`` puts it on that lease)."""
+    key = _key(request)
+    if isinstance(key, web.Response):
+        return key
+    body = await read_body(request, request.app[CONFIG])
+    lease = parse_lease_field({"lease": request.headers.get(LEASE_HEADER) or None})  # empty: no lease
+    value = encode_value(body)
+    registry = request.app[REGISTRY]
+    if not is_rpc_meta(key.name or ""):
+        return _text(200, UPDATED, await registry.register(key, value, lease))
+    while True:
+        current = await registry.get(key)
+        if current is not None:
+            if current.value != value:
+                log.info("refused rpc_meta %s: another engine holds it", printable(clipped(key.name or "")))
+                return _text(400, DUPLICATE)
+            return _text(200, UNCHANGED, current)
+        record = await registry.register_if(key, value, ABSENT, lease)
+        if record is not None:
+            return _text(200, UPDATED, record)
+        # Another engine wrote it meanwhile, here or through another replica: compare with what it wrote.
+
+
+async def delete_metadata(request: web.Request) -> web.StreamResponse:
+    """``DELETE /metadata?key=K``: forget the key (an engine's at its normal exit)."""
+    key = _key(request)
+    if isinstance(key, web.Response):
+        return key
+    record = await request.app[REGISTRY].unregister(key)
+    return _text(404, NOT_FOUND) if record is None else _text(200, DELETED)
