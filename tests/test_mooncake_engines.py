@@ -1,0 +1,140 @@
+"""Real Mooncake transfer engines (``mooncake-transfer-engine-non-cuda`` from PyPI, TCP transport, no GPU),
+each in a process of its own, rendezvous through aiobootstrap's ``/metadata``: one writes bytes into the
+other's registered buffer and they arrive intact, also when the engine written to was found through a
+restarted aiobootstrap (file store, Redis). Where the wheel cannot load, these skip with a reason that
+starts with "mooncake" (and .ci/run fails on it)."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .helpers.cli import serve
+from .helpers.ports import quiet_port
+from .helpers.waits import GUARD
+from .redis_server import RedisServer
+
+try:
+    from mooncake.engine import TransferEngine  # noqa: F401  (a wheel that loads: libibverbs present)
+
+    _MISSING = None
+except (ImportError, OSError) as exc:  # the wheel absent, or libibverbs1 missing
+    _MISSING = f"mooncake transfer engine unavailable: {exc} (pip install mooncake-transfer-engine-non-cuda; Debian: libibverbs1)"
+
+pytestmark = pytest.mark.skipif(_MISSING is not None, reason=_MISSING or "")
+
+SIZE = 1 << 16
+
+
+class Engine:
+    """One transfer engine process (``tests/helpers/mooncake_engine.py``)."""
+
+    def __init__(self, metadata: str) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "tests.helpers.mooncake_engine", metadata, str(SIZE)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=Path(__file__).parent.parent,
+        )
+        self.hello = self._line()
+        assert "name" in self.hello, (self.hello, self._stderr())
+        self.name: str = self.hello["name"]
+        self.buffer: int = self.hello["buffer"]
+
+    def _line(self) -> dict[str, Any]:
+        assert self.process.stdout is not None
+        line = self.process.stdout.readline()
+        return json.loads(line) if line else {"exited": self.process.poll()}
+
+    def _stderr(self) -> str:
+        self.process.kill()
+        return self.process.communicate(timeout=GUARD)[1][-3000:]
+
+    def _ask(self, line: str) -> dict[str, Any]:
+        assert self.process.stdin is not None
+        self.process.stdin.write(line + "\n")
+        self.process.stdin.flush()
+        return self._line()
+
+    def write(self, peer: Engine, data: bytes) -> int:
+        return int(self._ask(f"write {peer.name} {peer.buffer} {data.hex()}")["result"])
+
+    def read(self, count: int) -> bytes:
+        return bytes.fromhex(self._ask(f"read {count}")["hex"])
+
+    def close(self) -> None:
+        if self.process.poll() is None:
+            assert self.process.stdin is not None
+            self.process.stdin.close()  # a normal exit: the engine deletes its metadata
+            try:
+                self.process.wait(GUARD)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        for stream in (self.process.stdout, self.process.stderr):
+            if stream is not None:
+                stream.close()
+
+
+@pytest.fixture
+def engines() -> Iterator[list[Engine]]:
+    made: list[Engine] = []
+    yield made
+    for engine in made:
+        engine.close()
+
+
+def _stop(served: Any) -> None:
+    served.process.send_signal(signal.SIGTERM)
+    served.process.communicate(timeout=GUARD)
+
+
+def test_two_engines_move_bytes_through_aiobootstrap(engines: list[Engine]) -> None:
+    served = serve()
+    try:
+        engines += [Engine(f"{served.url}/metadata"), Engine(f"{served.url}/ns/pd-0/metadata")]
+        receiver, sender = engines
+        assert sender.write(receiver, b"not in the same namespace") != 0  # each namespace its own engines
+        engines.append(Engine(f"{served.url}/metadata"))
+        data = bytes(range(256)) * 16
+        assert engines[2].write(receiver, data) == 0
+        assert receiver.read(len(data)) == data
+    finally:
+        for engine in engines:
+            engine.close()
+        _stop(served)
+
+
+@pytest.mark.parametrize("store", ["file", "redis"])
+def test_an_engine_is_found_after_aiobootstrap_restarts(
+    engines: list[Engine], store: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """The engine registered before the restart is found by one started after it, on a durable store."""
+    if store == "redis":
+        redis: RedisServer = request.getfixturevalue("redis_server")
+        options = ["--store", redis.url]
+    else:
+        options = ["--state-file", str(tmp_path / "state")]
+    port = str(quiet_port())
+    served = serve(*options, "--port", port)
+    try:
+        engines.append(Engine(f"{served.url}/metadata"))
+        _stop(served)
+        served = serve(*options, "--port", port)
+        engines.append(Engine(f"{served.url}/metadata"))
+        receiver, sender = engines
+        assert sender.write(receiver, b"after the restart") == 0
+        assert receiver.read(17) == b"after the restart"
+    finally:
+        for engine in engines:
+            engine.close()
+        _stop(served)
