@@ -45,6 +45,7 @@ from ..wire.kinds import PARALLELISM_CONFIG_ROUTES, TRANSFER_ENGINE_INFO_ROUTES
 from . import calls
 from . import watch as _watch
 from .leases import ClientLease, send_registration
+from .metadata import MetadataCalls
 from .prefill import PrefillCalls
 from .restarts import Replay
 from .retry import Backoff, Deadline
@@ -60,7 +61,7 @@ _LISTING_TIME = 60.0
 """The whole time of the calls that ask each replica once and take no ``timeout``."""
 
 
-class BootstrapClient(PrefillCalls):
+class BootstrapClient(PrefillCalls, MetadataCalls):
     """An async client for an aiobootstrap (or compatible) server.
 
     ::

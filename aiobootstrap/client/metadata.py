@@ -1,0 +1,75 @@
+"""The client's calls of Mooncake's metadata protocol (``server/faces/mooncake``): get, wait for, put and
+delete a key's value, kept and given back byte for byte."""
+
+from __future__ import annotations
+
+from ..exceptions import NotRegistered
+from ..wire.metadata import METADATA_PATH, NOT_FOUND
+from . import calls
+from .retry import Deadline
+from .transport import Reply, Transport
+
+__all__ = ["MetadataCalls"]
+
+
+class MetadataCalls:
+    """Mooncake's metadata calls, a part of :class:`BootstrapClient` (which sets ``_transport``)."""
+
+    _transport: Transport
+
+    async def get_metadata(self, key: str, *, timeout: float | None = 60.0) -> bytes:
+        """The value stored under ``key`` now; :class:`NotRegistered` when there is none."""
+        reply = await self._transport.call(
+            "GET", METADATA_PATH, Deadline(timeout), params={"key": key}, read_timeout=calls.READ_TIMEOUT
+        )
+        return self._value(reply)
+
+    async def wait_metadata(
+        self, key: str, *, after: int = 0, timeout: float | None = 60.0
+    ) -> tuple[bytes, int]:
+        """``key``'s value and version once it exists (and changed after version ``after``), waiting up to
+        ``timeout`` seconds; :class:`NotRegistered` when the time runs out first."""
+        reply = await self._transport.long_poll(
+            METADATA_PATH,
+            lambda wait: {"key": key, "after": str(after), "wait": f"{wait:g}"},
+            Deadline(timeout),
+            self._answered,
+        )
+        return self._value(reply), int(reply.version or 0)
+
+    async def put_metadata(self, key: str, value: bytes, *, timeout: float | None = 60.0) -> None:
+        """Store ``value`` under ``key``; an engine's RPC entry (a key holding ``rpc_meta``) that holds
+        another value raises :class:`BadRequest` (Mooncake's ``Duplicate rpc_meta key not allowed``)."""
+        reply = await self._transport.call(
+            "PUT",
+            METADATA_PATH,
+            Deadline(timeout),
+            params={"key": key},
+            body=value,
+            read_timeout=calls.READ_TIMEOUT,
+        )
+        if reply.status != 200:
+            raise self._transport.error(reply.status, METADATA_PATH, reply.body)
+
+    async def delete_metadata(self, key: str, *, timeout: float | None = 60.0) -> bool:
+        """Delete ``key``; ``False`` when there was nothing under it."""
+        reply = await self._transport.call(
+            "DELETE", METADATA_PATH, Deadline(timeout), params={"key": key}, read_timeout=calls.READ_TIMEOUT
+        )
+        if reply.status == 404 and reply.body == NOT_FOUND.encode():
+            return False
+        if reply.status != 200:
+            raise self._transport.error(reply.status, METADATA_PATH, reply.body)
+        return True
+
+    def _value(self, reply: Reply) -> bytes:
+        if reply.status == 404 and reply.body == NOT_FOUND.encode():
+            raise NotRegistered(NOT_FOUND)
+        if reply.status != 200:
+            raise self._transport.error(reply.status, METADATA_PATH, reply.body)
+        return reply.body
+
+    def _answered(self, path: str, reply: Reply) -> bool:
+        if reply.status == 200 or (reply.status == 404 and reply.body == NOT_FOUND.encode()):
+            return reply.status == 200
+        raise self._transport.error(reply.status, path, reply.body)

@@ -1,0 +1,46 @@
+"""The clients' Mooncake metadata calls (async and sync) against the real app: put, get, wait, delete,
+byte for byte, and an RPC entry that is not taken over."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from aiobootstrap import BadRequest, BootstrapClient, NotRegistered, SyncBootstrapClient
+
+RPC = "mooncake/rpc_meta/10.0.0.7:15868"
+
+
+@pytest.fixture
+def url(client: Any) -> str:
+    return str(client.make_url("")).rstrip("/")
+
+
+async def test_put_get_wait_and_delete(url: str) -> None:
+    async with BootstrapClient(url, namespace="mc") as client:
+        with pytest.raises(NotRegistered):
+            await client.get_metadata("mooncake/ram/a")
+        waiting = asyncio.create_task(client.wait_metadata("mooncake/ram/a", timeout=60))
+        await asyncio.sleep(0)
+        await client.put_metadata("mooncake/ram/a", b"\x00\xffdescriptor")
+        value, version = await asyncio.wait_for(waiting, 30)
+        assert (value, version > 0) == (b"\x00\xffdescriptor", True)
+        assert await client.get_metadata("mooncake/ram/a") == b"\x00\xffdescriptor"
+        await client.put_metadata(RPC, b'{"rpc_port":1}')
+        with pytest.raises(BadRequest, match="Duplicate rpc_meta key not allowed"):
+            await client.put_metadata(RPC, b'{"rpc_port":2}')
+        assert await client.delete_metadata("mooncake/ram/a") is True
+        assert await client.delete_metadata("mooncake/ram/a") is False
+        with pytest.raises(NotRegistered):
+            await client.wait_metadata("mooncake/ram/a", timeout=0.2)
+
+
+async def test_the_sync_client(url: str) -> None:
+    def blocking() -> bytes:
+        with SyncBootstrapClient(url) as client:
+            client.put_metadata("k", b"v")
+            return client.get_metadata("k")
+
+    assert await asyncio.to_thread(blocking) == b"v"
