@@ -120,17 +120,22 @@ class Guard:
         if access is Access.PROBE:
             return None
         headers = request.headers.getall("Authorization", [])
+        anonymous = self.tokens.anonymous
         if not headers:
             if self.open_reads and access is not Access.WRITE:
                 return None
-            needs = " to change records" if self.open_reads else ""
-            return _unauthorized(f"This server requires an Authorization: Bearer token{needs}.")
-        if len(headers) > 1:
+            if anonymous is None or access is Access.SERVER or not _names_covered(request, anonymous):
+                needs = " to change records" if self.open_reads else ""
+                return _unauthorized(f"This server requires an Authorization: Bearer token{needs}.")
+            scope = anonymous  # the token file's "*": requests without a token, in its namespaces
+        elif len(headers) > 1:
             # Which one a proxy or a framework would pick differs: refuse rather than guess.
             return _unauthorized("Send exactly one Authorization header.")
-        scope = self._scope(headers[0])
-        if scope is None:
-            return _unauthorized("The bearer token is not valid for this server.")
+        else:
+            found = self._scope(headers[0])
+            if found is None:
+                return _unauthorized("The bearer token is not valid for this server.")
+            scope = found
         if access is Access.SERVER or (access is Access.READ and self.open_reads):
             return None
         namespace = request.match_info.get("namespace", DEFAULT_NAMESPACE)
@@ -152,6 +157,8 @@ class Guard:
         if self.open_reads:
             return None
         headers = request.headers.getall("Authorization", [])
+        if not headers and self.tokens.anonymous is not None:
+            return self.tokens.anonymous.namespaces
         scope = self._scope(headers[0]) if len(headers) == 1 else None
         return frozenset() if scope is None else scope.namespaces
 
@@ -162,3 +169,9 @@ class Guard:
 
 GUARD = web.AppKey("guard", Guard)
 """The app's token check, when it has tokens: ``BootstrapServer.rotate_tokens`` replaces its set."""
+
+
+def _names_covered(request: web.Request, scope: Scope) -> bool:
+    """Whether ``request`` addresses a namespace ``scope`` covers (a request without a token is let into no
+    other: it is told a token is needed, as everywhere else, not which namespaces are open)."""
+    return scope.covers(request.match_info.get("namespace", DEFAULT_NAMESPACE))

@@ -9,6 +9,12 @@ A token file has one token per line, then its scopes::
 ``ns=NAME[,NAME...]`` names the namespaces a token may touch (without it,
 every one), ``read`` makes it read-only. Blank lines and lines that start
 with ``#`` say nothing; a file of one bare token means what it always meant.
+A line whose token is ``*`` scopes the requests that send *no* token, in the
+namespaces it names (it must name some): engines that send none, such as
+Mooncake's transfer engines, write their own namespace while every other
+stays guarded::
+
+    *  ns=mooncake-0
 
 How a token is found: a :class:`TokenSet` keeps no token, only the SHA-256
 digest of each, as the keys of a dict. A presented token is hashed, the
@@ -29,7 +35,10 @@ from dataclasses import dataclass
 
 from .._names import NAME_RULE, is_name
 
-__all__ = ["Scope", "TokenFileError", "TokenSet", "is_token"]
+__all__ = ["ANONYMOUS", "Scope", "TokenFileError", "TokenSet", "is_token"]
+
+ANONYMOUS = "*"
+"""A token file's word for the requests that send no token (see the top)."""
 
 
 def is_token(text: str) -> bool:
@@ -97,11 +106,15 @@ class TokenSet:
     and shows none of them.
     """
 
-    __slots__ = ("_entries",)
+    __slots__ = ("_entries", "anonymous")
 
-    def __init__(self, tokens: Mapping[str, Scope]) -> None:
-        if not tokens:
+    def __init__(self, tokens: Mapping[str, Scope], *, anonymous: Scope | None = None) -> None:
+        """``anonymous``: what a request without a token may do (a file's ``*`` line); ``None``: nothing."""
+        if not tokens and anonymous is None:
             raise ValueError("a token set holds at least one token")
+        if anonymous is not None and anonymous.namespaces is None:
+            raise ValueError("the scope of requests without a token names its namespaces")
+        self.anonymous = anonymous
         for token in tokens:
             if not is_token(token):
                 raise ValueError("an auth token must be non-empty printable ASCII without spaces")
@@ -120,6 +133,7 @@ class TokenSet:
     def parse(cls, text: str) -> TokenSet:
         """The tokens of a token file's ``text``; :class:`TokenFileError` names the first bad line."""
         tokens: dict[str, Scope] = {}
+        anonymous: Scope | None = None
         seen: dict[str, int] = {}
         # Lines as an editor numbers them: split on newlines only, not on every
         # character str.splitlines() takes for a line break.
@@ -128,15 +142,24 @@ class TokenSet:
             if not line or line.startswith("#"):
                 continue
             token, *words = line.split()
+            if token == ANONYMOUS:
+                if anonymous is not None:
+                    raise TokenFileError(number, f"a second {ANONYMOUS} line (name every namespace in one ns=A,B)")
+                anonymous = _scope(number, words)
+                if anonymous.namespaces is None:
+                    raise TokenFileError(
+                        number, f"{ANONYMOUS} (requests without a token) must name its namespaces: ns=NAME[,NAME...]"
+                    )
+                continue
             if not is_token(token):
                 raise TokenFileError(number, "the token holds a character that is not printable ASCII")
             if token in seen:
                 raise TokenFileError(number, f"the same token as line {seen[token]}")
             seen[token] = number
             tokens[token] = _scope(number, words)
-        if not tokens:
+        if not tokens and anonymous is None:
             raise TokenFileError(None, "holds no token (every line is blank or a # comment)")
-        return cls(tokens)
+        return cls(tokens, anonymous=anonymous)
 
     def lookup(self, presented: bytes) -> Scope | None:
         """The scope of the token ``presented`` (the header's bytes), or ``None`` if it is not one."""
