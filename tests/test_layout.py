@@ -259,6 +259,7 @@ STORE_VALUES = frozenset(
         "with_member",
         "MEMBERS",
         "MAX_MEMBERS",
+        "MAX_NAME_LENGTH",
         "ABSENT",
         "DEFAULT_ROLE",
         "TRANSFER_ENGINE_INFO",

@@ -144,11 +144,14 @@ class TokenSet:
             token, *words = line.split()
             if token == ANONYMOUS:
                 if anonymous is not None:
-                    raise TokenFileError(number, f"a second {ANONYMOUS} line (name every namespace in one ns=A,B)")
+                    raise TokenFileError(
+                        number, f"a second {ANONYMOUS} line (name every namespace in one ns=A,B)"
+                    )
                 anonymous = _scope(number, words)
                 if anonymous.namespaces is None:
                     raise TokenFileError(
-                        number, f"{ANONYMOUS} (requests without a token) must name its namespaces: ns=NAME[,NAME...]"
+                        number,
+                        f"{ANONYMOUS} (requests without a token) must name its namespaces: ns=NAME[,NAME...]",
                     )
                 continue
             if not is_token(token):
