@@ -6,10 +6,13 @@ starts with "mooncake" (and .ci/run fails on it)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import signal
 import subprocess
 import sys
+import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -36,9 +39,16 @@ SIZE = 1 << 16
 class Engine:
     """One transfer engine process (``tests/helpers/mooncake_engine.py``)."""
 
-    def __init__(self, metadata: str) -> None:
+    def __init__(self, metadata: str, name: str | None = None) -> None:
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "tests.helpers.mooncake_engine", metadata, str(SIZE)],
+            [
+                sys.executable,
+                "-m",
+                "tests.helpers.mooncake_engine",
+                metadata,
+                str(SIZE),
+                *([name] if name else []),
+            ],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -71,7 +81,12 @@ class Engine:
     def read(self, count: int) -> bytes:
         return bytes.fromhex(self._ask(f"read {count}")["hex"])
 
+    def stderr_lines(self) -> list[str]:
+        """What the engine logged (once closed): glog's warnings and errors start with W and E."""
+        return [line for line in self._stderr_text.splitlines() if line[:1] in "WE"]
+
     def close(self) -> None:
+        self._stderr_text = getattr(self, "_stderr_text", "")
         if self.process.poll() is None:
             assert self.process.stdin is not None
             self.process.stdin.close()  # a normal exit: the engine deletes its metadata
@@ -80,9 +95,12 @@ class Engine:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
-        for stream in (self.process.stdout, self.process.stderr):
-            if stream is not None:
-                stream.close()
+        if self.process.stderr is not None and not self.process.stderr.closed:
+            self._stderr_text = self.process.stderr.read()
+        for stream in (self.process.stdin, self.process.stdout, self.process.stderr):
+            if stream is not None and not stream.closed:
+                with contextlib.suppress(BrokenPipeError):  # a killed engine's stdin
+                    stream.close()
 
 
 @pytest.fixture
@@ -138,3 +156,39 @@ def test_an_engine_is_found_after_aiobootstrap_restarts(
         for engine in engines:
             engine.close()
         _stop(served)
+
+
+def test_a_killed_engine_leaves_and_its_name_can_start_again(engines: list[Engine]) -> None:
+    """Probing on: an engine SIGKILLed (it sends nothing) has its keys deleted after 3 failed probes, and an
+    engine restarted under its name initializes (Mooncake's server refuses it as a duplicate for ever); a
+    live engine probed meanwhile keeps transferring and logs nothing about the probes."""
+    served = serve("--mooncake-probe-interval", "0.3", "--mooncake-probe-timeout", "1")
+    try:
+        metadata = f"{served.url}/metadata"
+        engines += [Engine(metadata), Engine(metadata)]
+        killed, live = engines
+        killed.process.kill()
+        killed.process.wait(GUARD)
+        _await_deleted(served.url, f"mooncake/ram/{killed.name}")
+        again = Engine(metadata, name=killed.name)
+        engines.append(again)
+        assert live.write(again, b"after the probes") == 0
+        assert again.read(16) == b"after the probes"
+    finally:
+        for engine in engines:
+            engine.close()
+        _stop(served)
+    noise = [line for line in live.stderr_lines() if "andshake" in line or "ocket" in line]
+    assert noise == [], noise
+
+
+def _await_deleted(url: str, key: str) -> None:
+    """Until the server's watch tells ``key`` deleted."""
+    after, deadline = 0, time.monotonic() + 30
+    while time.monotonic() < deadline:
+        with urllib.request.urlopen(f"{url}/watch?after={after}&wait=10", timeout=20) as reply:
+            body = json.loads(reply.read())
+        after = body["version"]
+        if any(c.get("key") == key and c["op"] == "delete" for c in body["changes"]):
+            return
+    raise AssertionError(f"{key} was not deleted")

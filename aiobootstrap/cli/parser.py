@@ -207,6 +207,19 @@ def server_parser() -> argparse.ArgumentParser:
         metavar="N",
     )
     setting(
+        "--mooncake-probe-interval",
+        "seconds between probes of every Mooncake engine's RPC address; after 3 failures in a row its keys "
+        "are deleted; 0 turns them off (default: %(default)g)",
+        type=float,
+        metavar="SECONDS",
+    )
+    setting(
+        "--mooncake-probe-timeout",
+        "seconds a Mooncake probe may take before it counts as failed (default: %(default)g)",
+        type=float,
+        metavar="SECONDS",
+    )
+    setting(
         "--watch-history-memory",
         "bytes the kept changes of all namespaces may cost; past it the largest logs lose their oldest "
         f"(default: %(default)d, {_DEFAULTS.watch_history_memory / mib:g} MiB)",
@@ -304,6 +317,8 @@ def server_config(args: argparse.Namespace, environ: Mapping[str, str]) -> Serve
         **_encoder_health(args, environ),
         watch_history=args.watch_history,
         watch_history_memory=args.watch_history_memory,
+        mooncake_probe_interval=args.mooncake_probe_interval,
+        mooncake_probe_timeout=args.mooncake_probe_timeout,
     )
 
 

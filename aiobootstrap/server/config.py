@@ -102,6 +102,10 @@ class ServerConfig:
     """Seconds a probe may take; a slower one is a failure (3 in a row evict the URL)."""
     encoder_evicted_ttl: float = 600.0
     """Seconds an evicted URL is still probed (and revived when healthy); 0: for ever."""
+    mooncake_probe_interval: float = 0.0
+    """Seconds between probes of every Mooncake engine's RPC address; 0: no probes (the engines' keys stay)."""
+    mooncake_probe_timeout: float = 2.0
+    """Seconds a probe may take; a slower one is a failure (3 in a row delete the engine's keys)."""
     dp_room_ttl: float = 120.0
     """Seconds a prefill bootstrap room (``/register_dp_rank``) lives at least; it is gone by twice that."""
     watch_history: int = 100_000
@@ -156,6 +160,14 @@ class ServerConfig:
             raise ValueError(
                 f"max request line must be at least {_MIN_REQUEST_LINE} bytes (the client's batch "
                 f"requests need it), not {self.max_request_line}"
+            )
+        if not (math.isfinite(self.mooncake_probe_interval) and self.mooncake_probe_interval >= 0):
+            raise ValueError(
+                f"mooncake probe interval must be a number of seconds, 0 or more, not {self.mooncake_probe_interval}"
+            )
+        if not (math.isfinite(self.mooncake_probe_timeout) and self.mooncake_probe_timeout > 0):
+            raise ValueError(
+                f"mooncake probe timeout must be a positive number of seconds, not {self.mooncake_probe_timeout}"
             )
         if not (math.isfinite(self.dp_room_ttl) and self.dp_room_ttl > 0):
             raise ValueError(f"dp room ttl must be a positive number of seconds, not {self.dp_room_ttl}")

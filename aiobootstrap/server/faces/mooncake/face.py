@@ -8,6 +8,7 @@ from aiohttp import web
 from ....wire.metadata import METADATA_PATH
 from ...face import Access, ExpectHandler, Face, RouteAccess
 from . import openapi
+from .probes import mooncake_probes_context
 from .routes import delete_metadata, get_metadata, put_metadata
 
 __all__ = ["MOONCAKE"]
@@ -29,5 +30,12 @@ def _access() -> RouteAccess:
     }
 
 
-MOONCAKE = Face("mooncake", _routes, _access, paths=lambda: openapi.PATHS, schemas=lambda: openapi.SCHEMAS)
+MOONCAKE = Face(
+    "mooncake",
+    _routes,
+    _access,
+    paths=lambda: openapi.PATHS,
+    schemas=lambda: openapi.SCHEMAS,
+    contexts=(mooncake_probes_context,),
+)
 """Mooncake's metadata keys: a segment's descriptor, an engine's RPC address."""
