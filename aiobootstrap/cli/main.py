@@ -26,12 +26,12 @@ from .gc import tune_collector
 from .parser import (
     PROG,
     parse_tool_args,
-    read_token_file,
     server_config,
     server_parser,
     tool_token,
     usage_error,
 )
+from .token_file import read_token_file
 from .tools import TOOLS, run_tool
 
 if TYPE_CHECKING:

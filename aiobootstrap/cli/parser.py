@@ -27,7 +27,7 @@ from ..server.config import (
     ServerConfig,
     engine_settings,
 )
-from ..server.tokens import TokenFileError, TokenSet
+from .token_file import read_token_file
 from .tool_parser import add_tool_parsers, bare_rank, namespace_in_url
 from .tools import TOOLS
 
@@ -38,7 +38,6 @@ __all__ = [
     "TOKEN_ENV",
     "OneLineParser",
     "parse_tool_args",
-    "read_token_file",
     "server_config",
     "server_parser",
     "tool_parser",
@@ -360,26 +359,6 @@ def _auth_token(path: str | None, environ: Mapping[str, str]) -> str | None:
         # Set but empty is a mistake, not a wish to run without authentication.
         raise ValueError(f"{TOKEN_ENV} is set but empty")
     return token
-
-
-def read_token_file(path: str) -> TokenSet:
-    """The tokens of the token file at ``path``; a ``ValueError`` names the file and the line, never a token.
-
-    Read at start and again on ``SIGHUP``.
-    """
-    try:
-        with open(path, encoding="utf-8") as file:
-            text = file.read()
-    except (OSError, UnicodeDecodeError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) else "it is not UTF-8 text"
-        raise ValueError(f"cannot read the auth token file {path}: {reason}") from None
-    if not text.strip():
-        raise ValueError(f"the auth token file {path} is empty")
-    try:
-        return TokenSet.parse(text)
-    except TokenFileError as exc:
-        where = "," if exc.line is not None else ""
-        raise ValueError(f"the auth token file {path}{where} {exc}") from None
 
 
 def tool_parser() -> argparse.ArgumentParser:
