@@ -73,6 +73,7 @@ bench: $(BENCH_INSTALLED)
 	$(BIN)/python -m bench.layers
 	$(BIN)/python -m bench.big_readers
 	$(BIN)/python -m bench.prefill
+	$(BIN)/python -m bench.mooncake
 
 # Real servers on free ports; prints tables for docs/benchmarks.md's Soak section.
 soak: $(INSTALLED)
