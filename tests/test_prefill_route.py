@@ -195,3 +195,17 @@ async def test_newer_engines_keys_are_sent_only_when_registered(client: Any) -> 
         "kv_cache_dtype",
         "follow_bootstrap_room",
     ]
+
+
+async def test_the_listing_names_the_ranks_registered_and_missing(client: Any) -> None:
+    """GET /prefill: the topology, each rank with its address, and the missing ones by name."""
+    empty = await (await client.get("/prefill")).json()
+    assert (empty["topology"], empty["registered"], empty["missing"]) == (None, 0, [])
+    for tp, dp in ((0, 0), (1, 0), (0, 1)):
+        await _put(client, rank_body(tp, dp))
+    listing = await (await client.get("/prefill")).json()
+    assert listing["topology"]["dp_size"] == 2
+    assert (listing["expected"], listing["registered"], listing["complete"]) == (4, 3, False)
+    assert listing["missing"] == ["dp1-cp0-tp1-pp0"]
+    first = next(rank for rank in listing["ranks"] if (rank["dp"], rank["tp"]) == (1, 0))
+    assert (first["cp"], first["pp"], first["rank_ip"], first["rank_port"]) == (0, 0, "10.0.0.10", 17010)

@@ -105,6 +105,7 @@ ROUTES: list[tuple[str, str, dict[str, Any] | None, Access]] = [
     ("DELETE", f"{_NS}/route?{_ALL_PREFILL}", None, Access.WRITE),
     ("POST", f"{_NS}/register_dp_rank", {"bootstrap_room": 1, "dp_rank": 0}, Access.WRITE),
     ("POST", f"{_NS}/query_dp_ranks", {"bootstrap_rooms": [1]}, Access.READ),
+    ("GET", f"{_NS}/prefill", None, Access.READ),
     # Mooncake's metadata: a key is written by its engine, read by its peers.
     ("PUT", f"{_NS}/metadata?key=mooncake/ram/a", {"buffers": []}, Access.WRITE),
     ("GET", f"{_NS}/metadata?key=mooncake/ram/a", None, Access.READ),

@@ -227,6 +227,7 @@ def test_every_async_method_blocks_with_the_same_signature() -> None:
         "prefill_rank_address",
         "register_dp_rank",
         "query_dp_ranks",
+        "prefill_status",
         "get_metadata",
         "wait_metadata",
         "put_metadata",

@@ -24,7 +24,14 @@ from typing import TYPE_CHECKING, Any, TextIO
 from .. import wire
 from .._logging import printable
 from .._names import DEFAULT_ROLE, ENCODER_URLS, PARALLELISM_CONFIG, RANK_KINDS, TRANSFER_ENGINE_INFO
-from ..exceptions import BadRequest, BootstrapError, Forbidden, RankNotRegistered, Unauthorized
+from ..exceptions import (
+    BadRequest,
+    BootstrapError,
+    Forbidden,
+    RankNotRegistered,
+    Unauthorized,
+    UnexpectedReply,
+)
 from .register_tool import register_tool
 from .tool_errors import EXIT_ABSENT, EXIT_SERVER, EXIT_USAGE, ToolError
 from .tool_parser import KINDS
@@ -150,12 +157,36 @@ async def _status(client: BootstrapClient, args: argparse.Namespace, out: TextIO
         version, held = max(version, urls.version), held + len(urls.urls)
         sections.append(f"{ENCODER_URLS}: {len(urls.urls)} listed, version {urls.version}")
         sections += [f"  {printable(url)}" for url in urls.urls]
+    prefill = await _prefill_section(client)
+    if prefill is not None:
+        line, ready, registered = prefill
+        sections.append(line)
+        complete, held = complete and ready, held + registered
     print(f"namespace {client.namespace}, version {version}, {waiters} waiting", file=out)
     for line in sections:
         print(line, file=out)
     if not held:
         await _hint_namespaces(client, err)
     return 0 if complete else EXIT_ABSENT
+
+
+async def _prefill_section(client: BootstrapClient) -> tuple[str, bool, int] | None:
+    """The prefill deployment's line (its ranks, the missing ones), whether it is complete, and how many
+    ranks it holds; ``None`` when the namespace holds none (or the server predates the prefill face)."""
+    try:
+        listing = await client.prefill_status()
+    except UnexpectedReply:
+        return None
+    topology = listing["topology"]
+    if topology is None:
+        return None
+    sizes = " x ".join(f"{axis} {topology[f'{axis}_size']}" for axis in ("dp", "cp", "tp", "pp"))
+    line = f"prefill: {listing['registered']} of {listing['expected']} ranks registered ({sizes})"
+    if listing["missing_count"]:
+        shown = ", ".join(listing["missing"][:_NAMED])
+        more = listing["missing_count"] - min(len(listing["missing"]), _NAMED)
+        line += f", missing: {shown}" + (f" and {more} more" if more > 0 else "")
+    return line, bool(listing["complete"]), int(listing["registered"])
 
 
 async def _status_watch(client: BootstrapClient, args: argparse.Namespace, out: TextIO) -> int:

@@ -105,6 +105,13 @@ class PrefillCalls:
             raise self._transport.error(reply.status, wire.PREFILL_QUERY_ROOMS_PATH, reply.body)
         return {int(room): int(dp_rank) for room, dp_rank in json.loads(reply.body).items()}
 
+    async def prefill_status(self, *, timeout: float | None = 60.0) -> dict[str, Any]:
+        """The deployment as ``GET /prefill`` lists it: ``topology`` (``None`` before the first rank),
+        ``expected``, ``registered``, ``complete``, ``ranks`` and ``missing`` (names, at most 1,024)."""
+        reply = await calls.request(self._transport, "GET", wire.PREFILL_LISTING_PATH, Deadline(timeout))
+        status: dict[str, Any] = json.loads(reply.body)
+        return status
+
     def _answered(self, path: str, reply: Reply) -> bool:
         """A ``200`` ends the wait, and a rank's ``404`` once complete; anything else is its error."""
         if reply.status == 200:

@@ -133,6 +133,7 @@ class SyncBootstrapClient(LoopThreadOwner):
     prefill_rank_address = _blocking(BootstrapClient.prefill_rank_address)
     register_dp_rank = _blocking(BootstrapClient.register_dp_rank)
     query_dp_ranks = _blocking(BootstrapClient.query_dp_ranks)
+    prefill_status = _blocking(BootstrapClient.prefill_status)
     get_metadata = _blocking(BootstrapClient.get_metadata)
     wait_metadata = _blocking(BootstrapClient.wait_metadata)
     put_metadata = _blocking(BootstrapClient.put_metadata)

@@ -28,6 +28,7 @@ __all__ = [
     "MissingInputs",
     "PrefillRank",
     "Topology",
+    "coords_of",
     "encode_address",
     "encode_rooms",
     "not_found_text",
@@ -330,6 +331,11 @@ def parse_rooms(payload: Mapping[str, Any]) -> list[int]:
             f"The field bootstrap_rooms holds {len(rooms)} rooms: at most {MAX_ROOMS_ASKED} at once."
         )
     return list(dict.fromkeys(_room(room, "Each of bootstrap_rooms") for room in rooms))
+
+
+def coords_of(name: str) -> dict[str, int]:
+    """A rank record's coordinates from its name (:attr:`Coords.name`): ``{"dp": 0, "cp": 0, "tp": 1, "pp": 0}``."""
+    return {part[:2]: int(part[2:]) for part in name.split("-")}
 
 
 def not_ready_text(registered: int) -> str:

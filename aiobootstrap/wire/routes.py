@@ -25,6 +25,8 @@ PREFILL_ROUTE_PATH = "/route"
 """SGLang's prefill bootstrap (PD disaggregation): a prefill rank's ``PUT``, decode's ``GET``."""
 PREFILL_REGISTER_ROOM_PATH = "/register_dp_rank"
 PREFILL_QUERY_ROOMS_PATH = "/query_dp_ranks"
+PREFILL_LISTING_PATH = "/prefill"
+"""aiobootstrap's own: the prefill deployment's topology, ranks and missing ranks (the page, ``status``)."""
 """The encoder URLs with what their probes found: a route of its own, so ``/list_encoder_urls`` stays the
 engines' reply exactly (SPEC section 7)."""
 RANKS_PATH = "/ranks"

@@ -95,6 +95,10 @@ class Deployment:
         topology = None if record is None else Topology.from_value(record.value)
         return Readiness(topology, await self.registered())
 
+    async def ranks(self) -> list[Record]:
+        """Every rank registered, in the store's order."""
+        return await self._registry.records(self.namespace, PREFILL_RANK, DEFAULT_ROLE)
+
     async def rank(self, coords: Coords) -> Record | None:
         return await self._registry.get(rank_key(self.namespace, coords))
 

@@ -12,7 +12,7 @@ from ...appkeys import CONFIG
 from ...face import Access, ExpectHandler, Face, RouteAccess
 from . import openapi
 from .rooms import ROOM_LEASES, RoomLeases, query_dp_ranks, register_dp_rank
-from .routes import delete_route, get_route, put_route
+from .routes import delete_route, get_route, list_prefill, put_route
 
 __all__ = ["PREFILL"]
 
@@ -24,6 +24,7 @@ def _routes(expect: ExpectHandler | None) -> list[web.RouteDef]:
         web.delete(wire.PREFILL_ROUTE_PATH, delete_route, expect_handler=expect),
         web.post(wire.PREFILL_REGISTER_ROOM_PATH, register_dp_rank, expect_handler=expect),
         web.post(wire.PREFILL_QUERY_ROOMS_PATH, query_dp_ranks, expect_handler=expect),
+        web.get(wire.PREFILL_LISTING_PATH, list_prefill, expect_handler=expect),
     ]
 
 
@@ -36,6 +37,7 @@ def _access() -> RouteAccess:
         ("DELETE", wire.PREFILL_ROUTE_PATH): Access.WRITE,
         ("POST", wire.PREFILL_REGISTER_ROOM_PATH): Access.WRITE,
         ("POST", wire.PREFILL_QUERY_ROOMS_PATH): Access.READ,
+        ("GET", wire.PREFILL_LISTING_PATH): Access.READ,
     }
 
 

@@ -123,7 +123,33 @@ PATHS: dict[str, dict[str, Any]] = {
     },
 }
 
+PATHS[wire.PREFILL_LISTING_PATH] = {
+    "get": {
+        "operationId": "listPrefill",
+        "summary": "The prefill deployment: its topology (null before the first rank), each rank registered, "
+        "and the ranks still missing (the page and status read it).",
+        "responses": {
+            "200": json_reply("The topology, the ranks and the missing ones.", "PrefillListing"),
+            "400": BAD_REQUEST,
+            "503": UNAVAILABLE,
+        },
+    }
+}
+
 SCHEMAS: dict[str, Any] = {
+    "PrefillListing": {
+        "type": "object",
+        "required": ["topology", "expected", "registered", "complete", "ranks", "missing", "missing_count"],
+        "properties": {
+            "topology": {"type": ["object", "null"]},
+            "expected": {"type": ["integer", "null"]},
+            "registered": _INTEGER,
+            "complete": {"type": "boolean"},
+            "ranks": {"type": "array", "items": {"type": "object"}},
+            "missing": {"type": "array", "items": {"type": "string"}, "description": "At most 1,024 names."},
+            "missing_count": _INTEGER,
+        },
+    },
     "PrefillRank": with_lease(
         {
             "type": "object",

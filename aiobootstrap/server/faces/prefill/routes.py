@@ -11,7 +11,9 @@ Every other refusal is the server's JSON ``4xx``, where theirs was a ``500``.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
+import time
 
 from aiohttp import web
 
@@ -22,6 +24,7 @@ from ....wire.prefill import (
     MISSING_INPUTS,
     Coords,
     MissingInputs,
+    coords_of,
     encode_address,
     not_found_text,
     not_ready_text,
@@ -33,7 +36,7 @@ from ...body import read_body
 from ..common import lease_of_body, namespace_of, param, wait_seconds
 from .deployment import Deployment
 
-__all__ = ["delete_route", "get_route", "put_route"]
+__all__ = ["delete_route", "get_route", "list_prefill", "put_route"]
 
 log = logging.getLogger("aiobootstrap")
 
@@ -111,3 +114,41 @@ async def delete_route(request: web.Request) -> web.StreamResponse:
         return web.Response(status=404, text=not_found_text(coords))
     log.info("unregistered prefill rank %s", coords.name, extra={"namespace": deployment.namespace})
     return web.Response(text="OK")
+
+
+_MISSING_SHOWN = 1024
+"""The most missing ranks a listing names (a topology of millions of ranks still lists briefly)."""
+
+
+async def list_prefill(request: web.Request) -> web.StreamResponse:
+    """``GET /prefill``: the deployment as the page and ``status`` show it: its topology, each rank
+    registered (coordinates, address, version, age), and the ones still missing."""
+    deployment = _deployment(request)
+    readiness = await deployment.readiness()
+    records = await deployment.ranks()
+    now = time.time()
+    ranks = [
+        {
+            **coords_of(record.name or ""),
+            "rank_ip": record.value.get("rank_ip"),
+            "rank_port": record.value.get("rank_port"),
+            "version": record.version,
+            "age": round(max(0.0, now - record.registered_at), 3),
+        }
+        for record in records
+    ]
+    topology = readiness.topology
+    present = {record.name for record in records}
+    missing = [] if topology is None else [c.name for c in topology.coords() if c.name not in present]
+    body = {
+        "topology": None
+        if topology is None
+        else {k: v for k, v in topology.as_value().items() if k != "optional"},
+        "expected": None if topology is None else topology.expected,
+        "registered": readiness.registered,
+        "complete": readiness.complete,
+        "ranks": ranks,
+        "missing": missing[:_MISSING_SHOWN],
+        "missing_count": len(missing),
+    }
+    return web.Response(body=json.dumps(body).encode(), content_type=wire.JSON_TYPE)
