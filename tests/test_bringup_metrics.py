@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 from pytest_aiohttp import AiohttpClient
 
@@ -10,6 +11,7 @@ from aiobootstrap import ServerConfig, create_app
 from aiobootstrap.server.app import REGISTRY
 
 from .helpers.metrics import register, scrape, value
+from .helpers.prefill import rank_body
 from .helpers.waits import until
 
 
@@ -46,3 +48,18 @@ async def test_without_a_world_size_only_what_is_registered(aiohttp_client: Aioh
     assert not [
         name for name, _ in samples if name in ("aiobootstrap_world_size", "aiobootstrap_missing_ranks")
     ]
+
+
+async def test_a_prefill_deployment_and_mooncake_keys_are_figures(client: Any) -> None:
+    """A prefill deployment's ranks, with its topology's product of sizes as the world size (so the missing-ranks
+    alert covers it), and a namespace's Mooncake keys, counted."""
+    for tp, dp in ((0, 0), (1, 0), (0, 1)):
+        assert (await client.put("/ns/pd/route", json=rank_body(tp, dp))).status == 200
+    assert (await client.put("/ns/pd/metadata?key=mooncake/ram/a", data=b"{}")).status == 200
+    samples = await scrape(client)
+    where = {"namespace": "pd", "kind": "prefill_rank", "role": "target"}
+    assert value(samples, "aiobootstrap_kind_registered_ranks", **where) == 3
+    assert value(samples, "aiobootstrap_world_size", **where) == 4
+    assert value(samples, "aiobootstrap_missing_ranks", **where) == 1
+    keys = {"namespace": "pd", "kind": "metadata", "role": "target"}
+    assert value(samples, "aiobootstrap_kind_registered_ranks", **keys) == 1

@@ -14,6 +14,9 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 
 from .._names import DEFAULT_ROLE, RANK_KINDS
 from ..core.registry import Registry
+from ..store import Key
+from ..wire.metadata import METADATA
+from ..wire.prefill import PREFILL_RANK, PREFILL_TOPOLOGY, TOPOLOGY_NAME, Topology
 from .metrics import KindFigures, Metrics
 
 __all__ = ["BringUpCollector", "kind_figures", "waits_by_namespace"]
@@ -36,18 +39,28 @@ async def kind_figures(
     """Role target of every per-rank kind, and every kind and role with gets parked (``waits``: the
     namespace's, by kind and role, from :func:`waits_by_namespace`)."""
     shown = {(kind, DEFAULT_ROLE) for kind in RANK_KINDS} | set(waits)
-    return tuple(
-        [
-            KindFigures(
-                kind,
-                role,
-                await registry.count(namespace, kind, role),
-                world_size,
-                waits.get((kind, role), 0.0),
-            )
-            for kind, role in sorted(shown)
-        ]
-    )
+    figures = [
+        KindFigures(
+            kind, role, await registry.count(namespace, kind, role), world_size, waits.get((kind, role), 0.0)
+        )
+        for kind, role in sorted(shown)
+    ]
+    return (*figures, *await _face_figures(registry, namespace))
+
+
+async def _face_figures(registry: Registry, namespace: str) -> list[KindFigures]:
+    """The faces' named records: a prefill deployment's ranks (its topology's product of sizes the world
+    size, so ``aiobootstrap_missing_ranks`` alerts on it too), and Mooncake's metadata keys, when there are."""
+    figures = []
+    topology = await registry.get(Key.named(namespace, PREFILL_TOPOLOGY, DEFAULT_ROLE, TOPOLOGY_NAME))
+    if topology is not None:
+        expected = Topology.from_value(topology.value).expected
+        ranks = await registry.count(namespace, PREFILL_RANK, DEFAULT_ROLE)
+        figures.append(KindFigures(PREFILL_RANK, DEFAULT_ROLE, ranks, expected, 0.0))
+    keys = await registry.count(namespace, METADATA, DEFAULT_ROLE)
+    if keys:
+        figures.append(KindFigures(METADATA, DEFAULT_ROLE, keys, None, 0.0))
+    return figures
 
 
 class BringUpCollector:

@@ -24,6 +24,7 @@ __all__ = [
     "PREFILL_RANK",
     "PREFILL_ROOM",
     "PREFILL_TOPOLOGY",
+    "TOPOLOGY_NAME",
     "Coords",
     "MissingInputs",
     "PrefillRank",
@@ -43,6 +44,8 @@ PREFILL_RANK = "prefill_rank"
 """The record kind of a prefill rank's registration (named by its coordinates: :attr:`Coords.name`)."""
 PREFILL_TOPOLOGY = "prefill_topology"
 """The record kind of a deployment's topology: one record, named ``topology``, fixed by the first rank."""
+TOPOLOGY_NAME = "topology"
+"""The name of a namespace's one ``prefill_topology`` record."""
 PREFILL_ROOM = "prefill_room"
 """The record kind of a bootstrap room's dp rank (named by the room)."""
 

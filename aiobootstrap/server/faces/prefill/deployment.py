@@ -19,15 +19,13 @@ from ...._names import DEFAULT_ROLE
 from ....core.registry import Registry
 from ....exceptions import BootstrapError
 from ....store import ABSENT, Key, Record
-from ....wire.prefill import PREFILL_RANK, PREFILL_TOPOLOGY, Coords, PrefillRank, Topology
+from ....wire.prefill import PREFILL_RANK, PREFILL_TOPOLOGY, TOPOLOGY_NAME, Coords, PrefillRank, Topology
 
 __all__ = ["Deployment", "Readiness", "TopologyConflict", "rank_key", "topology_key"]
 
-_TOPOLOGY = "topology"
-
 
 def topology_key(namespace: str) -> Key:
-    return Key.named(namespace, PREFILL_TOPOLOGY, DEFAULT_ROLE, _TOPOLOGY)
+    return Key.named(namespace, PREFILL_TOPOLOGY, DEFAULT_ROLE, TOPOLOGY_NAME)
 
 
 def rank_key(namespace: str, coords: Coords) -> Key:
