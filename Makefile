@@ -18,7 +18,7 @@ help:
 	@echo "make soak   abuse figures: SIGKILL with --state-file, SIGTERM with parked waits, batch"
 	@echo "            memory, /health beside abuse (a few minutes; SOAK_ARGS=--quick for about one);"
 	@echo "            then the server under faults (FAULTS_ARGS='--before TREE' for a before column)"
-	@echo "make screenshots  retake docs/page.png and docs/page-4096.png in Chromium (tests/test_page.py)"
+	@echo "make screenshots  retake docs/page.png, docs/page-4096.png and docs/page-prefill.png in Chromium"
 	@echo "make clean  remove .venv and caches"
 
 $(BIN)/python:
@@ -83,7 +83,7 @@ soak: $(INSTALLED)
 # The docs' screenshots, taken by the browser tests that check what they show; a plain test run writes
 # its screenshots to tmp_path, so it leaves git clean.
 screenshots: $(INSTALLED)
-	AIOBOOTSTRAP_SCREENSHOTS=docs $(BIN)/python -m pytest -n 0 -q tests/test_page.py -k "screenshot or 4096"
+	AIOBOOTSTRAP_SCREENSHOTS=docs $(BIN)/python -m pytest -n 0 -q tests/test_page.py tests/test_page_prefill.py -k "screenshot or 4096 or prefill"
 
 fmt: $(INSTALLED)
 	$(BIN)/ruff check --fix .

@@ -26,7 +26,7 @@ from .chromium import CHROMIUM, CHROMIUM_ARGS, missing
 SHOWN = 5_000
 """Milliseconds a change may take to show: generous (the page shows one within a second)."""
 DOCS = Path(__file__).resolve().parents[1] / "docs"
-DOCS_SHOTS = frozenset({"page.png", "page-4096.png"})
+DOCS_SHOTS = frozenset({"page.png", "page-4096.png", "page-prefill.png"})
 """The screenshots the README and docs/operations.md show: written to docs/ only when
 ``AIOBOOTSTRAP_SCREENSHOTS=docs`` (``make screenshots``), so a test run leaves git clean."""
 

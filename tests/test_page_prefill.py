@@ -7,10 +7,10 @@ import aiohttp
 
 from . import page_browser
 from .helpers.prefill import rank_body
-from .page_browser import SHOWN, SKIP, open_page, text_in
+from .page_browser import SHOWN, SKIP, open_page, screenshot, text_in
 
 pytestmark = SKIP
-browser, server = page_browser.browser, page_browser.server
+browser, server, screenshots = page_browser.browser, page_browser.server, page_browser.screenshots
 
 
 async def _cell(page, name: str, state: str) -> None:
@@ -22,7 +22,7 @@ async def _cell(page, name: str, state: str) -> None:
     )
 
 
-async def test_the_prefill_grid_shows_who_is_missing_and_follows(browser, server):
+async def test_the_prefill_grid_shows_who_is_missing_and_follows(browser, server, screenshots):
     base = server.url + "/ns/pd"
     async with aiohttp.ClientSession() as http:
         for tp, dp in ((0, 0), (1, 0), (0, 1)):
@@ -37,6 +37,7 @@ async def test_the_prefill_grid_shows_who_is_missing_and_follows(browser, server
         )
         await _cell(page, "dp1-cp0-tp1-pp0", "missing")
         await _cell(page, "dp0-cp0-tp1-pp0", "registered, 10.0.0.11:17001")
+        await screenshot(page, "page-prefill.png", screenshots)  # docs/operations.md's, by make screenshots
         async with http.put(base + "/route", json=rank_body(1, 1)) as reply:
             assert reply.status == 200
         await _cell(page, "dp1-cp0-tp1-pp0", "registered")
