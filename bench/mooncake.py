@@ -1,138 +1,139 @@
-"""Mooncake's metadata protocol, side by side with Mooncake's own server (``mooncake.http_metadata_server``,
-from the same wheel the engines come in), in one run.
+"""Mooncake's metadata server face, side by side with Mooncake's own ``http_metadata_server``.
 
-- ``GET`` and ``PUT`` of a 2 KB segment descriptor under ``wrk -t1 -c64``, 3 s each: aiobootstrap on the
-  memory store, the file store and Redis (a ``redis-server`` of its own), against Mooncake's server;
-- a real transfer engine's ``initialize`` and its first write to a peer (the peer's lookup) through each
-  (``tests/helpers/mooncake_engine.py`` in processes of their own), the median of 5.
+One figure per server: ``GET`` and ``PUT`` of a 2 KB segment descriptor (the
+JSON a TCP transfer engine ``PUT``s under ``mooncake/ram/NAME``) under
+``wrk -c64``, requests a second. Mooncake's server (``python -m
+mooncake.http_metadata_server``, from the ``mooncake-transfer-engine-non-cuda``
+wheel: an aiohttp app over a dict behind a lock) runs in a process of its own,
+as does aiobootstrap on its memory store, its file store and a redis-server of
+its own (AOF, ``appendfsync always``).
 
-``python -m bench.mooncake`` (needs ``wrk``, ``redis-server`` and the ``mooncake-transfer-engine-non-cuda``
-wheel, which the test extra installs).
+``python -m bench.mooncake`` (``--seconds S`` per figure, 3 by default).
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
+import contextlib
 import json
 import socket
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
-from ._replicas import _redis
-from ._servers import SERVERS, RunningServer, ServerKind
+import aiohttp
+
+from ._servers import SERVERS, RunningServer
 from ._wire import Target
-from ._wrk import run_wrk
+from ._wrk import find_wrk, run_wrk
+from .store_redis import _free_port, _start_redis
 
-KEY = "mooncake%2Fram%2F10.0.0.7%3A15868"
-DESCRIPTOR = json.dumps(
-    {
-        "name": "10.0.0.7:15868",
+PATH = "/metadata?key=mooncake%2Fram%2Fbench-segment"
+
+
+def descriptor(serial: int) -> bytes:
+    """A TCP engine's segment descriptor of about 2 KB: 16 registered buffers, as ``register_memory`` PUTs."""
+    buffers = [
+        {
+            "addr": 0x7F0000000000 + i * (1 << 24) + serial,
+            "length": 1 << 24,
+            "name": "cpu:0",
+            "rkey": [],
+            "lkey": [],
+        }
+        for i in range(16)
+    ]
+    body = {
+        "name": "127.0.0.1:15868",
         "protocol": "tcp",
-        "tcp_data_host": "10.0.0.7",
-        "tcp_data_port": 15080,
-        "buffers": [{"name": f"cpu:{n}", "addr": 140000000000 + n * 4096, "length": 4096} for n in range(24)],
+        "tcp_data_host": "127.0.0.1",
+        "tcp_data_port": 15868,
+        "tcp_proto_version": 1,
+        "timestamp": str(1_700_000_000 + serial),
+        "buffers": buffers,
+        "devices": [],
+        "priority_matrix": {},
     }
-).encode()[:2048]
-ROOT = Path(__file__).resolve().parent.parent
+    text = json.dumps(body, separators=(",", ":")).encode()
+    return text + b" " * max(0, 2048 - len(text))  # exactly 2 KB, whitespace a JSON reader skips
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-async def _mooncakes_server() -> tuple[asyncio.subprocess.Process, Target]:
+@contextlib.asynccontextmanager
+async def mooncake_server() -> AsyncIterator[Target]:
+    """``python -m mooncake.http_metadata_server`` on a free loopback port; it prints nothing when ready, so
+    the port is polled until it accepts."""
     port = _free_port()
+    argv = ["-m", "mooncake.http_metadata_server", "--host", "127.0.0.1", "--port", str(port)]
     process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "mooncake.http_metadata_server", "--host", "127.0.0.1", "--port", str(port),
-        "--log-level", "WARNING", stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
-    )  # fmt: skip
-    async with asyncio.timeout(20):
-        while True:
-            try:
-                _, writer = await asyncio.open_connection("127.0.0.1", port)
-            except OSError:
-                await asyncio.sleep(0.05)
-                continue
-            writer.close()
-            return process, Target("127.0.0.1", port)
-
-
-async def _throughput(target: Target) -> tuple[float, float]:
-    """GET and PUT requests a second of the descriptor's key."""
-    put = await run_wrk(target, f"/metadata?key={KEY}", [DESCRIPTOR], seconds=3)
-    get = await run_wrk(target, f"/metadata?key={KEY}", seconds=3)
-    assert not get.errors["status"], get.errors
-    return get.rate, put.rate
-
-
-def _engine_timings(metadata: str) -> tuple[float, float]:
-    """Seconds to a second engine's ``initialize``, and to its first write into the first engine."""
-    helper = [sys.executable, "-m", "tests.helpers.mooncake_engine", metadata, "4096"]
-    options = {
-        "stdin": subprocess.PIPE,
-        "stdout": subprocess.PIPE,
-        "stderr": subprocess.DEVNULL,
-        "text": True,
-    }
-    first = subprocess.Popen(helper, cwd=ROOT, **options)  # type: ignore[call-overload]
-    peer = json.loads(first.stdout.readline())
-    started = time.perf_counter()
-    second = subprocess.Popen(helper, cwd=ROOT, **options)  # type: ignore[call-overload]
-    json.loads(second.stdout.readline())
-    initialized = time.perf_counter()
-    second.stdin.write(f"write {peer['name']} {peer['buffer']} {b'x'.hex()}\n")
-    second.stdin.flush()
-    assert json.loads(second.stdout.readline())["result"] == 0
-    written = time.perf_counter()
-    for process in (first, second):
-        process.stdin.close()
-        process.wait(20)
-        process.stdout.close()
-    return initialized - started, written - initialized
-
-
-async def main() -> None:
-    rows: list[tuple[str, float, float, float, float]] = []
-    mooncake, target = await _mooncakes_server()
+        sys.executable, *argv, "--log-level", "WARNING", stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     try:
-        get, put = await _throughput(target)
-        timings = [_engine_timings(f"http://127.0.0.1:{target.port}/metadata") for _ in range(5)]
-        rows.append(
-            ("Mooncake's http_metadata_server", get, put, *map(statistics.median, zip(*timings, strict=True)))
-        )
+        deadline = time.monotonic() + 20
+        while True:
+            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=1):
+                break
+            if time.monotonic() > deadline or process.returncode is not None:
+                raise RuntimeError("mooncake.http_metadata_server did not start")
+            await asyncio.sleep(0.05)
+        yield Target("127.0.0.1", port)
     finally:
-        mooncake.terminate()
-        await mooncake.wait()
+        process.terminate()
+        await process.wait()
+
+
+async def measure(target: Target, seconds: float) -> dict[str, Any]:
+    """GET then PUT of the descriptor under ``wrk -c64``: requests/s, p99 ms, non-2xx replies."""
+    url = f"http://{target.host}:{target.port}{PATH}"
+    async with aiohttp.ClientSession() as http, http.put(url, data=descriptor(0)) as reply:
+        assert reply.status == 200, await reply.text()
+    got = await run_wrk(target, PATH, seconds=seconds)
+    put = await run_wrk(target, PATH, [descriptor(serial) for serial in range(1, 33)], seconds=seconds)
+    return {
+        "GET/s": round(got.rate),
+        "GET p99 ms": round(got.p99 * 1000, 2),
+        "PUT/s": round(put.rate),
+        "PUT p99 ms": round(put.p99 * 1000, 2),
+        "errors": got.errors["status"] + put.errors["status"],
+    }
+
+
+async def main(seconds: float) -> None:
+    if not find_wrk():
+        sys.exit("wrk is not installed (Debian's package wrk)")
+    results: dict[str, dict[str, Any]] = {}
+    async with mooncake_server() as target:
+        results["mooncake.http_metadata_server"] = await measure(target, seconds)
     with tempfile.TemporaryDirectory(prefix="bench-mooncake-") as directory:
-        async with _redis() as (redis_url, _):
-            kinds = [
-                ("aiobootstrap, memory store", SERVERS["aiobootstrap"]),
-                ("aiobootstrap, file store", ServerKind("file", "file", (*SERVERS["aiobootstrap"].argv, "--state-file", f"{directory}/state"))),
-                ("aiobootstrap, Redis", ServerKind("redis", "redis", (*SERVERS["aiobootstrap"].argv, "--store", redis_url))),
-            ]  # fmt: skip
-            for label, kind in kinds:
-                server = await RunningServer.start(kind)
+        redis, redis_url = _start_redis(Path(directory))
+        try:
+            for label, store in (
+                ("aiobootstrap memory:", "memory:"),
+                ("aiobootstrap file:", f"file:{directory}/state.jsonl"),
+                ("aiobootstrap redis (AOF always)", redis_url),
+            ):
+                server = await RunningServer.start(SERVERS["aiobootstrap"], "--store", store)
                 try:
-                    get, put = await _throughput(server.target)
-                    timings = [_engine_timings(f"{server.url}/metadata") for _ in range(5)]
-                    rows.append((label, get, put, *map(statistics.median, zip(*timings, strict=True))))
+                    results[label] = await measure(server.target, seconds)
                 finally:
                     await server.stop()
-    base = rows[0]
-    print("| server | GET /s | PUT /s | vs Mooncake (GET, PUT) | engine initialize | first peer write |")
-    print("|---|---|---|---|---|---|")
-    for label, get, put, init, write in rows:
-        print(
-            f"| {label} | {get:,.0f} | {put:,.0f} | {get / base[1]:.2f}x, {put / base[2]:.2f}x "
-            f"| {init * 1000:.0f} ms | {write * 1000:.1f} ms |"
-        )
+        finally:
+            redis.kill()
+            redis.wait()
+    base = results["mooncake.http_metadata_server"]
+    for label, figures in results.items():
+        figures["GET x"] = round(figures["GET/s"] / base["GET/s"], 2)
+        figures["PUT x"] = round(figures["PUT/s"] / base["PUT/s"], 2)
+        print(json.dumps({"server": label, **figures}))
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--seconds", type=float, default=3.0, help="seconds of wrk per figure (default: 3)")
+    asyncio.run(main(parser.parse_args().seconds))
