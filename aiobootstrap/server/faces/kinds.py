@@ -35,6 +35,7 @@ from ..._names import DEFAULT_ROLE, ENCODER_URLS
 from ...exceptions import BadRequest, missing_ranks_detail
 from ...store import Key, Record, members_of
 from ...wire.kinds import PARALLELISM_CONFIG_ROUTES, TRANSFER_ENGINE_INFO_ROUTES, KindRoutes
+from ...wire.metadata import METADATA, decode_value
 from . import records
 
 __all__ = [
@@ -223,6 +224,8 @@ def encode_reply(record: Record) -> bytes:
     """A get's reply for a record of any kind: what ``replies.GetReplies.body`` caches per version."""
     if record.key.kind == ENCODER_URLS:
         return wire.encode_encoder_urls(encoder_urls(record), record.version)
+    if record.key.kind == METADATA:
+        return decode_value(record.value)  # a Mooncake value: the bytes the engine put
     kind = _find(record.key.kind)
     if kind is None:
         raise ValueError(f"No kind {record.key.kind!r} in the kind table")

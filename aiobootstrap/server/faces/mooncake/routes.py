@@ -35,6 +35,7 @@ from ....wire.metadata import (
 )
 from ...appkeys import CONFIG, REGISTRY
 from ...body import read_body
+from ...fastpath.gets import GET_REPLIES, GetReply
 from ..common import after_of, namespace_of, param, wait_seconds
 
 __all__ = ["delete_metadata", "get_metadata", "put_metadata"]
@@ -71,6 +72,11 @@ async def get_metadata(request: web.Request) -> web.StreamResponse:
     record = await registry.wait(key, wait, after) if wait > 0 else await registry.get(key)
     if record is None or record.version <= after:
         return _text(404, NOT_FOUND)
+    replies = request.app[GET_REPLIES]
+    if replies.eligible(request):
+        # Pre-built bytes, made once per version (the engine-info gets' fast path): an engine's peers
+        # read its descriptor far more often than it changes. The same bytes as below, header by header.
+        return GetReply(request, replies, record)
     return web.Response(
         body=decode_value(record.value), content_type=_JSON, headers={VERSION_HEADER: str(record.version)}
     )
