@@ -74,6 +74,7 @@ bench: $(BENCH_INSTALLED)
 	$(BIN)/python -m bench.big_readers
 	$(BIN)/python -m bench.prefill
 	$(BIN)/python -m bench.mooncake
+	$(BIN)/python -m bench.mooncake_engines
 
 # Real servers on free ports; prints tables for docs/benchmarks.md's Soak section.
 soak: $(INSTALLED)
