@@ -3,7 +3,7 @@ to a peer (which looks the peer's descriptor up) beside its second write (which 
 
 Two real engines (the ``mooncake-transfer-engine-non-cuda`` wheel, TCP transport, each in a process of
 its own) per run, against Mooncake's own ``http_metadata_server`` and aiobootstrap's memory and file
-stores; medians of ``--runs`` runs (9 by default), milliseconds.
+stores, the servers' runs taking turns; medians of ``--runs`` runs (9 by default), milliseconds.
 
 ``python -m bench.mooncake_engines``
 """
@@ -92,29 +92,30 @@ async def one_run(metadata: str) -> dict[str, float]:
     }
 
 
-async def measure(metadata: str, runs: int) -> dict[str, float]:
-    found = [await one_run(metadata) for _ in range(runs)]
-    return {f"{name} ms p50": round(statistics.median(r[name] for r in found), 2) for name in found[0]}
-
-
 async def main(runs: int) -> None:
-    async with mooncake_server() as target:
-        ours = {
-            "mooncake.http_metadata_server": await measure(
-                f"http://{target.host}:{target.port}/metadata", runs
-            )
-        }
+    # The servers' runs take turns: the machine's other load falls on each alike.
+    found: dict[str, list[dict[str, float]]] = {}
     with tempfile.TemporaryDirectory(prefix="bench-mooncake-") as directory:
-        for label, store in (
-            ("aiobootstrap memory:", "memory:"),
-            ("aiobootstrap file:", f"file:{directory}/s"),
-        ):
-            server = await RunningServer.start(SERVERS["aiobootstrap"], "--store", store)
+        async with mooncake_server() as target:
+            urls = {"mooncake.http_metadata_server": f"http://{target.host}:{target.port}"}
+            servers = []
             try:
-                ours[label] = await measure(f"{server.url}/metadata", runs)
+                for label, store in (
+                    ("aiobootstrap memory:", "memory:"),
+                    ("aiobootstrap file:", f"file:{directory}/s"),
+                ):
+                    servers.append(await RunningServer.start(SERVERS["aiobootstrap"], "--store", store))
+                    urls[label] = servers[-1].url
+                for _ in range(runs):
+                    for label, url in urls.items():
+                        found.setdefault(label, []).append(await one_run(f"{url}/metadata"))
             finally:
-                await server.stop()
-    for label, figures in ours.items():
+                for server in servers:
+                    await server.stop()
+    for label, results in found.items():
+        figures = {
+            f"{name} ms p50": round(statistics.median(r[name] for r in results), 2) for name in results[0]
+        }
         print(json.dumps({"server": label, **figures}))
 
 
