@@ -75,6 +75,7 @@ bench: $(BENCH_INSTALLED)
 	$(BIN)/python -m bench.prefill
 	$(BIN)/python -m bench.mooncake
 	$(BIN)/python -m bench.mooncake_engines
+	$(BIN)/python -m bench.mooncake_probes
 
 # Real servers on free ports; prints tables for docs/benchmarks.md's Soak section.
 soak: $(INSTALLED)
