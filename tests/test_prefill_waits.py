@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from aiobootstrap import ServerConfig, create_app
+from aiobootstrap.cli.parser import server_config, server_parser
 from aiobootstrap.core.history import History
 from aiobootstrap.server.appkeys import CONFIG, REGISTRY
 from aiobootstrap.server.faces.native.watch import HISTORY
@@ -173,3 +174,32 @@ async def test_across_two_replicas_a_wait_on_one_is_woken_through_the_other(
 
 def _store_of(config: ServerConfig) -> dict[str, Any]:
     return {"store": config.store, "store_prefix": config.store_prefix}
+
+
+@pytest.mark.parametrize("config", [ServerConfig(dp_room_limit=2)])
+async def test_rooms_past_the_limit_are_a_409_and_stored_nowhere(client: Any) -> None:
+    """Rooms are bounded per namespace: a new one past the limit is a 409 naming it, an old one may come again."""
+    for room in (1, 2):
+        assert (
+            await client.post("/register_dp_rank", json={"bootstrap_room": room, "dp_rank": 0})
+        ).status == 200
+    refused = await client.post("/register_dp_rank", json={"bootstrap_room": 3, "dp_rank": 1})
+    assert refused.status == 409
+    assert (await refused.json())["detail"].startswith(
+        "The namespace holds 2 bootstrap rooms, the most it keeps"
+    )
+    # The same room again replaces itself, and another namespace has its own bound.
+    assert (await client.post("/register_dp_rank", json={"bootstrap_room": 2, "dp_rank": 1})).status == 200
+    assert (
+        await client.post("/ns/other/register_dp_rank", json={"bootstrap_room": 3, "dp_rank": 1})
+    ).status == 200
+    asked = {"bootstrap_rooms": [1, 2, 3]}
+    assert await (await client.post("/query_dp_ranks", json=asked)).json() == {"1": 0, "2": 1}
+
+
+def test_the_room_limit_is_a_cli_option_and_below_one_is_refused() -> None:
+    """--dp-room-limit sets the bound; a limit of no rooms would refuse every registration, so it is refused."""
+    assert server_config(server_parser().parse_args(["--dp-room-limit", "64"]), {}).dp_room_limit == 64
+    assert server_config(server_parser().parse_args([]), {}).dp_room_limit == 1_000_000
+    with pytest.raises(ValueError, match="dp room limit must be at least 1 room, not 0"):
+        ServerConfig(dp_room_limit=0)

@@ -128,6 +128,13 @@ def server_parser() -> argparse.ArgumentParser:
         ),
     )
     setting(
+        "--dp-room-limit",
+        "most prefill bootstrap rooms one namespace keeps at once; a new one past it gets 409 "
+        "(default: %(default)d)",
+        type=int,
+        metavar="N",
+    )
+    setting(
         "--max-namespaces",
         "most namespaces holding records at once, default included, counted in the store (so across "
         "replicas); a registration that would make another gets 503 (default: %(default)d)",
@@ -307,6 +314,7 @@ def server_config(args: argparse.Namespace, environ: Mapping[str, str]) -> Serve
         tls_cert=args.tls_cert,
         tls_key=args.tls_key,
         max_namespaces=args.max_namespaces,
+        dp_room_limit=args.dp_room_limit,
         max_leases=args.max_leases,
         access_log=args.access_log,
         state_file=args.state_file,

@@ -108,6 +108,8 @@ class ServerConfig:
     """Seconds a probe may take; a slower one is a failure (3 in a row delete the engine's keys)."""
     dp_room_ttl: float = 120.0
     """Seconds a prefill bootstrap room (``/register_dp_rank``) lives at least; it is gone by twice that."""
+    dp_room_limit: int = 1_000_000
+    """Bootstrap rooms one namespace keeps at once (about 100 bytes each in memory): past it a new room is a ``409``."""
     watch_history: int = 100_000
     """Changes ``GET /watch`` keeps per namespace; an ``after`` older than them is a ``410``."""
     watch_history_memory: int = 256 * 1024 * 1024
@@ -171,6 +173,8 @@ class ServerConfig:
             )
         if not (math.isfinite(self.dp_room_ttl) and self.dp_room_ttl > 0):
             raise ValueError(f"dp room ttl must be a positive number of seconds, not {self.dp_room_ttl}")
+        if self.dp_room_limit < 1:
+            raise ValueError(f"dp room limit must be at least 1 room, not {self.dp_room_limit}")
         if self.watch_history < 1:
             raise ValueError(f"watch history must keep at least 1 change, not {self.watch_history}")
         if self.watch_history_memory < 1:

@@ -6,7 +6,7 @@ in the engines' server (whose sweep runs every ``T`` and drops entries older
 than ``T``): each namespace's rooms of one ``T``-long epoch share one lease of
 ``2T``, granted by the epoch's first room, so a room needs no timer of its
 own and its expiry is the store's (across replicas, and across a restart of
-a durable store). Their number per namespace is bounded (:data:`MAX_ROOMS`).
+a durable store). Their number per namespace is bounded (``ServerConfig.dp_room_limit``).
 """
 
 from __future__ import annotations
@@ -26,11 +26,7 @@ from ...appkeys import CONFIG, REGISTRY
 from ...body import read_body
 from ..common import namespace_of, wait_seconds
 
-__all__ = ["MAX_ROOMS", "ROOM_LEASES", "RoomLeases", "query_dp_ranks", "register_dp_rank"]
-
-MAX_ROOMS = 1_000_000
-"""The most rooms one namespace keeps at once: past it, a registration is a ``409`` until rooms expire
-(about 100 bytes a room in memory: 100 MB at most)."""
+__all__ = ["ROOM_LEASES", "RoomLeases", "query_dp_ranks", "register_dp_rank"]
 
 
 def room_key(namespace: str, room: int) -> Key:
@@ -65,13 +61,14 @@ async def register_dp_rank(request: web.Request) -> web.StreamResponse:
     app = request.app
     room, dp_rank = parse_room(wire.parse_body(await read_body(request, app[CONFIG])))
     registry, namespace = app[REGISTRY], namespace_of(request)
-    key = room_key(namespace, room)
+    key, limit = room_key(namespace, room), app[CONFIG].dp_room_limit
+    # A room registered again replaces itself, so only a new one is refused at the limit.
     if (
-        await registry.count(namespace, PREFILL_ROOM, DEFAULT_ROLE) >= MAX_ROOMS
+        await registry.count(namespace, PREFILL_ROOM, DEFAULT_ROLE) >= limit
         and await registry.get(key) is None
     ):
         raise TooManyRanks(
-            f"The namespace holds {MAX_ROOMS} bootstrap rooms, the most it keeps; "
+            f"The namespace holds {limit} bootstrap rooms, the most it keeps; "
             "each leaves --dp-room-ttl to twice that after its registration."
         )
     leases = app[ROOM_LEASES]
