@@ -85,7 +85,7 @@ soak: $(INSTALLED)
 # The docs' screenshots, taken by the browser tests that check what they show; a plain test run writes
 # its screenshots to tmp_path, so it leaves git clean.
 screenshots: $(INSTALLED)
-	AIOBOOTSTRAP_SCREENSHOTS=docs $(BIN)/python -m pytest -n 0 -q tests/test_page.py tests/test_page_prefill.py -k "screenshot or 4096 or prefill"
+	AIOBOOTSTRAP_SCREENSHOTS=docs $(BIN)/python -m pytest -n 0 -q tests/test_page.py tests/test_page_faces.py -k "screenshot or 4096 or prefill"
 
 fmt: $(INSTALLED)
 	$(BIN)/ruff check --fix .

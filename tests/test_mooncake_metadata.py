@@ -123,3 +123,26 @@ async def test_two_replicas_let_one_engine_take_an_rpc_entry(
     assert texts.count("Duplicate rpc_meta key not allowed") == 7, texts
     stored = await (await other.get(RPC)).read()
     assert stored == bodies[texts.index("metadata updated")]
+
+
+async def test_the_listing_pairs_each_engines_address_and_segment(client: Any) -> None:
+    """GET /mooncake: one entry per engine, its RPC address beside its segment's buffers, cluster prefix
+    or not; a key of neither kind counts among the keys only."""
+    assert (await client.put(RPC, data=ADDRESS)).status == 200
+    descriptor = b'{"name":"127.0.0.1:53925","protocol":"tcp","buffers":[{"addr":1},{"addr":2}]}'
+    assert (await client.put(RAM, data=descriptor)).status == 200
+    assert (await client.put("/metadata?key=c1/mooncake/ram/10.0.0.9:1", data=b"{}")).status == 200
+    assert (await client.put("/metadata?key=other", data=b"x")).status == 200
+    listing = await (await client.get("/mooncake")).json()
+    assert (listing["keys"], listing["engine_count"], listing["probing"]) == (4, 2, False)
+    first, second = listing["engines"]
+    assert (first["name"], first["rpc"], first["segment"], first["buffers"], first["protocol"]) == (
+        "10.0.0.9:1",
+        None,
+        True,
+        None,
+        None,
+    )
+    assert second["name"] == "127.0.0.1:53925"
+    assert second["rpc"] == {"ip_or_host_name": "127.0.0.1", "rpc_port": 15868}
+    assert (second["segment"], second["buffers"], second["protocol"]) == (True, 2, "tcp")

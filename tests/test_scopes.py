@@ -110,6 +110,7 @@ ROUTES: list[tuple[str, str, dict[str, Any] | None, Access]] = [
     ("PUT", f"{_NS}/metadata?key=mooncake/ram/a", {"buffers": []}, Access.WRITE),
     ("GET", f"{_NS}/metadata?key=mooncake/ram/a", None, Access.READ),
     ("DELETE", f"{_NS}/metadata?key=mooncake/ram/a", None, Access.WRITE),
+    ("GET", f"{_NS}/mooncake", None, Access.READ),
     # The page (SPEC section 11): a read; a client that does not ask for HTML gets the JSON refusals.
     ("GET", f"{_NS}/", None, Access.READ),
     ("POST", f"{_NS}/leases", {"ttl": 10}, Access.WRITE),

@@ -232,6 +232,7 @@ def test_every_async_method_blocks_with_the_same_signature() -> None:
         "wait_metadata",
         "put_metadata",
         "delete_metadata",
+        "mooncake_engines",
     }
     for name in public:
         method = getattr(SyncBootstrapClient, name)

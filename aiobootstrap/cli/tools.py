@@ -162,6 +162,10 @@ async def _status(client: BootstrapClient, args: argparse.Namespace, out: TextIO
         line, ready, registered = prefill
         sections.append(line)
         complete, held = complete and ready, held + registered
+    mooncake = await _mooncake_section(client)
+    if mooncake is not None:
+        sections.append(mooncake[0])
+        held += mooncake[1]
     print(f"namespace {client.namespace}, version {version}, {waiters} waiting", file=out)
     for line in sections:
         print(line, file=out)
@@ -187,6 +191,25 @@ async def _prefill_section(client: BootstrapClient) -> tuple[str, bool, int] | N
         more = listing["missing_count"] - min(len(listing["missing"]), _NAMED)
         line += f", missing: {shown}" + (f" and {more} more" if more > 0 else "")
     return line, bool(listing["complete"]), int(listing["registered"])
+
+
+async def _mooncake_section(client: BootstrapClient) -> tuple[str, int] | None:
+    """The namespace's Mooncake engines in one line, and how many keys it holds; ``None`` for none."""
+    try:
+        listing = await client.mooncake_engines()
+    except UnexpectedReply:
+        return None
+    if not listing["keys"]:
+        return None
+    engines = listing["engines"]
+    with_segment = sum(1 for engine in engines if engine["segment"])
+    line = (
+        f"mooncake: {listing['engine_count']} engines ({with_segment} with a segment), {listing['keys']} keys"
+    )
+    failing = [engine["name"] for engine in engines if engine.get("probe_failures")]
+    if failing:
+        line += f", failing probes: {', '.join(printable(name) for name in failing[:_NAMED])}"
+    return line, int(listing["keys"])
 
 
 async def _status_watch(client: BootstrapClient, args: argparse.Namespace, out: TextIO) -> int:

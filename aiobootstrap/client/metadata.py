@@ -3,8 +3,11 @@ delete a key's value, kept and given back byte for byte."""
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
 from ..exceptions import NotRegistered
-from ..wire.metadata import METADATA_PATH, NOT_FOUND
+from ..wire.metadata import METADATA_PATH, MOONCAKE_LISTING_PATH, NOT_FOUND
 from . import calls
 from .retry import Deadline
 from .transport import Reply, Transport
@@ -61,6 +64,13 @@ class MetadataCalls:
         if reply.status != 200:
             raise self._transport.error(reply.status, METADATA_PATH, reply.body)
         return True
+
+    async def mooncake_engines(self, *, timeout: float | None = 60.0) -> dict[str, Any]:
+        """The namespace's Mooncake engines as ``GET /mooncake`` lists them: ``keys``, ``probing``,
+        ``engines`` (each ``name``, ``rpc``, ``segment``, ``buffers``, ``protocol``...) and ``engine_count``."""
+        reply = await calls.request(self._transport, "GET", MOONCAKE_LISTING_PATH, Deadline(timeout))
+        listing: dict[str, Any] = json.loads(reply.body)
+        return listing
 
     def _value(self, reply: Reply) -> bytes:
         if reply.status == 404 and reply.body == NOT_FOUND.encode():

@@ -138,6 +138,7 @@ class SyncBootstrapClient(LoopThreadOwner):
     wait_metadata = _blocking(BootstrapClient.wait_metadata)
     put_metadata = _blocking(BootstrapClient.put_metadata)
     delete_metadata = _blocking(BootstrapClient.delete_metadata)
+    mooncake_engines = _blocking(BootstrapClient.mooncake_engines)
     list_ranks = _blocking(BootstrapClient.list_ranks)
     list_namespaces = _blocking(BootstrapClient.list_namespaces)
 

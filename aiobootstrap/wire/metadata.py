@@ -21,6 +21,7 @@ __all__ = [
     "LEASE_HEADER",
     "METADATA",
     "METADATA_PATH",
+    "MOONCAKE_LISTING_PATH",
     "NOT_FOUND",
     "UNCHANGED",
     "UPDATED",
@@ -32,6 +33,8 @@ __all__ = [
 METADATA = "metadata"
 """The record kind of a metadata key (a named record: its name is the key)."""
 METADATA_PATH = "/metadata"
+MOONCAKE_LISTING_PATH = "/mooncake"
+"""aiobootstrap's own: a namespace's Mooncake engines, their RPC addresses and segments (the page, ``status``)."""
 
 LEASE_HEADER = "X-Aiobootstrap-Lease"
 """A ``PUT``'s lease: the engines' body is the value itself, so the lease travels in a header."""

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from ....wire.metadata import METADATA_PATH
+from ....wire.metadata import METADATA_PATH, MOONCAKE_LISTING_PATH
 from ...face import Access, ExpectHandler, Face, RouteAccess
 from . import openapi
 from .probes import mooncake_probes_context
-from .routes import delete_metadata, get_metadata, put_metadata
+from .routes import delete_metadata, get_metadata, list_mooncake, put_metadata
 
 __all__ = ["MOONCAKE"]
 
@@ -19,6 +19,7 @@ def _routes(expect: ExpectHandler | None) -> list[web.RouteDef]:
         web.get(METADATA_PATH, get_metadata, expect_handler=expect),
         web.put(METADATA_PATH, put_metadata, expect_handler=expect),
         web.delete(METADATA_PATH, delete_metadata, expect_handler=expect),
+        web.get(MOONCAKE_LISTING_PATH, list_mooncake, expect_handler=expect),
     ]
 
 
@@ -27,6 +28,7 @@ def _access() -> RouteAccess:
         ("GET", METADATA_PATH): Access.READ,
         ("PUT", METADATA_PATH): Access.WRITE,
         ("DELETE", METADATA_PATH): Access.WRITE,
+        ("GET", MOONCAKE_LISTING_PATH): Access.READ,
     }
 
 

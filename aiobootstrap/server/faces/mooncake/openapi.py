@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ....store import MAX_NAME_LENGTH
-from ....wire.metadata import LEASE_HEADER, METADATA_PATH
+from ....wire.metadata import LEASE_HEADER, METADATA_PATH, MOONCAKE_LISTING_PATH
 from ...openapi.leases import LEASE_REPLIES
 from ...openapi.paths import BODY_ERRORS, SECONDS, UNAVAILABLE, query, text_reply
 from ...openapi.schemas import RANK, ref
@@ -103,7 +103,36 @@ PATHS: dict[str, dict[str, Any]] = {
     }
 }
 
+PATHS[MOONCAKE_LISTING_PATH] = {
+    "get": {
+        "operationId": "listMooncake",
+        "summary": "The namespace's Mooncake engines: each one's name, RPC address, whether its segment is "
+        "registered and with how many buffers, and (with probing on) its failed probes in a row.",
+        "responses": {
+            "200": {
+                "description": "The engines.",
+                "content": {"application/json": {"schema": ref("MooncakeEngines")}},
+            },
+            "400": {
+                "description": "A malformed namespace.",
+                "content": {"application/json": {"schema": ref("Error")}},
+            },
+            "503": UNAVAILABLE,
+        },
+    }
+}
+
 SCHEMAS: dict[str, Any] = {
+    "MooncakeEngines": {
+        "type": "object",
+        "required": ["keys", "probing", "engines", "engine_count"],
+        "properties": {
+            "keys": {"type": "integer", "minimum": 0},
+            "probing": {"type": "boolean"},
+            "engines": {"type": "array", "items": {"type": "object"}, "description": "At most 4,096."},
+            "engine_count": {"type": "integer", "minimum": 0},
+        },
+    },
     "MetadataValue": {
         "description": "Any body up to the server's --max-body-size, kept and served back byte for byte."
     },

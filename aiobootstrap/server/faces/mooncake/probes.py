@@ -34,7 +34,7 @@ from ....store import Key, Record
 from ....wire.metadata import METADATA, decode_value, is_rpc_meta
 from ...appkeys import CONFIG, REGISTRY
 
-__all__ = ["FAILURES_TO_FORGET", "MooncakeProbes", "mooncake_probes_context", "probe"]
+__all__ = ["FAILURES_TO_FORGET", "MOONCAKE_PROBES", "MooncakeProbes", "mooncake_probes_context", "probe"]
 
 log = logging.getLogger("aiobootstrap")
 
@@ -106,6 +106,10 @@ class MooncakeProbes:
         self._failures: dict[Key, tuple[int, int]] = {}
         self._slots = asyncio.Semaphore(_AT_ONCE)
 
+    def failures(self, key: Key) -> int:
+        """The failed probes in a row of the RPC entry under ``key`` (0: answering, or not probed yet)."""
+        return self._failures.get(key, (0, 0))[1]
+
     async def run(self, interval: float) -> None:
         while True:
             await asyncio.sleep(interval)
@@ -163,7 +167,7 @@ async def mooncake_probes_context(app: web.Application) -> AsyncIterator[None]:
     if not config.mooncake_probe_interval:
         yield
         return
-    probes = MooncakeProbes(app[REGISTRY], config.mooncake_probe_timeout)
+    probes = app[MOONCAKE_PROBES] = MooncakeProbes(app[REGISTRY], config.mooncake_probe_timeout)
     task = asyncio.create_task(
         probes.run(config.mooncake_probe_interval), name="aiobootstrap mooncake probes"
     )
@@ -172,3 +176,7 @@ async def mooncake_probes_context(app: web.Application) -> AsyncIterator[None]:
     finally:
         task.cancel()
         await asyncio.wait([task])
+
+
+MOONCAKE_PROBES = web.AppKey("mooncake_probes", MooncakeProbes)
+"""The app's prober, when probing is on (``GET /mooncake`` shows its failures)."""

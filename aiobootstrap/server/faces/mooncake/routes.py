@@ -11,7 +11,9 @@ with the write (``register_if``), across replicas. ``GET`` waits with
 
 from __future__ import annotations
 
+import json
 import logging
+import time
 
 from aiohttp import web
 
@@ -37,8 +39,10 @@ from ...appkeys import CONFIG, REGISTRY
 from ...body import read_body
 from ...fastpath.gets import GET_REPLIES, GetReply
 from ..common import after_of, namespace_of, param, wait_seconds
+from .engines import engines_of
+from .probes import MOONCAKE_PROBES
 
-__all__ = ["delete_metadata", "get_metadata", "put_metadata"]
+__all__ = ["delete_metadata", "get_metadata", "list_mooncake", "put_metadata"]
 
 log = logging.getLogger("aiobootstrap")
 
@@ -113,3 +117,24 @@ async def delete_metadata(request: web.Request) -> web.StreamResponse:
         return key
     record = await request.app[REGISTRY].unregister(key)
     return _text(404, NOT_FOUND) if record is None else _text(200, DELETED)
+
+
+_ENGINES_SHOWN = 4096
+"""The most engines a listing names (a namespace of more still lists briefly, with the count)."""
+
+
+async def list_mooncake(request: web.Request) -> web.StreamResponse:
+    """``GET /mooncake``: the namespace's Mooncake engines as the page and ``status`` show them: each
+    engine's name, its RPC address, whether its segment is registered and with how many buffers, and
+    (with probing on) its failed probes in a row."""
+    namespace = namespace_of(request)
+    records = await request.app[REGISTRY].records(namespace, METADATA, DEFAULT_ROLE)
+    probes = request.app.get(MOONCAKE_PROBES)
+    engines = engines_of(records, now=time.time(), failures=None if probes is None else probes.failures)
+    body = {
+        "keys": len(records),
+        "probing": probes is not None,
+        "engines": engines[:_ENGINES_SHOWN],
+        "engine_count": len(engines),
+    }
+    return web.Response(body=json.dumps(body).encode(), content_type=_JSON)

@@ -1,5 +1,6 @@
 """The bring-up page in a real browser: a namespace's prefill deployment as a grid of its dp x cp x tp x pp
-ranks, registered or missing, following registrations; Mooncake's keys on /watch draw nothing amiss."""
+ranks, registered or missing, following registrations; a namespace's Mooncake engines, each RPC address
+beside its segment."""
 
 from __future__ import annotations
 
@@ -47,4 +48,25 @@ async def test_the_prefill_grid_shows_who_is_missing_and_follows(browser, server
         assert "undefined" not in groups
         assert "prefill_rank" not in groups
         assert "metadata" not in groups
+        await page.context.close()
+
+
+async def test_the_mooncake_engines_are_listed_and_follow(browser, server):
+    """Each engine's RPC address beside its segment, and an engine that registers later added live."""
+    base = server.url + "/ns/mc"
+    async with aiohttp.ClientSession() as http:
+        for key, value in (
+            ("mooncake/rpc_meta/h:1", b'{"ip_or_host_name":"10.0.0.7","rpc_port":15868}'),
+            ("mooncake/ram/h:1", b'{"protocol":"tcp","buffers":[{"addr":1}]}'),
+        ):
+            async with http.put(f"{base}/metadata?key={key}", data=value) as reply:
+                assert reply.status == 200
+        page, _ = await open_page(browser, base + "/")
+        await text_in(page, "#mooncake-count", "1 engine, 2 keys")
+        await text_in(page, "#mooncake-list", "✓ h:1 — RPC 10.0.0.7:15868, segment, 1 buffer (tcp)")
+        async with http.put(
+            f"{base}/metadata?key=mooncake/rpc_meta/h:2", data=b'{"ip_or_host_name":"h","rpc_port":2}'
+        ) as reply:
+            assert reply.status == 200
+        await text_in(page, "#mooncake-list", "• h:2 — RPC h:2, no segment yet")
         await page.context.close()
