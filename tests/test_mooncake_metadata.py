@@ -146,3 +146,22 @@ async def test_the_listing_pairs_each_engines_address_and_segment(client: Any) -
     assert second["name"] == "127.0.0.1:53925"
     assert second["rpc"] == {"ip_or_host_name": "127.0.0.1", "rpc_port": 15868}
     assert (second["segment"], second["buffers"], second["protocol"]) == (True, 2, "tcp")
+
+
+async def test_a_watch_filters_the_faces_named_kinds(client: Any) -> None:
+    """/watch?kind=metadata (or a prefill kind) selects a face's named records; a role or ranks filter leaves
+    them out, as it leaves out the encoder list's changes; an unknown kind is still a 400."""
+    assert (await client.put(RAM, data=b"{}")).status == 200
+    assert (
+        await client.put(
+            "/register_transfer_engine_info",
+            json={"rank": 0, "transfer_engine_info": {"session_id": "s", "weights_info_dict": {}}},
+        )
+    ).status == 200
+    history = client.app[HISTORY]
+    await until(lambda: (history.heard("default") or 0) >= 2)
+    changes = (await (await client.get("/watch?after=0&kind=metadata")).json())["changes"]
+    assert [(c["kind"], c["key"]) for c in changes] == [("metadata", "mooncake/ram/127.0.0.1:53925")]
+    assert (await (await client.get("/watch?after=0&kind=metadata&role=target")).json())["changes"] == []
+    assert (await (await client.get("/watch?after=0&kind=prefill_rank")).json())["changes"] == []
+    assert (await client.get("/watch?after=0&kind=bogus")).status == 400

@@ -73,10 +73,19 @@ def watch_paths() -> dict[str, dict[str, Any]]:
                     ),
                     _query(
                         "kind",
-                        "Only changes of this kind (a record kind, or encoder_urls).",
+                        "Only changes of this kind (a record kind, encoder_urls, or a face's named records: "
+                        "prefill_rank, prefill_topology, prefill_room, metadata).",
                         {
                             "type": "string",
-                            "enum": ["transfer_engine_info", "parallelism_config", "encoder_urls"],
+                            "enum": [
+                                "transfer_engine_info",
+                                "parallelism_config",
+                                "encoder_urls",
+                                "prefill_rank",
+                                "prefill_topology",
+                                "prefill_room",
+                                "metadata",
+                            ],
                         },
                     ),
                     _query("role", "Only changes of this role (per-rank kinds).", ROLE),

@@ -28,6 +28,8 @@ from ...._names import ENCODER_URLS
 from ...._ranks import RankSet
 from ....core.history import History, Match
 from ....exceptions import HistoryGone, ShuttingDown
+from ....wire.metadata import METADATA
+from ....wire.prefill import PREFILL_RANK, PREFILL_ROOM, PREFILL_TOPOLOGY
 from ...appkeys import CONFIG, REGISTRY
 from ...fastpath.watches import WATCH_REPLIES, PendingWatch, WatchReplies
 from ..common import namespace_of, param, wait_seconds
@@ -73,6 +75,9 @@ class WatchCollector:
 
 _PING = b": ping\n\n"
 
+_LISTED_KINDS = frozenset({ENCODER_URLS, METADATA, PREFILL_RANK, PREFILL_TOPOLOGY, PREFILL_ROOM})
+"""The kinds a ``kind=`` filter names beside the per-rank record kinds: the encoder list, the faces' named records."""
+
 
 def _match(request: web.Request) -> tuple[Match | None, Hashable]:
     """The filter the ``kind``, ``role`` and ``ranks`` parameters name (``None`` when none is given), and its key.
@@ -82,7 +87,7 @@ def _match(request: web.Request) -> tuple[Match | None, Hashable]:
     kind_text, role_text, ranks_text = param(request, "kind"), param(request, "role"), param(request, "ranks")
     kind = None
     if kind_text is not None:
-        kind = ENCODER_URLS if kind_text == ENCODER_URLS else kind_named(kind_text).name
+        kind = kind_text if kind_text in _LISTED_KINDS else kind_named(kind_text).name
     role = None if role_text is None else wire.parse_role_param(role_text)
     ranks: RankSet | None = None if ranks_text is None else wire.parse_ranks(ranks_text)
     key = (kind, role, ranks_text)
@@ -92,8 +97,9 @@ def _match(request: web.Request) -> tuple[Match | None, Hashable]:
     def match(change: wire.WatchedChange) -> bool:
         if kind is not None and change.kind != kind:
             return False
-        if change.url is not None:
-            # An encoder list change has no role or rank: only a kind filter selects it.
+        if change.url is not None or change.key is not None:
+            # An encoder list change, or a named record's (a prefill rank, a Mooncake key), has no role or
+            # rank: only a kind filter selects it.
             return role is None and ranks is None
         if role is not None and change.role != role:
             return False
