@@ -143,6 +143,10 @@ def never_ran(reply: Any) -> bool:
     return isinstance(reply, NoScriptError)
 
 
+_CLOSING = 5.0
+"""Seconds one client's close may take before the server stops without it."""
+
+
 class Connection:
     """The store's two pools (its calls', and the feed reader's), and every call made through them."""
 
@@ -253,15 +257,20 @@ class Connection:
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(self.timeout + 1.0):
                 await self._idle.wait()
+        # Each close bounded: a pool still connecting to a primary that died (a failover under way) may
+        # not end by itself, and a stopping server must stop (a timeout is an Exception, suppressed).
         for client in clients:
             if client is not None:
                 with contextlib.suppress(Exception):
-                    await client.aclose()
+                    async with asyncio.timeout(_CLOSING):
+                        await client.aclose()
                 with contextlib.suppress(Exception):
-                    await client.connection_pool.disconnect()
+                    async with asyncio.timeout(_CLOSING):
+                        await client.connection_pool.disconnect()
         if sentinel is not None:
             with contextlib.suppress(Exception):
-                await sentinel.aclose()
+                async with asyncio.timeout(_CLOSING):
+                    await sentinel.aclose()
 
     async def call(self, operation: Operation[_T]) -> _T:
         """Run ``operation`` under the deadline; every failure of Redis becomes ``StoreUnavailable``."""

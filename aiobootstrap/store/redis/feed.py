@@ -57,11 +57,23 @@ def block_seconds(poll_interval: float) -> float:
     return min(1.0, poll_interval)
 
 
+_STOPPING = 5.0
+"""Seconds a cancelled task is waited for: past them a stopping server goes on without it (and says so)."""
+
+
 async def _stop(task: asyncio.Task[None] | None) -> None:
-    """Cancel ``task`` and wait for it to end (a cancellation of the caller still propagates)."""
+    """Cancel ``task`` and wait for it to end, :data:`_STOPPING` seconds at most (a cancellation of the
+    caller still propagates): a reader inside redis-py's reconnection to a primary that died may not end
+    at once, and a server must stop all the same."""
     if task is not None:
         task.cancel()
-        await asyncio.wait({task})
+        done, _ = await asyncio.wait({task}, timeout=_STOPPING)
+        if not done:
+            logger.warning(
+                "%s did not stop within %g s of its cancellation; stopping without it",
+                task.get_name(),
+                _STOPPING,
+            )
 
 
 class Feed:

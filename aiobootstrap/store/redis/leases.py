@@ -64,6 +64,10 @@ def _target(blob: bytes | str) -> Target:
     return key_at(parts[0], parts[1], parts[2], parts[3]), parts[4] if len(parts) > 4 else None
 
 
+_STOPPING = 5.0
+"""Seconds the cancelled reaper is waited for when the store closes."""
+
+
 class RedisLeases:
     """The leases of one Redis store: its calls, its reaper and this process's figures."""
 
@@ -192,7 +196,8 @@ class RedisLeases:
         reaper, self._reaper = self._reaper, None
         if reaper is not None:
             reaper.cancel()
-            await asyncio.wait({reaper})
+            # Bounded, as the feed's tasks are (``feed._stop``): a server that stops must stop.
+            await asyncio.wait({reaper}, timeout=_STOPPING)
 
     async def _reap(self) -> None:
         keys = self._keys
