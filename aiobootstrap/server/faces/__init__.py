@@ -10,7 +10,8 @@ probe, ``/ranks``, ``/watch``, the leases, the page). No face imports
 another: what they share is here, beside them: ``common`` (what they read
 from a request, the plain replies they send), ``kinds`` (the record kinds'
 table), ``records`` (replies from records), ``log_lines`` (the one log line
-of each change). ``create_app`` puts them on their routes.
+of each change), ``rounds`` (probes every interval, as a task that lives with
+the app). ``create_app`` puts them on their routes.
 """
 
 from __future__ import annotations

@@ -43,10 +43,10 @@ from ...._logging import printable
 from ...._names import ENCODER_URLS
 from ....core.registry import Registry
 from ....core.tally import Tally
-from ....exceptions import BootstrapError
 from ....store import Key, Record, members_of
 from ...appkeys import CONFIG, FINDINGS, REGISTRY
 from ..kinds import encoder_list_key
+from ..rounds import every, running
 
 __all__ = [
     "ENCODER_HEALTH",
@@ -122,15 +122,7 @@ class EncoderHealth:
 
     async def run(self, interval: float) -> None:
         """Probe every ``interval`` seconds until cancelled; a round that fails is logged, not fatal."""
-        while True:
-            await asyncio.sleep(interval)
-            try:
-                await self.round()
-            except BootstrapError as exc:
-                if self._registry.closed:
-                    return  # the server is stopping
-                # The store unreachable: the next round tries again.
-                log.warning("encoder health round skipped: %s", exc.detail)
+        await every(interval, self.round, self._registry, "encoder health")
 
     async def round(self) -> None:
         """Probe every listed and evicted URL of every namespace once (all at once), and apply the findings."""
@@ -264,11 +256,5 @@ async def encoder_health_context(app: web.Application) -> AsyncIterator[None]:
         )
         app[ENCODER_HEALTH] = health
         app[FINDINGS] = health.findings  # the page's watch counts, and the fast path, read it
-        task = asyncio.create_task(
-            health.run(config.encoder_health_interval), name="aiobootstrap encoder health"
-        )
-        try:
+        async with running(health.run(config.encoder_health_interval), "aiobootstrap encoder health"):
             yield
-        finally:
-            task.cancel()
-            await asyncio.wait([task])

@@ -33,6 +33,7 @@ from ....exceptions import BootstrapError
 from ....store import Key, Record
 from ....wire.metadata import METADATA, decode_value, is_rpc_meta
 from ...appkeys import CONFIG, REGISTRY
+from ..rounds import every, running
 
 __all__ = ["FAILURES_TO_FORGET", "MOONCAKE_PROBES", "MooncakeProbes", "mooncake_probes_context", "probe"]
 
@@ -111,14 +112,8 @@ class MooncakeProbes:
         return self._failures.get(key, (0, 0))[1]
 
     async def run(self, interval: float) -> None:
-        while True:
-            await asyncio.sleep(interval)
-            try:
-                await self.round()
-            except BootstrapError as exc:
-                if self._registry.closed:
-                    return
-                log.warning("Mooncake probe round skipped: %s", exc.detail)
+        """Probe every ``interval`` seconds until cancelled; a round that fails is logged, not fatal."""
+        await every(interval, self.round, self._registry, "Mooncake probe")
 
     async def round(self) -> None:
         """Probe every RPC entry of every namespace once, and forget the engines that failed too often."""
@@ -168,14 +163,8 @@ async def mooncake_probes_context(app: web.Application) -> AsyncIterator[None]:
         yield
         return
     probes = app[MOONCAKE_PROBES] = MooncakeProbes(app[REGISTRY], config.mooncake_probe_timeout)
-    task = asyncio.create_task(
-        probes.run(config.mooncake_probe_interval), name="aiobootstrap mooncake probes"
-    )
-    try:
+    async with running(probes.run(config.mooncake_probe_interval), "aiobootstrap mooncake probes"):
         yield
-    finally:
-        task.cancel()
-        await asyncio.wait([task])
 
 
 MOONCAKE_PROBES = web.AppKey("mooncake_probes", MooncakeProbes)
