@@ -45,7 +45,10 @@ for line in sys.stdin:
 """
 
 
-async def _engine(metadata: str) -> tuple[asyncio.subprocess.Process, dict[str, Any]]:
+async def start_engine(
+    metadata: str, stderr: Any = asyncio.subprocess.DEVNULL
+) -> tuple[asyncio.subprocess.Process, dict[str, Any]]:
+    """One engine (``_ENGINE``) in a process of its own, its log to ``stderr``; the process and its first line."""
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         "-c",
@@ -53,7 +56,7 @@ async def _engine(metadata: str) -> tuple[asyncio.subprocess.Process, dict[str, 
         metadata,
         stdin=asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.DEVNULL,
+        stderr=stderr,
     )
     assert process.stdout is not None
     line = json.loads(await process.stdout.readline() or b'{"error": "the engine exited"}')
@@ -70,9 +73,9 @@ async def _close(process: asyncio.subprocess.Process) -> None:
 
 async def one_run(metadata: str) -> dict[str, float]:
     """Milliseconds: the second engine's ``initialize``, its first and its second write to the first."""
-    target, told = await _engine(metadata)
+    target, told = await start_engine(metadata)
     try:
-        writer, own = await _engine(metadata)
+        writer, own = await start_engine(metadata)
         try:
             assert writer.stdin is not None
             assert writer.stdout is not None

@@ -14,34 +14,21 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote
 
 import aiohttp
 
 from ._servers import SERVERS, RunningServer
-from .mooncake_engines import _ENGINE
+from .mooncake_engines import start_engine
 
 
-async def _engine(metadata: str, log: Path) -> tuple[asyncio.subprocess.Process, dict[str, object]]:
+async def _engine(metadata: str, log: Path) -> tuple[asyncio.subprocess.Process, dict[str, Any]]:
     with log.open("wb") as errors:
-        process = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-c",
-            _ENGINE,
-            metadata,
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=errors,
-        )
-    assert process.stdout is not None
-    line = json.loads(await process.stdout.readline() or b'{"error": "the engine exited"}')
-    if "error" in line:
-        raise RuntimeError(line["error"])
-    return process, line
+        return await start_engine(metadata, errors)
 
 
 def _warnings(log: Path, start: int) -> list[str]:

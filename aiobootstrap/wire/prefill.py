@@ -18,12 +18,14 @@ from typing import Any
 from ..exceptions import BadRequest
 
 __all__ = [
+    "INTEGER_FIELDS",
     "MAX_ROOM",
     "MAX_ROOMS_ASKED",
     "MISSING_INPUTS",
     "PREFILL_RANK",
     "PREFILL_ROOM",
     "PREFILL_TOPOLOGY",
+    "REQUIRED_FIELDS",
     "TOPOLOGY_NAME",
     "Coords",
     "MissingInputs",
@@ -69,7 +71,7 @@ _OPTIONAL_INFO = ("enable_dsa_cache_layer_split", "prefill_http_port")
 decode builds its dataclass from every key (``PrefillServerInfo(**data)``) and fails on one it lacks."""
 
 
-_INTEGER_FIELDS = (
+INTEGER_FIELDS = (
     "attn_tp_size",
     "attn_tp_rank",
     "attn_cp_size",
@@ -83,6 +85,8 @@ _INTEGER_FIELDS = (
     "rank_port",
     "page_size",
 )
+REQUIRED_FIELDS = (*INTEGER_FIELDS, "rank_ip", "kv_cache_dtype")
+"""What a ``PUT /route`` body must hold (``register_to_bootstrap`` sends them all)."""
 _SAID = {
     "dp_size": "dp size (attn_dp_size, or system_dp_size when it is not 1)",
     "cp_size": "attn_cp_size",
@@ -276,7 +280,7 @@ def parse_prefill_rank(payload: Mapping[str, Any]) -> PrefillRank:
         optional,
     )
     value = {name: field for name, field in payload.items() if name != "lease"}
-    for name in _INTEGER_FIELDS:  # checked whole above: kept as integers (17011, not 17011.0)
+    for name in INTEGER_FIELDS:  # checked whole above: kept as integers (17011, not 17011.0)
         value[name] = int(value[name])
     return PrefillRank(Coords(dp, cp, tp, pp), topology, value)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from .... import wire
-from ....wire.prefill import MAX_ROOM, MAX_ROOMS_ASKED
+from ....wire.prefill import MAX_ROOM, MAX_ROOMS_ASKED, REQUIRED_FIELDS
 from ...openapi.leases import LEASE_REPLIES, with_lease
 from ...openapi.paths import BAD_REQUEST, BODY_ERRORS, SECONDS, UNAVAILABLE, json_reply, query, text_reply
 from ...openapi.schemas import ref
@@ -153,22 +153,7 @@ SCHEMAS: dict[str, Any] = {
     "PrefillRank": with_lease(
         {
             "type": "object",
-            "required": [
-                "attn_tp_size",
-                "attn_tp_rank",
-                "attn_cp_size",
-                "attn_cp_rank",
-                "attn_dp_size",
-                "attn_dp_rank",
-                "pp_size",
-                "pp_rank",
-                "system_dp_size",
-                "system_dp_rank",
-                "rank_ip",
-                "rank_port",
-                "page_size",
-                "kv_cache_dtype",
-            ],
+            "required": list(REQUIRED_FIELDS),
             "properties": {
                 **{
                     name: {"type": "integer", "minimum": 1}
