@@ -4,38 +4,24 @@ value's next version is served, not the cached bytes of the last."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from urllib.parse import quote
 
 import pytest
 
-from aiobootstrap import ServerConfig, create_app
 from aiobootstrap._names import DEFAULT_ROLE
 from aiobootstrap.server.fastpath.eligible import ELIGIBILITY
 from aiobootstrap.store import Key
 from aiobootstrap.wire.metadata import METADATA, encode_value
 
 from .helpers.raw_http import VARIANTS, Reply, _connect, _read_reply, _request, _same
-from .helpers.served_app import Served, _noop_hook, _serve
+from .helpers.served_app import Served
+from .helpers.served_app import fast as fast  # the module's fixtures, shared
+from .helpers.served_app import plain as plain
+from .helpers.served_app import served_config as served_config
 
 NAME = "mooncake/ram/127.0.0.1:53925"
 PATH = "/metadata?key=" + quote(NAME, safe="")
 DESCRIPTOR = b'{"name":"127.0.0.1:53925","buffers":[{"addr":1,"length":4096}],"protocol":"tcp"}'
-
-
-@pytest.fixture
-async def fast() -> AsyncIterator[Served]:
-    async for served in _serve(create_app(ServerConfig())):
-        yield served
-
-
-@pytest.fixture
-async def plain() -> AsyncIterator[Served]:
-    """One more on_response_prepare hook: every reply is aiohttp's own."""
-    app = create_app(ServerConfig())
-    app.on_response_prepare.append(_noop_hook)
-    async for served in _serve(app):
-        yield served
 
 
 async def _put(served: Served, value: bytes, namespace: str = "default") -> None:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import AsyncIterator
 from unittest import mock
 
 import aiohttp
@@ -27,26 +26,13 @@ from aiobootstrap.store import Key, Record
 
 from .helpers.raw_http import VARIANTS, Reply, _closed, _connect, _read_reply, _request, _same
 from .helpers.registry import register_in
-from .helpers.served_app import Served, _noop_hook, _serve
+from .helpers.served_app import Served, _serve
+from .helpers.served_app import fast as fast  # the module's fixtures, shared
+from .helpers.served_app import plain as plain
+from .helpers.served_app import served_config as served_config
 from .helpers.waits import until
 
 GET = "/get_transfer_engine_info"
-
-
-@pytest.fixture
-async def fast() -> AsyncIterator[Served]:
-    """The app as served: replies to gets are pre-built bytes."""
-    async for served in _serve(create_app(ServerConfig())):
-        yield served
-
-
-@pytest.fixture
-async def plain() -> AsyncIterator[Served]:
-    """The same app with one more on_response_prepare hook: every reply is aiohttp's own."""
-    app = create_app(ServerConfig())
-    app.on_response_prepare.append(_noop_hook)
-    async for served in _serve(app):
-        yield served
 
 
 async def _register(served: Served, rank: int, session: str = "s") -> None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
@@ -27,7 +27,9 @@ from aiobootstrap.store import Change
 
 from .helpers.raw_http import VARIANTS, Reply, _connect, _read_reply, _request, _same
 from .helpers.registry import info_key, register_in
-from .helpers.served_app import Served, _noop_hook, _serve
+from .helpers.served_app import Served
+from .helpers.served_app import fast as fast  # the module's fixtures, shared (its config overridden below)
+from .helpers.served_app import plain as plain
 from .helpers.waits import until
 from .redis_server import free_port
 
@@ -39,17 +41,8 @@ WAIT = 60
 
 
 @pytest.fixture
-async def fast() -> AsyncIterator[Served]:
-    async for served in _serve(create_app(CONFIG)):
-        yield served
-
-
-@pytest.fixture
-async def plain() -> AsyncIterator[Served]:
-    app = create_app(CONFIG)
-    app.on_response_prepare.append(_noop_hook)
-    async for served in _serve(app):
-        yield served
+def served_config() -> ServerConfig:
+    return CONFIG
 
 
 def _watchers(served: Served) -> int:

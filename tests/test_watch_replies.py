@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -22,24 +21,13 @@ from aiobootstrap.server.fastpath.eligible import ELIGIBILITY
 
 from .helpers.raw_http import VARIANTS, Reply, _closed, _connect, _read_reply, _request, _same
 from .helpers.registry import register_in, registration
-from .helpers.served_app import Served, _noop_hook, _serve
+from .helpers.served_app import Served
+from .helpers.served_app import fast as fast  # the module's fixtures, shared
+from .helpers.served_app import plain as plain
+from .helpers.served_app import served_config as served_config
 from .helpers.waits import GUARD, until
 
 REGISTER = "/register_transfer_engine_info"
-
-
-@pytest.fixture
-async def fast() -> AsyncIterator[Served]:
-    async for served in _serve(create_app(ServerConfig())):
-        yield served
-
-
-@pytest.fixture
-async def plain() -> AsyncIterator[Served]:
-    app = create_app(ServerConfig())
-    app.on_response_prepare.append(_noop_hook)
-    async for served in _serve(app):
-        yield served
 
 
 def _watchers(served: Served) -> int:

@@ -7,8 +7,10 @@ import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
+import pytest
 from aiohttp import web
 
+from aiobootstrap import ServerConfig, create_app
 from aiobootstrap.core.registry import Registry
 from aiobootstrap.server.app import REGISTRY
 
@@ -39,3 +41,25 @@ async def _serve(app: web.Application, *, access_log: logging.Logger | None = No
 
 async def _noop_hook(request: web.Request, response: web.StreamResponse) -> None:
     pass
+
+
+@pytest.fixture
+def served_config() -> ServerConfig:
+    """The config ``fast`` and ``plain`` serve (a module overrides it to serve another)."""
+    return ServerConfig()
+
+
+@pytest.fixture
+async def fast(served_config: ServerConfig) -> AsyncIterator[Served]:
+    """The app as served: replies to gets and watches are pre-built bytes."""
+    async for served in _serve(create_app(served_config)):
+        yield served
+
+
+@pytest.fixture
+async def plain(served_config: ServerConfig) -> AsyncIterator[Served]:
+    """The same app with one more ``on_response_prepare`` hook: every reply is aiohttp's own."""
+    app = create_app(served_config)
+    app.on_response_prepare.append(_noop_hook)
+    async for served in _serve(app):
+        yield served
