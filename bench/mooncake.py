@@ -8,7 +8,8 @@ wheel: an aiohttp app over a dict behind a lock) runs in a process of its own,
 as does aiobootstrap on its memory store, its file store and a redis-server of
 its own (AOF, ``appendfsync always``).
 
-``python -m bench.mooncake`` (``--seconds S`` per figure, 3 by default).
+``python -m bench.mooncake`` (``--seconds S`` per figure, 3 by default; ``--rounds N``
+over every server in turn, 3 by default: each figure is the median of its rounds).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import asyncio
 import contextlib
 import json
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -86,7 +88,7 @@ async def mooncake_server() -> AsyncIterator[Target]:
         await process.wait()
 
 
-async def measure(target: Target, seconds: float) -> dict[str, Any]:
+async def measure(target: Target, seconds: float) -> dict[str, float]:
     """GET then PUT of the descriptor under ``wrk -c64``: requests/s, p99 ms, non-2xx replies."""
     url = f"http://{target.host}:{target.port}{PATH}"
     async with aiohttp.ClientSession() as http, http.put(url, data=descriptor(0)) as reply:
@@ -94,36 +96,54 @@ async def measure(target: Target, seconds: float) -> dict[str, Any]:
     got = await run_wrk(target, PATH, seconds=seconds)
     put = await run_wrk(target, PATH, [descriptor(serial) for serial in range(1, 33)], seconds=seconds)
     return {
-        "GET/s": round(got.rate),
-        "GET p99 ms": round(got.p99 * 1000, 2),
-        "PUT/s": round(put.rate),
-        "PUT p99 ms": round(put.p99 * 1000, 2),
+        "GET/s": got.rate,
+        "GET p99 ms": got.p99 * 1000,
+        "PUT/s": put.rate,
+        "PUT p99 ms": put.p99 * 1000,
         "errors": got.errors["status"] + put.errors["status"],
     }
 
 
-async def main(seconds: float) -> None:
+def medians(rounds: list[dict[str, float]]) -> dict[str, Any]:
+    """Each figure's median over the rounds (errors: their sum)."""
+    figures: dict[str, Any] = {
+        name: round(statistics.median(r[name] for r in rounds), 2 if "ms" in name else None)
+        for name in rounds[0]
+        if name != "errors"
+    }
+    figures["errors"] = sum(r["errors"] for r in rounds)
+    return figures
+
+
+async def main(seconds: float, rounds: int) -> None:
     if not find_wrk():
         sys.exit("wrk is not installed (Debian's package wrk)")
-    results: dict[str, dict[str, Any]] = {}
-    async with mooncake_server() as target:
-        results["mooncake.http_metadata_server"] = await measure(target, seconds)
+    runs: dict[str, list[dict[str, float]]] = {}
     with tempfile.TemporaryDirectory(prefix="bench-mooncake-") as directory:
         redis, redis_url = _start_redis(Path(directory))
+        servers: dict[str, RunningServer] = {}
         try:
-            for label, store in (
-                ("aiobootstrap memory:", "memory:"),
-                ("aiobootstrap file:", f"file:{directory}/state.jsonl"),
-                ("aiobootstrap redis (AOF always)", redis_url),
-            ):
-                server = await RunningServer.start(SERVERS["aiobootstrap"], "--store", store)
-                try:
-                    results[label] = await measure(server.target, seconds)
-                finally:
-                    await server.stop()
+            async with mooncake_server() as mooncake:
+                for label, store in (
+                    ("aiobootstrap memory:", "memory:"),
+                    ("aiobootstrap file:", f"file:{directory}/state.jsonl"),
+                    ("aiobootstrap redis (AOF always)", redis_url),
+                ):
+                    servers[label] = await RunningServer.start(SERVERS["aiobootstrap"], "--store", store)
+                targets = {
+                    "mooncake.http_metadata_server": mooncake,
+                    **{k: v.target for k, v in servers.items()},
+                }
+                # Round after round, every server in turn: a noisy minute of the machine falls on all alike.
+                for _ in range(rounds):
+                    for label, target in targets.items():
+                        runs.setdefault(label, []).append(await measure(target, seconds))
         finally:
+            for server in servers.values():
+                await server.stop()
             redis.kill()
             redis.wait()
+    results = {label: medians(figures) for label, figures in runs.items()}
     base = results["mooncake.http_metadata_server"]
     for label, figures in results.items():
         figures["GET x"] = round(figures["GET/s"] / base["GET/s"], 2)
@@ -136,4 +156,8 @@ if __name__ == "__main__":
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--seconds", type=float, default=3.0, help="seconds of wrk per figure (default: 3)")
-    asyncio.run(main(parser.parse_args().seconds))
+    parser.add_argument(
+        "--rounds", type=int, default=3, help="rounds over every server; medians (default: 3)"
+    )
+    arguments = parser.parse_args()
+    asyncio.run(main(arguments.seconds, arguments.rounds))

@@ -1,6 +1,7 @@
 """A Mooncake ``GET /metadata`` answered with pre-built bytes (the gets' fast path) is aiohttp's own reply on
 the wire: the same status line, headers and body, read over a raw socket, for each HTTP variant; and a
-value's next version is served, not the cached bytes of the last."""
+value's next version is served, not the cached bytes of the last. A ``PUT``'s ``metadata updated``
+(pre-built too) is aiohttp's reply as well, naming the version it stored."""
 
 from __future__ import annotations
 
@@ -67,3 +68,27 @@ async def test_the_next_version_is_served_and_namespaces_apart(fast: Served) -> 
     other = await _get(fast, VARIANTS["1.1 keep-alive"], "/ns/other" + PATH)
     again = await _get(fast, VARIANTS["1.1 keep-alive"])
     assert (other.body, again.body) == (b"{}", DESCRIPTOR + b" ")
+
+
+async def _put_over_http(served: Served, variant: tuple[str, str, str], body: bytes) -> Reply:
+    _, version, extra = variant
+    reader, writer = await _connect(served)
+    try:
+        head = f"PUT {PATH} HTTP/{version}\r\nHost: test\r\n{extra}Content-Length: {len(body)}\r\n\r\n"
+        writer.write(head.encode() + body)
+        return await _read_reply(reader)
+    finally:
+        writer.close()
+
+
+@pytest.mark.parametrize("name", [name for name in VARIANTS if not name.startswith("HEAD")])
+async def test_a_prebuilt_put_reply_is_what_aiohttp_sends(fast: Served, plain: Served, name: str) -> None:
+    replies = []
+    for served in (fast, plain):
+        await _put(served, b"{}")  # the PUT below stores version 2 on both
+        replies.append(await _put_over_http(served, VARIANTS[name], DESCRIPTOR))
+    ours, theirs = replies
+    assert (ours.body, ours.headers["X-Aiobootstrap-Version"]) == (b"metadata updated", "2")
+    _same(ours, theirs)
+    again = await _get(fast, VARIANTS["1.1 keep-alive"])
+    assert (again.body, again.headers["X-Aiobootstrap-Version"]) == (DESCRIPTOR, "2")

@@ -25,6 +25,7 @@ __all__ = [
     "JSON_LINE",
     "OK",
     "TEXT_LINE",
+    "TEXT_TYPE",
     "connection_line",
     "head",
     "stamp_lines",
@@ -36,7 +37,9 @@ CLOSE = 2
 HTTP10 = 4
 
 OK = b"200 OK"
-TEXT_LINE = b"Content-Type: text/plain; charset=utf-8\r\n"
+TEXT_TYPE = "text/plain; charset=utf-8"
+"""What aiohttp's ``web.Response(text=...)`` says a text reply is."""
+TEXT_LINE = f"Content-Type: {TEXT_TYPE}\r\n".encode()
 JSON_LINE = f"Content-Type: {wire.JSON_TYPE}\r\n".encode()
 
 

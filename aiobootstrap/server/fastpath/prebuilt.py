@@ -138,18 +138,29 @@ class BytesReply(web.StreamResponse, abc.ABC):
 
 
 class PrebuiltReply(BytesReply):
-    """A JSON ``200`` whose ``data`` (head and a body of ``length`` bytes) ``prepare`` writes; with ``sent``,
-    bytes written already."""
+    """A ``200`` whose ``data`` (head and a body of ``length`` bytes) ``prepare`` writes; with ``sent``,
+    bytes written already. JSON unless ``content_type`` says otherwise; ``version``: the
+    ``X-Aiobootstrap-Version`` its head carries, if any."""
 
     def __init__(
-        self, request: web.BaseRequest, stamp: Stamp, data: bytes, length: int, *, sent: int | None = None
+        self,
+        request: web.BaseRequest,
+        stamp: Stamp,
+        data: bytes,
+        length: int,
+        *,
+        sent: int | None = None,
+        content_type: str = wire.JSON_TYPE,
+        version: int | None = None,
     ) -> None:
         super().__init__(request, stamp, sent=sent)
         self._data = data
         self._body_length = length
+        self._reply_type = content_type
+        self._version = version
 
     def fields(self) -> tuple[str, int, int | None]:
-        return wire.JSON_TYPE, self._body_length, None
+        return self._reply_type, self._body_length, self._version
 
     async def prepare(self, request: web.BaseRequest) -> AbstractStreamWriter | None:
         if not self._sent:

@@ -66,6 +66,18 @@ def _text(status: int, text: str, record: Record | None = None) -> web.Response:
     return web.Response(status=status, text=text, headers=headers)
 
 
+_UPDATED = UPDATED.encode()
+
+
+def _updated(request: web.Request, record: Record) -> web.StreamResponse:
+    """A ``PUT``'s ``200`` ``metadata updated``: pre-built bytes where the app allows them (an engine
+    re-``PUT``s its descriptor at each memory registration), or aiohttp's same reply."""
+    replies = request.app[GET_REPLIES]
+    if replies.eligible(request):
+        return replies.text(request, _UPDATED, record.version)
+    return _text(200, UPDATED, record)
+
+
 async def get_metadata(request: web.Request) -> web.StreamResponse:
     """``GET /metadata?key=K[&wait=S][&after=V]``: the value last stored, byte for byte."""
     key = _key(request)
@@ -96,7 +108,7 @@ async def put_metadata(request: web.Request) -> web.StreamResponse:
     value = encode_value(body)
     registry = request.app[REGISTRY]
     if not is_rpc_meta(key.name or ""):
-        return _text(200, UPDATED, await registry.register(key, value, lease))
+        return _updated(request, await registry.register(key, value, lease))
     while True:
         current = await registry.get(key)
         if current is not None:
@@ -106,7 +118,7 @@ async def put_metadata(request: web.Request) -> web.StreamResponse:
             return _text(200, UNCHANGED, current)
         record = await registry.register_if(key, value, ABSENT, lease)
         if record is not None:
-            return _text(200, UPDATED, record)
+            return _updated(request, record)
         # Another engine wrote it meanwhile, here or through another replica: compare with what it wrote.
 
 
