@@ -36,6 +36,7 @@ from ...exceptions import BadRequest, missing_ranks_detail
 from ...store import Key, Record, members_of
 from ...wire.kinds import PARALLELISM_CONFIG_ROUTES, TRANSFER_ENGINE_INFO_ROUTES, KindRoutes
 from ...wire.metadata import METADATA, decode_value
+from ...wire.prefill import PREFILL_RANK, encode_address
 from . import records
 
 __all__ = [
@@ -226,6 +227,10 @@ def encode_reply(record: Record) -> bytes:
         return wire.encode_encoder_urls(encoder_urls(record), record.version)
     if record.key.kind == METADATA:
         return decode_value(record.value)  # a Mooncake value: the bytes the engine put
+    if record.key.kind == PREFILL_RANK:
+        return encode_address(
+            record.value
+        )  # a prefill rank's GET /route: its address, as the engines write it
     kind = _find(record.key.kind)
     if kind is None:
         raise ValueError(f"No kind {record.key.kind!r} in the kind table")

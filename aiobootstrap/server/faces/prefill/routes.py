@@ -33,6 +33,7 @@ from ....wire.prefill import (
 )
 from ...appkeys import CONFIG, REGISTRY
 from ...body import read_body
+from ...fastpath.gets import GET_REPLIES, GetReply
 from ..common import lease_of_body, namespace_of, param, wait_seconds
 from .deployment import Deployment
 
@@ -90,6 +91,10 @@ async def get_route(request: web.Request) -> web.StreamResponse:
         record = await deployment.wait_rank(coords, left)
     if record is None:
         return web.Response(status=404, text=not_found_text(coords))
+    replies = request.app[GET_REPLIES]
+    if replies.eligible(request):
+        # Decode asks each rank's address once per request it routes: pre-built bytes, made once per version.
+        return GetReply(request, replies, record)
     return web.Response(
         body=encode_address(record.value),
         content_type=wire.JSON_TYPE,
