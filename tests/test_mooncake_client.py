@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from aiobootstrap import BadRequest, BootstrapClient, NotRegistered, SyncBootstrapClient
+from aiobootstrap.server.app import REGISTRY
 
 RPC = "mooncake/rpc_meta/10.0.0.7:15868"
 
@@ -44,3 +45,27 @@ async def test_the_sync_client(url: str) -> None:
             return client.get_metadata("k")
 
     assert await asyncio.to_thread(blocking) == b"v"
+
+
+async def test_a_value_on_a_lease_leaves_with_it_and_is_put_again_on_a_regrant(client: Any, url: str) -> None:
+    """``put_metadata(lease=)``: the key lives while the lease does; a lease found gone is granted again and
+    its values put again (not one deleted meanwhile); the block's end revokes it, and its keys go."""
+    store = client.server.app[REGISTRY].store
+    async with BootstrapClient(url, namespace="mc") as mooncake, mooncake.lease(ttl=30) as lease:
+        await mooncake.put_metadata("mooncake/ram/a", b'{"buffers":[]}', lease=lease)
+        await mooncake.put_metadata("mooncake/ram/b", b"{}", lease=lease)
+        assert await mooncake.delete_metadata("mooncake/ram/b") is True
+        lost = lease.id
+        await store.revoke_lease("mc", lost)
+        with pytest.raises(NotRegistered):
+            await mooncake.get_metadata("mooncake/ram/a")
+        await lease.keepalive()
+        assert (lease.id != lost, lease.regrants) == (True, 1)
+        assert await mooncake.get_metadata("mooncake/ram/a") == b'{"buffers":[]}'
+        with pytest.raises(NotRegistered):
+            await mooncake.get_metadata("mooncake/ram/b")
+        held = await lease.read()
+        assert [record.key for record in held.records] == ["mooncake/ram/a"]
+    async with BootstrapClient(url, namespace="mc") as mooncake:
+        with pytest.raises(NotRegistered):
+            await mooncake.get_metadata("mooncake/ram/a")

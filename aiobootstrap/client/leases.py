@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Hashable
+from collections.abc import Hashable, Mapping
 from types import TracebackType
 
 from ..exceptions import BootstrapError, LeaseNotFound, ServerUnavailable, TooManyLeases
@@ -181,11 +181,24 @@ class ClientLease:
                 await self._send(key, replay, lease, self._timeout)
 
     async def _send(self, key: Hashable, replay: Replay, lease: str, timeout: float | None) -> None:
-        body = wire_leases.with_lease(replay.body, lease)
-        await self._call(replay.method, replay.path, Deadline(timeout), body)
+        if replay.lease_header is None:
+            body, headers = wire_leases.with_lease(replay.body, lease), None
+        else:  # the body is the value itself (Mooncake's): the lease goes beside it
+            body, headers = replay.body, {replay.lease_header: lease}
+        await self._call(replay.method, replay.path, Deadline(timeout), body, replay.params, headers)
 
-    async def _call(self, method: str, path: str, deadline: Deadline, body: bytes | None = None) -> bytes:
-        reply = await self._transport.call(method, path, deadline, body=body, read_timeout=_READ_TIMEOUT)
+    async def _call(
+        self,
+        method: str,
+        path: str,
+        deadline: Deadline,
+        body: bytes | None = None,
+        params: Mapping[str, str] | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> bytes:
+        reply = await self._transport.call(
+            method, path, deadline, params=params, body=body, headers=headers, read_timeout=_READ_TIMEOUT
+        )
         if reply.status == 409 and path == wire_leases.LEASES_PATH:
             raise TooManyLeases(wire_errors.error_detail(reply.status, reply.body))
         if reply.status != 200:

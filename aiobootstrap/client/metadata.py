@@ -7,8 +7,10 @@ import json
 from typing import Any
 
 from ..exceptions import NotRegistered
-from ..wire.metadata import METADATA_PATH, MOONCAKE_LISTING_PATH, NOT_FOUND
+from ..wire.metadata import LEASE_HEADER, METADATA_PATH, MOONCAKE_LISTING_PATH, NOT_FOUND
 from . import calls
+from .leases import ClientLease, send_registration
+from .restarts import Replay
 from .retry import Deadline
 from .transport import Reply, Transport
 
@@ -40,22 +42,23 @@ class MetadataCalls:
         )
         return self._value(reply), int(reply.version or 0)
 
-    async def put_metadata(self, key: str, value: bytes, *, timeout: float | None = 60.0) -> None:
+    async def put_metadata(
+        self, key: str, value: bytes, *, timeout: float | None = 60.0, lease: ClientLease | None = None
+    ) -> None:
         """Store ``value`` under ``key``; an engine's RPC entry (a key holding ``rpc_meta``) that holds
-        another value raises :class:`BadRequest` (Mooncake's ``Duplicate rpc_meta key not allowed``)."""
-        reply = await self._transport.call(
-            "PUT",
-            METADATA_PATH,
-            Deadline(timeout),
-            params={"key": key},
-            body=value,
-            read_timeout=calls.READ_TIMEOUT,
-        )
-        if reply.status != 200:
-            raise self._transport.error(reply.status, METADATA_PATH, reply.body)
+        another value raises :class:`BadRequest` (Mooncake's ``Duplicate rpc_meta key not allowed``).
+
+        ``lease`` (from ``client.lease``) puts the value on it (``X-Aiobootstrap-Lease``): the key is deleted
+        when the lease ends, and stored again if the lease is found gone and granted again. Retried like
+        ``register``, and sent again after a restart with ``reregister=True``.
+        """
+        replay = Replay("PUT", METADATA_PATH, value, params={"key": key}, lease_header=LEASE_HEADER)
+        await send_registration(self._transport, (METADATA_PATH, key), replay, timeout, lease)
 
     async def delete_metadata(self, key: str, *, timeout: float | None = 60.0) -> bool:
-        """Delete ``key``; ``False`` when there was nothing under it."""
+        """Delete ``key``; ``False`` when there was nothing under it. Not stored again after a restart or a
+        lease's re-grant."""
+        self._transport.forget_registration((METADATA_PATH, key))
         reply = await self._transport.call(
             "DELETE", METADATA_PATH, Deadline(timeout), params={"key": key}, read_timeout=calls.READ_TIMEOUT
         )

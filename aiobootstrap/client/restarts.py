@@ -9,7 +9,7 @@ registered, so the client replays its registrations. The HTTP side lives in
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Coroutine, Hashable
+from collections.abc import Callable, Coroutine, Hashable, Mapping
 from typing import Any, NamedTuple
 
 __all__ = ["Replay", "RestartWatch"]
@@ -21,6 +21,11 @@ class Replay(NamedTuple):
     method: str
     path: str
     body: bytes
+    params: Mapping[str, str] | None = None
+    """Its query (Mooncake's ``?key=``), if any."""
+    lease_header: str | None = None
+    """The header a lease travels in, for a body that is the value itself (Mooncake's); ``None``: the
+    body's ``"lease"`` field."""
 
 
 class RestartWatch:

@@ -147,7 +147,12 @@ class Transport:
         self._restarts.remember(key, replay)
         try:
             reply = await self.call(
-                replay.method, replay.path, Deadline(timeout), body=replay.body, read_timeout=60.0
+                replay.method,
+                replay.path,
+                Deadline(timeout),
+                params=replay.params,
+                body=replay.body,
+                read_timeout=60.0,
             )
         except ServerUnavailable:
             self._restarts.forget(key, replay)
@@ -225,6 +230,7 @@ class Transport:
         *,
         params: Mapping[str, str] | Callable[[], Mapping[str, str]] | None = None,
         body: bytes | None = None,
+        headers: Mapping[str, str] | None = None,
         read_timeout: float,
         parks: bool = False,
         ranks: int = 1,
@@ -255,7 +261,14 @@ class Transport:
                         await self._refill_if_restarted(url)
                     asked = params() if callable(params) else params
                     reply = await self._exchange(
-                        url, method, path, params=asked, body=body, timeout=read_timeout, ranks=ranks
+                        url,
+                        method,
+                        path,
+                        params=asked,
+                        body=body,
+                        headers=headers,
+                        timeout=read_timeout,
+                        ranks=ranks,
                     )
                     if await self._refill_if_restarted(url):
                         continue  # ask again: the answer came from the server before it was refilled
@@ -314,13 +327,14 @@ class Transport:
         *,
         params: Mapping[str, str] | None = None,
         body: bytes | None = None,
+        headers: Mapping[str, str] | None = None,
         timeout: float,
         ranks: int = 1,
     ) -> Reply:
         """One request to ``url``, its reply bounded by ``max_reply_size`` for ``ranks`` ranks."""
-        headers = dict(self._headers)
+        sent = dict(self._headers) if headers is None else {**self._headers, **headers}
         if body is not None:
-            headers["Content-Type"] = wire.JSON_TYPE
+            sent["Content-Type"] = wire.JSON_TYPE
         bound = None if self._max_reply_size is None else ranks * (self._max_reply_size + _REPLY_FIELDS)
         return await exchange(
             self.open(),
@@ -329,7 +343,7 @@ class Transport:
             wire.path(path, self.namespace),
             params=params,
             body=body,
-            headers=headers,
+            headers=sent,
             ssl=self._ssl,
             read_timeout=timeout,
             bound=bound,
@@ -343,9 +357,11 @@ class Transport:
         """Re-register our ranks if the server restarted since we registered them; whether we did."""
         async with self._restarts.lock:
             replay = self._restarts.take_replay()
-            for key, (method, path, body) in replay.items():
+            for key, sent in replay.items():
                 try:
-                    reply = await self._exchange(url, method, path, body=body, timeout=60.0)
+                    reply = await self._exchange(
+                        url, sent.method, sent.path, params=sent.params, body=sent.body, timeout=60.0
+                    )
                 except BaseException:  # unreachable, or the call's time ran out: replay it all next time
                     self._restarts.replay_failed()
                     raise

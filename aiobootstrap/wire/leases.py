@@ -96,10 +96,13 @@ def encode_lease(lease: str, ttl: float, remaining: float | None = None, records
     return dumps(reply)
 
 
-def lease_record(kind: str, role: str, rank: int, url: str | None) -> dict[str, Any]:
-    """One record of a lease read: as a change of SPEC section 10 names it."""
+def lease_record(kind: str, role: str, rank: int, url: str | None, name: str | None = None) -> dict[str, Any]:
+    """One record of a lease read: as a change of SPEC section 10 names it (a named record, a Mooncake
+    key or a prefill rank, by its ``key``)."""
     if kind == ENCODER_URLS and url is not None:
         return {"kind": kind, "url": url}
+    if name is not None:
+        return {"kind": kind, "key": name}
     return {"kind": kind, "role": role, "rank": rank}
 
 
@@ -122,12 +125,14 @@ def with_lease(body: bytes, lease: str | None) -> bytes:
 
 @dataclass(frozen=True, slots=True)
 class LeaseRecord:
-    """One record a lease holds: ``kind``, ``role`` and ``rank``, or for an encoder URL ``url``."""
+    """One record a lease holds: ``kind``, ``role`` and ``rank``; for an encoder URL ``url``; for a named
+    record (a Mooncake key, a prefill rank) its name, ``key``."""
 
     kind: str
     role: str | None = None
     rank: int | None = None
     url: str | None = None
+    key: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,7 +154,7 @@ def decode_lease(payload: bytes) -> LeaseInfo:
             raise TypeError
         remaining = reply.get("remaining")
         records = tuple(
-            LeaseRecord(item["kind"], item.get("role"), item.get("rank"), item.get("url"))
+            LeaseRecord(item["kind"], item.get("role"), item.get("rank"), item.get("url"), item.get("key"))
             for item in reply.get("records", ())
         )
     except (ValueError, RecursionError, KeyError, TypeError, AttributeError):

@@ -35,7 +35,8 @@ def lease_routes(expect: ExpectHandler | None = None) -> list[web.RouteDef]:
 def _reply(state: LeaseState, *, whole: bool = False) -> web.Response:
     if whole:
         records = [
-            wire_leases.lease_record(key.kind, key.role, key.rank, member) for key, member in state.records
+            wire_leases.lease_record(key.kind, key.role, key.rank, member, key.name)
+            for key, member in state.records
         ]
         body = wire_leases.encode_lease(state.id, state.ttl, state.remaining, records)
     else:

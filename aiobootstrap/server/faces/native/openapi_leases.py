@@ -49,7 +49,8 @@ SCHEMAS: dict[str, Any] = {
             "remaining": {"type": "number", "description": "Seconds until it expires unless kept alive."},
             "records": {
                 "type": "array",
-                "description": "The records on the lease: kind, role and rank; an encoder URL's kind and url.",
+                "description": "The records on the lease: kind, role and rank; an encoder URL's kind and url; a named "
+                "record's (a Mooncake key's, a prefill rank's) kind and key.",
                 "items": {"type": "object"},
             },
         },
