@@ -13,8 +13,10 @@ from __future__ import annotations
 import contextlib
 import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
 import redis
 
 from .redis_server import REDIS_SERVER, SKIP_REASON, Pausable, RedisServer, free_port
@@ -106,6 +108,19 @@ class SentinelProcess(Pausable):
         with self.client() as client:
             listed: list[dict[str, str]] = client.client_list()
         return [entry["name"] for entry in listed if entry.get("name", "").endswith(".sentinel")]
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SentinelCluster]:
+    """One deployment for the module that imports this fixture (its tests fail it over and heal it)."""
+    if REDIS_SERVER is None:
+        pytest.skip(SKIP_REASON)
+    deployment = SentinelCluster(tmp_path_factory.mktemp("sentinel"))
+    try:
+        deployment.start()
+        yield deployment
+    finally:
+        deployment.stop()
 
 
 class SentinelCluster:
@@ -218,6 +233,24 @@ class SentinelCluster:
                 return
             time.sleep(0.05)
         raise RuntimeError(f"the Sentinel deployment did not settle: {why}")
+
+    def wait_synced(self, guard: float = 20.0) -> None:
+        """Until the deployment is healthy and the replica holds every write the primary has (its
+        replication offset the primary's): a failover then has nothing to lose."""
+        deadline = time.monotonic() + guard
+        while time.monotonic() < deadline:
+            if self._unhealthy() is None:
+                with contextlib.suppress(OSError, redis.RedisError):
+                    primary = _info(self.primary())
+                    offsets = [
+                        v.get("offset")
+                        for k, v in primary.items()
+                        if k.startswith("slave") and isinstance(v, dict)
+                    ]
+                    if offsets and all(offset == primary.get("master_repl_offset") for offset in offsets):
+                        return
+            time.sleep(0.02)
+        raise RuntimeError("the replica did not catch up with the primary")
 
     def _unhealthy(self) -> str | None:
         try:

@@ -35,23 +35,12 @@ from .helpers.cli import launch
 from .helpers.redis_store import Recorder
 from .helpers.registry import registration
 from .helpers.waits import GUARD, until
-from .redis_server import REDIS_SERVER, SKIP_REASON, RedisServer, free_port
+from .redis_server import RedisServer, free_port
 from .sentinel_cluster import SentinelCluster
+from .sentinel_cluster import cluster as cluster  # the module's deployment
 
 FAILOVER_GUARD = 30.0
 """Seconds a failover and a heal may take before a test fails: generous, never a measurement."""
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SentinelCluster]:
-    if REDIS_SERVER is None:
-        pytest.skip(SKIP_REASON)
-    deployment = SentinelCluster(tmp_path_factory.mktemp("sentinel"))
-    try:
-        deployment.start()
-        yield deployment
-    finally:
-        deployment.stop()
 
 
 @pytest.fixture(autouse=True)
