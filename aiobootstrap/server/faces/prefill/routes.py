@@ -93,7 +93,7 @@ async def get_route(request: web.Request) -> web.StreamResponse:
         return web.Response(status=404, text=not_found_text(coords))
     replies = request.app[GET_REPLIES]
     if replies.eligible(request):
-        # Decode asks each rank's address once per request it routes: pre-built bytes, made once per version.
+        # Pre-built bytes, made once per version of the rank's record (the gets' fast path), as every get.
         return GetReply(request, replies, record)
     return web.Response(
         body=encode_address(record.value),
