@@ -25,7 +25,7 @@ import socket
 import statistics
 import tempfile
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any, Protocol
 
@@ -123,7 +123,7 @@ _PUT_BODIES = [registration(2 + i, weights(4)) for i in range(1024)]
 
 
 async def wrk_load(
-    servers: Sequence[Measured], load: str, seconds: float, redis_pid: int | None
+    servers: Sequence[Measured], load: str, seconds: float, store_pid: int | None
 ) -> dict[str, float]:
     """``wrk -c64`` GETs of one rank or PUTs of 1,024 ranks, the connections shared out over ``servers`` at once.
 
@@ -132,7 +132,7 @@ async def wrk_load(
     """
     connections = 64 // len(servers)
     cpu = [server.cpu_seconds() for server in servers]
-    store_cpu = cpu_seconds(redis_pid) if redis_pid else 0.0
+    store_cpu = cpu_seconds(store_pid) if store_pid else 0.0
     bodies = _PUT_BODIES if load == "put_small" else None
     path = REGISTER if load == "put_small" else get_path(0)
     runs = await asyncio.gather(
@@ -149,18 +149,18 @@ async def wrk_load(
     return {
         "rps": sum(run.rate for run in runs),
         "server_us_per_request": used * 1e6 / requests,
-        "redis_us_per_request": (cpu_seconds(redis_pid) - store_cpu) * 1e6 / requests if redis_pid else 0.0,
+        "store_us_per_request": (cpu_seconds(store_pid) - store_cpu) * 1e6 / requests if store_pid else 0.0,
     }
 
 
 async def _generated_load(
-    server: Measured, load: str, seconds: float, redis_pid: int | None
+    server: Measured, load: str, seconds: float, store_pid: int | None
 ) -> dict[str, float]:
     """As :func:`wrk_load`, with the Python load generator (no ``wrk`` installed)."""
     put_small = [put_request(REGISTER, body) for body in _PUT_BODIES]
     get_small = get_request(get_path(0))
     cpu = server.cpu_seconds()
-    store_cpu = cpu_seconds(redis_pid) if redis_pid else 0.0
+    store_cpu = cpu_seconds(store_pid) if store_pid else 0.0
     result = await closed_loop(
         server.target,
         (lambda i: put_small[i % 1024]) if load == "put_small" else (lambda i: get_small),
@@ -171,14 +171,21 @@ async def _generated_load(
     return {
         "rps": result.rate,
         "server_us_per_request": (server.cpu_seconds() - cpu) * 1e6 / total,
-        "redis_us_per_request": (cpu_seconds(redis_pid) - store_cpu) * 1e6 / total if redis_pid else 0.0,
+        "store_us_per_request": (cpu_seconds(store_pid) - store_cpu) * 1e6 / total if store_pid else 0.0,
     }
 
 
 async def _throughput(
-    groups: dict[str, Sequence[Measured]], redis_pid: int, seconds: float, rounds: int, use_wrk: bool
+    groups: dict[str, Sequence[Measured]],
+    store_pids: Mapping[str, int | None],
+    seconds: float,
+    rounds: int,
+    use_wrk: bool,
 ) -> dict[str, Any]:
-    """Each load through each group of servers in turn, round after round: medians per group and load."""
+    """Each load through each group of servers in turn, round after round: medians per group and load.
+
+    ``store_pids``: the process of each group's store (its CPU counted per request); none for the
+    in-memory server."""
     for servers in groups.values():
         for server in servers:
             await _register(server.target, 0, 4)
@@ -186,8 +193,7 @@ async def _throughput(
     for _ in range(rounds):
         for load in ("get_small", "put_small"):
             for name, servers in groups.items():
-                # The in-memory server's CPU is not Redis's business: no Redis figure for it.
-                pid = None if name == "memory" else redis_pid
+                pid = store_pids.get(name)
                 if use_wrk:
                     run = await wrk_load(servers, load, seconds, pid)
                 else:
@@ -266,7 +272,8 @@ async def replicas(settings: Settings) -> dict[str, Any]:
             groups: dict[str, Sequence[Measured]] = {"memory": [memory], "redis": [a]}
             if use_wrk:
                 groups["redis_two"] = [a, b]
-            out["throughput"] = await _throughput(groups, redis_pid, seconds, rounds, use_wrk)
+            pids = {"redis": redis_pid, "redis_two": redis_pid}  # the in-memory server has no store process
+            out["throughput"] = await _throughput(groups, pids, seconds, rounds, use_wrk)
             out["gather"] = await _gather(b, a, settings.gather_ranks)
         finally:
             for server in (memory, a, b, c):

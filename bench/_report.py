@@ -292,7 +292,7 @@ def _replica_figures(replicas: dict[str, Any] | None) -> list[Figure]:
         )
         rows.append(
             Figure(
-                f"  CPU per {label}: replica µs (Redis µs: {ours['redis_us_per_request']:.0f})",
+                f"  CPU per {label}: replica µs (Redis µs: {ours['store_us_per_request']:.0f})",
                 ours["server_us_per_request"],
                 "",
                 theirs["server_us_per_request"],

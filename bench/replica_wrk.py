@@ -79,7 +79,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
     if find_wrk() is None:
         raise SystemExit("wrk is not installed (Debian: wrk)")
     results: dict[str, dict[str, list[dict[str, float]]]] = {}
-    async with _redis() as (url, redis_pid):
+    async with _redis() as (url, store_pid):
         store = ("--store", url)
         profile = args.profile
         if profile is not None:
@@ -101,7 +101,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
             for _ in range(args.rounds):
                 for load in ("get_small", "put_small"):
                     for name, group in targets.items():
-                        pid = None if name == "memory" else redis_pid
+                        pid = None if name == "memory" else store_pid
                         figure = await wrk_load(group, load, args.seconds, pid)
                         results.setdefault(name, {}).setdefault(load, []).append(figure)
         finally:
@@ -136,7 +136,7 @@ def _print(summary: dict[str, Any], rounds: int, seconds: float) -> None:
         for load, f in loads.items():
             print(
                 f"{name:<18} {load:<9} {f['rps']:>8,.0f} {f['ratio']:>6.2f}x "
-                f"{f['server_us_per_request']:>11.0f} {f['redis_us_per_request']:>13.1f} {f['cpu_ratio']:>8.2f}x"
+                f"{f['server_us_per_request']:>11.0f} {f['store_us_per_request']:>13.1f} {f['cpu_ratio']:>8.2f}x"
             )
 
 
