@@ -15,18 +15,16 @@ from __future__ import annotations
 from urllib.parse import parse_qs, urlsplit
 
 from .._names import check_name
+from .etcd_url import ETCD_SCHEMES, parse_etcd_url
 from .interface import Store, StoreLimits
 from .memory import MemoryStore
-from .etcd_url import ETCD_SCHEMES, parse_etcd_url
 from .redacted import describe
 from .sentinel_url import SENTINEL_SCHEMES, parse_sentinel_url
 
 __all__ = ["check_store_url", "describe", "is_redis_url", "open_store"]
 
 REDIS_SCHEMES = ("redis", "rediss", "unix", *SENTINEL_SCHEMES)
-_SCHEMES = (
-    "memory:, file:PATH, redis://, rediss://, unix://, redis+sentinel://, rediss+sentinel://, etcd:// or etcds://"
-)
+_SCHEMES = "memory:, file:PATH, redis://, rediss://, unix://, redis+sentinel://, rediss+sentinel://, etcd:// or etcds://"
 
 
 def check_store_url(url: str) -> None:
