@@ -1,4 +1,5 @@
-"""``etcd://`` store URLs: ``etcd://[user:password@]host:port[,host:port...][?prefix=NAME]``, ``etcds://`` (TLS).
+"""``etcd://`` store URLs: ``etcd://[user:password@]host:port[,host:port...][?prefix=NAME]``, ``etcds://`` (TLS,
+``&cacert=PATH`` for a private CA).
 
 A leaf of the store, as ``sentinel_url`` is: the URL parser checks a URL
 without aetcd installed, and the etcd store reads its parts from here. A
@@ -29,6 +30,8 @@ class EtcdTarget:
     password: str | None
     prefix: str | None
     """``?prefix=NAME``; ``None``: the store's prefix (``--store-prefix``)."""
+    cacert: str | None = None
+    """``?cacert=PATH`` (``etcds://`` only): the CAs to trust, as etcdctl's ``--cacert``; else the system's."""
 
 
 def parse_etcd_url(url: str) -> EtcdTarget:
@@ -57,7 +60,7 @@ def parse_etcd_url(url: str) -> EtcdTarget:
     endpoints = [_endpoint(part, shown, usage) for part in netloc.split(",")]
     prefix = None
     options = parse_qs(query, keep_blank_values=True)
-    unknown = sorted(set(options) - {"prefix"})
+    unknown = sorted(set(options) - {"prefix", "cacert"})
     if unknown:
         raise ValueError(f"The store URL {shown} has an unknown option {unknown[0]!r}; {usage}.")
     if "prefix" in options:
@@ -66,7 +69,10 @@ def parse_etcd_url(url: str) -> EtcdTarget:
             check_name(prefix, "store prefix")
         except ValueError as exc:
             raise ValueError(f"The store URL {shown} has a bad prefix: {exc}") from None
-    return EtcdTarget(endpoints, scheme == "etcds", username, password, prefix)
+    cacert = options["cacert"][-1] if "cacert" in options else None
+    if cacert is not None and (scheme != "etcds" or not cacert):
+        raise ValueError(f"The store URL {shown}: cacert= names a CA file, for etcds:// only.")
+    return EtcdTarget(endpoints, scheme == "etcds", username, password, prefix, cacert)
 
 
 def _endpoint(part: str, shown: str, usage: str) -> tuple[str, int]:

@@ -62,10 +62,18 @@ class Member:
         self.cluster: list[Member] = [self]
         self.state = "new"
         self.token = f"aiobootstrap-test-{name}-{self.peer_port}"
+        self.extra_args: list[str] = []
+        """More etcd options, for the next start (``--auth-token-ttl 1``, say)."""
+        self.tls: tuple[str, str] | None = None
+        """(certificate, key) files: serve clients over TLS only, from the next start."""
 
     @property
     def endpoint(self) -> str:
         return f"127.0.0.1:{self.client_port}"
+
+    @property
+    def client_url(self) -> str:
+        return f"{'https' if self.tls else 'http'}://{self.endpoint}"
 
     @property
     def peer_url(self) -> str:
@@ -83,9 +91,9 @@ class Member:
             "--data-dir",
             str(data),
             "--listen-client-urls",
-            f"http://{self.endpoint}",
+            self.client_url,
             "--advertise-client-urls",
-            f"http://{self.endpoint}",
+            self.client_url,
             "--listen-peer-urls",
             self.peer_url,
             "--initial-advertise-peer-urls",
@@ -96,7 +104,10 @@ class Member:
             self.state,
             "--initial-cluster-token",
             self.token,
+            *self.extra_args,
         ]
+        if self.tls is not None:
+            args += ["--cert-file", self.tls[0], "--key-file", self.tls[1]]
         log = open(self.directory / "etcd.log", "ab")  # noqa: SIM115 - the process holds it
         with log:
             self.process = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=log, stderr=log)
@@ -135,9 +146,13 @@ class Cluster:
             member.cluster = self.members
             member.token = f"aiobootstrap-test-{self.members[0].peer_port}"
 
-    def url(self, prefix: str | None = None) -> str:
+        self.ctl_args: list[str] = []
+        """More etcdctl options for the test's own commands (``--user``, ``--cacert``)."""
+
+    def url(self, prefix: str | None = None, *, scheme: str = "etcd", credentials: str = "") -> str:
         endpoints = ",".join(member.endpoint for member in self.members)
-        return f"etcd://{endpoints}" + (f"?prefix={prefix}" if prefix else "")
+        at = f"{credentials}@" if credentials else ""
+        return f"{scheme}://{at}{endpoints}" + (f"?prefix={prefix}" if prefix else "")
 
     def start(self, guard: float = 20.0) -> None:
         for member in self.members:
@@ -158,7 +173,7 @@ class Cluster:
 
     def etcdctl(self, member: Member, *args: str, check: bool = True) -> int:
         completed = subprocess.run(
-            ["etcdctl", f"--endpoints={member.endpoint}", "--command-timeout=2s", *args],
+            ["etcdctl", f"--endpoints={member.client_url}", "--command-timeout=2s", *self.ctl_args, *args],
             capture_output=True,
             env={"ETCDCTL_API": "3", "PATH": "/usr/bin:/bin"},
             check=False,
@@ -173,7 +188,15 @@ class Cluster:
             if member.process is None or member.process.poll() is not None:
                 continue
             completed = subprocess.run(
-                ["etcdctl", f"--endpoints={member.endpoint}", "endpoint", "status", "-w", "fields"],
+                [
+                    "etcdctl",
+                    f"--endpoints={member.client_url}",
+                    *self.ctl_args,
+                    "endpoint",
+                    "status",
+                    "-w",
+                    "fields",
+                ],
                 capture_output=True,
                 env={"ETCDCTL_API": "3", "PATH": "/usr/bin:/bin"},
                 check=False,
@@ -190,13 +213,14 @@ class Cluster:
             member.kill()
 
 
-def _cluster(directory: Path, size: int) -> Iterator[Cluster]:
+def _cluster(directory: Path, size: int, *, start: bool = True) -> Iterator[Cluster]:
     reason = skip_reason()
     if reason is not None:
         pytest.skip(reason)
     cluster = Cluster(directory, size)
     try:
-        cluster.start()
+        if start:
+            cluster.start()
         yield cluster
     finally:
         cluster.stop()
@@ -218,3 +242,9 @@ def etcd_cluster(tmp_path: Path) -> Iterator[Cluster]:
 def etcd_member(tmp_path: Path) -> Iterator[Cluster]:
     """One etcd member of the test's own (to stop or wipe)."""
     yield from _cluster(tmp_path / "etcd", 1)
+
+
+@pytest.fixture
+def etcd_unstarted(tmp_path: Path) -> Iterator[Cluster]:
+    """One etcd member of the test's own, not started: the test sets its options (TLS, say) first."""
+    yield from _cluster(tmp_path / "etcd", 1, start=False)

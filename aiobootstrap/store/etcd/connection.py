@@ -37,7 +37,7 @@ try:  # the `etcd` extra
 except ImportError:  # pragma: no cover - the extra is installed for the tests
     aetcd = None
 
-__all__ = ["Connection", "Endpoint", "etcd_missing", "map_exceptions", "reason"]
+__all__ = ["Connection", "Endpoint", "etcd_missing", "map_exceptions", "reason", "token_refused"]
 
 logger = logging.getLogger("aiobootstrap")
 
@@ -107,13 +107,8 @@ if aetcd is not None:
                 channel = grpc.aio.secure_channel(target, self._tls, options=options)
             else:
                 channel = grpc.aio.insecure_channel(target, options=options)
-            metadata: tuple[tuple[str, str], ...] = (REQUIRE_LEADER,)
             try:
-                if self._username is not None and self._password is not None:
-                    stub = rpc.AuthStub(channel)
-                    request = rpc.AuthenticateRequest(name=self._username, password=self._password)
-                    reply = await stub.Authenticate(request, timeout=self._timeout)
-                    metadata += (("token", reply.token),)
+                metadata = await self._authenticate(channel)
             except BaseException:
                 await channel.close()
                 raise
@@ -125,6 +120,36 @@ if aetcd is not None:
             self.maintenancestub = rpc.MaintenanceStub(channel)
             self._watcher = watcher.Watcher(rpc.WatchStub(channel), timeout=self._timeout, metadata=metadata)
             self._connected.set()
+
+        async def _authenticate(self, channel: Any) -> tuple[tuple[str, str], ...]:
+            """The metadata of every call: ``hasleader``, and a fresh token when the URL names a user."""
+            metadata: tuple[tuple[str, str], ...] = (REQUIRE_LEADER,)
+            if self._username is not None and self._password is not None:
+                stub = rpc.AuthStub(channel)
+                request = rpc.AuthenticateRequest(name=self._username, password=self._password)
+                reply = await stub.Authenticate(request, timeout=self._timeout)
+                metadata += (("token", reply.token),)
+            return metadata
+
+        async def reauthenticate(self) -> None:
+            """A new token, for the calls and the watches to come (etcd forgets a token unused for
+            ``--auth-token-ttl``, 300 s by default)."""
+            if self.channel is not None:
+                self.metadata = await self._authenticate(self.channel)
+                if self._watcher is not None:
+                    self._watcher._metadata = self.metadata
+
+
+def token_refused(exc: BaseException) -> bool:
+    """True when etcd refused a call for its token (expired, or the member restarted): it was not applied."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if aetcd is not None and isinstance(seen, grpc.aio.AioRpcError):
+            return "invalid auth token" in (seen.details() or "")
+        if "invalid auth token" in str(seen):
+            return True
+        seen = seen.__cause__
+    return False
 
 
 class Connection:
@@ -139,6 +164,7 @@ class Connection:
         username: str | None = None,
         password: str | None = None,
         tls: bool = False,
+        cacert: str | None = None,
     ) -> None:
         if aetcd is None:
             raise ImportError("The etcd store needs the etcd extra: pip install 'aiobootstrap[etcd]'.")
@@ -147,12 +173,24 @@ class Connection:
         self._endpoints = endpoints
         self._credentials = (username, password)
         self._tls = tls
+        self._cacert = cacert
         self._clients: list[Any] = []
         self._current = 0
 
     def connect(self) -> None:
-        """Make the clients (they connect on their first call)."""
-        credentials = grpc.ssl_channel_credentials() if self._tls else None
+        """Make the clients (they connect on their first call); an unreadable ``cacert`` is StoreUnavailable."""
+        credentials = None
+        if self._tls:
+            roots = None
+            if self._cacert is not None:
+                try:
+                    with open(self._cacert, "rb") as file:
+                        roots = file.read()
+                except OSError as exc:
+                    raise StoreUnavailable(
+                        f"etcd at {self.where}: cannot read the CA file {self._cacert}: {exc.strerror}."
+                    ) from exc
+            credentials = grpc.ssl_channel_credentials(root_certificates=roots)
         username, password = self._credentials
         self._clients = [
             _Client(
@@ -190,6 +228,7 @@ class Connection:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.timeout
         tries = len(self._clients) if read else 1
+        reauthenticated = False
         while True:
             client = self.client()
             tries -= 1
@@ -197,7 +236,14 @@ class Connection:
                 with map_exceptions(self.where, self.timeout):
                     async with asyncio.timeout_at(deadline):
                         return await operation(client)
-            except StoreUnavailable:
+            except StoreUnavailable as exc:
+                if token_refused(exc) and not reauthenticated:
+                    # Refused before it was applied: a new token, and the same call again (a write too).
+                    reauthenticated, tries = True, tries + 1
+                    with map_exceptions(self.where, self.timeout):
+                        async with asyncio.timeout_at(deadline):
+                            await client.reauthenticate()
+                    continue
                 self.failed(client)
                 if tries <= 0 or loop.time() >= deadline:
                     raise

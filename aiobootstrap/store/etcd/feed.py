@@ -34,7 +34,7 @@ from collections.abc import Callable
 from ...exceptions import StoreUnavailable
 from ..interface import Change, ChangeListener
 from . import messages as m
-from .connection import Connection, reason
+from .connection import Connection, reason, token_refused
 from .keys import Keys, decode_changes
 
 __all__ = ["Feed"]
@@ -153,7 +153,11 @@ class Feed:
                     self.revision = max(self.revision, int(compacted) - 1)
                     self._resync()
                     continue
-                self._connection.failed(client)
+                if token_refused(exc):
+                    with contextlib.suppress(Exception):
+                        await client.reauthenticate()
+                else:
+                    self._connection.failed(client)
                 if not failed:
                     logger.warning(
                         "etcd at %s: the change feed broke (%s); watching again. Writes answer 503 and "

@@ -69,6 +69,7 @@ class EtcdStore(Store):
             username=target.username,
             password=target.password,
             tls=target.tls,
+            cacert=target.cacert,
         )
         self._feed = feed = Feed(connection, keys, poll_interval=poll_interval)
         self._namespaces = Namespaces(connection, keys, feed, self._limits)
@@ -95,7 +96,7 @@ class EtcdStore(Store):
         """
         if self._connection.opened:
             raise RuntimeError("The etcd store is already open.")
-        self._connection.connect()
+        self._connection.connect()  # an unreadable CA file: StoreUnavailable, one line
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self._open_timeout
         delay = 0.05
