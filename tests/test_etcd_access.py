@@ -46,7 +46,7 @@ async def test_a_user_and_password_open_the_store_and_a_wrong_password_is_one_li
         assert (await store.keepalive_lease("default", lease.id)).remaining == 5
     finally:
         await store.close()
-    wrong = EtcdStore(etcd_member.url(prefix, credentials="root:nope"), open_timeout=0.3)
+    wrong = EtcdStore(etcd_member.url(prefix, credentials="root:nope"), open_timeout=1.0)
     with pytest.raises(StoreUnavailable) as raised:
         await wrong.open(Recorder())
     assert "authentication failed" in raised.value.detail

@@ -38,13 +38,16 @@ class Writes:
         """The keys a write of ``key`` on ``lease`` reads before deciding."""
         keys = [self._keys.record(key)]
         if lease:
-            keys.append(self._keys.account(lease))
+            keys += [self._keys.account(lease), self._keys.marker(lease)]
         return keys
 
     def check_lease(self, state: State, plan: Plan, lease: str) -> None:
         """``lease`` is alive and this namespace's, and must still be when the transaction commits."""
         found = state.found.get(self._keys.account(lease))
         if found is None or _json.loads(found.value).get("ns") != plan.namespace:
+            raise LeaseNotFound(lease)
+        if state.found.get(self._keys.marker(lease)) is None:
+            # Ended (etcd deleted its marker), its records not yet released: gone all the same.
             raise LeaseNotFound(lease)
         plan.compares.append(m.exists(self._keys.marker(lease)))
 

@@ -100,16 +100,18 @@ class EtcdStore(Store):
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self._open_timeout
         delay = 0.05
+        why = "no answer"
         while True:
             try:
                 async with asyncio.timeout_at(deadline):
                     incarnation, revision = await self._feed.boot()
                 break
             except (StoreUnavailable, TimeoutError) as exc:
+                if isinstance(exc, StoreUnavailable):
+                    # The last failure's own words (a refused password, say), not the deadline's.
+                    why = exc.detail if exc.__cause__ is None else reason(exc.__cause__)
                 if loop.time() + delay >= deadline:
                     await self._connection.close()
-                    cause = exc.__cause__ if isinstance(exc, StoreUnavailable) else exc
-                    why = reason(cause) if cause is not None else str(exc)
                     raise StoreUnavailable(
                         f"etcd at {self._description} is unreachable ({why}); "
                         f"gave up after {self._open_timeout:g} s."
