@@ -45,8 +45,8 @@ from . import messages as m
 from .connection import Connection
 from .feed import stop_task
 from .keys import Global, Keys, StoredRecord
+from .namespaces import Namespaces
 from .records import RELEASED_AT_ONCE, Moved, Writes
-from .txn import Namespaces
 
 __all__ = ["EtcdLeases"]
 

@@ -2,8 +2,9 @@
 
 A read is one etcd range (several keys at one revision, in one round
 trip, with ``P/boot`` read beside them: ``feed``'s boot check), asked of
-the next member when the current one fails. A write is one namespace
-transaction (``txn``), decided by ``records``; the leases are ``leases``'s.
+the next member when the current one fails. A write goes in its
+namespace's next transaction with the writes waiting beside it
+(``namespaces``), decided by ``records``; the leases are ``leases``'s.
 Every call runs under one deadline and every failure is
 :class:`~aiobootstrap.exceptions.StoreUnavailable` (``connection``).
 
@@ -33,8 +34,8 @@ from .connection import Connection, etcd_missing, reason
 from .feed import Feed
 from .keys import Global, Keys, Meta, StoredRecord, key_of, table_of
 from .leases import EtcdLeases
+from .namespaces import Namespaces
 from .records import Writes
-from .txn import Namespaces
 
 __all__ = ["EtcdStore"]
 
@@ -122,6 +123,7 @@ class EtcdStore(Store):
         self._leases.start()
 
     async def close(self) -> None:
+        await self._namespaces.stop()
         await self._leases.stop()
         await self._feed.stop()
         await self._connection.close()

@@ -1,46 +1,27 @@
-"""One write in a namespace: read its state, decide, commit only if nothing changed meanwhile.
+"""One transaction of a namespace's writes: the state they read, and the plan they fill.
 
 Every write of a namespace (a put, a delete, a member's change, a lease's
-records released) is one etcd transaction that also rewrites the
-namespace's ``P/m/NS`` (its version and its tables' counts), and compares
-that key's revision with the one it read. So the writes of one namespace
-are serialized by etcd, on every replica: of two that read the same state,
-one commits and the other reads again and decides anew. That one
-comparison makes the version counter, the limits (each table's count, the
-roles, and ``P/g``'s namespace count, compared too when the write touches
-it) and a ``put_if``'s comparison atomic with the write.
-
-A process sends one write of a namespace at a time (a lock per namespace):
-its own writes never race each other, only another replica's.
-
-The transaction also puts ``P/c``, the list of its changes, which the feed
-watches; the write returns once the feed has heard its revision (within
-the call's deadline), so when a write returns its change is on the feed.
+records released) is decided on a :class:`State` (the namespace's
+``P/m/NS``: its version and its tables' counts, ``P/g``, and the keys the
+write reads) into a :class:`Plan` (the operations, the changes with their
+versions, the comparisons). ``namespaces`` commits a plan in one etcd
+transaction that also rewrites ``P/m/NS`` and compares that key's revision
+with the one read: so the writes of one namespace are serialized by etcd,
+on every replica, and the version counter, the limits (each table's
+count, the roles, and ``P/g``'s namespace count, compared too when a write
+touches it) and a ``put_if``'s comparison are atomic with the write.
 """
 
 from __future__ import annotations
 
-import asyncio
-import copy
-import time
-from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TypeVar
 
-from ...exceptions import StoreUnavailable
 from ..interface import Key
 from ..limits import StoreLimits, too_many_namespaces, too_many_ranks, too_many_roles
 from . import messages as m
-from .connection import Connection
-from .feed import Feed
-from .keys import Global, Keys, Meta, StoredRecord, encode_changes, table_of
+from .keys import Global, Keys, Meta, StoredRecord, table_of
 
-__all__ = ["Namespaces", "Plan", "State"]
-
-_T = TypeVar("_T")
-
-_ATTEMPTS = 10_000
-"""Transactions one write may lose to other replicas' before it gives up (a 503): never, in practice."""
+__all__ = ["Plan", "State"]
 
 
 @dataclass(slots=True)
@@ -108,91 +89,3 @@ class Plan:
     def do(self, *ops: m.Op) -> None:
         self.ops.extend(ops)
         self.writes = True
-
-
-class Namespaces:
-    """Runs the writes of namespaces, one at a time per namespace in this process (see the top)."""
-
-    def __init__(self, connection: Connection, keys: Keys, feed: Feed, limits: StoreLimits) -> None:
-        self._connection = connection
-        self._keys = keys
-        self._feed = feed
-        self._limits = limits
-        self._locks: dict[str, tuple[asyncio.Lock, int]] = {}
-
-    async def read(self, namespace: str, keys: Sequence[bytes] = (), ranges: Sequence[bytes] = ()) -> State:
-        """The namespace's state, ``keys`` and the keys under each of ``ranges``, at one revision."""
-        k = self._keys
-        ops = [m.get(k.boot), m.get(k.globals), m.get(k.meta(namespace))]
-        ops += [m.get(key) for key in keys] + [m.get_prefix(prefix) for prefix in ranges]
-        reply = await self._connection.call(lambda client: m.read(client, ops), read=True)
-        boot, glob, meta = (found[0] if found else None for found in reply.reads[:3])
-        self._feed.check_boot(None if boot is None else boot.value)
-        assert boot is not None
-        g = Global.of(None if glob is None else glob.value, 0 if glob is None else glob.mod_revision)
-        meta_state = Meta.of(
-            None if meta is None else meta.value, 0 if meta is None else meta.mod_revision, g.floor
-        )
-        found = {key: (hits[0] if hits else None) for key, hits in zip(keys, reply.reads[3:], strict=False)}
-        extra = reply.reads[3 + len(keys) :]
-        return State(boot.mod_revision, g, meta_state, found, dict(zip(ranges, extra, strict=True)))
-
-    async def write(
-        self,
-        namespace: str,
-        decide: Callable[[State, Plan], _T],
-        keys: Sequence[bytes] = (),
-        ranges: Sequence[bytes] = (),
-    ) -> _T:
-        """Read, ``decide`` (which fills the plan and returns the result, or raises), commit; again on a race."""
-        lock, users = self._locks.get(namespace) or (asyncio.Lock(), 0)
-        self._locks[namespace] = (lock, users + 1)
-        try:
-            async with lock:
-                return await self._write(namespace, decide, keys, ranges)
-        finally:
-            lock, users = self._locks[namespace]
-            if users == 1:
-                del self._locks[namespace]
-            else:
-                self._locks[namespace] = (lock, users - 1)
-
-    async def _write(
-        self,
-        namespace: str,
-        decide: Callable[[State, Plan], _T],
-        keys: Sequence[bytes],
-        ranges: Sequence[bytes],
-    ) -> _T:
-        k = self._keys
-        for _ in range(_ATTEMPTS):
-            state = await self.read(namespace, keys, ranges)
-            plan = Plan(namespace, copy.deepcopy(state.meta), copy.copy(state.glob), self._limits)
-            result = decide(state, plan)
-            if not plan.writes:
-                return result
-            meta_key = k.meta(namespace)
-            compares = [m.mod_is(k.boot, state.boot_mod), m.mod_is(meta_key, state.meta.mod), *plan.compares]
-            ops = list(plan.ops)
-            if plan.meta.records > 0:
-                ops.append(m.put(meta_key, plan.meta.encode()))
-            elif state.meta.mod:
-                ops.append(m.delete(meta_key))
-                plan.glob.namespaces -= 1
-                plan.glob.floor = max(plan.glob.floor, plan.meta.version)
-                plan.touches_global = True
-            if plan.touches_global:
-                compares.append(m.mod_is(k.globals, state.glob.mod))
-                ops.append(m.put(k.globals, plan.glob.encode()))
-            if plan.changes:
-                ops.append(m.put(k.changes, encode_changes(namespace, plan.changes)))
-            reply = await self._connection.call(m.txn(compares, ops))
-            if reply.succeeded:
-                if plan.changes:
-                    await self._feed.reached(reply.revision, self._connection.timeout)
-                return result
-        raise StoreUnavailable(f"etcd at {self._connection.where}: a write lost {_ATTEMPTS} races in a row.")
-
-
-def now() -> float:
-    return time.time()
