@@ -6,6 +6,7 @@ Its rooms, each opening with how it works:
 - ``keys``: the key schema (every key under one prefix) and how records, namespaces and changes are kept.
 - ``txn``: the state a namespace's writes read, and the plan they fill.
 - ``namespaces``: a namespace's waiting writes, one transaction a batch, committed only if the namespace is as read.
+- ``reads``: the gets of one loop turn, read in one round trip.
 - ``records``: the decisions of the record writes (put, delete, a set member, a lease's release).
 - ``feed``: the change feed from etcd's watch, the boot id, the watchdog.
 - ``leases``: leases as etcd leases, and their release when etcd ends them.

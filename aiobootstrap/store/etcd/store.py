@@ -1,8 +1,9 @@
 """The etcd store: :class:`EtcdStore`, the store interface over the rooms of ``store.etcd``.
 
 A read is one etcd range (several keys at one revision, in one round
-trip, with ``P/boot`` read beside them: ``feed``'s boot check), asked of
-the next member when the current one fails. A write goes in its
+trip, with ``P/boot`` read beside them: ``feed``'s boot check; the gets of
+one loop turn together, ``reads``), asked of the next member when the
+current one fails. A write goes in its
 namespace's next transaction with the writes waiting beside it
 (``namespaces``), decided by ``records``; the leases are ``leases``'s.
 Every call runs under one deadline and every failure is
@@ -35,6 +36,7 @@ from .feed import Feed
 from .keys import Global, Keys, Meta, StoredRecord, key_of, table_of
 from .leases import EtcdLeases
 from .namespaces import Namespaces
+from .reads import Reads
 from .records import Writes
 
 __all__ = ["EtcdStore"]
@@ -74,6 +76,7 @@ class EtcdStore(Store):
         )
         self._feed = feed = Feed(connection, keys, poll_interval=poll_interval)
         self._namespaces = Namespaces(connection, keys, feed, self._limits)
+        self._reads = Reads(connection, keys, feed)
         self._writes = Writes(keys)
         self._leases = EtcdLeases(connection, keys, self._namespaces, self._limits)
         feed.ended = self._leases.ended
@@ -126,6 +129,9 @@ class EtcdStore(Store):
         await self._namespaces.stop()
         await self._leases.stop()
         await self._feed.stop()
+        reads = list(self._reads.tasks)
+        if reads:
+            await asyncio.wait(reads, timeout=self._connection.timeout)
         await self._connection.close()
 
     # -- writing --------------------------------------------------------------
@@ -211,10 +217,10 @@ class EtcdStore(Store):
     async def get_many(self, keys: Sequence[Key]) -> list[Record | None]:
         if not keys:
             return []
-        found = await self._read([m.get(self._keys.record(key)) for key in keys])
+        found = await asyncio.gather(*(self._reads.get(self._keys.record(key)) for key in keys))
         return [
-            StoredRecord.of(hits[0].value).record(key) if hits else None
-            for key, hits in zip(keys, found, strict=True)
+            None if hit is None else StoredRecord.of(hit.value).record(key)
+            for key, hit in zip(keys, found, strict=True)
         ]
 
     async def records(self, namespace: str, kind: str, role: str) -> list[Record]:
