@@ -171,24 +171,45 @@ async def test_two_prefixes_keep_two_registries_apart_in_one_cluster(shared_etcd
         await second.close()
 
 
-async def test_a_lease_expires_through_every_replica_within_its_ttl_and_a_second(
+async def test_a_lease_left_alone_expires_on_every_replica_while_one_kept_alive_through_the_other_never_does(
     pair: tuple[Store, Recorder, Store, Recorder],
 ) -> None:
-    """A lease granted through A, its record put through B: both feeds hear the record deleted, once."""
+    """Two leases granted through A, a record on each put through B; one is kept alive through B every
+    third of its TTL, the other left alone. Both feeds hear the left one's record deleted, once; the
+    kept one's record stays, on a lease that reads back holding it, until revoked."""
     a, heard_a, b, heard_b = pair
-    lease = await a.grant_lease("default", 2)
-    assert lease.ttl == 2
+    left, kept = await a.grant_lease("default", 2), await a.grant_lease("default", 2)
+    assert left.ttl == kept.ttl == 2
     granted = time.monotonic()
-    await b.put(key(7), info(), lease=lease.id)
-    for heard in (heard_a, heard_b):
-        await heard.until(functools.partial(_heard_deleted, heard, key(7)), GUARD + lease.ttl)
-    elapsed = time.monotonic() - granted
-    assert await a.get(key(7)) is None
-    assert [c.version for c in heard_b.about(key(7))] == [1, 2], "one delete, one version"
-    with pytest.raises(Exception, match="expired or was revoked"):
-        await b.read_lease("default", lease.id)
+    await b.put(key(7), info(), lease=left.id)
+    await b.put(key(1), info(), lease=kept.id)
+
+    async def keep_alive() -> None:
+        while True:
+            assert (await b.keepalive_lease("default", kept.id)).remaining == kept.ttl
+            await asyncio.sleep(kept.ttl / 3)  # the clients' keepalive cadence, not a wait for an effect
+
+    keeper = asyncio.create_task(keep_alive())
+    try:
+        for heard in (heard_a, heard_b):
+            await heard.until(functools.partial(_heard_deleted, heard, key(7)), GUARD + left.ttl)
+        elapsed = time.monotonic() - granted
+        assert await a.get(key(7)) is None
+        assert [c.version for c in heard_b.about(key(7))] == [1, 3], "one delete, one version"
+        with pytest.raises(Exception, match="expired or was revoked"):
+            await b.read_lease("default", left.id)
+        # Kept alive past the TTL the other one ended at: still there.
+        while time.monotonic() - granted < 1.5 * kept.ttl:  # noqa: ASYNC110
+            await asyncio.sleep(kept.ttl / 3)
+        assert await a.get(key(1)) is not None
+        assert not any(change.deleted for change in heard_a.about(key(1)))
+        assert (await b.read_lease("default", kept.id)).records == ((key(1), None),)
+    finally:
+        keeper.cancel()
+    await b.revoke_lease("default", kept.id)
+    assert await a.get(key(1)) is None
     # Reported, not timed: etcd's lessor checks every 500 ms; the release is one transaction after.
-    print(f"lease of {lease.ttl:g} s ended {elapsed:.2f} s after its grant")
+    print(f"lease of {left.ttl:g} s ended {elapsed:.2f} s after its grant")
 
 
 async def test_a_ttl_of_one_second_is_granted_as_etcds_minimum(
@@ -200,25 +221,6 @@ async def test_a_ttl_of_one_second_is_granted_as_etcds_minimum(
     assert lease.ttl == 2
     fractional = await a.grant_lease("default", 2.5)
     assert fractional.ttl == 3
-
-
-async def test_a_lease_kept_alive_through_the_other_replica_never_expires(
-    pair: tuple[Store, Recorder, Store, Recorder],
-) -> None:
-    """Granted through A, kept alive through B every third of its TTL for two TTLs: its record stays."""
-    a, heard_a, b, _ = pair
-    lease = await a.grant_lease("default", 2)
-    await a.put(key(1), info(), lease=lease.id)
-    for _ in range(6):
-        kept = await b.keepalive_lease("default", lease.id)
-        assert kept.remaining == lease.ttl
-        await asyncio.sleep(lease.ttl / 3)  # the keepalive cadence the clients use, not a wait for an effect
-    assert await a.get(key(1)) is not None
-    assert not any(change.deleted for change in heard_a.about(key(1)))
-    state = await b.read_lease("default", lease.id)
-    assert state.records == ((key(1), None),)
-    await b.revoke_lease("default", lease.id)
-    assert await a.get(key(1)) is None
 
 
 async def test_two_replica_servers_serve_one_registry_and_one_watch(
