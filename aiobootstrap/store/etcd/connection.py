@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any, TypeVar
@@ -74,6 +75,12 @@ def map_exceptions(where: str, timeout: float) -> Iterator[None]:
     """Turn aetcd's, gRPC's and the deadline's errors into :class:`StoreUnavailable` (``from`` them)."""
     try:
         yield
+    except asyncio.CancelledError as exc:
+        task = asyncio.current_task()
+        if task is not None and task.cancelling():
+            raise
+        # gRPC cancels the calls of a channel that closes under them: for the caller, a failed call.
+        raise StoreUnavailable(f"etcd at {where}: the call was cut off (its channel closed).") from exc
     except TimeoutError as exc:
         raise StoreUnavailable(f"etcd at {where} did not answer within {timeout:g} s.") from exc
     except StoreUnavailable:
@@ -175,6 +182,10 @@ class Connection:
         self._tls = tls
         self._cacert = cacert
         self._clients: list[Any] = []
+        self._channel_credentials: Any = None
+        self._closing: set[asyncio.Task[None]] = set()
+        self._renewed: set[Any] = set()
+        """Clients replaced, closed a deadline later (or at close); closing one twice does nothing."""
         self._current = 0
 
     def connect(self) -> None:
@@ -191,19 +202,35 @@ class Connection:
                         f"etcd at {self.where}: cannot read the CA file {self._cacert}: {exc.strerror}."
                     ) from exc
             credentials = grpc.ssl_channel_credentials(root_certificates=roots)
+        self._channel_credentials = credentials
+        self._clients = [self._client_of(endpoint) for endpoint in self._endpoints]
+
+    def _client_of(self, endpoint: Endpoint) -> Any:
         username, password = self._credentials
-        self._clients = [
-            _Client(
-                host,
-                port,
-                tls=credentials,
-                username=username,
-                password=password,
-                timeout=self.timeout,
-                options={"grpc.enable_retries": 0, "grpc.max_receive_message_length": 64 * 1024 * 1024},
-            )
-            for host, port in self._endpoints
-        ]
+        return _Client(
+            *endpoint,
+            tls=self._channel_credentials,
+            username=username,
+            password=password,
+            timeout=self.timeout,
+            options={"grpc.enable_retries": 0, "grpc.max_receive_message_length": 64 * 1024 * 1024},
+        )
+
+    def renew(self, client: Any) -> None:
+        """A new client in place of ``client``, whose watch broke: aetcd's watcher can be left wedged by a
+        stream that died under it (its lock held, its queue full), so it is not used again. The old one
+        is closed aside, within :data:`_CLOSING` seconds."""
+        for index, held in enumerate(self._clients):
+            if held is client:
+                self._clients[index] = self._client_of(self._endpoints[index])
+                self._renewed.add(client)
+                # Later: calls still under way on it (each within its deadline) end first.
+                task = asyncio.create_task(
+                    _close(client, after=self.timeout), name="aiobootstrap etcd client close"
+                )
+                self._closing.add(task)
+                task.add_done_callback(self._closing.discard)
+                task.add_done_callback(functools.partial(self._closed, client))
 
     @property
     def opened(self) -> bool:
@@ -248,9 +275,22 @@ class Connection:
                 if tries <= 0 or loop.time() >= deadline:
                     raise
 
+    def _closed(self, client: Any, task: asyncio.Task[None]) -> None:
+        self._renewed.discard(client)
+
     async def close(self) -> None:
         clients, self._clients = self._clients, []
-        for client in clients:
-            with contextlib.suppress(Exception):
-                async with asyncio.timeout(_CLOSING):
-                    await client.close()
+        for task in self._closing:
+            task.cancel()  # its client is closed below, now
+        for client in [*clients, *self._renewed]:
+            await _close(client)
+        self._renewed.clear()
+
+
+async def _close(client: Any, after: float = 0.0) -> None:
+    """Close ``client`` ``after`` seconds from now, :data:`_CLOSING` seconds at most, whatever it raises."""
+    if after:
+        await asyncio.sleep(after)
+    with contextlib.suppress(Exception):
+        async with asyncio.timeout(_CLOSING):
+            await client.close()

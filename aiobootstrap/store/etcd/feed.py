@@ -34,7 +34,7 @@ from collections.abc import Callable
 from ...exceptions import StoreUnavailable
 from ..interface import Change, ChangeListener
 from . import messages as m
-from .connection import Connection, reason, token_refused
+from .connection import Connection, reason
 from .keys import Keys, decode_changes
 
 __all__ = ["Feed"]
@@ -130,7 +130,8 @@ class Feed:
         while True:
             client = self._connection.client()
             try:
-                watch = await client.watch(start, range_end=end, start_revision=self.revision + 1)
+                async with asyncio.timeout(self._connection.timeout):
+                    watch = await client.watch(start, range_end=end, start_revision=self.revision + 1)
                 if failed:
                     failed, delay = False, 0.05
                     logger.info("The change feed of etcd at %s is back.", self._connection.where)
@@ -138,8 +139,10 @@ class Feed:
                     async for event in watch:
                         self._heard(event)
                 finally:
+                    # Or aetcd keeps queueing its events for nobody (a reader restarted by the watchdog).
                     with contextlib.suppress(Exception):
-                        await watch.cancel()
+                        async with asyncio.timeout(1.0):
+                            await watch.cancel()
                 raise ConnectionError("the watch ended")
             except asyncio.CancelledError:
                 raise
@@ -153,11 +156,9 @@ class Feed:
                     self.revision = max(self.revision, int(compacted) - 1)
                     self._resync()
                     continue
-                if token_refused(exc):
-                    with contextlib.suppress(Exception):
-                        await client.reauthenticate()
-                else:
-                    self._connection.failed(client)
+                # The next watch from another member, on a new client (a refused token renewed with it).
+                self._connection.failed(client)
+                self._connection.renew(client)
                 if not failed:
                     logger.warning(
                         "etcd at %s: the change feed broke (%s); watching again. Writes answer 503 and "

@@ -95,6 +95,8 @@ class Namespaces:
         by a cancellation (it is answered to nobody).
         """
         done: asyncio.Future[_T] = asyncio.get_running_loop().create_future()
+        # A caller cancelled meanwhile never reads the outcome: read here, or asyncio logs it as lost.
+        done.add_done_callback(lambda future: future.cancelled() or future.exception())
         self._waiting.setdefault(namespace, []).append(_Write(decide, keys, ranges, done))
         if namespace not in self._runners:
             runner = asyncio.create_task(self._run(namespace), name=f"aiobootstrap etcd writes {namespace}")
@@ -110,12 +112,14 @@ class Namespaces:
                     del self._waiting[namespace]
                 try:
                     await self._commit(namespace, batch)
-                except BaseException as exc:
+                except asyncio.CancelledError:
+                    for write in batch:
+                        write.done.cancel()
+                    raise
+                except Exception as exc:
                     for write in batch:
                         if not write.done.done():
                             write.done.set_exception(exc)
-                    if isinstance(exc, asyncio.CancelledError):
-                        raise
         finally:
             del self._runners[namespace]
 

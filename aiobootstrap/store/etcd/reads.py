@@ -55,13 +55,16 @@ class Reads:
             reply = await self._connection.call(m.txn((), ops), read=True)
             boot = reply.reads[0]
             self._feed.check_boot(boot[0].value if boot else None)
-        except BaseException as exc:
+        except asyncio.CancelledError:
+            for futures in batch.values():
+                for future in futures:
+                    future.cancel()
+            raise
+        except Exception as exc:
             for futures in batch.values():
                 for future in futures:
                     if not future.done():
                         future.set_exception(exc)
-            if isinstance(exc, asyncio.CancelledError):
-                raise
             return
         for futures, found in zip(batch.values(), reply.reads[1:], strict=True):
             for future in futures:
