@@ -26,17 +26,17 @@ $(BIN)/python:
 	$(BIN)/python -m pip install -q --upgrade pip
 
 $(INSTALLED): pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install -q -e '.[test,lint,fast,redis]'
+	$(BIN)/python -m pip install -q -e '.[test,lint,fast,redis,etcd]'
 	touch $@
 
 # What serving needs, no more: the test and lint extras (a browser driver, a fuzzer, mypy) took most of
 # a fresh clone's make run.
 $(SERVE_INSTALLED): pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install -q -e '.[fast,redis]'
+	$(BIN)/python -m pip install -q -e '.[fast,redis,etcd]'
 	touch $@
 
 $(BENCH_INSTALLED): pyproject.toml | $(INSTALLED)
-	$(BIN)/python -m pip install -q -e '.[test,lint,bench,redis]'
+	$(BIN)/python -m pip install -q -e '.[test,lint,bench,redis,etcd]'
 	touch $@
 
 # A checkout that has run make test serves from that install, not a second one.
@@ -70,6 +70,7 @@ bench: $(BENCH_INSTALLED)
 	$(BIN)/python -m bench.leases --redis
 	$(BIN)/python -m bench.replica_wrk
 	$(BIN)/python -m bench.failover
+	$(BIN)/python -m bench.store_etcd
 	$(BIN)/python -m bench.layers
 	$(BIN)/python -m bench.big_readers
 	$(BIN)/python -m bench.prefill

@@ -52,7 +52,9 @@ ROOT = Path(__file__).resolve().parent.parent
 DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 RUNNABLE = "<!-- runnable -->"
 OUTPUT = "<!-- output -->"
-PORTS = ("6789", "6380", "6790", "6791", "7400", "7401", "27400", "27401", "27402", "7790", "7791")
+PORTS = (
+    "6789", "6380", "6790", "6791", "7400", "7401", "27400", "27401", "27402", "7790", "7791", "12379", "12380"
+)  # fmt: skip
 """The ports the docs name: 6789 becomes the test's server, the others free ports."""
 _PORT = re.compile(r"(?<!\d)(" + "|".join(PORTS) + r")(?!\d)")
 _TOOL = re.compile(r"(-m aiobootstrap (?:get|register|status|wait|watch))(?![\w-])")
@@ -277,6 +279,7 @@ class Reader:
         text = text.replace(".venv/bin/python", sys.executable)
         text = text.replace("/tmp/aiobootstrap-redis", str(self.directory / "redis"))
         text = text.replace("/tmp/aiobootstrap-sentinel", str(self.directory / "sentinel"))
+        text = text.replace("/tmp/aiobootstrap-etcd", str(self.directory / "etcd"))
         return "\n".join(
             _TOOL.sub(rf"\1 --url {self.url}", line) if "--url" not in line else line
             for line in text.split("\n")
@@ -357,6 +360,8 @@ def test_the_runnable_blocks_run_as_written(path: Path, server: str, tmp_path: P
     """Each runnable block of the document exits 0 and prints the output the document shows."""
     if "redis-server" in path.read_text() and shutil.which("redis-server") is None:
         pytest.skip("the document starts a redis-server, and none is installed")
+    if "$ etcd " in path.read_text() and shutil.which("etcd") is None:
+        pytest.skip("etcd is not installed, and the document starts one (Debian: etcd-server)")
     reader = Reader(server, tmp_path)
     try:
         for block in blocks(path):

@@ -3,7 +3,9 @@
 The schemes: ``memory:`` (the default), ``file:PATH`` (the journal),
 ``redis://[user:password@]host[:port][/db]``, ``rediss://...`` (TLS),
 ``unix:///path/redis.sock[?db=N]``, and ``redis+sentinel://`` or
-``rediss+sentinel://`` (the primary Redis Sentinel names, ``sentinel_url``). A URL that cannot be served, whatever the
+``rediss+sentinel://`` (the primary Redis Sentinel names, ``sentinel_url``),
+``etcd://[user:password@]host:port[,host:port...][?prefix=NAME]`` and ``etcds://`` (TLS: an etcd
+cluster, ``etcd_url``). A URL that cannot be served, whatever the
 reason (malformed, an unknown scheme, its extra not installed), is a
 :class:`ValueError` with a one-line message: the CLI turns it into exit status 2.
 """
@@ -13,6 +15,7 @@ from __future__ import annotations
 from urllib.parse import parse_qs, urlsplit
 
 from .._names import check_name
+from .etcd_url import ETCD_SCHEMES, parse_etcd_url
 from .interface import Store, StoreLimits
 from .memory import MemoryStore
 from .redacted import describe
@@ -21,7 +24,7 @@ from .sentinel_url import SENTINEL_SCHEMES, parse_sentinel_url
 __all__ = ["check_store_url", "describe", "is_redis_url", "open_store"]
 
 REDIS_SCHEMES = ("redis", "rediss", "unix", *SENTINEL_SCHEMES)
-_SCHEMES = "memory:, file:PATH, redis://, rediss://, unix://, redis+sentinel:// or rediss+sentinel://"
+_SCHEMES = "memory:, file:PATH, redis://, rediss://, unix://, redis+sentinel://, rediss+sentinel://, etcd:// or etcds://"
 
 
 def check_store_url(url: str) -> None:
@@ -53,6 +56,8 @@ def _parse(url: str) -> tuple[str, str]:
         parse_sentinel_url(url)
     elif scheme in REDIS_SCHEMES:
         _check_redis_url(url)
+    elif scheme in ETCD_SCHEMES:
+        parse_etcd_url(url)
     else:
         raise ValueError(f"The store URL {describe(url)} has an unknown scheme {scheme!r}; use {_SCHEMES}.")
     return scheme, rest
@@ -85,6 +90,15 @@ def open_store(
                 f"The store URL {describe(url)} needs the redis extra: pip install 'aiobootstrap[redis]'."
             )
         return RedisStore(url, prefix=prefix, limits=limits, min_replicas=min_replicas)
+    if scheme in ETCD_SCHEMES:
+        check_name(prefix, "store prefix")
+        from .etcd import EtcdStore, etcd_missing
+
+        if etcd_missing():
+            raise ValueError(
+                f"The store URL {describe(url)} needs the etcd extra: pip install 'aiobootstrap[etcd]'."
+            )
+        return EtcdStore(url, prefix=prefix, limits=limits)
     raise AssertionError(f"unreachable: {scheme}")
 
 

@@ -74,10 +74,23 @@ def _redis(request: pytest.FixtureRequest, limits: StoreLimits) -> Store:
     return RedisStore(server.url, limits=limits)
 
 
+def _etcd(request: pytest.FixtureRequest, limits: StoreLimits) -> Store:
+    from aiobootstrap.store.etcd import EtcdStore
+
+    from .etcd_server import unique_prefix
+
+    cluster = request.getfixturevalue("shared_etcd")
+    # One etcd for the worker's whole session, a prefix of the test's own: a fresh store without a
+    # member started for each test.
+    prefix = request.node.__dict__.setdefault("etcd_prefix", unique_prefix())
+    return EtcdStore(cluster.url(prefix), limits=limits)
+
+
 FLAVORS = {
     "memory": Flavor(_memory),
     "file": Flavor(_file),
     "redis": Flavor(_redis),
+    "etcd": Flavor(_etcd, feed_carries_records=False),
 }
 
 
