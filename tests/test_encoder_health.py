@@ -24,6 +24,7 @@ from aiobootstrap.server.faces.encoders.health import ENCODER_HEALTH, evicted_ke
 from aiobootstrap.store import members_of
 
 from .helpers.cli import serve
+from .helpers.etcd_server import unique_prefix
 from .helpers.waits import GUARD
 from .redis_server import free_port
 
@@ -187,9 +188,15 @@ async def test_interval_zero_never_probes(aiohttp_client, encoder):
     assert (await urls(client))[0] == [DEAD]
 
 
-async def test_two_replicas_evict_and_revive_once(aiohttp_client, redis_server, encoder):
-    """Two replicas over one Redis both probe; an eviction and a revival are each one change of the list."""
-    config = ServerConfig(store=redis_server.url, encoder_health_interval=0.05, encoder_health_timeout=0.5)
+@pytest.mark.parametrize("shared", ["redis", "etcd"])
+async def test_two_replicas_evict_and_revive_once(aiohttp_client, request, shared, encoder):
+    """Two replicas over one Redis, or one etcd, both probe; an eviction and a revival are each one change
+    of the list."""
+    if shared == "redis":
+        url = request.getfixturevalue("redis_server").url
+    else:
+        url = request.getfixturevalue("shared_etcd").url(unique_prefix())
+    config = ServerConfig(store=url, encoder_health_interval=0.05, encoder_health_timeout=0.5)
     one = await aiohttp_client(create_app(config))
     two = await aiohttp_client(create_app(config))
     encoder.status = 500

@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from .helpers.cli import serve
+from .helpers.etcd_server import Cluster, unique_prefix
 from .helpers.ports import quiet_port
 from .helpers.waits import GUARD
 from .redis_server import RedisServer
@@ -132,7 +133,7 @@ def test_two_engines_move_bytes_through_aiobootstrap(engines: list[Engine]) -> N
         _stop(served)
 
 
-@pytest.mark.parametrize("store", ["file", "redis"])
+@pytest.mark.parametrize("store", ["file", "redis", "etcd"])
 def test_an_engine_is_found_after_aiobootstrap_restarts(
     engines: list[Engine], store: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
@@ -140,6 +141,9 @@ def test_an_engine_is_found_after_aiobootstrap_restarts(
     if store == "redis":
         redis: RedisServer = request.getfixturevalue("redis_server")
         options = ["--store", redis.url]
+    elif store == "etcd":
+        etcd: Cluster = request.getfixturevalue("shared_etcd")
+        options = ["--store", etcd.url(unique_prefix())]
     else:
         options = ["--state-file", str(tmp_path / "state")]
     port = str(quiet_port())
