@@ -71,6 +71,7 @@ bench: $(BENCH_INSTALLED)
 	$(BIN)/python -m bench.replica_wrk
 	$(BIN)/python -m bench.failover
 	$(BIN)/python -m bench.store_etcd
+	$(BIN)/python -m bench.etcd_replicas
 	$(BIN)/python -m bench.layers
 	$(BIN)/python -m bench.big_readers
 	$(BIN)/python -m bench.prefill
