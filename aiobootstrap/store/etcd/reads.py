@@ -32,13 +32,17 @@ class Reads:
 
     async def get(self, key: bytes) -> m.Found | None:
         """``key``'s value and revision, or ``None`` when it does not exist (``StoreUnavailable``)."""
+        return await self.ask(key)
+
+    def ask(self, key: bytes) -> asyncio.Future[m.Found | None]:
+        """A future of :meth:`get`'s answer: many keys asked at once cost a future each, not a task each."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[m.Found | None] = loop.create_future()
         self._waiting.setdefault(key, []).append(future)
         if not self._scheduled:
             self._scheduled = True
             loop.call_soon(self._flush)
-        return await future
+        return future
 
     def _flush(self) -> None:
         self._scheduled = False

@@ -217,7 +217,7 @@ class EtcdStore(Store):
     async def get_many(self, keys: Sequence[Key]) -> list[Record | None]:
         if not keys:
             return []
-        found = await asyncio.gather(*(self._reads.get(self._keys.record(key)) for key in keys))
+        found = await asyncio.gather(*[self._reads.ask(self._keys.record(key)) for key in keys])
         return [
             None if hit is None else StoredRecord.of(hit.value).record(key)
             for key, hit in zip(keys, found, strict=True)
