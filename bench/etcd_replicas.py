@@ -28,54 +28,38 @@ import asyncio
 import json
 import statistics
 import tempfile
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import aiohttp
-
-from tests.helpers.etcd_server import Cluster, skip_reason
+from tests.helpers.etcd_server import Cluster, Member, skip_reason
 from tests.sentinel_cluster import SentinelCluster
 
 from ._replicas import Measured, _cross_wake, _redis, _registration_latency, _throughput
 from ._scenarios import _summary
 from ._servers import SERVERS, RunningServer
 from ._wrk import find_wrk
-from .failover import Replica, _first_ack_after, failover
+from .failover import failover, kills_to_first_ack
 
 
 async def leader_kills(cluster: Cluster, kills: int) -> dict[str, list[float]]:
-    """The leader SIGKILLed ``kills`` times under two replicas' registrations: seconds to each one's first 200."""
-    replicas = [Replica(cluster.url(), "leader-kill") for _ in range(2)]
-    seconds: dict[str, list[float]] = {"A": [], "B": []}
+    """The leader SIGKILLed ``kills`` times under two replicas' registrations, started again (a follower, on
+    its data directory) before the next: seconds to each replica's first 200."""
+    killed: list[Member] = []
+
+    async def kill() -> None:
+        killed.append(await asyncio.to_thread(cluster.leader))
+        killed[-1].kill()
+
+    async def heal() -> None:
+        while killed:
+            killed.pop().start()
+        await asyncio.to_thread(cluster.wait_healthy)
+
     try:
-        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=5)) as session:
-            for kill in range(kills):
-                killed = asyncio.Event()
-                probes = [
-                    asyncio.create_task(
-                        _first_ack_after(session, replica, killed, (kill * 2 + i) * 1_000_000)
-                    )
-                    for i, replica in enumerate(replicas)
-                ]
-                await asyncio.sleep(0.3)  # both replicas registering before the kill
-                leader = await asyncio.to_thread(cluster.leader)
-                leader.kill()
-                died = time.monotonic()
-                killed.set()
-                acks = await asyncio.wait_for(asyncio.gather(*probes), 60)
-                for name, ack in zip(seconds, acks, strict=True):
-                    seconds[name].append(ack - died)
-                print(
-                    f"leader kill {kill + 1}: " + ", ".join(f"{n} {s[-1]:.2f} s" for n, s in seconds.items())
-                )
-                leader.start()  # back as a follower, on its data directory
-                await asyncio.to_thread(cluster.wait_healthy)
+        return await kills_to_first_ack(cluster.url(), kills, kill, heal)
     finally:
-        for replica in replicas:
-            replica.stop()
-    return seconds
+        await heal()
 
 
 def _kills_summary(seconds: dict[str, list[float]]) -> dict[str, float]:

@@ -32,7 +32,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 
 import aiohttp
@@ -100,36 +100,50 @@ async def _first_ack_after(
             await asyncio.sleep(0.01)
 
 
-async def failover(cluster: SentinelCluster, kills: int) -> dict[str, list[float]]:
-    replicas = [Replica(cluster.url, "failover") for _ in range(2)]
+async def kills_to_first_ack(
+    store_url: str, kills: int, kill: Callable[[], Awaitable[object]], heal: Callable[[], Awaitable[object]]
+) -> dict[str, list[float]]:
+    """Two replicas over ``store_url`` each register one rank after another while ``kill`` kills the store's
+    primary (or leader), ``kills`` times, ``heal`` before each: the seconds from each death to each
+    replica's first ``200`` for a request sent after it."""
+    replicas = [Replica(store_url, "failover") for _ in range(2)]
     seconds: dict[str, list[float]] = {"A": [], "B": []}
     timeout = aiohttp.ClientTimeout(total=5)
     try:
         async with aiohttp.ClientSession(timeout=timeout) as session:
-            for kill in range(kills):
-                await asyncio.to_thread(cluster.heal)
+            for round_ in range(kills):
+                await heal()
                 killed = asyncio.Event()
                 probes = [
                     asyncio.create_task(
-                        _first_ack_after(session, replica, killed, (kill * 2 + i) * 1_000_000)
+                        _first_ack_after(session, replica, killed, (round_ * 2 + i) * 1_000_000)
                     )
                     for i, replica in enumerate(replicas)
                 ]
                 await asyncio.sleep(0.3)  # both replicas registering before the kill
-                cluster.kill_primary()
+                await kill()
                 died = time.monotonic()
                 killed.set()
                 acks = await asyncio.wait_for(asyncio.gather(*probes), 60)
                 for name, ack in zip(seconds, acks, strict=True):
                     seconds[name].append(ack - died)
                 print(
-                    f"kill {kill + 1}: " + ", ".join(f"{n} {s[-1]:.2f} s" for n, s in seconds.items()),
+                    f"kill {round_ + 1}: " + ", ".join(f"{n} {s[-1]:.2f} s" for n, s in seconds.items()),
                     flush=True,
                 )
     finally:
         for replica in replicas:
             replica.stop()
     return seconds
+
+
+async def failover(cluster: SentinelCluster, kills: int) -> dict[str, list[float]]:
+    """The Sentinel deployment's primary SIGKILLed, healed (back as a replica) before each kill."""
+
+    async def kill() -> None:
+        cluster.kill_primary()
+
+    return await kills_to_first_ack(cluster.url, kills, kill, lambda: asyncio.to_thread(cluster.heal))
 
 
 async def cost(cluster: SentinelCluster, registrations: int, rounds: int = 5) -> dict[str, list[float]]:

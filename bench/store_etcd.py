@@ -40,16 +40,7 @@ from aiobootstrap.store.etcd import EtcdStore
 from aiobootstrap.store.redis import RedisStore
 from tests.helpers.etcd_server import Cluster
 
-from .store_redis import VALUE, Heard, _key, _start_redis, gets_per_second, puts_per_second
-
-
-async def _puts(store: Store, count: int) -> list[float]:
-    times = []
-    for rank in range(count):
-        start = time.perf_counter()
-        await store.put(_key(rank % 256), VALUE)
-        times.append(time.perf_counter() - start)
-    return times
+from .store_redis import VALUE, Heard, _key, _start_redis, gets_per_second, put_latency, puts_per_second
 
 
 async def _wakes(a: Store, heard_on_b: Heard, count: int) -> list[float]:
@@ -71,7 +62,7 @@ def _p(values: list[float], share: float) -> float:
 
 
 async def one_round(name: str, a: Store, heard_on_b: Heard | None, count: int) -> dict[str, float]:
-    puts = await _puts(a, count)
+    puts = await put_latency(a, count)
     row = {"put p50 ms": _p(puts, 0.5), "put p99 ms": _p(puts, 0.99)}
     if heard_on_b is not None:
         wakes = await _wakes(a, heard_on_b, count)

@@ -15,7 +15,7 @@ from aiobootstrap.server.app import REGISTRY
 
 from .helpers.etcd_server import Cluster, unique_prefix
 from .helpers.prefill import ALL, rank_body, route
-from .helpers.waits import GUARD, until
+from .helpers.waits import GUARD, parked_get, until
 
 RPC = "/metadata?key=mooncake%2Frpc_meta%2F10.0.0.7%3A15868"
 RAM = "/metadata?key=mooncake%2Fram%2F10.0.0.7%3A15868"
@@ -30,14 +30,6 @@ async def _replicas(aiohttp_client: Any, cluster: Cluster) -> tuple[Any, Any]:
     )
 
 
-async def _parked(replica: Any, path: str) -> asyncio.Task[Any]:
-    registry = replica.app[REGISTRY]
-    before = registry.parked
-    waiting = asyncio.create_task(replica.get(path))
-    await until(lambda: registry.parked == before + 1)
-    return waiting
-
-
 async def test_mooncake_metadata_through_two_replicas(aiohttp_client: Any, shared_etcd: Cluster) -> None:
     a, b = await _replicas(aiohttp_client, shared_etcd)
     # Two engines claim one RPC entry at once, one through each replica: one wins, the other is refused.
@@ -50,7 +42,7 @@ async def test_mooncake_metadata_through_two_replicas(aiohttp_client: Any, share
     again = await b.put(RPC, data=held)
     assert (again.status, await again.text()) == (200, "metadata unchanged")
 
-    waiting = await _parked(b, f"{RAM}&wait={GUARD}")
+    waiting = await parked_get(b, f"{RAM}&wait={GUARD}")
     put = await a.put(RAM, data=b'{"buffers":[1]}')
     assert put.status == 200
     woken = await asyncio.wait_for(waiting, GUARD)
@@ -64,7 +56,7 @@ async def test_mooncake_metadata_through_two_replicas(aiohttp_client: Any, share
 
 async def test_a_prefill_deployment_through_two_replicas(aiohttp_client: Any, shared_etcd: Cluster) -> None:
     a, b = await _replicas(aiohttp_client, shared_etcd)
-    topology = await _parked(b, f"/route?{ALL}&wait={GUARD}")
+    topology = await parked_get(b, f"/route?{ALL}&wait={GUARD}")
     for dp in (0, 1):
         for tp, replica in ((0, a), (1, b)):
             assert await (await replica.put("/route", json=rank_body(tp, dp))).text() == "OK"

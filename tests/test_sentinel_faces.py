@@ -11,10 +11,9 @@ import json
 from typing import Any
 
 from aiobootstrap import ServerConfig, create_app
-from aiobootstrap.server.app import REGISTRY
 
 from .helpers.prefill import ALL, rank_body, route
-from .helpers.waits import GUARD, until
+from .helpers.waits import GUARD, parked_get
 from .sentinel_cluster import SentinelCluster
 from .sentinel_cluster import cluster as cluster  # the module's deployment
 
@@ -32,14 +31,6 @@ async def _acknowledged(send: Any) -> Any:
     return reply
 
 
-async def _parked(replica: Any, path: str) -> asyncio.Task[Any]:
-    registry = replica.app[REGISTRY]
-    before = registry.parked
-    waiting = asyncio.create_task(replica.get(path))
-    await until(lambda: registry.parked == before + 1)
-    return waiting
-
-
 async def test_mooncake_and_prefill_hold_through_a_failover(
     aiohttp_client: Any, cluster: SentinelCluster
 ) -> None:
@@ -53,8 +44,8 @@ async def test_mooncake_and_prefill_hold_through_a_failover(
     assert (await b.put(RAM, data=b'{"buffers":[1]}')).status == 200
     for tp in (0, 1):
         assert await (await a.put("/route", json=rank_body(tp, 0))).text() == "OK"
-    late_value = await _parked(b, f"{RAM}&after=2&wait={FAILOVER_GUARD * 2}")
-    topology = await _parked(a, f"/route?{ALL}&wait={FAILOVER_GUARD * 2}")
+    late_value = await parked_get(b, f"{RAM}&after=2&wait={FAILOVER_GUARD * 2}")
+    topology = await parked_get(a, f"/route?{ALL}&wait={FAILOVER_GUARD * 2}")
 
     await asyncio.to_thread(cluster.wait_synced, FAILOVER_GUARD)  # the replica holds it all: nothing to lose
     old = cluster.primary()

@@ -4,7 +4,7 @@ The reader: one task watches the range ``[P/c, P/e)`` (``keys``) from the
 revision after the last it heard. Each put of ``P/c`` is one transaction's
 changes, in revision order, which is every namespace's version order, on
 every replica alike; a deletion of a lease's marker ``P/d/LEASE`` is that
-lease's end (the ``ended`` callback releases its records). A watch that
+lease's end (told to each :class:`LeaseEnds` subscribed, which releases its records). A watch that
 breaks (the member died, lost its leader: ``hasleader``) is made again from
 the next revision on the next member, and misses nothing; only a revision
 etcd has compacted away is a gap, and the listener is told to
@@ -29,7 +29,7 @@ import asyncio
 import contextlib
 import logging
 import secrets
-from collections.abc import Callable
+from typing import Protocol
 
 from ...exceptions import StoreUnavailable
 from ..interface import Change, ChangeListener
@@ -37,7 +37,7 @@ from . import messages as m
 from .connection import Connection, reason
 from .keys import Keys, decode_changes
 
-__all__ = ["Feed"]
+__all__ = ["Feed", "LeaseEnds"]
 
 logger = logging.getLogger("aiobootstrap")
 
@@ -53,6 +53,16 @@ async def stop_task(task: asyncio.Task[None] | None) -> None:
             logger.warning("%s did not stop within %g s of its cancellation", task.get_name(), _STOPPING)
 
 
+class LeaseEnds(Protocol):
+    """Hears the leases the feed saw end (the store's leases, which release their records)."""
+
+    def ended(self, lease: str) -> None:
+        """``lease``'s marker was deleted: etcd ended the lease."""
+
+    def lost(self) -> None:
+        """The reader restarted on a new history: ends may have been missed."""
+
+
 class Feed:
     """What the listener hears, and the tasks that make sure it hears it."""
 
@@ -64,10 +74,7 @@ class Feed:
         self.incarnation = ""
         self.revision = 0
         """The last revision the reader heard (or started after)."""
-        self.ended: Callable[[str], None] = lambda lease: None
-        """Told the id of each lease whose marker etcd deleted."""
-        self.lost: Callable[[], None] = lambda: None
-        """Told when the reader restarts on a new history: ends may have been missed."""
+        self._lease_ends: tuple[LeaseEnds, ...] = ()
         self._reached = asyncio.Event()
         self._reader: asyncio.Task[None] | None = None
         self._watchdog: asyncio.Task[None] | None = None
@@ -85,6 +92,10 @@ class Feed:
         if reply.succeeded:
             return new.decode(), reply.revision
         return reply.reads[0][0].value.decode(), reply.revision
+
+    def follow_lease_ends(self, listener: LeaseEnds) -> None:
+        """Tell ``listener`` of each lease's end the feed hears, and of each restart that may have missed one."""
+        self._lease_ends = (*self._lease_ends, listener)
 
     def check_boot(self, boot: bytes | None) -> None:
         """A read found ``boot`` (``None``: missing): what it read is no answer unless it is ours."""
@@ -182,7 +193,9 @@ class Feed:
             changes = [Change(k, v, deleted=d, member=mem) for k, v, d, mem in rows]
             self._announce(changes)
         elif key.startswith(self._keys.markers) and kind.endswith("DELETE"):
-            self.ended(self._keys.lease_of(key))
+            lease = self._keys.lease_of(key)
+            for listener in self._lease_ends:
+                listener.ended(lease)
         self.revision = revision
         self._reached.set()
         self._reached = asyncio.Event()
@@ -251,5 +264,6 @@ class Feed:
         if revision is not None:
             self.revision = revision
             self._resync()
-            self.lost()
+            for listener in self._lease_ends:
+                listener.lost()
         self._reader = asyncio.create_task(self._read(), name="aiobootstrap etcd feed")

@@ -79,8 +79,7 @@ class EtcdStore(Store):
         self._reads = Reads(connection, keys, feed)
         self._writes = Writes(keys)
         self._leases = EtcdLeases(connection, keys, self._namespaces, self._limits)
-        feed.ended = self._leases.ended
-        feed.lost = self._leases.lost
+        feed.follow_lease_ends(self._leases)
 
     # -- opening and closing --------------------------------------------------
 
