@@ -1,9 +1,10 @@
-"""The etcd store over one real etcd member: replicas sharing it, leases, limits, prefixes, bad URLs.
+"""The etcd store over real etcd members: replicas sharing it, leases, limits, prefixes, bad URLs.
 
 The store contract (every test of ``test_stores.py`` and the other ``FLAVORS`` modules) runs over
 etcd too; this module pins what only a shared store shows: two replicas of one registry, each with
-its own store or server, over one member (``shared_etcd``, a prefix per test). The three-member
-cluster's faults are in ``test_etcd_cluster.py``.
+its own store or server, over one member (``shared_etcd``) and over a cluster of three
+(``shared_etcd_three``), a prefix per test. The three-member cluster's faults are in
+``test_etcd_cluster.py``.
 """
 
 from __future__ import annotations
@@ -40,11 +41,21 @@ def _store(cluster: Cluster, prefix: str, limits: StoreLimits | None = None) -> 
     return EtcdStore(cluster.url(prefix), limits=limits)
 
 
+@pytest.fixture(params=["one member", "three members"])
+def contract_etcd(request: pytest.FixtureRequest) -> Cluster:
+    """The cluster a test of the contract runs over: one member, and three (a leader and two followers,
+    so a replica's calls may reach a follower)."""
+    cluster: Cluster = request.getfixturevalue(
+        "shared_etcd" if request.param == "one member" else "shared_etcd_three"
+    )
+    return cluster
+
+
 @pytest.fixture
-async def pair(shared_etcd: Cluster) -> AsyncIterator[tuple[Store, Recorder, Store, Recorder]]:
+async def pair(contract_etcd: Cluster) -> AsyncIterator[tuple[Store, Recorder, Store, Recorder]]:
     """Two replicas' stores of one registry (one prefix), each with a listener that records its feed."""
     prefix = unique_prefix()
-    a, b = _store(shared_etcd, prefix), _store(shared_etcd, prefix)
+    a, b = _store(contract_etcd, prefix), _store(contract_etcd, prefix)
     heard_a, heard_b = Recorder(), Recorder()
     await a.open(heard_a)
     await b.open(heard_b)
@@ -122,11 +133,11 @@ async def test_concurrent_puts_through_two_replicas_take_distinct_versions_in_on
         assert [change.version for change in heard.changes] == list(range(1, 61))
 
 
-async def test_the_rank_cap_holds_under_concurrent_writers_of_two_replicas(shared_etcd: Cluster) -> None:
+async def test_the_rank_cap_holds_under_concurrent_writers_of_two_replicas(contract_etcd: Cluster) -> None:
     """max_ranks=10, forty new ranks through each of two replicas at once: exactly ten are stored."""
     prefix = unique_prefix()
     limits = StoreLimits(max_ranks=10, max_namespaces=1)
-    a, b = _store(shared_etcd, prefix, limits), _store(shared_etcd, prefix, limits)
+    a, b = _store(contract_etcd, prefix, limits), _store(contract_etcd, prefix, limits)
     await a.open(Recorder())
     await b.open(Recorder())
     try:
@@ -224,10 +235,10 @@ async def test_a_ttl_of_one_second_is_granted_as_etcds_minimum(
 
 
 async def test_two_replica_servers_serve_one_registry_and_one_watch(
-    aiohttp_client: Any, shared_etcd: Cluster
+    aiohttp_client: Any, contract_etcd: Cluster
 ) -> None:
     """A wait parked on A is woken by a registration through B; /watch and the boot id are the same on both."""
-    a, b = await _servers(aiohttp_client, shared_etcd)
+    a, b = await _servers(aiohttp_client, contract_etcd)
     waiting = asyncio.create_task(
         a.get("/get_transfer_engine_info", params={"rank": "3", "wait": str(GUARD)})
     )

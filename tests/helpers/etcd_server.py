@@ -232,6 +232,13 @@ def shared_etcd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     yield from _cluster(tmp_path_factory.mktemp("etcd"), 1)
 
 
+@pytest.fixture(scope="session")
+def shared_etcd_three(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    """Three etcd members for every test of a worker that runs the store's contract over a whole cluster
+    (each under its own prefix; never killed: a test that kills members has its own ``etcd_cluster``)."""
+    yield from _cluster(tmp_path_factory.mktemp("etcd3"), 3)
+
+
 @pytest.fixture
 def etcd_cluster(tmp_path: Path) -> Iterator[Cluster]:
     """Three etcd members of the test's own, which it may kill, start again and wipe."""
