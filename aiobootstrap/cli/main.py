@@ -31,6 +31,7 @@ from .parser import (
     tool_token,
     usage_error,
 )
+from .stop_deadline import STOP_GRACE, StopDeadline
 from .token_file import read_token_file
 from .tools import TOOLS, run_tool
 
@@ -69,10 +70,12 @@ async def serve(config: ServerConfig, socks: Sequence[socket.socket], token_file
         return 1
     started.set_result(None)
     print(f"aiobootstrap listening on {server.url}", flush=True)
+    deadline = StopDeadline(loop, config.shutdown_timeout + STOP_GRACE)
     try:
         await stop.wait()
         log.info("stopping: answering parked waits and closing")
     finally:
+        deadline.arm()
         # Nothing allocated so far needs the cycle collector any more: the
         # process ends in a moment and the system takes its memory back. Left
         # in the collector's generations, ten thousand parked connections
@@ -83,6 +86,7 @@ async def serve(config: ServerConfig, socks: Sequence[socket.socket], token_file
         gc.disable()
         gc.freeze()
         await server.close()
+        deadline.disarm()
     return 0
 
 
