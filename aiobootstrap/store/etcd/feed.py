@@ -33,6 +33,7 @@ from typing import Protocol
 
 from ...exceptions import StoreUnavailable
 from ..interface import Change, ChangeListener
+from ..stopping import stop_task
 from . import messages as m
 from .connection import Connection, reason
 from .keys import Keys, decode_changes
@@ -40,17 +41,6 @@ from .keys import Keys, decode_changes
 __all__ = ["Feed", "LeaseEnds"]
 
 logger = logging.getLogger("aiobootstrap")
-
-_STOPPING = 5.0
-"""Seconds a cancelled task is waited for; past them the store closes without it (and says so)."""
-
-
-async def stop_task(task: asyncio.Task[None] | None) -> None:
-    if task is not None:
-        task.cancel()
-        done, _ = await asyncio.wait({task}, timeout=_STOPPING)
-        if not done:
-            logger.warning("%s did not stop within %g s of its cancellation", task.get_name(), _STOPPING)
 
 
 class LeaseEnds(Protocol):

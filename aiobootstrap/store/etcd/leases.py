@@ -41,9 +41,9 @@ from ... import _json
 from ...exceptions import LeaseNotFound, StoreUnavailable
 from ..interface import HeldLease, LeaseState, Target
 from ..limits import StoreLimits, too_many_leases
+from ..stopping import stop_task
 from . import messages as m
 from .connection import Connection
-from .feed import stop_task
 from .keys import Global, Keys, StoredRecord
 from .namespaces import Namespaces
 from .records import RELEASED_AT_ONCE, Moved, Writes

@@ -36,6 +36,7 @@ from typing import Any, cast
 
 from ...exceptions import StoreUnavailable
 from ..interface import NO_RANK, Change, ChangeListener, Key
+from ..stopping import stop_task
 from . import lua
 from .connection import Connection, reason, reraise_cancellation
 from .keys import NAMED, Keys, text
@@ -55,25 +56,6 @@ _LOCAL_REMEMBERED = 4096
 def block_seconds(poll_interval: float) -> float:
     """How long the reader's ``XREAD`` blocks: a second, or the watcher's interval when that is shorter."""
     return min(1.0, poll_interval)
-
-
-_STOPPING = 5.0
-"""Seconds a cancelled task is waited for: past them a stopping server goes on without it (and says so)."""
-
-
-async def _stop(task: asyncio.Task[None] | None) -> None:
-    """Cancel ``task`` and wait for it to end, :data:`_STOPPING` seconds at most (a cancellation of the
-    caller still propagates): a reader inside redis-py's reconnection to a primary that died may not end
-    at once, and a server must stop all the same."""
-    if task is not None:
-        task.cancel()
-        done, _ = await asyncio.wait({task}, timeout=_STOPPING)
-        if not done:
-            logger.warning(
-                "%s did not stop within %g s of its cancellation; stopping without it",
-                task.get_name(),
-                _STOPPING,
-            )
 
 
 class Feed:
@@ -123,9 +105,9 @@ class Feed:
     async def stop(self) -> None:
         # The watcher first: it may be restarting the reader.
         watcher, self._watcher = self._watcher, None
-        await _stop(watcher)
+        await stop_task(watcher)
         reader, self.reader = self.reader, None
-        await _stop(reader)
+        await stop_task(reader)
         self._listener = None
 
     # -- this process's writes ----------------------------------------------
@@ -329,7 +311,7 @@ class Feed:
             await self._restart_reader(incarnation, seq, last_id)
 
     async def _restart_reader(self, incarnation: str, seq: int, last_id: bytes | str) -> None:
-        await _stop(self.reader)
+        await stop_task(self.reader)
         # The tail was read before the listener re-reads: nothing falls between.
         self._feed_incarnation = incarnation
         self._last_seq, self._last_id = seq, last_id

@@ -38,6 +38,7 @@ from ...exceptions import LeaseNotFound, StoreUnavailable
 from ..interface import HeldLease, LeaseState, Target
 from ..leases import grace_after_held_loop
 from ..limits import StoreLimits, too_many_leases
+from ..stopping import stop_task
 from . import lease_lua, lua
 from .batcher import Batcher
 from .connection import Connection, reraise_cancellation
@@ -62,10 +63,6 @@ def _target(blob: bytes | str) -> Target:
     perhaps the member."""
     parts = json.loads(blob)
     return key_at(parts[0], parts[1], parts[2], parts[3]), parts[4] if len(parts) > 4 else None
-
-
-_STOPPING = 5.0
-"""Seconds the cancelled reaper is waited for when the store closes."""
 
 
 class RedisLeases:
@@ -194,10 +191,7 @@ class RedisLeases:
 
     async def stop(self) -> None:
         reaper, self._reaper = self._reaper, None
-        if reaper is not None:
-            reaper.cancel()
-            # Bounded, as the feed's tasks are (``feed._stop``): a server that stops must stop.
-            await asyncio.wait({reaper}, timeout=_STOPPING)
+        await stop_task(reaper)
 
     async def _reap(self) -> None:
         keys = self._keys
