@@ -1,8 +1,9 @@
 """What a face is: one protocol's routes on the core, declared as one unit (:class:`Face`).
 
 A face (``faces/<name>/``) declares, in its ``face.py``, everything the app
-needs of it: its routes, the :class:`Access` of each, its OpenAPI paths and
-schemas, and its start-up and cleanup, if any. ``faces.FACES`` lists the
+needs of it: its routes, the :class:`Access` of each (one table of
+:class:`Route` entries, :meth:`Face.of_routes`, where each is written by hand), its
+OpenAPI paths and schemas, and its start-up and cleanup, if any. ``faces.FACES`` lists the
 app's faces; ``create_app`` routes them (each also under ``/ns/{namespace}``),
 ``access.route_access`` classifies their routes from their declarations and
 ``openapi.document`` describes them from theirs. A new face is a new folder
@@ -20,8 +21,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
+from aiohttp.typedefs import Handler
 
-__all__ = ["Access", "CleanupContext", "ExpectHandler", "Face", "RouteAccess"]
+__all__ = ["Access", "CleanupContext", "ExpectHandler", "Face", "Route", "RouteAccess"]
 
 
 class Access(enum.Enum):
@@ -45,6 +47,21 @@ RouteAccess = Mapping[tuple[str, str], Access]
 
 CleanupContext = Callable[[web.Application], AsyncIterator[None]]
 """An ``app.cleanup_ctx`` step: its start-up up to its ``yield``, its cleanup after."""
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    """One route of a face, its method and path written once: its handler and its :class:`Access`."""
+
+    method: str
+    path: str
+    handler: Handler
+    access: Access
+
+    def definition(self, expect: ExpectHandler | None) -> web.RouteDef:
+        if self.method == "GET":  # web.get: HEAD answered too
+            return web.get(self.path, self.handler, expect_handler=expect)
+        return web.route(self.method, self.path, self.handler, expect_handler=expect)
 
 
 def _nothing() -> dict[str, Any]:
@@ -72,3 +89,16 @@ class Face:
     """The OpenAPI component schemas its paths refer to (the shared ones, such as ``Error``, are the server's)."""
     contexts: tuple[CleanupContext, ...] = ()
     """Its ``cleanup_ctx`` steps: run after the registry is open, before the fast path subscribes."""
+
+    @classmethod
+    def of_routes(cls, name: str, table: Callable[[], Sequence[Route]], **parts: Any) -> Face:
+        """A face whose routes and their access come from one table of :class:`Route`s (``parts``: the
+        other fields)."""
+
+        def routes(expect: ExpectHandler | None) -> list[web.RouteDef]:
+            return [route.definition(expect) for route in table()]
+
+        def access() -> RouteAccess:
+            return {(route.method, route.path): route.access for route in table()}
+
+        return cls(name, routes, access, **parts)

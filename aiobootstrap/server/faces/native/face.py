@@ -8,10 +8,8 @@ The routes served once for the whole server (``/ready``, ``/metrics``,
 
 from __future__ import annotations
 
-from aiohttp import web
-
 from .... import wire
-from ...face import Access, ExpectHandler, Face, RouteAccess
+from ...face import Access, Face, Route
 from . import openapi
 from .leases import lease_routes
 from .page import page
@@ -21,30 +19,17 @@ from .watch import watch
 __all__ = ["NATIVE"]
 
 
-def _routes(expect: ExpectHandler | None) -> list[web.RouteDef]:
+def _routes() -> list[Route]:
+    read = Access.READ
     return [
-        web.get(wire.HEALTH_PATH, health, expect_handler=expect),
-        web.get(wire.RANKS_PATH, list_ranks, expect_handler=expect),
-        web.get(wire.WATCH_PATH, watch, expect_handler=expect),
-        *lease_routes(expect),
-        web.get(wire.PAGE_PATH, page, expect_handler=expect),  # /ns/{namespace}/ in a namespace
+        Route("GET", wire.HEALTH_PATH, health, Access.PROBE),
+        Route("GET", wire.RANKS_PATH, list_ranks, read),
+        Route("GET", wire.WATCH_PATH, watch, read),
+        *lease_routes(),
+        # /ns/{namespace}/ in a namespace; the page holds no records, but reads them with the token.
+        Route("GET", wire.PAGE_PATH, page, read),
     ]
 
 
-def _access() -> RouteAccess:
-    read, write = Access.READ, Access.WRITE
-    return {
-        ("GET", wire.HEALTH_PATH): Access.PROBE,
-        ("GET", wire.RANKS_PATH): read,
-        ("GET", wire.WATCH_PATH): read,
-        # A lease is a namespace's: granting, keeping and revoking one change its records' lives.
-        ("POST", wire.LEASES_PATH): write,
-        ("POST", wire.LEASE_KEEPALIVE_ROUTE): write,
-        ("GET", wire.LEASE_ROUTE): read,
-        ("DELETE", wire.LEASE_ROUTE): write,
-        ("GET", wire.PAGE_PATH): read,  # the page holds no records, but reads them with the token
-    }
-
-
-NATIVE = Face("native", _routes, _access, openapi.paths, openapi.schemas)
+NATIVE = Face.of_routes("native", _routes, paths=openapi.paths, schemas=openapi.schemas)
 """The probe, the listing, the watch, the leases and the page."""

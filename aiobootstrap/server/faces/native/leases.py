@@ -15,20 +15,21 @@ from ....store import LeaseState
 from ....wire import leases as wire_leases
 from ...appkeys import CONFIG, REGISTRY
 from ...body import read_body
-from ...face import ExpectHandler
+from ...face import Access, Route
 from ...fastpath.gets import GET_REPLIES
 from ..common import namespace_of
 
 __all__ = ["lease_routes"]
 
 
-def lease_routes(expect: ExpectHandler | None = None) -> list[web.RouteDef]:
-    """The lease routes: each is also served under ``/ns/{namespace}``."""
+def lease_routes() -> list[Route]:
+    """The lease routes (each also served under ``/ns/{namespace}``). A lease is a namespace's: granting,
+    keeping and revoking one change its records' lives."""
     return [
-        web.post(wire_leases.LEASES_PATH, grant_lease, expect_handler=expect),
-        web.post(wire_leases.LEASE_KEEPALIVE_ROUTE, keepalive_lease, expect_handler=expect),
-        web.get(wire_leases.LEASE_ROUTE, read_lease, expect_handler=expect),
-        web.delete(wire_leases.LEASE_ROUTE, revoke_lease, expect_handler=expect),
+        Route("POST", wire_leases.LEASES_PATH, grant_lease, Access.WRITE),
+        Route("POST", wire_leases.LEASE_KEEPALIVE_ROUTE, keepalive_lease, Access.WRITE),
+        Route("GET", wire_leases.LEASE_ROUTE, read_lease, Access.READ),
+        Route("DELETE", wire_leases.LEASE_ROUTE, revoke_lease, Access.WRITE),
     ]
 
 

@@ -9,7 +9,7 @@ from aiohttp import web
 
 from .... import wire
 from ...appkeys import CONFIG
-from ...face import Access, ExpectHandler, Face, RouteAccess
+from ...face import Access, Face, Route
 from . import openapi
 from .rooms import ROOM_LEASES, RoomLeases, query_dp_ranks, register_dp_rank
 from .routes import delete_route, get_route, list_prefill, put_route
@@ -17,28 +17,18 @@ from .routes import delete_route, get_route, list_prefill, put_route
 __all__ = ["PREFILL"]
 
 
-def _routes(expect: ExpectHandler | None) -> list[web.RouteDef]:
-    return [
-        web.put(wire.PREFILL_ROUTE_PATH, put_route, expect_handler=expect),
-        web.get(wire.PREFILL_ROUTE_PATH, get_route, expect_handler=expect),
-        web.delete(wire.PREFILL_ROUTE_PATH, delete_route, expect_handler=expect),
-        web.post(wire.PREFILL_REGISTER_ROOM_PATH, register_dp_rank, expect_handler=expect),
-        web.post(wire.PREFILL_QUERY_ROOMS_PATH, query_dp_ranks, expect_handler=expect),
-        web.get(wire.PREFILL_LISTING_PATH, list_prefill, expect_handler=expect),
-    ]
-
-
-def _access() -> RouteAccess:
+def _routes() -> list[Route]:
     # Registering a rank or a room is a write; decode's questions are reads (so --auth-reads open lets
     # decode in without a token, as SGLang's PR #39416 proposes, while only prefill ranks may write).
-    return {
-        ("PUT", wire.PREFILL_ROUTE_PATH): Access.WRITE,
-        ("GET", wire.PREFILL_ROUTE_PATH): Access.READ,
-        ("DELETE", wire.PREFILL_ROUTE_PATH): Access.WRITE,
-        ("POST", wire.PREFILL_REGISTER_ROOM_PATH): Access.WRITE,
-        ("POST", wire.PREFILL_QUERY_ROOMS_PATH): Access.READ,
-        ("GET", wire.PREFILL_LISTING_PATH): Access.READ,
-    }
+    read, write = Access.READ, Access.WRITE
+    return [
+        Route("PUT", wire.PREFILL_ROUTE_PATH, put_route, write),
+        Route("GET", wire.PREFILL_ROUTE_PATH, get_route, read),
+        Route("DELETE", wire.PREFILL_ROUTE_PATH, delete_route, write),
+        Route("POST", wire.PREFILL_REGISTER_ROOM_PATH, register_dp_rank, write),
+        Route("POST", wire.PREFILL_QUERY_ROOMS_PATH, query_dp_ranks, read),
+        Route("GET", wire.PREFILL_LISTING_PATH, list_prefill, read),
+    ]
 
 
 async def _room_leases(app: web.Application) -> AsyncIterator[None]:
@@ -47,10 +37,9 @@ async def _room_leases(app: web.Application) -> AsyncIterator[None]:
     yield
 
 
-PREFILL = Face(
+PREFILL = Face.of_routes(
     "prefill",
     _routes,
-    _access,
     paths=lambda: openapi.PATHS,
     schemas=lambda: openapi.SCHEMAS,
     contexts=(_room_leases,),
