@@ -10,7 +10,7 @@ app's faces; ``create_app`` routes them (each also under ``/ns/{namespace}``),
 and one entry in ``FACES``: nothing else is edited.
 
 This module sits below the faces and below ``access``, ``auth`` and
-``openapi``, which all read it; it imports nothing of the package.
+``openapi``, which all read it; it imports only ``kind_spec`` of the package.
 """
 
 from __future__ import annotations
@@ -18,10 +18,15 @@ from __future__ import annotations
 import enum
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 from aiohttp.typedefs import Handler
+
+from .kind_spec import KindFigures, KindSpec
+
+if TYPE_CHECKING:
+    from ..core.registry import Registry
 
 __all__ = ["Access", "CleanupContext", "ExpectHandler", "Face", "Route", "RouteAccess"]
 
@@ -89,6 +94,10 @@ class Face:
     """The OpenAPI component schemas its paths refer to (the shared ones, such as ``Error``, are the server's)."""
     contexts: tuple[CleanupContext, ...] = ()
     """Its ``cleanup_ctx`` steps: run after the registry is open, before the fast path subscribes."""
+    kinds: tuple[KindSpec, ...] = ()
+    """The record kinds it owns: how a get of each is encoded, whether it is listed, a set, capped."""
+    figures: Callable[[Registry, str], Awaitable[Sequence[KindFigures]]] | None = None
+    """What ``/metrics`` and the page count of its records in a namespace (``None``: nothing)."""
 
     @classmethod
     def of_routes(cls, name: str, table: Callable[[], Sequence[Route]], **parts: Any) -> Face:

@@ -32,6 +32,7 @@ from prometheus_client.utils import floatToGoString
 from ..exceptions import BootstrapError, NotRegistered
 from ..store import Record
 from .access import GUARD
+from .kind_spec import KindFigures
 
 __all__ = [
     "METRICS",
@@ -50,18 +51,6 @@ _LATENCY_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 
 # Long-polls last up to --max-wait (300 s by default), plain requests milliseconds.
 _DURATION_BUCKETS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
 _METHODS = frozenset({"GET", "HEAD", "PUT", "POST", "DELETE", "PATCH", "OPTIONS"})
-
-
-@dataclass(frozen=True, slots=True)
-class KindFigures:
-    """One kind and role of one namespace, read for a scrape."""
-
-    kind: str
-    role: str
-    registered: int
-    world_size: int | None
-    oldest_wait: float
-    """Seconds the longest-parked get for a rank of this kind and role has waited (0: none parked)."""
 
 
 @dataclass(frozen=True, slots=True)
