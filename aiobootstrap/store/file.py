@@ -182,6 +182,11 @@ class FileStore(LocalStore):
         pending = self._latest.get(key)
         current = self._tables.get(key) if pending is None else pending.record
         if (ABSENT if current is None else current.version) != version:
+            if pending is not None:
+                # Refused by a write not on disk yet: answer once it has landed, as a read then shows it.
+                # Answering at once let a caller's read, compare, read loop spin without ever yielding
+                # to the journal's writer (issue 41, item 1).
+                await asyncio.wait((pending.done,))
             return None
         return await self.put(key, value, lease)
 
