@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from .helpers.package import MODULES, PACKAGE, TESTS, import_source, imports_of
+from .helpers.source_scan import engine_words, function_imports
 
 FLOORS = {
     # Leaves: they import nothing of the package but each other.
@@ -238,6 +239,303 @@ def test_the_face_check_names_each_import_of_another_face() -> None:
         f"g.py:7 imports {f}.kinds"
     ]
     assert not _face_crossings(f"{f}.toy.face", [(1, f"{f}.kinds"), (2, f"{f}.toy.routes")], "t.py")
+
+
+# -- floors inside server/: the host, the faces, the in-process servers ----
+
+SERVER = "aiobootstrap.server"
+THREADED = "aiobootstrap.server.threaded"
+IN_PROCESS_MODULE = "inprocess"
+"""A face's in-process drop-in is ``faces/<name>/inprocess.py`` (or a folder of that name)."""
+
+SERVER_FLOORS = ("host", "faces", "in-process")
+"""The floors inside ``server/``, low to high: the host, then the faces (``server/faces/``: the face list, what
+faces share, each face's folder), then the in-process servers (:data:`THREADED` and each face's
+``inprocess`` module), which may import both floors below them."""
+
+
+def _server_floor(module: str) -> int | None:
+    """The floor (an index of :data:`SERVER_FLOORS`) of ``module`` inside ``server/``, or ``None`` outside it."""
+    if module != SERVER and not module.startswith(SERVER + "."):
+        return None
+    if module == THREADED or module.startswith(THREADED + "."):
+        return 2
+    if module == FACES or module.startswith(FACES + "."):
+        rest = module.removeprefix(FACES + ".").split(".")
+        return 2 if len(rest) > 1 and rest[1] == IN_PROCESS_MODULE else 1
+    return 0
+
+
+def _in_package(name: str) -> str | None:
+    """The module of the package that an imported ``name`` is (or is in), or ``None`` for another package."""
+    while name and name not in MODULES:
+        name = name.rpartition(".")[0]
+    return name or None
+
+
+def _imports_up_in_server(module: str, imported: list[tuple[int, str]], where: str) -> list[str]:
+    """Each import (once a line) of ``module`` (file ``where``) of a higher floor inside ``server/``."""
+    floor = _server_floor(module)
+    found = set()
+    for line, name in imported:
+        other = _in_package(name) if floor is not None else None
+        other_floor = None if other is None else _server_floor(other)
+        if floor is not None and other_floor is not None and other_floor > floor:
+            found.add(
+                (
+                    line,
+                    f"{where}:{line} ({SERVER_FLOORS[floor]}) imports {other} ({SERVER_FLOORS[other_floor]})",
+                )
+            )
+    return [text for _, text in sorted(found)]
+
+
+def test_no_import_runs_up_inside_the_server() -> None:
+    """The host imports no face and no in-process server; a face imports no in-process server: the host is
+    whole without a face, and a face without the thread that hosts an engine's drop-in."""
+    offenders = []
+    for module, path in MODULES.items():
+        where = str(path.relative_to(PACKAGE.parent))
+        offenders += _imports_up_in_server(module, list(imports_of(module, path)), where)
+    assert not offenders, "\n".join(offenders)
+
+
+def test_the_server_floor_check_names_each_import_running_up() -> None:
+    """The check is not vacuous: the host importing a face, the face list or an in-process server, and a face
+    importing an in-process server (its own face's included) are each named with their line; imports down or
+    on one floor, and of other packages, pass."""
+    f, s = FACES, SERVER
+    host = [
+        (1, f"{f}.native.page"),
+        (2, f),
+        (3, f"{s}.threaded"),
+        (4, f"{f}.encoders.inprocess"),
+        (5, "aiohttp"),
+    ]
+    assert _imports_up_in_server(f"{s}.auth", [*host, (6, f"{s}.errors")], "a.py") == [
+        f"a.py:1 (host) imports {f}.native.page (faces)",
+        f"a.py:2 (host) imports {f} (faces)",
+        f"a.py:3 (host) imports {s}.threaded (in-process)",
+        f"a.py:4 (host) imports {f}.encoders.inprocess (in-process)",
+    ]
+    face = [
+        (1, f"{f}.encoders.inprocess"),
+        (2, f"{s}.threaded"),
+        (3, f"{f}.encoders.health"),
+        (4, f"{s}.app"),
+    ]
+    assert _imports_up_in_server(f"{f}.encoders.routes", face, "r.py") == [
+        f"r.py:1 (faces) imports {f}.encoders.inprocess (in-process)",
+        f"r.py:2 (faces) imports {s}.threaded (in-process)",
+    ]
+    drop_in = [(1, f"{s}.threaded"), (2, f"{f}.encoders.health"), (3, f"{f}.kinds"), (4, f"{s}.server")]
+    assert not _imports_up_in_server(f"{f}.encoders.inprocess", drop_in, "i.py")
+    assert not _imports_up_in_server(f"{s}.threaded", [(1, f"{f}.kinds"), (2, f"{s}.server")], "t.py")
+    assert not _imports_up_in_server("aiobootstrap.cli.main", [(1, f"{s}.threaded")], "m.py")
+
+
+# -- a face's modules are its own -----------------------------------------
+
+FACE_FINDERS = {
+    "aiobootstrap": "the package's public names, each imported on first use (``_LAZY``): the drop-ins among them",
+    FACES: "the face registry of the faces' floor: it may list the faces by name",
+    "aiobootstrap.server.face_registry": "the faces found (by name, with importlib): the one door to them",
+}
+"""Who may import a face's modules besides the face's own folder and the in-process floor, and why."""
+
+
+def _face_outsiders(module: str, imported: list[tuple[int, str]], where: str) -> list[str]:
+    """Each import (once a line) by ``module`` (file ``where``) of a face's module from outside that face's
+    folder, unless ``module`` is on the in-process floor or in :data:`FACE_FINDERS`."""
+    if module in FACE_FINDERS or _server_floor(module) == 2:
+        return []
+    found = set()
+    for line, name in imported:
+        other = _in_package(name)
+        face = None if other is None else _face_of(other)
+        if face is not None and face != _face_of(module):
+            found.add((line, f"{where}:{line} imports {other}, of the {face} face"))
+    return [text for _, text in sorted(found)]
+
+
+def test_a_face_is_imported_only_from_its_own_folder() -> None:
+    """Nothing reaches into a face but its own folder, the in-process servers, the face registry and the
+    package's public names: a face removed is a folder removed."""
+    offenders = []
+    for module, path in MODULES.items():
+        where = str(path.relative_to(PACKAGE.parent))
+        offenders += _face_outsiders(module, list(imports_of(module, path)), where)
+    assert not offenders, "\n".join(offenders)
+
+
+def test_the_face_folder_check_names_each_import_from_outside() -> None:
+    """The check is not vacuous: a face's module or folder imported by the host, the CLI or another face is
+    named with its line; the face's own modules, the faces' shared ones, the in-process floor and the
+    finders pass."""
+    f = FACES
+    imported = [(1, f"{f}.prefill.settings"), (2, f"{f}.native"), (3, f"{f}.kinds"), (4, "aiobootstrap.wire")]
+    assert _face_outsiders("aiobootstrap.cli.parser", imported, "p.py") == [
+        f"p.py:1 imports {f}.prefill.settings, of the prefill face",
+        f"p.py:2 imports {f}.native, of the native face",
+    ]
+    assert _face_outsiders(f"{f}.mooncake.routes", [(9, f"{f}.prefill.rooms.x")], "r.py") == [
+        f"r.py:9 imports {f}.prefill.rooms, of the prefill face"
+    ]
+    assert not _face_outsiders(f"{f}.prefill.routes", [(1, f"{f}.prefill.rooms"), (2, f"{f}.common")], "r.py")
+    assert not _face_outsiders(f"{f}.encoders.inprocess", [(1, f"{f}.encoders.health")], "i.py")
+    assert not _face_outsiders(THREADED, [(1, f"{f}.engine_info.inprocess")], "t.py")
+    assert not _face_outsiders("aiobootstrap", [(1, f"{f}.prefill.inprocess")], "__init__.py")
+
+
+# -- the core, the stores and the host name no engine ----------------------
+
+ENGINE_FREE = ("aiobootstrap.core", "aiobootstrap.store")
+"""Rooms that name no engine, beside the host floor of ``server/``."""
+
+
+def _names_no_engine(module: str) -> bool:
+    in_room = any(module == room or module.startswith(room + ".") for room in ENGINE_FREE)
+    return in_room or _server_floor(module) == 0
+
+
+def test_the_core_the_stores_and_the_host_name_no_engine() -> None:
+    """No identifier or string literal of the core, the stores or the host names an engine, an engine's kind
+    or field (docstrings may, as examples): what is an engine's is its face's, declared to the host."""
+    offenders = [
+        hit
+        for module, path in MODULES.items()
+        if _names_no_engine(module)
+        for hit in engine_words(path.read_text(), str(path.relative_to(PACKAGE.parent)))
+    ]
+    assert not offenders, f"{len(offenders)} engine words:\n" + "\n".join(offenders)
+
+
+def test_the_engine_word_check_names_identifiers_and_strings_not_documentation() -> None:
+    """The check is not vacuous: a name, an attribute, a function, an argument, a keyword, an import and a
+    string naming an engine are each named with their line; docstrings (an attribute's too) and comments
+    are not; and the rooms it reads are the core, the stores and the host, not the faces nor threaded.py."""
+    source = "\n".join(
+        [
+            '"""The module: SGLang\'s prefill, as an example."""',
+            "from ..wire.prefill import PREFILL_RANK",
+            "import json as mooncake_json  # a comment: vllm",
+            "def count(record, *, parallelism=None):",
+            '    """A docstring naming transfer_engine_info."""',
+            "    return record.session_id, f(weights_info_dict=1), {'encoder_urls': 1}",
+            "ORDER = 1",
+            '"""An attribute\'s docstring: mooncake."""',
+            "class SglangThing:",
+            "    x = 'a Topology'",
+        ]
+    )
+    assert engine_words(source, "m.py") == [
+        "m.py:2: 'PREFILL_RANK'",
+        "m.py:2: 'wire.prefill'",
+        "m.py:3: 'mooncake_json'",
+        "m.py:4: 'parallelism'",
+        "m.py:6: 'encoder_urls'",
+        "m.py:6: 'session_id'",
+        "m.py:6: 'weights_info_dict'",
+        "m.py:9: 'SglangThing'",
+        "m.py:10: 'a Topology'",
+    ]
+    rooms = {m: _names_no_engine(m) for m in ("aiobootstrap.core.history", "aiobootstrap.store.memory")}
+    rooms |= {
+        m: _names_no_engine(m) for m in (f"{SERVER}.app", f"{SERVER}.fastpath.gets", f"{SERVER}.openapi")
+    }
+    rooms |= {
+        m: _names_no_engine(m) for m in (FACES, f"{FACES}.prefill.routes", THREADED, "aiobootstrap.wire")
+    }
+    assert [m for m, checked in rooms.items() if checked] == [
+        "aiobootstrap.core.history",
+        "aiobootstrap.store.memory",
+        f"{SERVER}.app",
+        f"{SERVER}.fastpath.gets",
+        f"{SERVER}.openapi",
+    ]
+
+
+# -- no import inside a function ------------------------------------------
+
+FUNCTION_IMPORTS = {
+    (
+        "aiobootstrap.cli.main",
+        "aiobootstrap.server.server",
+    ): "the port is bound before aiohttp is imported, so "
+    "a taken port, the commonest start-up failure, is told without waiting for it (cli/main.py)",
+    ("aiobootstrap.cli.main", "aiobootstrap.server.bind"): "a tool binds nothing, and naming a port's holder "
+    "costs 13 ms to import",
+    (
+        "aiobootstrap.cli.tools",
+        "aiobootstrap.client.client",
+    ): "serving imports the tools' table, never the client",
+    (
+        "aiobootstrap.store.url",
+        "aiobootstrap.store.file",
+    ): "a store's modules are imported when a URL names it",
+    (
+        "aiobootstrap.store.url",
+        "aiobootstrap.store.redis",
+    ): "redis-py is an extra, imported when a URL names it",
+    ("aiobootstrap.store.url", "aiobootstrap.store.etcd"): "aetcd is an extra, imported when a URL names it",
+    ("aiobootstrap", "import_module"): "the public names, each imported on first use (PEP 562)",
+    (
+        "aiobootstrap.server.face_registry",
+        "import_module",
+    ): "the faces, found by name: discovery, not a dodge",
+}
+"""The only imports inside a function of the package, and why each is not one at the top: never a circle."""
+
+
+def _function_imports(module: str, source: str, where: str) -> list[str]:
+    """Each import of the package (or by a name given at run time) made inside a function of ``module``."""
+    return [
+        f"{where}:{line} imports {name} inside a function"
+        for line, name in function_imports(module, source, where, PACKAGE.name)
+        if (module, name) not in FUNCTION_IMPORTS
+    ]
+
+
+def test_no_module_imports_inside_a_function() -> None:
+    """A module's imports are at its top, where a reader and this file see them: an import inside a function
+    hides a circle of imports rather than ending it. :data:`FUNCTION_IMPORTS` names the few that are not that."""
+    offenders = [
+        found
+        for module, path in MODULES.items()
+        for found in _function_imports(module, path.read_text(), str(path.relative_to(PACKAGE.parent)))
+    ]
+    assert not offenders, "\n".join(offenders)
+
+
+def test_the_function_import_check_names_each_import_inside_a_function() -> None:
+    """The check is not vacuous: absolute, relative, nested and run-time imports of the package inside a
+    function or a method are each named with their line; imports at the top, of other packages, and those
+    :data:`FUNCTION_IMPORTS` gives a reason for pass."""
+    source = "\n".join(
+        [
+            "from ..faces import FACES",
+            "import importlib",
+            "def document(faces=None):",
+            "    from ..faces import FACES",
+            "    import aiobootstrap.server.app",
+            "    import json",
+            "    class Later:",
+            "        async def read(self):",
+            "            from . import paths",
+            "    return importlib.import_module('aiobootstrap.server.faces')",
+        ]
+    )
+    assert _function_imports("aiobootstrap.server.openapi", source, "openapi/__init__.py") == [
+        "openapi/__init__.py:4 imports aiobootstrap.server.faces inside a function",
+        "openapi/__init__.py:5 imports aiobootstrap.server.app inside a function",
+        "openapi/__init__.py:9 imports aiobootstrap.server.openapi inside a function",
+        "openapi/__init__.py:10 imports import_module inside a function",
+    ]
+    lazy = "def __getattr__(name):\n    return importlib.import_module(name)\n"
+    assert not _function_imports("aiobootstrap", lazy, "__init__.py")
+    assert _function_imports("aiobootstrap.wire", lazy, "wire/__init__.py") == [
+        "wire/__init__.py:2 imports import_module inside a function"
+    ]
 
 
 # -- the registry is the one door -------------------------------------------
