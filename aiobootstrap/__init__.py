@@ -31,6 +31,7 @@ from .exceptions import (
     TooManyNamespaces,
     TooManyRanks,
     TooManyWaiters,
+    TopologyConflict,
     Unauthorized,
     UnexpectedReply,
 )
@@ -143,6 +144,7 @@ __all__ = [
     "TooManyNamespaces",
     "TooManyRanks",
     "TooManyWaiters",
+    "TopologyConflict",
     "TransferEngineInfo",
     "Unauthorized",
     "UnexpectedReply",

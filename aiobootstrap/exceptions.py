@@ -12,6 +12,8 @@ Every error a caller can see derives from :class:`BootstrapError`::
     │   └── LeaseNotFound         (the lease expired or was revoked)
     ├── RequestTimeout            (408, server side)
     ├── TooManyRanks              (409)
+    │   └── TooManyOfKind         (409: a kind's cap of records per namespace and role)
+    ├── TopologyConflict          (409: a prefill rank contradicts its deployment's topology)
     ├── HistoryGone               (410: a watch's ``after`` is older than the history kept)
     ├── TooManyLeases             (409)
     ├── PayloadTooLarge           (413)
@@ -34,7 +36,9 @@ exported.
 Each class that maps to an HTTP reply carries its status in ``status``: the
 server turns a raised error into ``{"detail": ...}`` with that status, and the
 client turns a reply with that status back into the same class (see
-``error_for_status``). Nothing here imports the rest of the package at import
+``error_for_status``). Where one status is several errors (``409``), the one
+the status does not name carries a ``code`` too, which its reply names beside
+the detail (``wire.errors.error_fields``) and the client reads back. Nothing here imports the rest of the package at import
 time but the leaves beneath it (``_names``, ``_ranks``): the CLI reports a
 taken port before aiohttp is even imported.
 """
@@ -43,6 +47,7 @@ from __future__ import annotations
 
 import errno
 from collections.abc import Iterable, Sequence
+from typing import ClassVar
 
 from ._names import host_port
 from ._ranks import RankSet
@@ -64,8 +69,10 @@ __all__ = [
     "StoreUnavailable",
     "TooManyLeases",
     "TooManyNamespaces",
+    "TooManyOfKind",
     "TooManyRanks",
     "TooManyWaiters",
+    "TopologyConflict",
     "Unauthorized",
     "UnexpectedReply",
     "error_for_status",
@@ -98,6 +105,9 @@ class BootstrapError(Exception):
     """Root of every error aiobootstrap raises."""
 
     status: int = 500
+    code: ClassVar[str | None] = None
+    """What tells this error's reply from another of the same status (``409`` is three), or ``None``
+    for the error its status names: a reply's ``"code"`` field, read back by :func:`error_for_status`."""
 
     def __init__(self, detail: str) -> None:
         super().__init__(detail)
@@ -140,6 +150,39 @@ class TooManyRanks(BootstrapError):
     """
 
     status = 409
+
+
+class TooManyOfKind(TooManyRanks):
+    """The namespace already holds as many records of one kind, under one role, as the kind's cap allows
+    (HTTP 409; a client reads it as :class:`TooManyRanks`).
+
+    A face declares the cap of a kind it owns (``KindSpec.cap``); the store
+    checks it atomically with the write, in place of the rank limit. The
+    detail names the kind and the cap.
+    """
+
+    def __init__(self, kind: str, cap: int, held: int, detail: str | None = None) -> None:
+        super().__init__(
+            f"The namespace already holds {held} records of kind {kind}, its cap of {cap}; "
+            "one must be deleted, or expire, before another is added."
+            if detail is None
+            else detail
+        )
+        self.kind = kind
+        self.cap = cap
+
+
+class TopologyConflict(BootstrapError):
+    """A prefill rank whose sizes, page size or KV dtype contradict its deployment's registered topology
+    (HTTP 409, ``"code": "topology_conflict"``).
+
+    The misconfigured deployment fails fast, where the engines' own server
+    mixed the rank in; raised at once, never retried (asking again gets the
+    same answer until the deployment's ranks have all gone).
+    """
+
+    status = 409
+    code = "topology_conflict"
 
 
 class HistoryGone(BootstrapError):
@@ -312,9 +355,17 @@ _BY_STATUS: dict[int, type[BootstrapError]] = {
 }
 
 
-def error_for_status(status: int, detail: str) -> BootstrapError:
-    """The error a client raises for an error reply with this status."""
-    cls = _BY_STATUS.get(status)
+_BY_CODE: dict[str, type[BootstrapError]] = {
+    cls.code: cls for cls in (TopologyConflict,) if cls.code is not None
+}
+"""The errors a status alone does not name, by their ``code``."""
+
+
+def error_for_status(status: int, detail: str, code: str | None = None) -> BootstrapError:
+    """The error a client raises for an error reply with this status (and ``code``, when it has one)."""
+    cls = _BY_CODE.get(code) if code is not None else None
+    if cls is None or cls.status != status:
+        cls = _BY_STATUS.get(status)
     if cls is None:
         cls = BadRequest if 400 <= status < 500 else UnexpectedReply
     error = cls(detail)

@@ -6,6 +6,7 @@ import inspect
 
 import aiobootstrap
 from aiobootstrap import exceptions
+from aiobootstrap.wire import errors as wire_errors
 
 
 def test_every_public_exception_lives_in_exceptions_and_is_exported() -> None:
@@ -44,3 +45,17 @@ def test_a_403_is_forbidden_not_unauthorized() -> None:
     assert isinstance(error, aiobootstrap.Forbidden)
     assert not isinstance(error, aiobootstrap.Unauthorized)
     assert error.status == 403
+
+
+def test_a_409_is_told_apart_by_its_code_both_ways() -> None:
+    """The server writes a TopologyConflict's code beside its detail; the client reads the class back by it, and a
+    409 without it (or a code under another status) by the status alone."""
+    conflict = aiobootstrap.TopologyConflict("Its attn_tp_size 4 contradicts the topology's attn_tp_size 2.")
+    assert wire_errors.error_fields(conflict) == {"code": "topology_conflict"}
+    body = wire_errors.error_body(conflict.detail, **wire_errors.error_fields(conflict))
+    decoded = wire_errors.decode_error(409, body)
+    assert type(decoded) is aiobootstrap.TopologyConflict
+    assert (decoded.detail, decoded.status) == (conflict.detail, 409)
+    assert type(wire_errors.decode_error(409, wire_errors.error_body("full"))) is aiobootstrap.TooManyRanks
+    assert type(exceptions.error_for_status(400, "x", "topology_conflict")) is aiobootstrap.BadRequest
+    assert wire_errors.error_fields(aiobootstrap.LeaseNotFound("L1")) == {"lease": "L1"}

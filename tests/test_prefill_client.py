@@ -8,8 +8,15 @@ from typing import Any
 
 import pytest
 
-from aiobootstrap import BootstrapClient, ServerUnavailable, SyncBootstrapClient
-from aiobootstrap.exceptions import BootstrapError, NotRegistered
+from aiobootstrap import (
+    BootstrapClient,
+    ServerConfig,
+    ServerUnavailable,
+    SyncBootstrapClient,
+    TooManyRanks,
+    TopologyConflict,
+)
+from aiobootstrap.exceptions import NotRegistered
 
 from .helpers.prefill import rank_body
 
@@ -33,8 +40,30 @@ async def test_register_and_wait_for_the_topology_and_an_address(url: str) -> No
         assert await asyncio.wait_for(address, 30) == ("10.0.0.11", 17011)
         with pytest.raises(NotRegistered, match="dp_rank=5"):
             await client.prefill_rank_address(5, 0, 0, 0, timeout=0.2)
-        with pytest.raises(BootstrapError, match="attn_tp_size 2"):
+        with pytest.raises(TopologyConflict, match="attn_tp_size 2"):
             await client.register_prefill_rank(rank_body(0, 0, tp_size=4))
+
+
+async def test_a_contradicting_rank_is_a_topology_conflict_not_a_rank_cap(url: str) -> None:
+    """The 409 of a contradicting prefill rank comes back as TopologyConflict (its reply's code), never as
+    TooManyRanks, the other 409 a registration meets; both with the server's sentence, raised at once."""
+    async with BootstrapClient(url) as client:
+        await client.register_prefill_rank(rank_body(0, 0))
+        for changed in ({"attn_tp_size": 4}, {"page_size": 16}, {"kv_cache_dtype": "fp8"}):
+            with pytest.raises(TopologyConflict, match=next(iter(changed))) as raised:
+                await client.register_prefill_rank({**rank_body(1, 0), **changed}, timeout=None)
+            assert not isinstance(raised.value, TooManyRanks)
+            assert raised.value.status == 409
+
+
+@pytest.mark.parametrize("config", [ServerConfig(max_ranks=1)])
+async def test_the_rank_cap_on_the_route_stays_too_many_ranks(url: str) -> None:
+    """A 409 without the code (the rank cap, counting the deployment's rank records) is still TooManyRanks."""
+    async with BootstrapClient(url) as client:
+        await client.register_prefill_rank(rank_body(0, 0))
+        with pytest.raises(TooManyRanks) as raised:
+            await client.register_prefill_rank(rank_body(1, 0))
+        assert not isinstance(raised.value, TopologyConflict)
 
 
 async def test_an_incomplete_deployment_at_the_deadline_says_how_far_it_got(url: str) -> None:

@@ -17,13 +17,13 @@ from .._logging import RateLimited
 from ..exceptions import (
     BodyBudgetExhausted,
     BootstrapError,
-    LeaseNotFound,
     PayloadTooLarge,
     RequestTimeout,
     StoreUnavailable,
     TooManyWaiters,
     UnreadableBody,
 )
+from ..wire.errors import error_fields
 from .appkeys import CONFIG
 from .body import too_large_detail
 
@@ -83,7 +83,7 @@ def error_reply(request: web.Request, exc: Exception) -> web.StreamResponse:
                 request.path,
                 exc.detail,
             )
-        extra = {"lease": exc.lease} if isinstance(exc, LeaseNotFound) else {}
+        extra = error_fields(exc)  # a lease 404's "lease", a 409's "code"
         response = json_error(exc.status, exc.detail, headers, **extra)
         if isinstance(exc, _BODY_LEFT_UNREAD):
             # The rest of the body may still be on its way: the connection cannot carry another request.

@@ -2,7 +2,10 @@
 
 The sentence of a missing rank is the error tree's
 (:func:`~aiobootstrap.exceptions.missing_ranks_detail`); this module writes it
-into a reply with the missing ranks beside it, and reads it back.
+into a reply with the missing ranks beside it, and reads it back. An error's
+other fields are written here too (:func:`error_fields`: a lease's ``404`` its
+``lease``, an error a status alone does not name its ``code``), and read back
+(:func:`decode_error`), so the client raises the class the server raised.
 """
 
 from __future__ import annotations
@@ -13,7 +16,13 @@ from typing import Any
 
 from .._json import dumps, loads
 from .._ranks import RankSet, is_rank, rank_value
-from ..exceptions import ENGINE_INFO_NOUN, missing_ranks_detail
+from ..exceptions import (
+    ENGINE_INFO_NOUN,
+    BootstrapError,
+    LeaseNotFound,
+    error_for_status,
+    missing_ranks_detail,
+)
 from .routes import MAX_BATCH_RANKS, MISSING_LIST_MAX
 
 _NOT_REGISTERED_OLD = re.compile(r"No transfer engine info for rank ([0-9]{1,18})")
@@ -31,6 +40,24 @@ def reply_object(payload: bytes) -> dict[str, Any] | None:
 
 def error_body(detail: str, **extra: Any) -> bytes:
     return dumps({"detail": detail, **extra})
+
+
+def error_fields(error: BootstrapError) -> dict[str, Any]:
+    """What ``error``'s reply carries beside its detail: a lease's ``404`` its ``lease`` (told from a rank's
+    ``404`` by it), and an error its status alone does not name its ``code`` (``"topology_conflict"``)."""
+    fields: dict[str, Any] = {}
+    if isinstance(error, LeaseNotFound):
+        fields["lease"] = error.lease
+    if error.code is not None:
+        fields["code"] = error.code
+    return fields
+
+
+def decode_error(status: int, payload: bytes) -> BootstrapError:
+    """The error an error reply means: the class of its ``code`` (:func:`error_fields`), else of its status."""
+    reply = reply_object(payload)
+    code = None if reply is None else reply.get("code")
+    return error_for_status(status, error_detail(status, payload), code if isinstance(code, str) else None)
 
 
 def encode_not_registered(missing: Sequence[int] | RankSet, noun: str = ENGINE_INFO_NOUN) -> bytes:
