@@ -1,4 +1,5 @@
-"""The requests behind :class:`BootstrapClient`'s methods: one path for every kind.
+"""The one request path under every face's calls: a request that does not park, and a per-rank kind's
+register, unregister, get and batch get.
 
 Every per-rank kind (transfer-engine info, parallelism config) is registered,
 removed and read the same way, given the kind's entry in the wire's kind
@@ -6,12 +7,12 @@ table (``wire.kinds``) for its routes and the noun of its ``404``:
 :func:`register`, :func:`unregister`, :func:`get_record` and
 :func:`get_records`. A get waits on while the server says "not registered"
 and raises :class:`RankNotRegistered` when the time runs out; any other
-reply but a ``200`` is the transport's error for it. The encoder URL list's
-wait ends at a new version rather than at a ``200``: :func:`encoder_urls`.
+reply but a ``200`` is the transport's error for it (:meth:`Transport.error`,
+which reads the error's class from the reply).
 
-The client's public methods build each request's body or query and decode
-the reply; sending it (replicas, backoff, the long-poll, restarts) is the
-transport's.
+A face's calls (``engine_info``, ``encoders``, ``prefill``, ``metadata``,
+``native``) build each request's body or query and decode the reply; sending
+it (replicas, backoff, the long-poll, restarts) is the transport's.
 """
 
 from __future__ import annotations
@@ -20,17 +21,17 @@ import asyncio
 from collections.abc import Callable, Iterable, Mapping
 from functools import partial
 
-from .. import wire
 from .._ranks import RankSet
 from ..exceptions import RankNotRegistered
-from ..wire import EncoderUrls
+from ..wire.errors import decode_absent
 from ..wire.kinds import KindRoutes
+from ..wire.params import parse_ranks, role_rank_query, split_rank_specs
 from .leases import ClientLease, send_registration
 from .restarts import Replay
 from .retry import Deadline
 from .transport import Reply, Transport
 
-__all__ = ["encoder_urls", "get_record", "get_records", "register", "request", "unregister"]
+__all__ = ["READ_TIMEOUT", "get_record", "get_records", "register", "request", "unregister"]
 
 READ_TIMEOUT = 60.0
 """How long a request that does not park may take to answer."""
@@ -75,12 +76,12 @@ async def unregister(
         "DELETE",
         kind.register_path,
         Deadline(timeout),
-        params=wire.role_rank_query(rank, role),
+        params=role_rank_query(rank, role),
         read_timeout=READ_TIMEOUT,
     )
     if reply.status == 200:
         return True
-    if wire.decode_absent(reply.status, reply.body, kind.noun) is not None:
+    if decode_absent(reply.status, reply.body, kind.noun) is not None:
         return False
     raise transport.error(reply.status, kind.register_path, reply.body)
 
@@ -95,7 +96,7 @@ async def get_record(
     """The ``200`` of a get of one rank's record of ``kind``, or :class:`RankNotRegistered`."""
     reply = await transport.long_poll(kind.get_path, query, deadline, _found(transport, kind))
     if reply.status != 200:
-        missing = wire.decode_absent(reply.status, reply.body, kind.noun)
+        missing = decode_absent(reply.status, reply.body, kind.noun)
         raise RankNotRegistered(missing or [rank], noun=kind.noun)
     return reply
 
@@ -112,8 +113,8 @@ async def get_records(
     wanted = sorted(set(ranks))
     if not wanted:
         return []
-    specs = wire.split_rank_specs(wanted)
-    asked = [wire.parse_ranks(spec) for spec in specs]
+    specs = split_rank_specs(wanted)
+    asked = [parse_ranks(spec) for spec in specs]
     found = _found(transport, kind)
     replies = await asyncio.gather(
         *(
@@ -124,7 +125,7 @@ async def get_records(
     missing: list[int] = []
     for spec_ranks, reply in zip(asked, replies, strict=True):
         if reply.status != 200:
-            missing.extend(wire.decode_absent(reply.status, reply.body, kind.noun) or spec_ranks)
+            missing.extend(decode_absent(reply.status, reply.body, kind.noun) or spec_ranks)
     if missing:
         raise RankNotRegistered(sorted(missing), noun=kind.noun)
     return list(zip(asked, replies, strict=True))
@@ -136,26 +137,8 @@ def _found(transport: Transport, kind: KindRoutes) -> Callable[[str, Reply], boo
     def found(path: str, reply: Reply) -> bool:
         if reply.status == 200:
             return True
-        if wire.decode_absent(reply.status, reply.body, kind.noun) is None:
+        if decode_absent(reply.status, reply.body, kind.noun) is None:
             raise transport.error(reply.status, path, reply.body)
         return False
 
     return found
-
-
-async def encoder_urls(transport: Transport, after: int, deadline: Deadline) -> EncoderUrls:
-    """The encoder URL list once its version passes ``after``, or as it is when the deadline comes."""
-    newest: list[EncoderUrls] = []
-
-    def changed(path: str, reply: Reply) -> bool:
-        if reply.status != 200:
-            raise transport.error(reply.status, path, reply.body)
-        newest[:] = [wire.decode_encoder_urls(reply.body)]
-        # Below after: the server lost the list (an in-memory one restarted, its
-        # versions begun again), and what it holds now is news to the caller.
-        return newest[0].version != after
-
-    await transport.long_poll(
-        wire.ENCODER_LIST_PATH, partial(wire.encoder_list_query, after), deadline, changed
-    )
-    return newest[0]

@@ -26,7 +26,9 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from .._loopthread import LoopThread, LoopThreadOwner
 from .._names import DEFAULT_NAMESPACE
-from ..wire import DEFAULT_MAX_BODY_SIZE, EncoderUrls, WatchedChange
+from ..wire.results import EncoderUrls
+from ..wire.routes import DEFAULT_MAX_BODY_SIZE
+from ..wire.watch import WatchedChange
 from .client import BootstrapClient
 from .leases import ClientLease
 from .retry import Backoff

@@ -39,7 +39,8 @@ from functools import partial
 import aiohttp
 
 from .. import wire
-from ..exceptions import BootstrapError, ServerUnavailable, UnexpectedReply, error_for_status
+from ..exceptions import BootstrapError, ServerUnavailable, UnexpectedReply
+from ..wire.errors import decode_error
 from ..wire.leases import decode_lease_missing
 from .exchange import Reply, Unreachable, exchange
 from .restarts import Replay, RestartWatch
@@ -307,17 +308,16 @@ class Transport:
 
     def error(self, status: int, path: str, payload: bytes) -> BootstrapError:
         """The error a reply other than the one asked for means."""
-        detail = wire.error_detail(status, payload)
         lost = decode_lease_missing(status, payload)
         if lost is not None:
             return lost
         if status == 404:
             # Not "not registered" (the wire said so): the route itself is not there.
             return UnexpectedReply(
-                f"{self.url}{wire.path(path, self.namespace)} answered 404 ({detail}): "
-                "is that the base URL of an aiobootstrap server?"
+                f"{self.url}{wire.path(path, self.namespace)} answered 404 "
+                f"({wire.error_detail(status, payload)}): is that the base URL of an aiobootstrap server?"
             )
-        return error_for_status(status, detail)
+        return decode_error(status, payload)
 
     async def _exchange(
         self,
