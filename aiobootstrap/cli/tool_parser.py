@@ -13,10 +13,12 @@ import urllib.parse
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .. import _json, wire
+from .. import _json
 from .._names import DEFAULT_NAMESPACE, DEFAULT_ROLE, ENCODER_URLS, RANK_KINDS, TRANSFER_ENGINE_INFO
 from ..exceptions import BadRequest
 from ..server.config import DEFAULT_HOST, DEFAULT_PORT
+from ..wire.params import parse_ranks, parse_seconds
+from ..wire.routes import NAMESPACE_PREFIX
 from .watch_tool import add_watch_parser
 
 __all__ = ["KINDS", "add_tool_parsers"]
@@ -52,7 +54,7 @@ def _url(text: str) -> str:
 
 def _seconds(text: str) -> float:
     # The wire's reader: what a tool takes is what wait= takes on the wire.
-    seconds = wire.parse_seconds(text)
+    seconds = parse_seconds(text)
     if seconds is None:
         raise argparse.ArgumentTypeError(f"{text!r} is not a non-negative number of seconds")
     return seconds
@@ -66,7 +68,7 @@ def _role(text: str) -> str:
 
 def _ranks_spec(text: str) -> str:
     try:
-        wire.parse_ranks(text)
+        parse_ranks(text)
     except BadRequest as exc:
         raise argparse.ArgumentTypeError(exc.detail) from None
     return text
@@ -120,7 +122,7 @@ def namespace_in_url(url: str, namespace: str) -> tuple[str, str]:
     requests went to it while the tool said "namespace default". Named both
     ways differently, it is a mistake, raised as a ``ValueError``.
     """
-    head, marker, name = url.rstrip("/").rpartition(wire.NAMESPACE_PREFIX)
+    head, marker, name = url.rstrip("/").rpartition(NAMESPACE_PREFIX)
     if not marker or not name or "/" in name or "://" not in head:
         return url, namespace
     name = urllib.parse.unquote(name)

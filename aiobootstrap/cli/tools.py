@@ -21,7 +21,6 @@ import ssl
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TextIO
 
-from .. import wire
 from .._logging import printable
 from .._names import DEFAULT_ROLE, ENCODER_URLS, PARALLELISM_CONFIG, RANK_KINDS, TRANSFER_ENGINE_INFO
 from ..exceptions import (
@@ -32,6 +31,8 @@ from ..exceptions import (
     Unauthorized,
     UnexpectedReply,
 )
+from ..wire.params import format_ranks
+from ..wire.results import missing_in_world
 from .register_tool import register_tool
 from .tool_errors import EXIT_ABSENT, EXIT_SERVER, EXIT_USAGE, ToolError
 from .tool_parser import KINDS
@@ -41,7 +42,7 @@ if TYPE_CHECKING:
     # Imported when a tool runs: serving never pays for the client's imports.
     from .._ranks import RankSet
     from ..client.client import BootstrapClient
-    from ..wire import RankListing
+    from ..wire.results import RankListing
 
     _Tool = Callable[[BootstrapClient, argparse.Namespace, TextIO, TextIO], Awaitable[int]]
 
@@ -317,7 +318,7 @@ def _missing(listing: RankListing, world_size: int | None) -> RankSet | None:
         return None
     if listing.missing_ranks is not None and world_size == listing.world_size:
         return listing.missing_ranks
-    return wire.missing_in_world(world_size, (rank.rank for rank in listing.ranks))
+    return missing_in_world(world_size, (rank.rank for rank in listing.ranks))
 
 
 def format_age(seconds: float) -> str:
@@ -350,7 +351,7 @@ async def _wait(client: BootstrapClient, args: argparse.Namespace, out: TextIO, 
         else:
             await client.get_many(range(world_size), timeout=args.timeout, role=role)
     except RankNotRegistered as exc:
-        missing = wire.format_ranks(exc.ranks)
+        missing = format_ranks(exc.ranks)
         raise ToolError(
             f"{len(exc.ranks)} of {world_size} ranks still missing after {args.timeout:g}s: {missing}",
             EXIT_ABSENT,

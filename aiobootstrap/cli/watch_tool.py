@@ -16,13 +16,13 @@ import signal
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TextIO
 
-from .. import wire
 from .._logging import printable
 from .._names import ENCODER_URLS, RANK_KINDS
+from ..wire.params import parse_ranks
 
 if TYPE_CHECKING:
     from ..client.client import BootstrapClient
-    from ..wire import WatchedChange
+    from ..wire.watch import WatchedChange
 
 __all__ = ["EXIT_INTERRUPTED", "add_watch_parser", "describe", "watch_tool"]
 
@@ -83,7 +83,7 @@ async def watch_tool(client: BootstrapClient, args: argparse.Namespace, out: Tex
     stretched past 30 s. Here the wait for the next change is dropped, given
     :data:`_EXIT_GRACE` to unwind, and the tool returns.
     """
-    ranks = None if args.ranks is None else wire.parse_ranks(args.ranks)
+    ranks = None if args.ranks is None else parse_ranks(args.ranks)
     changes = client.watch(args.after, kind=args.kind, role=args.role, ranks=ranks)
     loop = asyncio.get_running_loop()
     stopping: asyncio.Future[int] = loop.create_future()

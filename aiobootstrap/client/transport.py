@@ -38,9 +38,9 @@ from functools import partial
 
 import aiohttp
 
-from .. import wire
 from ..exceptions import BootstrapError, ServerUnavailable, UnexpectedReply
-from ..wire.errors import decode_error
+from ..wire import routes
+from ..wire.errors import decode_error, error_detail
 from ..wire.leases import decode_lease_missing
 from .exchange import Reply, Unreachable, exchange
 from .restarts import Replay, RestartWatch
@@ -100,7 +100,7 @@ class Transport:
             raise ValueError(f"max_reply_size must be at least 1 byte (or None), not {max_reply_size}")
         self._max_reply_size = max_reply_size
         self._replicas = Replicas(url)
-        self.namespace = wire.check_namespace(namespace)
+        self.namespace = routes.check_namespace(namespace)
         self._headers = {"Authorization": f"Bearer {token}"} if token else {}
         self._ssl = ssl
         self._backoff_template = backoff if backoff is not None else Backoff()
@@ -286,7 +286,7 @@ class Transport:
                         log.info("the server at %s answers, after %d failed tries", url, self._failed_tries)
                         self._failed_tries = 0
                     return reply
-                failure = wire.error_detail(reply.status, reply.body)
+                failure = error_detail(reply.status, reply.body)
             self._restarts.went_away()
             self._replicas.failed(url)
             self._failed_tries += 1
@@ -314,8 +314,8 @@ class Transport:
         if status == 404:
             # Not "not registered" (the wire said so): the route itself is not there.
             return UnexpectedReply(
-                f"{self.url}{wire.path(path, self.namespace)} answered 404 "
-                f"({wire.error_detail(status, payload)}): is that the base URL of an aiobootstrap server?"
+                f"{self.url}{routes.path(path, self.namespace)} answered 404 "
+                f"({error_detail(status, payload)}): is that the base URL of an aiobootstrap server?"
             )
         return decode_error(status, payload)
 
@@ -334,13 +334,13 @@ class Transport:
         """One request to ``url``, its reply bounded by ``max_reply_size`` for ``ranks`` ranks."""
         sent = dict(self._headers) if headers is None else {**self._headers, **headers}
         if body is not None:
-            sent["Content-Type"] = wire.JSON_TYPE
+            sent["Content-Type"] = routes.JSON_TYPE
         bound = None if self._max_reply_size is None else ranks * (self._max_reply_size + _REPLY_FIELDS)
         return await exchange(
             self.open(),
             method,
             url,
-            wire.path(path, self.namespace),
+            routes.path(path, self.namespace),
             params=params,
             body=body,
             headers=sent,
@@ -351,7 +351,7 @@ class Transport:
         )
 
     async def _probe(self, url: str) -> Reply:
-        return await self._exchange(url, "GET", wire.HEALTH_PATH, timeout=10.0)
+        return await self._exchange(url, "GET", routes.HEALTH_PATH, timeout=10.0)
 
     async def _refill_if_restarted(self, url: str) -> bool:
         """Re-register our ranks if the server restarted since we registered them; whether we did."""
@@ -366,7 +366,7 @@ class Transport:
                     self._restarts.replay_failed()
                     raise
                 if reply.status != 200:
-                    detail = wire.error_detail(reply.status, reply.body)
+                    detail = error_detail(reply.status, reply.body)
                     log.warning("re-registering %s failed: %s", _replayed(key), detail)
             if replay:
                 log.info("the server at %s restarted; re-registered %d records", url, len(replay))

@@ -27,10 +27,12 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterable
 
-from .. import wire
 from .._names import DEFAULT_ROLE, ENCODER_URLS, RANK_KINDS
 from .._ranks import RankSet
-from ..wire import WatchedChange
+from ..wire.params import encoder_list_query, listing_query
+from ..wire.results import decode_encoder_urls, decode_listing
+from ..wire.routes import ENCODER_LIST_PATH, RANKS_PATH
+from ..wire.watch import WATCH_PATH, WatchedChange, decode_watch, watch_query
 from .retry import Deadline
 from .transport import Reply, Transport
 
@@ -72,17 +74,17 @@ class _Follower:
         """
 
         def query(wait: float) -> dict[str, str]:
-            return wire.watch_query(
+            return watch_query(
                 self.after, wait, kind=self.kind, role=self.role, ranks=self.ranks, boot=self.boot
             )
 
         def news(path: str, reply: Reply) -> bool:
             if reply.status != 200:
                 return True
-            decoded = wire.decode_watch(reply.body)
+            decoded = decode_watch(reply.body)
             return bool(decoded.changes) or decoded.version != self.after
 
-        return await self.transport.long_poll(wire.WATCH_PATH, query, Deadline(None), news)
+        return await self.transport.long_poll(WATCH_PATH, query, Deadline(None), news)
 
     async def relist(self) -> list[WatchedChange]:
         """The difference between what the caller was told and the listing; the position moves to it."""
@@ -92,16 +94,14 @@ class _Follower:
         roles = {self.role} if self.role is not None else {DEFAULT_ROLE} | {k[1] for k in self.known if k[1]}
         for kind in kinds:
             for role in sorted(roles):
-                listing = await self._get(wire.RANKS_PATH, wire.listing_query(kind, role))
-                decoded = wire.decode_listing(listing.body)
+                listing = await self._get(RANKS_PATH, listing_query(kind, role))
+                decoded = decode_listing(listing.body)
                 versions.append(decoded.version)
                 for item in decoded.ranks:
                     if self.ranks is None or item.rank in self.ranks:
                         present[(kind, role, item.rank, None)] = item.version
         if self.kind in (None, ENCODER_URLS) and self.role is None and self.ranks is None:
-            urls = wire.decode_encoder_urls(
-                (await self._get(wire.ENCODER_LIST_PATH, wire.encoder_list_query(0, 0.0))).body
-            )
+            urls = decode_encoder_urls((await self._get(ENCODER_LIST_PATH, encoder_list_query(0, 0.0))).body)
             versions.append(urls.version)
             present.update(((ENCODER_URLS, None, None, url), urls.version) for url in urls.urls)
         listed = min(versions, default=0)
@@ -149,8 +149,8 @@ async def watch(
                 yield change
             continue
         if reply.status != 200:
-            raise transport.error(reply.status, wire.WATCH_PATH, reply.body)
-        decoded = wire.decode_watch(reply.body)
+            raise transport.error(reply.status, WATCH_PATH, reply.body)
+        decoded = decode_watch(reply.body)
         follower.after = decoded.version
         for change in decoded.changes:
             yield follower.told(change)
