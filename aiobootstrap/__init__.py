@@ -49,32 +49,31 @@ if TYPE_CHECKING:
     from .server.threaded import ThreadedBootstrapServer
     from .server.tokens import Scope, TokenSet
     from .store import Key, MemoryStore, Record, Store
-    from .wire import (
-        EncoderHealthReport,
-        EncoderUrlHealth,
+    from .wire.encoder_health import EncoderHealthReport, EncoderUrlHealth
+    from .wire.results import (
         EncoderUrls,
         NamespaceSummary,
         ParallelismConfig,
         RankListing,
         RankSummary,
         TransferEngineInfo,
-        WatchedChange,
     )
+    from .wire.watch import WatchedChange
 
 _LAZY = {
     "create_app": ".server.app",
     "Backoff": ".client.retry",
     "BootstrapClient": ".client.client",
     "ServerConfig": ".server.config",
-    "EncoderHealthReport": ".wire",
-    "EncoderUrlHealth": ".wire",
-    "EncoderUrls": ".wire",
-    "ParallelismConfig": ".wire",
-    "RankListing": ".wire",
-    "RankSummary": ".wire",
-    "NamespaceSummary": ".wire",
-    "TransferEngineInfo": ".wire",
-    "WatchedChange": ".wire",
+    "EncoderHealthReport": ".wire.encoder_health",
+    "EncoderUrlHealth": ".wire.encoder_health",
+    "EncoderUrls": ".wire.results",
+    "ParallelismConfig": ".wire.results",
+    "RankListing": ".wire.results",
+    "RankSummary": ".wire.results",
+    "NamespaceSummary": ".wire.results",
+    "TransferEngineInfo": ".wire.results",
+    "WatchedChange": ".wire.watch",
     "Key": ".store",
     "MemoryStore": ".store",
     "Record": ".store",
