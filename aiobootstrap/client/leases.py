@@ -72,7 +72,7 @@ class ClientLease:
 
     async def __aenter__(self) -> ClientLease:
         await self.grant()
-        self._transport.forgetting.append(self.forget)
+        self._transport.unregistered.append(self.forget)
         self._task = asyncio.get_running_loop().create_task(self._keep_alive())
         return self
 
@@ -114,7 +114,7 @@ class ClientLease:
         lease, self._id = self._id, None
         self._records.clear()
         with contextlib.suppress(ValueError):
-            self._transport.forgetting.remove(self.forget)
+            self._transport.unregistered.remove(self.forget)
         if lease is None:
             return
         try:

@@ -109,8 +109,8 @@ class Transport:
         self._session: aiohttp.ClientSession | None = None
         self._restarts = RestartWatch(reregister)
         self._failed_tries = 0  # since a server last answered: logged once when one does
-        self.forgetting: list[Callable[[Hashable], None]] = []
-        """Told of each registration forgotten (the client's leases)."""
+        self.unregistered: list[Callable[[Hashable], None]] = []
+        """Called with each registration's key once it is no longer sent again (the client's leases drop it)."""
 
     @property
     def url(self) -> str:
@@ -165,8 +165,8 @@ class Transport:
     def forget_registration(self, key: Hashable) -> None:
         """Send the registration named ``key`` no more after a restart (nor after a lease's re-grant)."""
         self._restarts.forget(key)
-        for forget in self.forgetting:
-            forget(key)
+        for drop in self.unregistered:
+            drop(key)
 
     async def long_poll(
         self,

@@ -8,7 +8,7 @@ none answers, for as long as it takes), and yields each change in order.
 Each reply's ``version`` is the next ``after``: no change is yielded twice,
 none is skipped.
 
-It also keeps what it has told the caller: every key (kind, role and rank,
+It also keeps what it has given the caller: every key (kind, role and rank,
 or an encoder URL) whose last change it yielded was a ``put``. When the
 server can no longer say what happened since (a ``410``: the history does
 not reach back that far), or the registry is another incarnation (a new
@@ -18,7 +18,7 @@ so a restarted server says so at once, even to a poll that would park), it
 re-reads the listing (each kind's records of the roles asked
 for, or of ``target`` and every role it has seen; the encoder list) and
 yields the difference: a ``put`` for each record present that it has not
-yielded at that version, then a ``delete`` for each key it had told of that
+yielded at that version, then a ``delete`` for each key it had given a put of that
 is gone (at the listing's version), and goes on from the listing's version.
 A caller that applies every change it is given holds the listing as it is.
 """
@@ -47,7 +47,7 @@ def _about(change: WatchedChange) -> _Known:
 
 
 class _Follower:
-    """One watch's position and what it has told its caller."""
+    """One watch's position and what it has given its caller."""
 
     def __init__(
         self, transport: Transport, after: int, kind: str | None, role: str | None, ranks: RankSet | None
@@ -59,7 +59,8 @@ class _Follower:
         """Each key whose last change yielded was a put, and that change's version."""
         self.boot: str | None = None
 
-    def told(self, change: WatchedChange) -> WatchedChange:
+    def yielded(self, change: WatchedChange) -> WatchedChange:
+        """``change``, remembered as given to the caller (a put known, a delete forgotten)."""
         if change.op == "put":
             self.known[_about(change)] = change.version
         else:
@@ -87,7 +88,7 @@ class _Follower:
         return await self.transport.long_poll(WATCH_PATH, query, Deadline(None), news)
 
     async def relist(self) -> list[WatchedChange]:
-        """The difference between what the caller was told and the listing; the position moves to it."""
+        """The difference between what the caller was given and the listing; the position moves to it."""
         present: dict[_Known, int] = {}
         versions: list[int] = []
         kinds = RANK_KINDS if self.kind is None else [self.kind] if self.kind != ENCODER_URLS else []
@@ -117,7 +118,7 @@ class _Follower:
         ]
         # The lowest version read: changes after it that a listing already showed come again, harmlessly.
         self.after = listed
-        return [self.told(change) for change in changes]
+        return [self.yielded(change) for change in changes]
 
     async def _get(self, path: str, query: dict[str, str]) -> Reply:
         reply = await self.transport.call(
@@ -153,4 +154,4 @@ async def watch(
         decoded = decode_watch(reply.body)
         follower.after = decoded.version
         for change in decoded.changes:
-            yield follower.told(change)
+            yield follower.yielded(change)
