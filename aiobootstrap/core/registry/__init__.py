@@ -47,18 +47,19 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from typing import Any
 
 from ...exceptions import StoreUnavailable
-from ...store import Change, Key, Record, Store
+from ...store import Change, ChangeListener, Key, Record, Store
 from ..parking import Parking
 from ..subscribers import DeliveryListener, Subscribers
 from .doors import Door
 from .waitlist import Waitlist
 from .waits import Waits
+from .watchers import AtLeast, Condition, Watchers
 
-__all__ = ["Registry"]
+__all__ = ["AtLeast", "Condition", "Registry"]
 
 log = logging.getLogger("aiobootstrap")
 
@@ -81,6 +82,8 @@ class Registry(Door, Waits):
         self._waitlists: dict[Key, Waitlist] = {}
         self.parking = Parking(max_waiters)
         """Who is parked, by namespace and rank (``/ranks``); the watch history counts its watchers here too."""
+        self._watchers = Watchers(store, self.parking)
+        """The set waits, conditions and subscriptions, by what they watch (``watchers``)."""
         self._to_read: set[Key] = set()
         self._reader: asyncio.Task[None] | None = None
         self._closed = False
@@ -107,8 +110,13 @@ class Registry(Door, Waits):
 
     @property
     def waiting_keys(self) -> int:
-        """How many keys have a waitlist right now."""
-        return len(self._waitlists)
+        """How many keys a wait waits for right now (a waitlist, or a set wait's missing key)."""
+        return len(self._waitlists) + self._watchers.keys
+
+    @property
+    def watched_kinds(self) -> int:
+        """How many (namespace, kind)s a condition or a subscription watches right now."""
+        return self._watchers.kinds
 
     def oldest_waits(self) -> dict[tuple[str, str, str], float]:
         """Per (namespace, kind, role) with waits parked: the seconds the longest-waited key has waited."""
@@ -118,6 +126,23 @@ class Registry(Door, Waits):
             where = (key.namespace, key.kind, key.role)
             oldest[where] = max(oldest.get(where, 0.0), now - waitlist.since)
         return oldest
+
+    # -- waiting for more than one key, and following a kind ------------
+
+    def wait_keys(self, keys: Sequence[Key], timeout: float) -> Coroutine[Any, Any, list[Record | None]]:
+        """The records of ``keys`` (named ones, say), in order (``None``: missing), once all exist or at
+        ``timeout`` seconds: three reads, however many keys arrive meanwhile (``watchers``)."""
+        return self._watchers.wait_keys(keys, timeout)
+
+    def wait_until(self, condition: Condition, timeout: float) -> Coroutine[Any, Any, bool]:
+        """Whether ``condition`` holds, waiting up to ``timeout`` seconds: seeded by one read (shared by the
+        waiters of an equal condition), then told each change of its kind as it lands (``watchers``)."""
+        return self._watchers.wait_until(condition, timeout)
+
+    def subscribe(self, namespace: str, kind: str, listener: ChangeListener) -> Callable[[], None]:
+        """Tell ``listener`` every change of ``kind`` in ``namespace`` as it lands, parking no wait; call what
+        this returns to stop (``watchers``)."""
+        return self._watchers.subscribe(namespace, kind, listener)
 
     # -- closing -------------------------------------------------------
 
@@ -130,6 +155,7 @@ class Registry(Door, Waits):
             return
         self._closed = True
         self.parking.close()
+        self._watchers.close()
         for waitlist in self._waitlists.values():
             waitlist.event.set()
         if self._reader is not None:
@@ -138,8 +164,10 @@ class Registry(Door, Waits):
     # -- the change feed -----------------------------------------------
 
     def changed(self, changes: Sequence[Change]) -> None:
-        """The store applied ``changes``: wake the waiters of their keys."""
+        """The store applied ``changes``: wake the waiters of their keys, and tell whoever watches more."""
+        watchers = self._watchers
         for change in changes:
+            watchers.changed(change)
             if change.deleted:
                 self._tell(change.key, None)
                 continue
@@ -152,7 +180,8 @@ class Registry(Door, Waits):
                 self._read_later(change.key)
 
     def resync(self) -> None:
-        """The feed may have missed changes: read every parked key again."""
+        """The feed may have missed changes: read every parked key again, seed every condition again."""
+        self._watchers.resync()
         for key in self._waitlists:
             self._read_later(key)
 

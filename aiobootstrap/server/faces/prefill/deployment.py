@@ -16,12 +16,12 @@ import asyncio
 from dataclasses import dataclass
 
 from ...._names import DEFAULT_ROLE
-from ....core.registry import Registry
-from ....exceptions import BootstrapError
+from ....core.registry import AtLeast, Registry
+from ....exceptions import TopologyConflict
 from ....store import ABSENT, Key, Record
 from ....wire.prefill import PREFILL_RANK, PREFILL_TOPOLOGY, TOPOLOGY_NAME, Coords, PrefillRank, Topology
 
-__all__ = ["Deployment", "Readiness", "TopologyConflict", "rank_key", "topology_key"]
+__all__ = ["Deployment", "Readiness", "rank_key", "topology_key"]
 
 
 def topology_key(namespace: str) -> Key:
@@ -104,7 +104,11 @@ class Deployment:
         return await self._registry.wait(rank_key(self.namespace, coords), timeout)
 
     async def wait_complete(self, timeout: float) -> Readiness:
-        """The readiness once the topology is complete, or at ``timeout``: one rank's wait at a time."""
+        """The readiness once the topology is complete, or at ``timeout``.
+
+        The ranks are counted by the core as they arrive (:class:`AtLeast`: one read seeds the count, shared
+        by every decode waiting on this deployment), never read again per arrival; the readiness is read
+        again once the count is reached (the deployment may have been replaced meanwhile)."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         registry = self._registry
@@ -116,20 +120,7 @@ class Deployment:
             if readiness.topology is None:
                 await registry.wait(topology_key(self.namespace), remaining)
                 continue
-            # The first rank missing, waited for; then read again (a rank may have left meanwhile).
-            present = {
-                record.name for record in await registry.records(self.namespace, PREFILL_RANK, DEFAULT_ROLE)
-            }
-            missing = next((c for c in readiness.topology.coords() if c.name not in present), None)
-            if missing is None:
-                # Ranks outside the topology never register (a 400), so this is a read between two writes.
-                await asyncio.sleep(0)
-                continue
-            await registry.wait(rank_key(self.namespace, missing), remaining)
-
-
-class TopologyConflict(BootstrapError):
-    """A rank whose sizes, page size or KV dtype contradict the registered topology (HTTP 409): the
-    misconfigured deployment fails fast, where the engines' server mixed it in."""
-
-    status = 409
+            expected = readiness.topology.expected
+            await registry.wait_until(
+                AtLeast(self.namespace, PREFILL_RANK, DEFAULT_ROLE, expected), remaining
+            )
