@@ -12,7 +12,7 @@ Every error a caller can see derives from :class:`BootstrapError`::
     │   └── LeaseNotFound         (the lease expired or was revoked)
     ├── RequestTimeout            (408, server side)
     ├── TooManyRanks              (409)
-    │   └── TooManyOfKind         (409: a kind's cap of records per namespace and role)
+    │   └── TooManyOfKind         (server side: a kind's cap of records per namespace and role)
     ├── TopologyConflict          (409: a prefill rank contradicts its deployment's topology)
     ├── HistoryGone               (410: a watch's ``after`` is older than the history kept)
     ├── TooManyLeases             (409)
@@ -69,7 +69,6 @@ __all__ = [
     "StoreUnavailable",
     "TooManyLeases",
     "TooManyNamespaces",
-    "TooManyOfKind",
     "TooManyRanks",
     "TooManyWaiters",
     "TopologyConflict",
