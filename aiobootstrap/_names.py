@@ -33,6 +33,14 @@ ENCODER_URLS = "encoder_urls"
 RANK_KINDS = (TRANSFER_ENGINE_INFO, PARALLELISM_CONFIG)
 """The kinds kept per rank, in the order the tools and the listing name them."""
 
+JOURNAL_DEFAULT_KIND = TRANSFER_ENGINE_INFO
+"""The kind of a file store's journal line that names none: every line written before record kinds existed,
+and a line of this kind today (left out, so the commonest line stays short)."""
+
+JOURNAL_OLD_FIELDS = ("session_id", "weights_info_dict")
+"""A journal line written before record kinds existed carries these two fields of its record (a string and
+a JSON object) beside its rank, in place of ``value``."""
+
 KIND_PATTERN = re.compile(r"[a-z][a-z0-9_]{0,62}")
 """What a kind's name may be: it is a store key's part and a metric label."""
 

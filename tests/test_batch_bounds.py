@@ -17,6 +17,7 @@ from aiobootstrap import wire as protocol
 from aiobootstrap._names import DEFAULT_ROLE, TRANSFER_ENGINE_INFO
 from aiobootstrap._ranks import RankSet
 from aiobootstrap.server.app import REGISTRY
+from aiobootstrap.wire.bodies import session_id_of
 
 from .helpers.registry import info_key, open_registry, register_in
 from .helpers.waits import GUARD, until
@@ -226,7 +227,7 @@ async def test_a_large_set_wait_sees_a_rank_unregistered_meanwhile_as_missing() 
     found, missing = await asyncio.wait_for(waiter, GUARD)
     assert not missing
     assert len(found) == 2000
-    assert found[-1].session_id == "back"
+    assert session_id_of(found[-1].value) == "back"
 
 
 async def test_a_parked_capped_batch_holds_little_memory(client: Client, registry: Registry) -> None:

@@ -23,6 +23,7 @@ from aiobootstrap.exceptions import StoreUnavailable, TooManyRanks
 from aiobootstrap.server.app import REGISTRY
 from aiobootstrap.store import Key, Store, StoreLimits
 from aiobootstrap.store.url import check_store_url, describe
+from aiobootstrap.wire.bodies import session_id_of
 
 from .helpers.cli import launch
 from .helpers.etcd_server import Cluster, skip_reason, unique_prefix
@@ -175,7 +176,7 @@ async def test_two_prefixes_keep_two_registries_apart_in_one_cluster(shared_etcd
         assert (await second.put(key(0), info("second"))).version == 1
         record = await first.get(key(0))
         assert record is not None
-        assert record.session_id == "first"
+        assert session_id_of(record.value) == "first"
         assert first.incarnation != second.incarnation
     finally:
         await first.close()

@@ -19,6 +19,7 @@ from aiobootstrap.server.faces.records import encode_info
 from aiobootstrap.store import Key, Record, StoreLimits, journal, staging
 from aiobootstrap.store import file as file_store
 from aiobootstrap.store.file import FileStore, StateFileError
+from aiobootstrap.wire.bodies import session_id_of
 
 from .helpers.file_store import line, open_file, reopened
 from .helpers.registry import info_key
@@ -154,9 +155,9 @@ async def test_higher_version_wins_whatever_order_the_journal_holds(path: Path) 
         + line({"op": "del", "rank": 2, "version": 2}),
     )
     read = await reopened(path)
-    assert read[1].session_id == "newer"
+    assert session_id_of(read[1].value) == "newer"
     assert read[1].version == 5
-    assert read[2].session_id == "kept"
+    assert session_id_of(read[2].value) == "kept"
 
 
 async def test_later_put_of_a_rank_in_one_batch_wins(path: Path) -> None:
@@ -278,7 +279,7 @@ async def test_an_old_format_journal_still_loads(path: Path) -> None:
     assert await store.get(info_key(4)) is None
     blue = await store.get(info_key(0, "blue"))
     assert blue is not None
-    assert (blue.session_id, blue.version) == ("c:3", 45)
+    assert (session_id_of(blue.value), blue.version) == ("c:3", 45)
     assert await store.version(DEFAULT_NAMESPACE) == 44
     assert (await store.put(info_key(5), info())).version == 45
     incarnation = store.incarnation
@@ -323,7 +324,7 @@ async def test_running_journal_is_compacted_once_it_outgrows_its_records(
     await store.close()
     assert size < 2000 * 2
     read_back = await reopened(path)
-    assert read_back[0].session_id == "round 99"
+    assert session_id_of(read_back[0].value) == "round 99"
     assert read_back[0].version == 100
 
 
@@ -421,7 +422,7 @@ async def test_waiters_wake_even_if_the_registering_client_hangs_up_mid_sync(
     async with asyncio.timeout(GUARD):
         record = await waiter
     assert record is not None
-    assert record.session_id == "hung up"
+    assert session_id_of(record.value) == "hung up"
     await store.close()
     assert (await reopened(path))[4] == record
 
@@ -570,9 +571,12 @@ async def test_namespaces_share_one_journal_and_keep_their_own_records(path: Pat
     assert len(store) == 3
     assert await store.namespaces() == ["blue", "default"]
     assert [
-        r.session_id for r in await store.records(DEFAULT_NAMESPACE, TRANSFER_ENGINE_INFO, DEFAULT_ROLE)
+        session_id_of(r.value)
+        for r in await store.records(DEFAULT_NAMESPACE, TRANSFER_ENGINE_INFO, DEFAULT_ROLE)
     ] == ["default zero"]
-    assert [r.session_id for r in await store.records("blue", TRANSFER_ENGINE_INFO, DEFAULT_ROLE)] == [
+    assert [
+        session_id_of(r.value) for r in await store.records("blue", TRANSFER_ENGINE_INFO, DEFAULT_ROLE)
+    ] == [
         "blue zero",
         "blue one",
     ]

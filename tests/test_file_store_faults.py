@@ -19,6 +19,7 @@ from aiobootstrap.store import file as file_store
 from aiobootstrap.store import journal
 from aiobootstrap.store.file import FileStore, StateFileError
 from aiobootstrap.store.interface import ignore_changes
+from aiobootstrap.wire.bodies import session_id_of
 
 from .helpers.cli import launch
 from .helpers.file_store import open_file, reopened
@@ -128,7 +129,7 @@ async def test_a_journal_deleted_underneath_is_written_afresh(
     await store.put(info_key(1), info("after"))
     await store.close()
     assert exists(path)
-    assert {rank: record.session_id for rank, record in (await reopened(path)).items()} == {
+    assert {rank: session_id_of(record.value) for rank, record in (await reopened(path)).items()} == {
         0: "before",
         1: "after",
     }
@@ -174,8 +175,8 @@ async def test_a_compaction_that_fails_after_its_rename_keeps_writing_to_the_new
     await store.close()
     assert failures == 1
     read_back = await reopened(path)
-    assert read_back[0].session_id == "round 99"
-    assert read_back[1].session_id == "after the failed compaction"
+    assert session_id_of(read_back[0].value) == "round 99"
+    assert session_id_of(read_back[1].value) == "after the failed compaction"
 
 
 # -- a full disk --------------------------------------------------------

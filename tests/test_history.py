@@ -1,4 +1,4 @@
-"""The watch history without HTTP: its floors, its bound, a resync, and changes it cannot diff."""
+"""The watch history without HTTP: its floors, its bound, a resync, set members, and changes not told."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from aiobootstrap._names import DEFAULT_ROLE, ENCODER_URLS, TRANSFER_ENGINE_INFO
+from aiobootstrap._names import DEFAULT_ROLE, TRANSFER_ENGINE_INFO
 from aiobootstrap.core.history import History, listeners
 from aiobootstrap.core.registry import Registry
 from aiobootstrap.exceptions import HistoryGone, ShuttingDown
@@ -86,25 +86,41 @@ async def test_a_resync_tells_watchers_behind_410():
     assert [c.version for c in (await history.since("default", 2, 0))[0]] == [3]
 
 
-async def test_an_encoder_change_without_its_record_is_a_410_not_a_guess():
-    """A list change that came without its value (another replica's, over Redis) cannot be diffed."""
+async def test_a_set_member_change_is_logged_with_its_member_not_diffed():
+    """Every store tells the member a set record's change added or removed (``Change.member``): the history
+    logs it as it is, whether the change came with its record (a local write) or without (another replica's,
+    over Redis), and never diffs a list."""
     store = MemoryStore()
     history = await _open(store)
-    key = Key("default", ENCODER_URLS, DEFAULT_ROLE, 0)
+    key = Key("default", "urls", DEFAULT_ROLE, 0)
     await store.set_member(key, "http://a", present=True)
-    history.changed([Change(key, 2)])
-    with pytest.raises(HistoryGone):
-        await history.since("default", 1, 0)
-    assert (await history.since("default", 2, 0))[0] == []
-    # The next change has its value, but what it changed from is unknown: no guess either.
-    await store.set_member(key, "http://b", present=True)  # the store holds a, b: version 2 here
-    with pytest.raises(HistoryGone):
-        await history.since("default", 1, 0)
-    assert (await history.since("default", 2, 0))[0] == []
-    # Known again from there on.
     await store.set_member(key, "http://a", present=False)
-    changes, _ = await history.since("default", 2, 0)
-    assert [(c.op, c.url) for c in changes] == [("delete", "http://a")]
+    history.changed([Change(key, 3, member="+http://b")])  # another replica's: no record, its member named
+    changes, version = await history.since("default", 0, 0)
+    assert [(c.op, c.version, c.member) for c in changes] == [
+        ("put", 1, "http://a"),
+        ("delete", 2, "http://a"),
+        ("put", 3, "http://b"),
+    ]
+    assert version == 3
+
+
+async def test_the_host_says_which_changes_watchers_are_told_of():
+    """A change the host's ``told`` refuses wakes the namespace but is not kept (the encoder face's evicted
+    set): a watcher is not answered with it, and the next change it is told of comes in its place."""
+    store = MemoryStore()
+    history = History(store, told=lambda change: change.role != "hidden")
+    await store.open(listeners(Registry(store), history))
+    await history.open()
+    watcher = asyncio.create_task(history.since("default", 0, GUARD))
+    await until(lambda: history.watchers == 1)
+    await store.set_member(Key("default", "urls", "hidden", 0), "http://a", present=True)
+    await asyncio.sleep(0)
+    assert not watcher.done()
+    await store.put(_key(0), VALUE)
+    changes, version = await asyncio.wait_for(watcher, GUARD)
+    assert [(c.op, c.rank, c.version) for c in changes] == [("put", 0, 2)]
+    assert version == 2
 
 
 async def test_close_wakes_watchers_with_shutting_down():

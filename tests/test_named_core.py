@@ -16,10 +16,11 @@ import pytest
 
 from aiobootstrap import Registry
 from aiobootstrap._names import DEFAULT_ROLE, ENCODER_URLS, TRANSFER_ENGINE_INFO
-from aiobootstrap.core.history import History, listeners
+from aiobootstrap.core.history import History, LoggedChange, listeners
 from aiobootstrap.exceptions import UnexpectedReply
 from aiobootstrap.server.app import REGISTRY
-from aiobootstrap.store import Key, MemoryStore
+from aiobootstrap.server.change_words import ChangeWords
+from aiobootstrap.store import NO_RANK, Key, MemoryStore
 from aiobootstrap.wire import WatchedChange, decode_change, decode_watch, encode_watch, sse_event
 
 from .helpers.file_store import line, open_file
@@ -236,9 +237,14 @@ async def test_the_history_tells_a_named_change_by_its_key() -> None:
     changes, version = await history.since("default", 0, 0)
     assert version == 3
     assert changes == [
-        WatchedChange("put", KIND, 1, key=SEGMENT),
-        WatchedChange("put", TRANSFER_ENGINE_INFO, 2, role=DEFAULT_ROLE, rank=3),
-        WatchedChange("delete", KIND, 3, key=SEGMENT),
+        LoggedChange("put", KIND, 1, DEFAULT_ROLE, NO_RANK, name=SEGMENT),
+        LoggedChange("put", TRANSFER_ENGINE_INFO, 2, DEFAULT_ROLE, 3),
+        LoggedChange("delete", KIND, 3, DEFAULT_ROLE, NO_RANK, name=SEGMENT),
+    ]
+    assert ChangeWords().described(changes) == [
+        WatchedChange("put", KIND, 1, key=SEGMENT).as_json(),
+        WatchedChange("put", TRANSFER_ENGINE_INFO, 2, role=DEFAULT_ROLE, rank=3).as_json(),
+        WatchedChange("delete", KIND, 3, key=SEGMENT).as_json(),
     ]
 
 

@@ -12,6 +12,7 @@ from aiobootstrap import MemoryStore, Record, Registry, ShuttingDown, StoreUnava
 from aiobootstrap._names import DEFAULT_ROLE, TRANSFER_ENGINE_INFO
 from aiobootstrap._ranks import RankSet
 from aiobootstrap.store import Change, Key
+from aiobootstrap.wire.bodies import session_id_of, weights_of
 
 from .helpers.registry import info_key, open_registry, register_in, stored, stored_count
 from .helpers.waits import GUARD, until
@@ -35,7 +36,7 @@ async def test_register_stores_info_under_a_new_version() -> None:
     registry = await make_registry()
     record = await register_in(registry, 3, "a:1", {"w": 1})
     assert await stored(registry, 3) == record
-    assert (record.rank, record.session_id, record.weights_info_dict, record.version) == (
+    assert (record.rank, session_id_of(record.value), weights_of(record.value), record.version) == (
         3,
         "a:1",
         {"w": 1},
@@ -100,7 +101,7 @@ async def test_after_waits_for_a_newer_registration() -> None:
     assert not waiter.done()
     second = await register_in(registry, 2, "new", {})
     assert await asyncio.wait_for(waiter, GUARD) is second
-    assert second.session_id == "new"
+    assert session_id_of(second.value) == "new"
 
 
 async def test_reregistration_replaces_info_and_wakes_again() -> None:
@@ -110,7 +111,7 @@ async def test_reregistration_replaces_info_and_wakes_again() -> None:
     await register_in(registry, 0, "second", {"b": 2})
     record = await stored(registry, 0)
     assert record is not None
-    assert (record.session_id, record.weights_info_dict) == ("second", {"b": 2})
+    assert (session_id_of(record.value), weights_of(record.value)) == ("second", {"b": 2})
 
 
 async def test_cancelled_waiters_leave_nothing_behind() -> None:
@@ -171,7 +172,7 @@ async def test_wait_all_with_after_needs_newer_versions() -> None:
     await register_in(registry, 1, "new", {})
     await register_in(registry, 0, "new", {})
     found, missing = await asyncio.wait_for(waiter, GUARD)
-    assert [record.session_id for record in found] == ["new", "new"]
+    assert [session_id_of(record.value) for record in found] == ["new", "new"]
     assert not missing
 
 

@@ -14,8 +14,9 @@ import pytest
 
 from aiobootstrap._names import DEFAULT_ROLE, TRANSFER_ENGINE_INFO
 from aiobootstrap._ranks import RankSet
-from aiobootstrap.exceptions import TooManyNamespaces, TooManyRanks
+from aiobootstrap.exceptions import TooManyNamespaces, TooManyOfKind, TooManyRanks
 from aiobootstrap.store import Key, Record, Store, StoreLimits
+from aiobootstrap.wire.bodies import session_id_of, weights_of
 
 from .helpers.stores import ODD_VALUE, Feed, Flavor, OpenStore, exact, heard, info, key, put_all
 from .helpers.stores import feed as feed  # the fixtures, made for every store flavor
@@ -119,8 +120,8 @@ async def test_a_put_returns_the_record_it_stored(store: Store) -> None:
     """The returned record carries the key, the value and a version; a replacement supersedes it."""
     first = await store.put(key(3, "blue", role="draft"), info("one"))
     assert (first.key, first.value, first.version) == (key(3, "blue", role="draft"), info("one"), 1)
-    assert first.session_id == "one"
-    assert first.weights_info_dict == {}
+    assert session_id_of(first.value) == "one"
+    assert weights_of(first.value) == {}
     second = await store.put(key(3, "blue", role="draft"), info("two"))
     assert second.version == 2
     assert await store.get(key(3, "blue", role="draft")) == second
@@ -252,6 +253,36 @@ async def test_rank_cap_counts_each_namespace_kind_and_role_apart(open_store: Op
         assert len(records) == 3, where
         assert len(errors) == 2, where
         assert all(isinstance(error, TooManyRanks) for error in errors)
+
+
+def _room(name: int) -> Key:
+    return Key.named("default", "room", DEFAULT_ROLE, str(name))
+
+
+async def test_a_kinds_cap_counts_its_records_in_place_of_the_rank_cap(open_store: OpenStore) -> None:
+    """A capped kind's records (named ones too) count against its cap, exactly under concurrency, and not
+    against ``max_ranks``: each refusal names the kind and the cap; a replacement always has room, a delete
+    frees one place; another kind keeps the rank cap; a set record of a capped kind counts alike."""
+    store = await open_store(StoreLimits(max_ranks=2, kind_caps={"room": 5, "urls": 1}))
+    records, errors = await put_all(store, [_room(n) for n in range(20)])
+    assert len(records) == 5
+    assert len(errors) == 15
+    assert all(isinstance(error, TooManyOfKind) for error in errors)
+    assert all((error.kind, error.cap) == ("room", 5) for error in errors if isinstance(error, TooManyOfKind))
+    assert "room" in str(errors[0])
+    assert "cap of 5" in str(errors[0])
+    assert await store.count("default", "room", DEFAULT_ROLE) == 5
+    await store.put(records[0].key, {"replaced": True})
+    await store.delete(records[1].key)
+    await store.put(_room(99), {"n": 99})
+    with pytest.raises(TooManyOfKind):
+        await store.put(_room(100), {"n": 100})
+    ranks, refused = await put_all(store, [key(rank) for rank in range(5)])
+    assert len(ranks) == 2
+    assert all(type(error) is TooManyRanks for error in refused)
+    await store.set_member(Key("default", "urls", DEFAULT_ROLE, 0), "http://e", present=True)
+    with pytest.raises(TooManyOfKind):
+        await store.set_member(Key("default", "urls", DEFAULT_ROLE, 1), "http://e", present=True)
 
 
 async def test_namespace_cap_is_exact_under_concurrency(open_store: OpenStore) -> None:

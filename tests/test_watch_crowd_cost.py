@@ -16,13 +16,12 @@ from unittest import mock
 from aiohttp import web
 from aiohttp.test_utils import make_mocked_request
 
-from aiobootstrap.core.history import History, Match, listeners
+from aiobootstrap.core.history import History, LoggedChange, Match, listeners
 from aiobootstrap.core.registry import Registry
 from aiobootstrap.server.fastpath.eligible import Eligibility
 from aiobootstrap.server.fastpath.prebuilt import Stamp
 from aiobootstrap.server.fastpath.watches import WatchReplies
 from aiobootstrap.store import MemoryStore
-from aiobootstrap.wire import WatchedChange
 
 from .helpers.registry import register_in
 
@@ -48,7 +47,7 @@ async def test_each_change_is_matched_once_per_crowd_however_long_the_crowds_wai
     crowds, changes = 50, 40
 
     def wants(rank: int) -> Match:
-        def match(change: WatchedChange) -> bool:
+        def match(change: LoggedChange) -> bool:
             nonlocal calls
             calls += 1
             return change.rank == rank

@@ -6,7 +6,7 @@ import asyncio
 from typing import Any
 
 from aiobootstrap import ServerConfig, create_app
-from aiobootstrap.server.faces.native.watch import HISTORY
+from aiobootstrap.server.appkeys import HISTORY
 
 from .helpers.registry import registration
 from .helpers.waits import GUARD, until
@@ -111,27 +111,38 @@ async def test_an_old_feed_entry_without_its_url_is_still_a_410(
     assert (await reply.json())["version"] == 1
 
 
-def test_the_ordered_tap_keeps_the_stream_order_past_a_local_write() -> None:
-    """An entry of a key with a local write under way holds back the entries after it, and gets its record."""
-    from aiobootstrap.store import Change, Key, Record
-    from aiobootstrap.store.redis.ordered import OrderedTap
+def test_the_in_order_listener_hears_the_stream_order_past_a_local_write() -> None:
+    """While a local write to a key is under way the registry's listener is held back for that key, but the
+    in-order listener (the history's, ``Store.follow_in_order``) hears every entry at once, in the stream's
+    order, each with the member it names."""
+    from aiobootstrap.store import Change, Key
+    from aiobootstrap.store.redis.feed import Feed
+    from aiobootstrap.store.redis.keys import Keys
 
-    heard: list[Change] = []
+    heard: dict[str, list[Change]] = {"registry": [], "history": []}
 
     class Listener:
+        def __init__(self, name: str) -> None:
+            self.name = name
+
         def changed(self, changes):
-            heard.extend(changes)
+            heard[self.name].extend(changes)
 
         def resync(self):
-            heard.clear()
+            heard[self.name].clear()
 
-    tap = OrderedTap(Listener())
-    mine, theirs = Key("n", "encoder_urls", "target", 0), Key("n", "transfer_engine_info", "target", 3)
-    tap.entries([Change(mine, 5), Change(theirs, 6)], in_flight={mine})
-    assert heard == []  # the write to `mine` may be version 5's own: wait for it
-    record = Record(mine, {"members": ["http://e"]}, 5, 0.0)
-    tap.wrote(Change(mine, 5, record), in_flight=set())
-    assert [(c.version, c.record) for c in heard] == [(5, record), (6, None)]
+    feed = Feed(None, Keys.of("p"), poll_interval=1.0)  # type: ignore[arg-type]
+    feed._listener, feed.tap = Listener("registry"), Listener("history")
+    mine = Key("n", "urls", "target", 0)
+
+    def entry(seq: int, kind: str, rank: int, member: bytes) -> tuple[bytes, dict[bytes, bytes]]:
+        fields = {b"s": b"%d" % seq, b"n": b"n", b"k": kind.encode(), b"r": b"target", b"i": b"%d" % rank}
+        return b"%d-0" % seq, {**fields, b"v": b"%d" % seq, b"o": b"put", b"m": member}
+
+    with feed.writing(mine):
+        feed._deliver([entry(1, "urls", 0, b"+http://e"), entry(2, "info", 3, b"-")])
+        assert [(c.version, c.member) for c in heard["history"]] == [(1, "+http://e"), (2, None)]
+        assert [c.version for c in heard["registry"]] == [2]  # version 1 may be the write's own: held
 
 
 async def test_a_leased_encoder_url_revoked_through_the_other_replica_arrives_as_its_delete(

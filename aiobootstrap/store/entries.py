@@ -2,8 +2,8 @@
 
 An entry is the JSON object of one journal line (``store.journal`` has the
 format): a put carries the record whole, a delete its key and version, and
-``ns``, ``kind`` and ``role`` are left out at their defaults, so a classic
-registration's line stays short; a named record's line has ``name`` in place
+``ns``, ``kind`` and ``role`` are left out at their defaults (the kind's is
+``_names.JOURNAL_DEFAULT_KIND``), so the commonest line stays short; a named record's line has ``name`` in place
 of ``rank``. A snapshot of the tables (what compaction
 writes) is a ``base`` line, holding the highest version taken and the
 incarnation, then one put a live record.
@@ -25,8 +25,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from .._names import JOURNAL_DEFAULT_KIND
 from .._ranks import MAX_RANK
-from .interface import DEFAULT_NAMESPACE, DEFAULT_ROLE, NO_RANK, TRANSFER_ENGINE_INFO, Key, Record
+from .interface import DEFAULT_NAMESPACE, DEFAULT_ROLE, NO_RANK, Key, Record
 from .journal import encode_line
 from .lease_entries import (
     LEASE_OPS,
@@ -51,7 +52,7 @@ def _entry(op: str, key: Key, version: int) -> dict[str, Any]:
     entry: dict[str, Any] = {"op": op}
     if key.namespace != DEFAULT_NAMESPACE:
         entry["ns"] = key.namespace
-    if key.kind != TRANSFER_ENGINE_INFO:
+    if key.kind != JOURNAL_DEFAULT_KIND:
         entry["kind"] = key.kind
     if key.role != DEFAULT_ROLE:
         entry["role"] = key.role
@@ -104,7 +105,7 @@ def snapshot(
 
 
 def _key_of(entry: dict[str, Any]) -> Key:
-    namespace, kind = entry.get("ns", DEFAULT_NAMESPACE), entry.get("kind", TRANSFER_ENGINE_INFO)
+    namespace, kind = entry.get("ns", DEFAULT_NAMESPACE), entry.get("kind", JOURNAL_DEFAULT_KIND)
     role = entry.get("role", DEFAULT_ROLE)
     name = entry.get("name")
     if name is not None:

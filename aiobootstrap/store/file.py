@@ -227,6 +227,7 @@ class FileStore(LocalStore):
             if lease is not None:
                 held[member] = lease.id
             change = self._queue_put(key, value, {"leases": held} if held else {})
+            change.member = ("+" if present else "-") + member
             self._leases.attach((key, member), lease)
             await self._commit(change)
             return change.record
@@ -345,7 +346,7 @@ class FileStore(LocalStore):
             tables.apply_put(change.record)
             self._live_bytes[key] = len(change.line)
             change.done.set_result(change.record)
-            return Change(key, change.version, change.record)
+            return Change(key, change.version, change.record, member=change.member)
         removed = tables.apply_delete(key, change.version)
         if removed is not None:
             self._live_bytes.pop(key, None)

@@ -57,7 +57,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from .._names import DEFAULT_NAMESPACE, DEFAULT_ROLE, TRANSFER_ENGINE_INFO
+from .._names import DEFAULT_NAMESPACE, DEFAULT_ROLE
 from .._ranks import RankSet
 from ..exceptions import LeasesUnsupported
 from .limits import StoreLimits
@@ -72,7 +72,6 @@ __all__ = [
     "MAX_NAME_LENGTH",
     "MEMBERS",
     "NO_RANK",
-    "TRANSFER_ENGINE_INFO",
     "Change",
     "ChangeListener",
     "Key",
@@ -123,7 +122,7 @@ class Record:
 
     key: Key
     value: dict[str, Any]
-    """The JSON object the rank registered (for transfer-engine info: ``session_id``, ``weights_info_dict``)."""
+    """The JSON object registered under the key, kept whole (the face that owns the kind reads its fields)."""
     version: int
     """The namespace's version this write took."""
     registered_at: float
@@ -139,17 +138,6 @@ class Record:
         """The key's name; ``None`` for a rank's record."""
         return self.key.name
 
-    @property
-    def session_id(self) -> str:
-        """The session id; ``""`` when there is none, or (another backend's info is not checked) not a string."""
-        session_id = self.value.get("session_id")
-        return session_id if isinstance(session_id, str) else ""
-
-    @property
-    def weights_info_dict(self) -> dict[str, Any]:
-        weights: dict[str, Any] = self.value.get("weights_info_dict", {})
-        return weights
-
 
 @dataclass(frozen=True, slots=True)
 class Change:
@@ -163,8 +151,9 @@ class Change:
     or when only the key travelled (a feed between processes carries no values)."""
     deleted: bool = False
     member: str | None = None
-    """A set record's member the change added (``"+"`` and it) or removed (``"-"`` and it), when told
-    without the record (Redis' feed); ``None`` otherwise."""
+    """A set record's member the change added (``"+"`` and it) or removed (``"-"`` and it): every store
+    tells it with each change :meth:`Store.set_member` makes, and with a member's removal when its lease
+    ends; ``None`` for a put or a delete of a whole record."""
 
 
 Target = tuple[Key, str | None]
@@ -338,8 +327,8 @@ class Store(abc.ABC):
         Call before :meth:`open`. ``False``: the feed of :meth:`open` is in that order
         already (a store in one process), so hand it that listener too. A store
         whose feed announces its own writes ahead of the others' (Redis) says
-        ``True`` and feeds ``listener`` in the store's order, a record only where
-        it has one (``store/redis/ordered.py``).
+        ``True`` and feeds ``listener`` every change of its stream, in the stream's order
+        (key, version and member: no record).
         """
         return False
 

@@ -3,7 +3,7 @@
 The file is one magic line, then one line per change, each the CRC-32 of its
 JSON in hex and the JSON. ``ns`` names the namespace, ``kind`` and ``role``
 the record's kind and role; each is absent for the default (the ``default``
-namespace, transfer-engine info, the ``target`` role)::
+namespace, ``_names.JOURNAL_DEFAULT_KIND``, the ``target`` role)::
 
     aiobootstrap-journal 1
     17002112 {"op":"base","version":41,"inc":"5f0c..."}
@@ -23,8 +23,8 @@ URL list) is journaled as a put of its whole member list after each change.
 
 The ``base`` line, first after a compaction, holds the highest version ever
 taken (versions go on above it) and the store's incarnation id. Journals
-written before record kinds existed carry ``session_id`` and
-``weights_info_dict`` beside ``rank`` instead of ``value``; they load as is.
+written before record kinds existed carry their record's two fields
+(``_names.JOURNAL_OLD_FIELDS``) beside ``rank`` instead of ``value``; they load as is.
 
 Older versions accepted ranks of any size; a line whose rank is past 18
 digits (which no route can read or delete) still parses, and the store skips
@@ -51,6 +51,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import _json
+from .._names import JOURNAL_OLD_FIELDS
 from .._ranks import is_rank
 from ..exceptions import StateFileError
 from .lease_entries import LEASE_OPS, check_lease_entry
@@ -122,12 +123,13 @@ def parse_line(line: bytes) -> dict[str, Any]:
         raise ValueError("its version is not a non-negative integer")
     _check_slot(entry)
     if op == "put":
-        if "value" not in entry and isinstance(entry.get("session_id"), str):
-            # Written before record kinds: the transfer-engine info's two fields stood beside the rank.
-            weights = entry.pop("weights_info_dict", None)
-            if not isinstance(weights, dict):
+        text, obj = JOURNAL_OLD_FIELDS
+        if "value" not in entry and isinstance(entry.get(text), str):
+            # Written before record kinds: the record's two fields stood beside the rank.
+            fields = entry.pop(obj, None)
+            if not isinstance(fields, dict):
                 raise ValueError("it is not a registration")
-            entry["value"] = {"session_id": entry.pop("session_id"), "weights_info_dict": weights}
+            entry["value"] = {text: entry.pop(text), obj: fields}
         # Any JSON object a put was given: the store acknowledged it, so it must load.
         if not isinstance(entry.get("value"), dict):
             raise ValueError("it is not a registration")

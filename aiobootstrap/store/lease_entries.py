@@ -4,7 +4,7 @@ Three ops beside ``base``, ``put`` and ``del`` (``store.journal`` has the format
 
     {"op":"lease","id":"9f2c...","ttl":10}                 a lease granted (``ns`` when not default)
     {"op":"end","id":"9f2c..."}                            revoked or expired, once its records are deleted
-    {"op":"hold","id":"9f2c...","kind":"encoder_urls","rank":0,"member":"http://e1"}
+    {"op":"hold","id":"9f2c...","kind":"urls","rank":0,"member":"http://e1"}
                                                            a set member moved to a lease (``id`` null: off
                                                            every lease) without a change of the list
 
@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._names import DEFAULT_NAMESPACE, ENCODER_URLS
+from .._names import DEFAULT_NAMESPACE
 from .interface import Key, Record, members_of
 from .leases import Lease, LeaseTable
 
@@ -91,12 +91,22 @@ def lease_lines(table: LeaseTable) -> list[dict[str, Any]]:
 
 
 def record_fields(table: LeaseTable, record: Record) -> dict[str, Any]:
-    """What a put line of ``record`` says of its leases, as the table has them now."""
-    if record.key.kind == ENCODER_URLS:
-        held = member_leases(table, record.key, members_of(record.value))
-        return {"leases": held} if held else {}
+    """What a put line of ``record`` says of its leases, as the table has them now.
+
+    The targets tell a per-rank record from a set record: a lease holds the one as its key, the other's
+    members each as its key and the member.
+    """
     owner = table.lease_of((record.key, None))
-    return {} if owner is None else {"lease": owner[0]}
+    if owner is not None:
+        return {"lease": owner[0]}
+    held = member_leases(table, record.key, _members(record.value))
+    return {"leases": held} if held else {}
+
+
+def _members(value: dict[str, Any] | None) -> list[str]:
+    """The members of a set record's value (any other value: the strings of a ``members`` list it may hold,
+    which no lease holds as members)."""
+    return [member for member in members_of(value) if isinstance(member, str)]
 
 
 def replay_lease_entry(entry: dict[str, Any], key: Key | None, table: LeaseTable) -> None:
@@ -115,18 +125,19 @@ def replay_lease_entry(entry: dict[str, Any], key: Key | None, table: LeaseTable
 def replay_put_leases(
     entry: dict[str, Any], record: Record, before: Record | None, table: LeaseTable
 ) -> None:
-    """Attach what a put line says, as the live put did: its record, or each member of a set record."""
+    """Attach what a put line says, as the live put did: its record (``lease``), or each member of a set
+    record (``leases``); a line with neither takes the record, and every member, off any lease."""
     key = record.key
-    held = entry.get("leases")
-    if key.kind == ENCODER_URLS:
-        held = held if isinstance(held, dict) else {}
-        members = members_of(record.value)
-        for member in members_of(None if before is None else before.value):
-            if member not in members:
-                table.attach((key, member), None)
-        for member in members:
-            lease_id = held.get(member)
-            table.attach((key, member), table.live(lease_id) if isinstance(lease_id, str) else None)
-        return
     lease_id = entry.get("lease")
     table.attach((key, None), table.live(lease_id) if isinstance(lease_id, str) else None)
+    held = entry.get("leases")
+    held = held if isinstance(held, dict) else {}
+    members = _members(record.value)
+    if before is not None:
+        kept = set(members)
+        for member in _members(before.value):
+            if member not in kept:
+                table.attach((key, member), None)
+    for member in members:
+        lease_id = held.get(member)
+        table.attach((key, member), table.live(lease_id) if isinstance(lease_id, str) else None)

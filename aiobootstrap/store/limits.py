@@ -9,15 +9,17 @@ exception to raise, with the count the store found.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
-from ..exceptions import TooManyLeases, TooManyNamespaces, TooManyRanks
+from ..exceptions import TooManyLeases, TooManyNamespaces, TooManyOfKind, TooManyRanks
 
 __all__ = [
     "StoreLimits",
     "too_many_leases",
     "too_many_members",
     "too_many_namespaces",
+    "too_many_of_kind",
     "too_many_ranks",
     "too_many_roles",
 ]
@@ -35,6 +37,20 @@ class StoreLimits:
     """Distinct roles one (namespace, kind) may hold records under; a write to a role held needs no room."""
     max_leases: int | None = None
     """Leases that may be held at once, every namespace together."""
+    kind_caps: Mapping[str, int] = field(default_factory=dict)
+    """The most records of a kind one (namespace, role) may hold, by kind (each face declares its own kinds'
+    caps, ``KindSpec.cap``). A record of a capped kind counts against its kind's cap, in place of
+    ``max_ranks``; a replacement never needs room."""
+
+    def rank_cap(self, kind: str) -> int | None:
+        """The most records one (namespace, ``kind``, role) table may hold: the kind's cap, else ``max_ranks``."""
+        cap = self.kind_caps.get(kind)
+        return self.max_ranks if cap is None else cap
+
+    def refusal(self, kind: str, held: int) -> TooManyRanks:
+        """The refusal of a new record of ``kind`` in a table holding ``held`` (at :meth:`rank_cap`)."""
+        cap = self.kind_caps.get(kind)
+        return too_many_ranks(held) if cap is None else too_many_of_kind(kind, cap, held)
 
 
 def too_many_ranks(held: int) -> TooManyRanks:
@@ -43,6 +59,11 @@ def too_many_ranks(held: int) -> TooManyRanks:
         f"The server already stores {held} distinct ranks, its limit; "
         "unregister one, or give the server a world size or a higher rank limit."
     )
+
+
+def too_many_of_kind(kind: str, cap: int, held: int) -> TooManyOfKind:
+    """A write refused under a kind's cap (``StoreLimits.kind_caps``)."""
+    return TooManyOfKind(kind, cap, held)
 
 
 def too_many_roles(held: int) -> TooManyRanks:

@@ -59,12 +59,12 @@ class MemoryStore(LocalStore):
             return None
         return await self.put(key, value, lease)
 
-    def _write(self, key: Key, value: dict[str, Any]) -> Record:
+    def _write(self, key: Key, value: dict[str, Any], member: str | None = None) -> Record:
         tables = self._tables
         tables.check_room(key)
         record = Record(key, value, tables.next_version(key.namespace), time.time())
         tables.apply_put(record)
-        self._listener.changed((Change(key, record.version, record),))
+        self._listener.changed((Change(key, record.version, record, member=member),))
         return record
 
     async def set_member(
@@ -74,7 +74,8 @@ class MemoryStore(LocalStore):
         # Nothing here yields: the read and the write are one step.
         current = self._tables.get(key)
         value = with_member(None if current is None else current.value, member, present=present)
-        record = current if value is None else self._write(key, value)
+        marked = ("+" if present else "-") + member
+        record = current if value is None else self._write(key, value, marked)
         self._leases.attach((key, member), held)
         return record
 

@@ -50,6 +50,8 @@ class Pending:
     done: asyncio.Future[Record | None]
     lease_line: bool = False
     """A lease's line (granted, ended, a member held): no record changes when it lands."""
+    member: str | None = None
+    """A set record's member the put added (``+M``) or removed (``-M``), told on the feed with it."""
 
 
 @dataclass(slots=True)

@@ -18,7 +18,7 @@ from typing import Any
 
 from .interface import HeldLease, Key, LeaseState, Record, Store, Target, by_key
 from .leases import LeaseTable
-from .limits import StoreLimits, too_many_namespaces, too_many_ranks, too_many_roles
+from .limits import StoreLimits, too_many_namespaces, too_many_roles
 from .local_leases import Journal, LocalLeases, nothing
 
 __all__ = ["LocalStore", "Slot", "Tables"]
@@ -105,7 +105,7 @@ class Tables:
             held = len(self._namespaces) + sum(1 for ns in staged_namespaces if ns not in self._namespaces)
             if limit is not None and held >= limit:
                 raise too_many_namespaces(held)
-        limit = self.limits.max_ranks
+        limit = self.limits.rank_cap(key.kind)
         slot = key.rank if key.name is None else key.name
         if limit is None or slot in staged_ranks:
             return
@@ -114,7 +114,7 @@ class Tables:
             return
         held = len(table) + sum(1 for rank in staged_ranks if rank not in table)
         if held >= limit:
-            raise too_many_ranks(held)
+            raise self.limits.refusal(key.kind, held)
 
     def _check_roles(
         self,

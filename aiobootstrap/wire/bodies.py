@@ -164,6 +164,19 @@ def is_classic(info: Mapping[str, Any]) -> bool:
     return info.get("backend") is None
 
 
+def session_id_of(info: Mapping[str, Any]) -> str:
+    """The session id of stored transfer-engine info; ``""`` when there is none, or (another backend's info is
+    not checked) not a string."""
+    session_id = info.get("session_id")
+    return session_id if isinstance(session_id, str) else ""
+
+
+def weights_of(info: Mapping[str, Any]) -> dict[str, Any]:
+    """The ``weights_info_dict`` of stored transfer-engine info (``{}`` when there is none)."""
+    weights: dict[str, Any] = info.get("weights_info_dict", {})
+    return weights
+
+
 def parse_engine_info(info: object) -> dict[str, Any]:
     """Validate a ``transfer_engine_info`` object; it is kept whole, every field as sent."""
     name = "transfer_engine_info"

@@ -13,7 +13,7 @@ the namespace's version. Nothing here does I/O.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypeGuard
 
@@ -27,6 +27,7 @@ __all__ = [
     "EVENT_STREAM",
     "LAST_EVENT_ID",
     "WATCH_PATH",
+    "Described",
     "WatchReply",
     "WatchedChange",
     "decode_change",
@@ -42,6 +43,10 @@ EVENT_STREAM = "text/event-stream"
 LAST_EVENT_ID = "Last-Event-ID"
 
 Op = Literal["put", "delete"]
+
+Described = Mapping[str, Any]
+"""A change as the server describes it for the wire (its face's words for it): the JSON object of one
+change, ``version`` among its fields, in the order they are written."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,12 +96,20 @@ class WatchReply:
     version: int
 
 
+def _encoded(change: WatchedChange | Described) -> bytes:
+    return change.encode() if isinstance(change, WatchedChange) else dumps(change)
+
+
 def encode_watch(
-    changes: Sequence[WatchedChange], version: int, *, waits: int | None = None, findings: int | None = None
+    changes: Sequence[WatchedChange | Described],
+    version: int,
+    *,
+    waits: int | None = None,
+    findings: int | None = None,
 ) -> bytes:
     """The reply of ``GET /watch``; asked with ``&waits=`` / ``&findings=``, the server's count of waits
     parked or gone so far, and of its encoder probes' changed findings."""
-    body = b'{"changes":[' + b",".join(change.encode() for change in changes) + b'],"version":%d' % version
+    body = b'{"changes":[' + b",".join(map(_encoded, changes)) + b'],"version":%d' % version
     if waits is not None:
         body += b',"waits":%d' % waits
     if findings is not None:
@@ -104,9 +117,10 @@ def encode_watch(
     return body + b"}"
 
 
-def sse_event(change: WatchedChange) -> bytes:
+def sse_event(change: WatchedChange | Described) -> bytes:
     """One server-sent event: ``id:`` the version, ``data:`` the change (JSON holds no newline)."""
-    return b"id: %d\ndata: %s\n\n" % (change.version, change.encode())
+    version = change.version if isinstance(change, WatchedChange) else change["version"]
+    return b"id: %d\ndata: %s\n\n" % (version, _encoded(change))
 
 
 def parse_last_event_id(value: str | None) -> int | None:

@@ -6,7 +6,7 @@ The store announces every change it applies on its feed (``store/interface``);
 the history hears the feed beside the registry (:func:`listeners`), or in the
 store's own order (``Store.follow_in_order``, Redis), and keeps, per
 namespace, a *log*: the last ``limit`` changes as
-:class:`~aiobootstrap.wire.WatchedChange`, oldest first, and a *floor*: every
+:class:`~.change.LoggedChange`, oldest first, and a *floor*: every
 change of the namespace with a version above the floor is in the log. A
 watch that asks for the changes after a version below the floor cannot be
 answered whole: that is :class:`~aiobootstrap.exceptions.HistoryGone` (a
@@ -24,11 +24,15 @@ change on its way at or below it is dropped). Trimming the oldest change
 raises the floor to its version. So the floor is never below a change the
 history did not hear.
 
-A change of a named record (``Key.named``) is told with its name (``key``)
-in place of role and rank. An encoder list change is one set record's new value (``Store.set_member``):
-the history reports the URL that joined (``put``) or left (``delete``), diffed
-against the members it last knew for the namespace (``members``, which says
-how, and what happens when a change cannot be diffed).
+The history logs store-level changes (``change``): a record put or
+deleted, by its key (a rank's, or a named record's name), or a set record's
+member added or removed (``Change.member``, which every store tells with
+the change: no diff; one that names none, which an older replica's Redis
+entry may, raises the log's floor: a watcher behind it is told ``410``,
+never a guess). Its host may say which changes its watchers are told
+of at all (``told``; the encoder face's evicted set is told of to nobody):
+the others wake the namespace's watchers but are not kept. How a change is
+shown on the wire is the host's, per kind.
 
 The feed saying it may have missed changes (:meth:`History.resync`) drops
 every log: each is made again as above, so a watcher that may have missed a
@@ -57,24 +61,23 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 
-from ..._names import DEFAULT_ROLE, ENCODER_URLS
 from ...exceptions import HistoryGone, ShuttingDown, StoreUnavailable
-from ...store import Change, Key, Store, members_of
-from ...wire import WatchedChange
+from ...store import Change, Store
 from ..parking import Parking
 from ..subscribers import NamespaceListener, Subscribers
+from .change import LoggedChange, logged
 from .fanout import listeners
 from .forgetting import Forgetting
 from .log import MAX_REPLY_CHANGES, Match, WaitEnd, _every, _found, _Log, shed_largest
-from .members import Members
 
 __all__ = [
     "DEFAULT_WATCH_HISTORY",
     "DEFAULT_WATCH_HISTORY_MEMORY",
     "MAX_REPLY_CHANGES",
     "History",
+    "LoggedChange",
     "Match",
     "WaitEnd",
     "listeners",
@@ -101,9 +104,12 @@ class History:
         limit: int = DEFAULT_WATCH_HISTORY,
         memory: int = DEFAULT_WATCH_HISTORY_MEMORY,
         parking: Parking | None = None,
+        told: Callable[[LoggedChange], bool] | None = None,
+        sets: Collection[str] = (),
     ) -> None:
         """``limit``: changes kept per namespace; ``memory``: bytes all may cost (``_shed``); ``parking``: where
-        the watches count against the server's limit of waiting requests."""
+        the watches count against the server's limit of waiting requests; ``told``: whether watchers are told
+        of a change at all (``None``: of every one); ``sets``: the kinds whose records are sets of members."""
         if limit < 1:
             raise ValueError(f"the watch history must keep at least 1 change, not {limit}")
         if memory < 1:
@@ -114,8 +120,8 @@ class History:
         self.bytes = 0
         """What the kept changes cost now (``log.change_bytes``); at most :attr:`memory` after each change."""
         self._logs: dict[str, _Log] = {}
-        self._members = Members()
-        """The encoder URLs last known per namespace (to tell which one a list change added or removed)."""
+        self._told = told
+        self._sets = frozenset(sets)
         self._start: int | None = None
         """The store's floor at open; ``None`` before, and once the feed may have missed a change."""
         self._watchers = 0
@@ -147,15 +153,12 @@ class History:
         return None if log is None else log.high
 
     async def open(self) -> None:
-        """Read where each namespace stands, and its encoder list (once the feed runs, before serving)."""
+        """Read where each namespace stands (once the feed runs, before serving)."""
         store = self.store
         namespaces = await store.namespaces()
         start = await store.version(_NO_NAMESPACE)
         for namespace in namespaces:
             self._logs.setdefault(namespace, _Log(await store.version(namespace)))
-            record = await store.get(Key(namespace, ENCODER_URLS, DEFAULT_ROLE, 0))
-            if record is not None:
-                self._members.opened(namespace, members_of(record.value))
         self._start = start
 
     def close(self) -> None:
@@ -170,6 +173,7 @@ class History:
 
     def changed(self, changes: Sequence[Change]) -> None:
         touched: set[str] = set()
+        told, sets = self._told, self._sets
         for change in changes:
             namespace = change.key.namespace
             log = self._logs.get(namespace)
@@ -182,8 +186,14 @@ class History:
             log.kept = True
             if change.deleted:
                 self.forgetting.emptied.add(namespace)
-            for watched in self._members.watched_of(change, log):
-                self.bytes += log.add(watched, self.limit)
+            if change.member is None and sets and change.key.kind in sets:
+                # A set record's change that names no member (a Redis entry written before entries named
+                # them): nobody behind it can be told exactly what changed, so nobody is told a guess.
+                log.floor = max(log.floor, change.version)
+            else:
+                entry = logged(change)
+                if told is None or told(entry):
+                    self.bytes += log.add(entry, self.limit)
             touched.add(namespace)
         if self.bytes > self.memory:
             self._shed()
@@ -207,7 +217,6 @@ class History:
         """The feed may have missed changes: forget every log (its watchers are told ``410``)."""
         logs, self._logs = self._logs, {}
         self.bytes = 0
-        self._members.clear()
         self.forgetting.clear()
         self._start = None
         for log in logs.values():
@@ -228,7 +237,7 @@ class History:
         *,
         held: bool = False,
         end: WaitEnd | None = None,
-    ) -> tuple[list[WatchedChange], int]:
+    ) -> tuple[list[LoggedChange], int]:
         """The changes of ``namespace`` above ``after`` that ``match``, oldest first, waiting up to ``timeout``.
 
         Returns them (at most :data:`MAX_REPLY_CHANGES`; none when the time ran
@@ -280,7 +289,7 @@ class History:
 
     def now(
         self, namespace: str, after: int, match: Match | None, seen: int = -1
-    ) -> tuple[list[WatchedChange], int] | None:
+    ) -> tuple[list[LoggedChange], int] | None:
         """What :meth:`since` would answer now without waiting; ``None``: it would not so (no log, gone past
         ``after``, closed). ``seen``: how far the caller found nothing; only changes above it are matched."""
         log = self._logs.get(namespace)
@@ -363,7 +372,6 @@ class History:
                         continue
                     del self._logs[name]
                     self.bytes -= log.bytes
-                    self._members.forget(name)
                     folded = forgetting.freed(name, log.high)
                     if folded is not None and self._start is not None:
                         self._start = max(self._start, folded)

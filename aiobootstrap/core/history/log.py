@@ -8,7 +8,7 @@ import collections
 import heapq
 from collections.abc import Callable, Iterable
 
-from ...wire import WatchedChange
+from .change import LoggedChange
 
 __all__ = ["CHANGE_BYTES", "MAX_REPLY_CHANGES", "Match", "WaitEnd", "change_bytes", "shed_largest"]
 
@@ -22,20 +22,20 @@ _TEXT_BYTES = 49
 """A text's own cost beside its characters (a ``str``'s header, for ASCII)."""
 
 
-def change_bytes(change: WatchedChange) -> int:
+def change_bytes(change: LoggedChange) -> int:
     """What keeping ``change`` costs, about (the watch history's memory budget counts it so)."""
     size = CHANGE_BYTES
-    for text in (change.role, change.url, change.key):
+    for text in (change.role, change.name, change.member):
         if text is not None:
             size += _TEXT_BYTES + len(text)
     return size
 
 
-Match = Callable[[WatchedChange], bool]
+Match = Callable[[LoggedChange], bool]
 """A watcher's filter: which changes it wants."""
 
 
-def _every(change: WatchedChange) -> bool:
+def _every(change: LoggedChange) -> bool:
     return True
 
 
@@ -64,7 +64,7 @@ class _Log:
     __slots__ = ("bytes", "changes", "floor", "kept", "parked", "watchers")
 
     def __init__(self, floor: int, *, kept: bool = True) -> None:
-        self.changes: collections.deque[WatchedChange] = collections.deque()
+        self.changes: collections.deque[LoggedChange] = collections.deque()
         self.floor = floor
         """Every change with a version above this is in ``changes``."""
         self.parked: dict[asyncio.Future[None], None] = {}
@@ -80,9 +80,9 @@ class _Log:
         """The newest version the log knows of."""
         return max(self.changes[-1].version, self.floor) if self.changes else self.floor
 
-    def after(self, version: int) -> list[WatchedChange]:
+    def after(self, version: int) -> list[LoggedChange]:
         """The changes above ``version``, oldest first (scanned from the newest: watchers are near the tail)."""
-        found: list[WatchedChange] = []
+        found: list[LoggedChange] = []
         for change in reversed(self.changes):
             if change.version <= version:
                 break
@@ -90,7 +90,7 @@ class _Log:
         found.reverse()
         return found
 
-    def add(self, change: WatchedChange, limit: int) -> int:
+    def add(self, change: LoggedChange, limit: int) -> int:
         """Keep ``change`` (its oldest past ``limit`` dropped); what the log's cost moved by, in bytes."""
         changes = self.changes
         if change.version <= self.floor:
@@ -158,7 +158,7 @@ def shed_largest(logs: Iterable[_Log], excess: int) -> int:
     return freed
 
 
-def _found(log: _Log, after: int, match: Match) -> tuple[list[WatchedChange], int] | None:
+def _found(log: _Log, after: int, match: Match) -> tuple[list[LoggedChange], int] | None:
     """The changes of ``log`` above ``after`` that ``match`` and the version to ask after next; ``None``: none."""
     found = [change for change in log.after(after) if match(change)]
     if len(found) > MAX_REPLY_CHANGES:

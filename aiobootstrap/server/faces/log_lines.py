@@ -15,6 +15,7 @@ from ... import wire
 from ..._logging import clipped, printable
 from ..._names import DEFAULT_NAMESPACE, DEFAULT_ROLE
 from ...store import Record
+from ...wire.bodies import session_id_of
 from .kinds import TRANSFER_ENGINE_INFO_KIND, RecordKind
 
 __all__ = ["log_change", "log_encoder_url"]
@@ -53,7 +54,7 @@ def _log_change(action: str, record: Record, kind: RecordKind) -> None:
     extra: dict[str, object] = {"rank": rank, "version": record.version, "namespace": key.namespace}
     if kind is TRANSFER_ENGINE_INFO_KIND:
         value = record.value
-        session_id = clipped(record.session_id)  # the field as logged; the message escapes it too
+        session_id = clipped(session_id_of(value))  # the field as logged; the message escapes it too
         session = "" if wire.is_classic(value) else f" backend {_shown(str(value['backend']))}"
         session += f" session {printable(session_id)}" if "session_id" in value else ""
         extra["session_id"] = session_id

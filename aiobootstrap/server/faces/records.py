@@ -14,12 +14,13 @@ from ..._names import DEFAULT_ROLE, TRANSFER_ENGINE_INFO
 from ..._ranks import RankSet
 from ...store import HeldLease, Record
 from ...wire import is_classic, missing_fields, missing_in_world
+from ...wire.bodies import session_id_of, weights_of
 
 
 def encode_info(record: Record) -> bytes:
     """The reply to a get of ``record``'s rank: the classic list, or a tagged backend's whole object."""
     value = record.value
-    info: Any = [record.session_id, record.weights_info_dict] if is_classic(value) else value
+    info: Any = [session_id_of(value), weights_of(value)] if is_classic(value) else value
     return dumps(
         {"rank": record.rank, "remote_instance_transfer_engine_info": info, "version": record.version}
     )
@@ -33,7 +34,7 @@ def encode_info_object(record: Record) -> bytes:
 
 
 def engine_summary(record: Record) -> dict[str, Any]:
-    summary: dict[str, Any] = {"session_id": record.session_id}
+    summary: dict[str, Any] = {"session_id": session_id_of(record.value)}
     backend = record.value.get("backend")
     if backend is not None:
         summary["backend"] = backend

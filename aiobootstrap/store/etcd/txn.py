@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..interface import Key
-from ..limits import StoreLimits, too_many_namespaces, too_many_ranks, too_many_roles
+from ..limits import StoreLimits, too_many_namespaces, too_many_roles
 from . import messages as m
 from .keys import Global, Keys, Meta, StoredRecord, table_of
 
@@ -70,8 +70,8 @@ class Plan:
                 raise too_many_namespaces(self.glob.namespaces)
             self.glob.namespaces += 1
             self.touches_global = True
-        elif limits.max_ranks is not None and held > 0 and held >= limits.max_ranks:
-            raise too_many_ranks(held)
+        elif (cap := limits.rank_cap(key.kind)) is not None and held > 0 and held >= cap:
+            raise limits.refusal(key.kind, held)
         if held == 0:
             roles = meta.roles(key.kind)
             if limits.max_roles is not None and roles >= limits.max_roles:

@@ -40,7 +40,6 @@ from ..stopping import stop_task
 from . import lua
 from .connection import Connection, reason, reraise_cancellation
 from .keys import NAMED, Keys, text
-from .ordered import OrderedTap
 
 __all__ = ["Feed", "block_seconds"]
 
@@ -78,8 +77,9 @@ class Feed:
         """Keys with a write of this process under way, and how many."""
         self._held: dict[Key, list[Change]] = {}
         """The feed's entries for keys in ``_in_flight``, held until the write returns."""
-        self.tap: OrderedTap | None = None
-        """Hears every entry in the stream's order (``ordered``); ``None``: nobody asked."""
+        self.tap: ChangeListener | None = None
+        """Hears every entry in the stream's order, this process's own included (``Store.follow_in_order``);
+        ``None``: nobody asked."""
         self.reader: asyncio.Task[None] | None = None
         self._watcher: asyncio.Task[None] | None = None
         self._check_now = asyncio.Event()
@@ -147,16 +147,12 @@ class Feed:
                 del local[next(iter(local))]
         others = [entry for entry in held if entry.version != change.version]
         self._announce(sorted([change, *others], key=lambda entry: entry.version))
-        if self.tap is not None:
-            self.tap.wrote(change, self._in_flight)
 
     def wrote_nothing(self, key: Key) -> None:
         """A write to ``key`` changed nothing (or failed): announce what the feed held back for it."""
         held = self._held.pop(key, None)
         if held:
             self._announce(held)
-        if self.tap is not None:
-            self.tap.flush(self._in_flight)
 
     def saw(self, incarnation: str) -> None:
         """A reply named ``incarnation``: a new one wakes the watcher at once."""
@@ -242,10 +238,12 @@ class Feed:
         tap = self.tap
         if tap is not None and every:
             # The entries after a gap follow on from it, not from what the tap heard before.
-            tap.entries(every[:gap_at], self._in_flight)
+            if gap_at:
+                self._announce(every[:gap_at], tap)
             if gap:
-                tap.resync()
-            tap.entries(every[gap_at:], self._in_flight)
+                self._resync_one(tap)
+            if gap_at < len(every):
+                self._announce(every[gap_at:], tap)
         if gap:
             logger.info(
                 "The change feed of %s skipped changes; re-checking every waited-for key.",
@@ -254,9 +252,9 @@ class Feed:
             self._local.clear()
             self._resync(tap=False)  # told above, in its place among the entries
 
-    def _announce(self, changes: Sequence[Change]) -> None:
-        listener = self._listener
-        if listener is None:
+    def _announce(self, changes: Sequence[Change], listener: ChangeListener | None = None) -> None:
+        listener = self._listener if listener is None else listener
+        if listener is None or self._listener is None:
             return
         try:
             listener.changed(changes)
@@ -265,9 +263,12 @@ class Feed:
 
     def _resync(self, *, tap: bool = True) -> None:
         if tap and self.tap is not None:
-            self.tap.resync()
-        listener = self._listener
-        if listener is None:
+            self._resync_one(self.tap)
+        if self._listener is not None:
+            self._resync_one(self._listener)
+
+    def _resync_one(self, listener: ChangeListener) -> None:
+        if self._listener is None:
             return
         try:
             listener.resync()

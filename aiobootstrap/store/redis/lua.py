@@ -27,7 +27,7 @@ end
 # Leases (``lease_lua``): what a write moves to its lease, or to none.
 HOLDING = "local owners, prefix = KEYS[10], string.sub(KEYS[9], 1, -7)\n" + ATTACH
 
-PUT_ARGS = 10
+PUT_ARGS = 11
 """The arguments of each put in ``PUTS``."""
 
 # The puts of one write batch, each as atomic as the whole script, in order.
@@ -37,7 +37,8 @@ PUT_ARGS = 10
 #       registered-at value lease ('' none)
 #       target ('-' the record, '+MEMBER' / '-MEMBER' one member of a set record, added / removed)
 #       expected-version ('' none; else the write happens only if the record's version is still this, -1 absent)
-# -> {incarnation, status, held, ...}, a pair a put: status its version, or refused: -1 the rank cap,
+#       cap ('' none: max-ranks; else the kind's cap, ``StoreLimits.kind_caps``, in its place)
+# -> {incarnation, status, held, ...}, a pair a put: status its version, or refused: -1 the rank (or kind) cap,
 #    -2 the namespace cap, -3 not the expected version (held: the version seen), -4 the role cap, -5 no lease
 PUTS = (
     GET_OR_CREATE_INCARNATION
@@ -46,7 +47,7 @@ PUTS = (
     + """
 local max_ranks, max_namespaces = tonumber(ARGV[2]), tonumber(ARGV[3])
 local feed_length, max_roles = ARGV[4], tonumber(ARGV[5])
-local function put(rows, namespace, kind, role, rank, at, value, lease, target, expected)
+local function put(rows, namespace, kind, role, rank, at, value, lease, target, expected, cap)
   if expected ~= '' then
     local current = redis.call('HGET', rows, rank)
     local seen = -1
@@ -59,8 +60,9 @@ local function put(rows, namespace, kind, role, rank, at, value, lease, target, 
       local held = redis.call('HLEN', KEYS[5])
       if max_namespaces >= 0 and held >= max_namespaces then return -2, held end
     else
-      local held = redis.call('HLEN', rows)
-      if max_ranks >= 0 and held > 0 and held >= max_ranks then return -1, held end
+      local held, limit = redis.call('HLEN', rows), max_ranks
+      if cap ~= '' then limit = tonumber(cap) end
+      if limit >= 0 and held > 0 and held >= limit then return -1, held end
     end
     if redis.call('EXISTS', rows) == 0 then
       -- A new role for this namespace and kind: counted, under the role cap.
@@ -86,9 +88,9 @@ local function put(rows, namespace, kind, role, rank, at, value, lease, target, 
   return version, 0
 end
 local replies = {incarnation}
-for i = 6, #ARGV, 10 do
+for i = 6, #ARGV, 11 do
   local status, held = put(KEYS[tonumber(ARGV[i])], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4],
-    ARGV[i + 5], ARGV[i + 6], ARGV[i + 7], ARGV[i + 8], ARGV[i + 9])
+    ARGV[i + 5], ARGV[i + 6], ARGV[i + 7], ARGV[i + 8], ARGV[i + 9], ARGV[i + 10])
   replies[#replies + 1] = status
   replies[#replies + 1] = held
 end

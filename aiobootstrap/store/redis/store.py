@@ -41,7 +41,7 @@ from ..interface import (
     by_key,
     with_member,
 )
-from ..limits import StoreLimits, too_many_namespaces, too_many_ranks, too_many_roles
+from ..limits import StoreLimits, too_many_namespaces, too_many_roles
 from ..redacted import describe
 from . import lease_lua, lua
 from .batcher import Batcher
@@ -51,7 +51,6 @@ from .feed import Feed, block_seconds
 from .incarnation import Incarnations
 from .keys import NAMED, Keys, TableNames, decode, field, key_at, text
 from .leases import RedisLeases
-from .ordered import OrderedTap
 from .packing import pack_in_c
 from .puts import Puts
 from .reads import RankReads
@@ -135,7 +134,7 @@ class RedisStore(Store):
         return self._description
 
     def follow_in_order(self, listener: ChangeListener) -> bool:
-        self._feed.tap = OrderedTap(listener)
+        self._feed.tap = listener
         return True
 
     async def open(self, listener: ChangeListener) -> None:
@@ -255,6 +254,7 @@ class RedisStore(Store):
             lease or "",
             "-" if member is None else member,
             "" if expected is None else expected,
+            self._limits.kind_caps.get(key.kind, ""),
         ]
         with self._feed.writing(key):
             status, held, incarnation = await self._puts.put(table, fields)
@@ -270,9 +270,9 @@ class RedisStore(Store):
         if status == -4:
             raise too_many_roles(held)
         if status == -1:
-            raise too_many_ranks(held)
+            raise self._limits.refusal(key.kind, held)
         record = Record(key, value, status, registered_at)
-        self._feed.wrote(Change(key, record.version, record))
+        self._feed.wrote(Change(key, record.version, record, member=member))
         return record
 
     async def delete(self, key: Key) -> Record | None:
