@@ -18,7 +18,13 @@ on the next event. An ``after`` counts in the store's incarnation: in a new one 
 lost its data, so versions start again) every record is new enough.
 
 How a wait parks so that no change slips past, and how a set-wait walks its
-missing ranks, is told in ``waits``. The registry is also the *door*: the
+missing ranks, is told in ``waits``. Everything else that waits or listens is
+in ``watchers``, grouped by what it watches (etcd's watcher groups): a set of
+keys (:meth:`Registry.wait_keys`), a condition over a namespace's kind, seeded
+by one read and told each change as it lands (:meth:`Registry.wait_until`),
+and a plain subscription to a kind's changes (:meth:`Registry.subscribe`). A
+change finds each of them by lookup, by key or by (namespace, kind); no face
+parks a wait of its own to hear changes. The registry is also the *door*: the
 only way the server reaches the records, their versions and the leases, each
 change refused once it is closed (``doors``).
 
