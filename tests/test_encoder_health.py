@@ -21,6 +21,7 @@ from aiobootstrap import ServerConfig, create_app
 from aiobootstrap.cli.parser import server_config, server_parser
 from aiobootstrap.server.appkeys import REGISTRY
 from aiobootstrap.server.faces.encoders.health import ENCODER_HEALTH, evicted_key
+from aiobootstrap.server.faces.encoders.settings import EncoderSettings
 from aiobootstrap.store import members_of
 
 from .helpers.cli import serve
@@ -37,7 +38,12 @@ DEAD = f"http://127.0.0.1:{free_port()}"
 
 @pytest.fixture
 def config() -> ServerConfig:
-    return ServerConfig(encoder_health_interval=0.05, encoder_health_timeout=0.5)
+    return ServerConfig(settings=(EncoderSettings(encoder_health_interval=0.05, encoder_health_timeout=0.5),))
+
+
+def _probes(config: ServerConfig, **changes: float) -> ServerConfig:
+    """``config`` with its encoder probes' settings changed."""
+    return config.with_settings(dataclasses.replace(config.settings_of(EncoderSettings), **changes))
 
 
 class Encoder:
@@ -128,7 +134,7 @@ async def test_an_unhealthy_encoder_is_evicted_and_revived_when_healthy(client, 
 
 async def test_a_probe_past_the_timeout_is_a_failure(aiohttp_client, config, encoder):
     """An encoder that never answers its /health is evicted once the timeout has run out three times."""
-    client = await aiohttp_client(create_app(dataclasses.replace(config, encoder_health_timeout=0.1)))
+    client = await aiohttp_client(create_app(_probes(config, encoder_health_timeout=0.1)))
     encoder.status = None
     await client.post(REGISTER, json={"url": encoder.url})
     _, version = await urls(client)
@@ -138,7 +144,7 @@ async def test_a_probe_past_the_timeout_is_a_failure(aiohttp_client, config, enc
 
 async def test_an_evicted_url_is_forgotten_after_the_ttl(aiohttp_client, config, encoder):
     """Unhealthy for the evicted TTL, a URL is no longer probed: healthy afterwards, it stays out."""
-    client = await aiohttp_client(create_app(dataclasses.replace(config, encoder_evicted_ttl=0.2)))
+    client = await aiohttp_client(create_app(_probes(config, encoder_evicted_ttl=0.2)))
     encoder.status = 500
     await client.post(REGISTER, json={"url": encoder.url})
     _, version = await urls(client)
@@ -182,7 +188,9 @@ async def test_a_register_of_an_evicted_url_lists_it_at_once(client):
 
 async def test_interval_zero_never_probes(aiohttp_client, encoder):
     """--encoder-health-interval 0 turns probing off: no prober, a dead URL stays listed."""
-    client = await aiohttp_client(create_app(ServerConfig(encoder_health_interval=0)))
+    client = await aiohttp_client(
+        create_app(ServerConfig(settings=(EncoderSettings(encoder_health_interval=0),)))
+    )
     assert ENCODER_HEALTH not in client.app
     await client.post(REGISTER, json={"url": DEAD})
     assert (await urls(client))[0] == [DEAD]
@@ -196,7 +204,9 @@ async def test_two_replicas_evict_and_revive_once(aiohttp_client, request, share
         url = request.getfixturevalue("redis_server").url
     else:
         url = request.getfixturevalue("shared_etcd").url(unique_prefix())
-    config = ServerConfig(store=url, encoder_health_interval=0.05, encoder_health_timeout=0.5)
+    config = ServerConfig(
+        store=url, settings=(EncoderSettings(encoder_health_interval=0.05, encoder_health_timeout=0.5),)
+    )
     one = await aiohttp_client(create_app(config))
     two = await aiohttp_client(create_app(config))
     encoder.status = 500
@@ -217,8 +227,8 @@ async def test_two_replicas_evict_and_revive_once(aiohttp_client, request, share
 # -- the settings: options, the engines' variables, the defaults ---------------
 
 
-def _config(argv: list[str], environ: dict[str, str]) -> ServerConfig:
-    return server_config(server_parser().parse_args(argv), environ)
+def _config(argv: list[str], environ: dict[str, str]) -> EncoderSettings:
+    return server_config(server_parser().parse_args(argv), environ).settings_of(EncoderSettings)
 
 
 def test_the_engines_variables_are_defaults_and_options_win():

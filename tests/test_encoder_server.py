@@ -11,6 +11,7 @@ import pytest
 
 import aiobootstrap
 from aiobootstrap import EncoderBootstrapServer
+from aiobootstrap.server.faces.encoders.settings import EncoderSettings
 
 from .redis_server import free_port
 from .threads import threads_named, wait_until
@@ -155,7 +156,7 @@ def test_the_engines_variables_are_its_defaults_and_arguments_win(monkeypatch: p
     monkeypatch.setenv("SGLANG_ENCODER_BOOTSTRAP_HEALTH_CHECK_INTERVAL", "0")
     monkeypatch.setenv("SGLANG_ENCODER_BOOTSTRAP_EVICTED_TTL", "30")
     with EncoderBootstrapServer("127.0.0.1", 0, health_check_timeout=0.5, evicted_ttl=5.0) as server:
-        config = server._server.config
+        config = server._server.config.settings_of(EncoderSettings)
     assert (config.encoder_health_interval, config.encoder_health_timeout, config.encoder_evicted_ttl) == (
         0.0,
         0.5,

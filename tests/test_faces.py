@@ -1,6 +1,6 @@
 """A face is one declared unit: a toy face, declared here and nowhere in the package, is served.
 
-``create_app(faces=...)`` takes it beside the server's ``FACES``: its route
+``create_app(faces=...)`` takes it beside the installed faces: its route
 is routed (under ``/ns/{namespace}/`` too), guarded by the ``Access`` it
 declares, described in ``/openapi.json``, and its start-up and cleanup run
 with the app's, though no module of the package names it.
@@ -16,7 +16,7 @@ from aiohttp import web
 
 from aiobootstrap import ServerConfig, create_app
 from aiobootstrap.server.face import Access, ExpectHandler, Face
-from aiobootstrap.server.faces import FACES
+from aiobootstrap.server.face_registry import installed_faces
 from aiobootstrap.server.openapi import document
 from aiobootstrap.server.openapi.paths import json_reply
 from aiobootstrap.server.tokens import TokenSet
@@ -64,7 +64,7 @@ def _bearer(token: str) -> dict[str, str]:
 
 async def test_a_new_face_is_routed_in_every_namespace_and_started(aiohttp_client: Any) -> None:
     """Its route and its twin answer, its context runs; the server's own app does not know it."""
-    client = await aiohttp_client(create_app(faces=(*FACES, TOY)))
+    client = await aiohttp_client(create_app(faces=(*installed_faces(), TOY)))
     assert client.app[_STEPS] == ["started"]
     assert await (await client.get("/echo")).json() == {"namespace": "default"}
     assert await (await client.get("/ns/team-a/echo")).json() == {"namespace": "team-a"}
@@ -91,7 +91,9 @@ async def test_a_new_face_is_guarded_by_the_access_it_declares(
     aiohttp_client: Any, path: str, token: str | None, status: int
 ) -> None:
     """A read: a token is needed, and one scoped to another namespace is refused."""
-    client = await aiohttp_client(create_app(ServerConfig(auth_tokens=TOKENS), faces=(*FACES, TOY)))
+    client = await aiohttp_client(
+        create_app(ServerConfig(auth_tokens=TOKENS), faces=(*installed_faces(), TOY))
+    )
     reply = await client.get(path, headers=None if token is None else _bearer(token))
     assert reply.status == status
 
@@ -99,7 +101,9 @@ async def test_a_new_face_is_guarded_by_the_access_it_declares(
 async def test_a_new_face_is_described_beside_the_others(aiohttp_client: Any) -> None:
     """``/openapi.json`` describes its path, its twin and its schema, secured as a read; the rest is the
     server's own description, unchanged."""
-    client = await aiohttp_client(create_app(ServerConfig(auth_tokens=TOKENS), faces=(*FACES, TOY)))
+    client = await aiohttp_client(
+        create_app(ServerConfig(auth_tokens=TOKENS), faces=(*installed_faces(), TOY))
+    )
     doc = await (await client.get("/openapi.json", headers=_bearer("all-token-dddd"))).json()
     echo, twin = doc["paths"].pop("/echo")["get"], doc["paths"].pop("/ns/{namespace}/echo")["get"]
     assert (echo["operationId"], twin["operationId"]) == ("echo", "echoInNamespace")
@@ -115,4 +119,4 @@ def test_a_route_two_faces_declare_stops_the_app() -> None:
     """A face that claims a route another face declares is refused when the app is made."""
     ranks = Face("ranks", lambda expect: [], lambda: {("GET", "/ranks"): Access.READ})
     with pytest.raises(ValueError, match="GET /ranks is declared twice"):
-        create_app(faces=(*FACES, ranks))
+        create_app(faces=(*installed_faces(), ranks))

@@ -12,6 +12,7 @@ import aiohttp
 import pytest
 
 from aiobootstrap import BootstrapClient, BootstrapServer
+from aiobootstrap.server.faces.encoders.settings import EncoderSettings
 from aiobootstrap.server.tokens import TokenSet
 
 from . import page_browser
@@ -263,7 +264,10 @@ async def test_the_screenshot_of_64_ranks(browser, screenshots):
     async with (
         Encoder() as encoder,
         BootstrapServer(
-            host="127.0.0.1", port=0, world_size=64, encoder_health_interval=0.5, encoder_health_timeout=0.5
+            host="127.0.0.1",
+            port=0,
+            world_size=64,
+            settings=(EncoderSettings(encoder_health_interval=0.5, encoder_health_timeout=0.5),),
         ) as served,
         BootstrapClient(served.url) as client,
     ):

@@ -25,8 +25,9 @@ from aiobootstrap.core.parking import Parking
 from aiobootstrap.exceptions import UnexpectedReply
 from aiobootstrap.server.app import release_waiters
 from aiobootstrap.server.appkeys import REGISTRY
-from aiobootstrap.server.faces.encoders.health import ENCODER_HEALTH
 from aiobootstrap.server.faces.native.watch import HISTORY
+from aiobootstrap.server.faces.encoders.health import ENCODER_HEALTH
+from aiobootstrap.server.faces.encoders.settings import EncoderSettings
 from aiobootstrap.wire import decode_encoder_health, decode_listing
 
 from .helpers.waits import until
@@ -115,7 +116,9 @@ async def test_encoder_health_says_healthy_failing_and_evicted(
     app.router.add_get("/health", encoder.health)
     live = str((await aiohttp_server(app)).make_url("")).rstrip("/")
     dead = f"http://127.0.0.1:{free_port()}"
-    config = ServerConfig(encoder_health_interval=0.05, encoder_health_timeout=0.5)
+    config = ServerConfig(
+        settings=(EncoderSettings(encoder_health_interval=0.05, encoder_health_timeout=0.5),)
+    )
     client = await aiohttp_client(create_app(config))
     for url in (live, dead):
         assert (await client.post("/register_encoder_url", json={"url": url})).status == 200
@@ -145,7 +148,9 @@ async def test_the_clients_read_the_encoder_health(aiohttp_client: Any, aiohttp_
     app.router.add_get("/health", encoder.health)
     live = str((await aiohttp_server(app)).make_url("")).rstrip("/")
     dead = f"http://127.0.0.1:{free_port()}"
-    server = await aiohttp_server(create_app(ServerConfig(encoder_health_interval=0.05)))
+    server = await aiohttp_server(
+        create_app(ServerConfig(settings=(EncoderSettings(encoder_health_interval=0.05),)))
+    )
     url = str(server.make_url("")).rstrip("/")
     async with BootstrapClient(url) as client:
         for each in (live, dead):
@@ -187,7 +192,9 @@ async def test_a_url_not_probed_yet_is_unprobed_then_healthy(
     app = web.Application()
     app.router.add_get("/health", Encoder().health)
     live = str((await aiohttp_server(app)).make_url("")).rstrip("/")
-    client = await aiohttp_client(create_app(ServerConfig(encoder_health_interval=3600)))
+    client = await aiohttp_client(
+        create_app(ServerConfig(settings=(EncoderSettings(encoder_health_interval=3600),)))
+    )
     assert (await client.post("/register_encoder_url", json={"url": live})).status == 200
     body = await (await client.get("/encoder_url_health")).json()
     assert body["encoder_urls"] == [{"url": live, "state": "unprobed", "failures": 0}]
@@ -200,7 +207,11 @@ async def test_a_url_not_probed_yet_is_unprobed_then_healthy(
 
 async def test_encoder_health_without_probing_says_listed(aiohttp_client: Any) -> None:
     """With --encoder-health-interval 0 the URLs are listed, unprobed; in a namespace as in the default."""
-    client = await aiohttp_client(create_app(dataclasses.replace(ServerConfig(), encoder_health_interval=0)))
+    client = await aiohttp_client(
+        create_app(
+            dataclasses.replace(ServerConfig(), settings=(EncoderSettings(encoder_health_interval=0),))
+        )
+    )
     await client.post("/ns/team-a/register_encoder_url", json={"url": "http://10.0.0.9:8000"})
     body = await (await client.get("/ns/team-a/encoder_url_health")).json()
     assert body["probing"] is False
@@ -216,7 +227,9 @@ async def test_a_revival_is_one_put_on_the_watch(aiohttp_client: Any, aiohttp_se
     app = web.Application()
     app.router.add_get("/health", encoder.health)
     url = str((await aiohttp_server(app)).make_url("")).rstrip("/")
-    client = await aiohttp_client(create_app(ServerConfig(encoder_health_interval=0.05)))
+    client = await aiohttp_client(
+        create_app(ServerConfig(settings=(EncoderSettings(encoder_health_interval=0.05),)))
+    )
     await client.post("/register_encoder_url", json={"url": url})
     registered = (await (await client.get("/list_encoder_urls")).json())["version"]
     prober = client.app[ENCODER_HEALTH]
@@ -291,7 +304,9 @@ async def test_watch_refuses_a_bad_waits_and_a_stop_lets_it_go(aiohttp_client: A
 async def test_watch_with_findings_answers_when_a_probe_finds_a_url_failing(aiohttp_client: Any) -> None:
     """``&findings=M``: answered, with no change, once a probe round found something else (here: a URL
     that stopped answering, failing once, long before its eviction); the reply says the new count."""
-    config = ServerConfig(encoder_health_interval=0.1, encoder_health_timeout=0.5)
+    config = ServerConfig(
+        settings=(EncoderSettings(encoder_health_interval=0.1, encoder_health_timeout=0.5),)
+    )
     client = await aiohttp_client(create_app(config), server_kwargs={"handler_cancellation": True})
     dead = f"http://127.0.0.1:{free_port()}"
     assert (await client.post("/register_encoder_url", json={"url": dead})).status == 200

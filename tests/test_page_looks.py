@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 
 from aiobootstrap import BootstrapClient, BootstrapServer
+from aiobootstrap.server.faces.encoders.settings import EncoderSettings
 
 from . import page_browser
 from .page_browser import (
@@ -51,7 +52,9 @@ async def test_an_encoder_not_probed_yet_is_not_shown_healthy(browser):
     /health)" before any probe had asked it."""
     async with (
         Encoder() as encoder,
-        BootstrapServer(host="127.0.0.1", port=0, encoder_health_interval=3600) as served,
+        BootstrapServer(
+            host="127.0.0.1", port=0, settings=(EncoderSettings(encoder_health_interval=3600),)
+        ) as served,
     ):
         async with BootstrapClient(served.url) as client:
             await client.register_encoder_url(encoder.url)
@@ -67,7 +70,10 @@ async def test_encoder_health_is_shown_and_follows_an_eviction(browser):
     async with (
         Encoder() as encoder,
         BootstrapServer(
-            host="127.0.0.1", port=0, world_size=4, encoder_health_interval=1.5, encoder_health_timeout=0.5
+            host="127.0.0.1",
+            port=0,
+            world_size=4,
+            settings=(EncoderSettings(encoder_health_interval=1.5, encoder_health_timeout=0.5),),
         ) as served,
     ):
         async with BootstrapClient(served.url) as client:

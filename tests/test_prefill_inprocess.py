@@ -12,6 +12,7 @@ import pytest
 
 import aiobootstrap
 from aiobootstrap import AddressInUse, PrefillBootstrapServer, ThreadedBootstrapServer
+from aiobootstrap.server.faces.prefill.settings import PrefillSettings
 
 from .helpers.prefill import ensure_parallel_info, query_prefill_dp_ranks, rank_body, register_to_bootstrap
 from .threads import wait_until
@@ -84,6 +85,6 @@ def test_the_engines_variable_sets_the_rooms_life(monkeypatch: pytest.MonkeyPatc
     monkeypatch.setenv("SGLANG_DISAGGREGATION_BOOTSTRAP_ENTRY_CLEANUP_INTERVAL", "7")
     server = PrefillBootstrapServer("127.0.0.1", 0)
     try:
-        assert server._server.config.dp_room_ttl == 7
+        assert server._server.config.settings_of(PrefillSettings).dp_room_ttl == 7
     finally:
         server.close()

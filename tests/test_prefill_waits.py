@@ -15,6 +15,7 @@ from aiobootstrap.cli.parser import server_config, server_parser
 from aiobootstrap.core.history import History
 from aiobootstrap.server.appkeys import CONFIG, REGISTRY
 from aiobootstrap.server.faces.native.watch import HISTORY
+from aiobootstrap.server.faces.prefill.settings import PrefillSettings
 from aiobootstrap.server.tokens import Scope, TokenSet
 
 from .helpers.prefill import ALL, rank_body, route
@@ -90,7 +91,7 @@ async def test_rooms_are_answered_known_ones_now_all_with_wait(client: Any) -> N
         assert (await reply.json())["detail"]
 
 
-@pytest.mark.parametrize("config", [ServerConfig(dp_room_ttl=0.2)])
+@pytest.mark.parametrize("config", [ServerConfig(settings=(PrefillSettings(dp_room_ttl=0.2),))])
 async def test_rooms_expire_after_their_ttl(client: Any) -> None:
     """A room lives at least --dp-room-ttl and is gone by twice that (the store's lease ends it)."""
     await client.post("/register_dp_rank", json={"bootstrap_room": 7, "dp_rank": 1})
@@ -176,7 +177,7 @@ def _store_of(config: ServerConfig) -> dict[str, Any]:
     return {"store": config.store, "store_prefix": config.store_prefix}
 
 
-@pytest.mark.parametrize("config", [ServerConfig(dp_room_limit=2)])
+@pytest.mark.parametrize("config", [ServerConfig(settings=(PrefillSettings(dp_room_limit=2),))])
 async def test_rooms_past_the_limit_are_a_409_and_stored_nowhere(client: Any) -> None:
     """Rooms are bounded per namespace: a new one past the limit is a 409 naming it, an old one may come again."""
     for room in (1, 2):
@@ -199,7 +200,15 @@ async def test_rooms_past_the_limit_are_a_409_and_stored_nowhere(client: Any) ->
 
 def test_the_room_limit_is_a_cli_option_and_below_one_is_refused() -> None:
     """--dp-room-limit sets the bound; a limit of no rooms would refuse every registration, so it is refused."""
-    assert server_config(server_parser().parse_args(["--dp-room-limit", "64"]), {}).dp_room_limit == 64
-    assert server_config(server_parser().parse_args([]), {}).dp_room_limit == 1_000_000
+    assert (
+        server_config(server_parser().parse_args(["--dp-room-limit", "64"]), {})
+        .settings_of(PrefillSettings)
+        .dp_room_limit
+        == 64
+    )
+    assert (
+        server_config(server_parser().parse_args([]), {}).settings_of(PrefillSettings).dp_room_limit
+        == 1_000_000
+    )
     with pytest.raises(ValueError, match="dp room limit must be at least 1 room, not 0"):
-        ServerConfig(dp_room_limit=0)
+        PrefillSettings(dp_room_limit=0)

@@ -28,7 +28,8 @@ from aiobootstrap import (
     create_app,
 )
 from aiobootstrap.server.access import Access
-from aiobootstrap.server.faces import FACES, NATIVE
+from aiobootstrap.server.face_registry import installed_faces
+from aiobootstrap.server.faces.native.face import FACE as NATIVE
 from aiobootstrap.server.openapi import document
 from aiobootstrap.server.tokens import TokenSet
 
@@ -216,7 +217,7 @@ def test_an_unclassified_route_stops_the_app():
     del table["GET", "/ranks"]
     native = dataclasses.replace(NATIVE, access=lambda: table)
     with pytest.raises(LookupError, match="GET /ranks"):
-        create_app(faces=[native if face is NATIVE else face for face in FACES])
+        create_app(faces=[native if face is NATIVE else face for face in installed_faces()])
 
 
 @pytest.mark.parametrize(

@@ -19,9 +19,9 @@ import pytest
 
 from aiobootstrap import ServerConfig, create_app
 from aiobootstrap import wire as protocol
-from aiobootstrap.server.appkeys import REGISTRY
+from aiobootstrap.server.appkeys import HISTORY, REGISTRY
 from aiobootstrap.server.faces.encoders.health import ENCODER_HEALTH, add_url
-from aiobootstrap.server.faces.native.watch import HISTORY
+from aiobootstrap.server.faces.encoders.settings import EncoderSettings
 from aiobootstrap.server.fastpath.eligible import ELIGIBILITY
 from aiobootstrap.store import Change
 
@@ -33,7 +33,7 @@ from .helpers.served_app import plain as plain
 from .helpers.waits import until
 from .redis_server import free_port
 
-CONFIG = ServerConfig(encoder_health_interval=3600)
+CONFIG = ServerConfig(settings=(EncoderSettings(encoder_health_interval=3600),))
 """Probing on, its rounds only those a test runs (``EncoderHealth.round``)."""
 
 WAIT = 60

@@ -1,11 +1,13 @@
 """What the command line is asked: argv and the environment, read into a config.
 
 The only reader of the environment (``AIOBOOTSTRAP_STORE``,
-``AIOBOOTSTRAP_AUTH_TOKEN``, and the engines' ``SGLANG_ENCODER_BOOTSTRAP_*``
-variables as the encoder probes' defaults). ``serve``'s options take their defaults from
-:class:`ServerConfig`, so ``--help`` cannot disagree with it; the tools'
-options are ``tool_parser``'s. Parsing imports no aiohttp: ``main`` binds the
-port before the server's libraries load.
+``AIOBOOTSTRAP_AUTH_TOKEN``; the faces' settings read their engines' variables,
+each in its face's folder). ``serve``'s options take their defaults from
+:class:`ServerConfig`, and each installed face adds its own (``Face.settings``:
+``add_arguments``, ``from_arguments``), so ``--help`` cannot disagree with
+them; the tools' options are ``tool_parser``'s. Parsing imports no aiohttp:
+``main`` binds the port before the server's libraries load (the faces'
+settings are read without loading the faces, ``server.face_registry``).
 """
 
 from __future__ import annotations
@@ -18,21 +20,14 @@ from typing import Any, NoReturn
 
 from .._logging import LOG_FORMATS
 from .._version import __version__
+from ..server import face_registry
 from ..server import open_files as _open_files
-from ..server.config import (
-    AUTH_READS,
-    DEFAULT_MAX_WAITERS,
-    DEFAULT_STORE,
-    ENGINE_VARIABLES,
-    ServerConfig,
-    engine_settings,
-)
+from ..server.config import AUTH_READS, DEFAULT_MAX_WAITERS, DEFAULT_STORE, ServerConfig
 from .token_file import read_token_file
 from .tool_parser import add_tool_parsers, bare_rank, namespace_in_url
 from .tools import TOOLS
 
 __all__ = [
-    "ENCODER_HEALTH_ENV",
     "PROG",
     "STORE_ENV",
     "TOKEN_ENV",
@@ -50,8 +45,6 @@ _LOG_LEVELS = ("debug", "info", "warning", "error")
 
 TOKEN_ENV = "AIOBOOTSTRAP_AUTH_TOKEN"
 STORE_ENV = "AIOBOOTSTRAP_STORE"
-ENCODER_HEALTH_ENV = ENGINE_VARIABLES
-"""The engines' variables that set the encoder probes' defaults: an option wins over its variable."""
 
 
 _DEFAULTS = ServerConfig()
@@ -126,13 +119,6 @@ def server_parser() -> argparse.ArgumentParser:
             "most waits parked at once; more get 503 with Retry-After "
             f"(default: {_DEFAULTS.max_waiters}, lowered to fit the open file limit)"
         ),
-    )
-    setting(
-        "--dp-room-limit",
-        "most prefill bootstrap rooms one namespace keeps at once; a new one past it gets 409 "
-        "(default: %(default)d)",
-        type=int,
-        metavar="N",
     )
     setting(
         "--max-namespaces",
@@ -213,19 +199,6 @@ def server_parser() -> argparse.ArgumentParser:
         metavar="N",
     )
     setting(
-        "--mooncake-probe-interval",
-        "seconds between probes of every Mooncake engine's RPC address; after 3 failures in a row its keys "
-        "are deleted; 0 turns them off (default: %(default)g)",
-        type=float,
-        metavar="SECONDS",
-    )
-    setting(
-        "--mooncake-probe-timeout",
-        "seconds a Mooncake probe may take before it counts as failed (default: %(default)g)",
-        type=float,
-        metavar="SECONDS",
-    )
-    setting(
         "--watch-history-memory",
         "bytes the kept changes of all namespaces may cost; past it the largest logs lose their oldest "
         f"(default: %(default)d, {_DEFAULTS.watch_history_memory / mib:g} MiB)",
@@ -244,21 +217,15 @@ def server_parser() -> argparse.ArgumentParser:
         type=float,
         metavar="SECONDS",
     )
-    for option, help_text in (
-        ("--encoder-health-interval", "seconds between health probes of encoder URLs; 0 turns them off"),
-        ("--encoder-health-timeout", "seconds an encoder's GET /health may take before it counts as failed"),
-        ("--encoder-evicted-ttl", "seconds an evicted encoder URL is still probed for revival; 0 for ever"),
-        ("--dp-room-ttl", "seconds a prefill bootstrap room lives at least (gone by twice that)"),
-    ):
-        field_name = option.removeprefix("--").replace("-", "_")
-        parser.add_argument(
-            option,
-            type=float,
-            default=None,  # the engines' variable, else the config's: see _encoder_health
-            metavar="SECONDS",
-            help=f"{help_text} (or set {ENCODER_HEALTH_ENV[field_name]}; "
-            f"default: {getattr(_DEFAULTS, field_name):g})",
-        )
+    parser.add_argument(
+        "--faces",
+        type=_face_names,
+        default=None,
+        metavar="NAME[,NAME...]",
+        help=f"serve only these faces (default: every one installed: {', '.join(face_registry.face_names())})",
+    )
+    for settings in face_registry.installed_settings():
+        settings.add_arguments(parser)  # each face's options, its defaults in their help
     parser.add_argument(
         "--auth-token-file",
         metavar="PATH",
@@ -314,30 +281,29 @@ def server_config(args: argparse.Namespace, environ: Mapping[str, str]) -> Serve
         tls_cert=args.tls_cert,
         tls_key=args.tls_key,
         max_namespaces=args.max_namespaces,
-        dp_room_limit=args.dp_room_limit,
         max_leases=args.max_leases,
         access_log=args.access_log,
         state_file=args.state_file,
         store=_store_url(args.store, args.state_file, environ),
         store_prefix=args.store_prefix,
         store_min_replicas=args.store_min_replicas,
-        **_encoder_health(args, environ),
         watch_history=args.watch_history,
         watch_history_memory=args.watch_history_memory,
-        mooncake_probe_interval=args.mooncake_probe_interval,
-        mooncake_probe_timeout=args.mooncake_probe_timeout,
+        settings=tuple(
+            settings.from_arguments(args, environ) for settings in face_registry.installed_settings()
+        ),
+        faces=args.faces,
     )
 
 
-def _encoder_health(args: argparse.Namespace, environ: Mapping[str, str]) -> dict[str, float]:
-    """The encoder probes' settings: each option, else the engines' variable, else the config's default."""
-    from_environment = engine_settings(environ)
-    settings = {}
-    for field_name in ENCODER_HEALTH_ENV:
-        given = getattr(args, field_name)
-        default = from_environment.get(field_name, getattr(_DEFAULTS, field_name))
-        settings[field_name] = default if given is None else given
-    return settings
+def _face_names(text: str) -> tuple[str, ...]:
+    """``--faces``: installed faces' names, commas between (``argparse`` makes a ``ValueError`` one line)."""
+    names = tuple(name.strip() for name in text.split(","))
+    try:
+        face_registry.select_names(names)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return names
 
 
 def _store_url(given: str | None, state_file: str | None, environ: Mapping[str, str]) -> str:

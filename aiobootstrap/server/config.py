@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Literal
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal, TypeVar
 
 from .._names import check_name
 from ..store.url import check_store_url, describe, is_redis_url
@@ -18,9 +18,8 @@ __all__ = [
     "DEFAULT_MAX_WAITERS",
     "DEFAULT_PORT",
     "DEFAULT_STORE",
-    "ENGINE_VARIABLES",
     "ServerConfig",
-    "engine_settings",
+    "merge_settings",
 ]
 
 DEFAULT_HOST = "127.0.0.1"
@@ -33,6 +32,8 @@ AUTH_READS = ("token", "open")
 """What ``auth_reads`` may be: reads need a token, or anyone may read."""
 _MIN_REQUEST_LINE = BATCH_QUERY_CHARS + 512
 """Room for the client's longest batch query plus the path and the other parameters."""
+
+_S = TypeVar("_S")
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,28 +97,24 @@ class ServerConfig:
     """The prefix of every key in a Redis store: several registries can share one Redis."""
     store_min_replicas: int = 0
     """How many Redis replicas must hold a write before it is acknowledged (``WAIT``); fewer in time is a 503."""
-    encoder_health_interval: float = 10.0
-    """Seconds between probes of every listed and evicted encoder URL (``GET <url>/health``); 0: no probes."""
-    encoder_health_timeout: float = 2.0
-    """Seconds a probe may take; a slower one is a failure (3 in a row evict the URL)."""
-    encoder_evicted_ttl: float = 600.0
-    """Seconds an evicted URL is still probed (and revived when healthy); 0: for ever."""
-    mooncake_probe_interval: float = 0.0
-    """Seconds between probes of every Mooncake engine's RPC address; 0: no probes (the engines' keys stay)."""
-    mooncake_probe_timeout: float = 2.0
-    """Seconds a probe may take; a slower one is a failure (3 in a row delete the engine's keys)."""
-    dp_room_ttl: float = 120.0
-    """Seconds a prefill bootstrap room (``/register_dp_rank``) lives at least; it is gone by twice that."""
-    dp_room_limit: int = 1_000_000
-    """Bootstrap rooms one namespace keeps at once (about 100 bytes each in memory): past it a new room is a ``409``."""
     watch_history: int = 100_000
     """Changes ``GET /watch`` keeps per namespace; an ``after`` older than them is a ``410``."""
     watch_history_memory: int = 256 * 1024 * 1024
     """Bytes the kept changes of all namespaces may cost together; past it the largest logs lose their oldest."""
     watch_ping: float = 15.0
     """Seconds between the comment lines a quiet ``/watch`` event stream sends (to keep proxies open)."""
+    settings: tuple[Any, ...] = ()
+    """The faces' settings, each an instance of a face's settings class (``Face.settings``), at most one
+    of a class; a face whose settings are not given runs on its class's defaults (:meth:`settings_of`).
+    Kept in a fixed order and without the ones equal to their defaults, so that configs that serve
+    alike compare equal."""
+    faces: tuple[str, ...] | None = None
+    """The names of the faces to serve, of those installed (or given to ``create_app``); ``None``: all."""
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "settings", _kept_settings(self.settings))
+        if self.faces is not None:
+            object.__setattr__(self, "faces", _face_names(self.faces))
         if not 0 <= self.port <= 65535:
             raise ValueError(f"port must be between 0 and 65535, not {self.port}")
         if self.world_size is not None and self.world_size < 1:
@@ -163,18 +160,6 @@ class ServerConfig:
                 f"max request line must be at least {_MIN_REQUEST_LINE} bytes (the client's batch "
                 f"requests need it), not {self.max_request_line}"
             )
-        if not (math.isfinite(self.mooncake_probe_interval) and self.mooncake_probe_interval >= 0):
-            raise ValueError(
-                f"mooncake probe interval must be a number of seconds, 0 or more, not {self.mooncake_probe_interval}"
-            )
-        if not (math.isfinite(self.mooncake_probe_timeout) and self.mooncake_probe_timeout > 0):
-            raise ValueError(
-                f"mooncake probe timeout must be a positive number of seconds, not {self.mooncake_probe_timeout}"
-            )
-        if not (math.isfinite(self.dp_room_ttl) and self.dp_room_ttl > 0):
-            raise ValueError(f"dp room ttl must be a positive number of seconds, not {self.dp_room_ttl}")
-        if self.dp_room_limit < 1:
-            raise ValueError(f"dp room limit must be at least 1 room, not {self.dp_room_limit}")
         if self.watch_history < 1:
             raise ValueError(f"watch history must keep at least 1 change, not {self.watch_history}")
         if self.watch_history_memory < 1:
@@ -189,16 +174,6 @@ class ServerConfig:
                 raise ValueError(
                     f"{name.replace('_', ' ')} must be a positive number of seconds, not {seconds}"
                 )
-        for name in ("encoder_health_interval", "encoder_evicted_ttl"):
-            seconds = getattr(self, name)
-            if not (math.isfinite(seconds) and seconds >= 0):
-                raise ValueError(
-                    f"{name.replace('_', ' ')} must be a non-negative number of seconds, not {seconds}"
-                )
-        if not (math.isfinite(self.encoder_health_timeout) and self.encoder_health_timeout > 0):
-            raise ValueError(
-                f"encoder health timeout must be a positive number of seconds, not {self.encoder_health_timeout}"
-            )
         if self.auth_token is not None and not is_token(self.auth_token):
             raise ValueError("the auth token must be non-empty printable ASCII without spaces")
         if self.auth_token is not None and self.auth_tokens is not None:
@@ -212,6 +187,17 @@ class ServerConfig:
             )
         if (self.tls_cert is None) != (self.tls_key is None):
             raise ValueError("TLS needs both a certificate and a key (--tls-cert and --tls-key)")
+
+    def settings_of(self, kind: type[_S]) -> _S:
+        """The settings of class ``kind`` this config holds, else that class's defaults (``kind()``)."""
+        for settings in self.settings:
+            if type(settings) is kind:
+                return settings
+        return kind()
+
+    def with_settings(self, *settings: object) -> ServerConfig:
+        """This config with ``settings`` in place of those of the same class it holds."""
+        return replace(self, settings=merge_settings(self.settings, settings))
 
     @property
     def tokens(self) -> TokenSet | None:
@@ -230,24 +216,37 @@ class ServerConfig:
         return "http" if self.tls_cert is None else "https"
 
 
-ENGINE_VARIABLES = {
-    "encoder_health_interval": "SGLANG_ENCODER_BOOTSTRAP_HEALTH_CHECK_INTERVAL",
-    "encoder_health_timeout": "SGLANG_ENCODER_BOOTSTRAP_HEALTH_CHECK_TIMEOUT",
-    "encoder_evicted_ttl": "SGLANG_ENCODER_BOOTSTRAP_EVICTED_TTL",
-    "dp_room_ttl": "SGLANG_DISAGGREGATION_BOOTSTRAP_ENTRY_CLEANUP_INTERVAL",
-}
-"""The engines' variables that set the probes' and the rooms' defaults (each a :class:`ServerConfig` field's)."""
+def merge_settings(held: Iterable[object], new: Iterable[object]) -> tuple[object, ...]:
+    """``held`` with each of ``new`` in place of the one of its class (or added)."""
+    merged = {type(settings): settings for settings in held}
+    merged.update((type(settings), settings) for settings in new)
+    return tuple(merged.values())
 
 
-def engine_settings(environ: Mapping[str, str]) -> dict[str, float]:
-    """The probes' settings the engines' variables in ``environ`` give: each field whose variable is set;
-    a value that is not a number is a one-line ``ValueError`` naming the variable."""
-    settings = {}
-    for field_name, variable in ENGINE_VARIABLES.items():
-        text = environ.get(variable, "").strip()
-        if text:
-            try:
-                settings[field_name] = float(text)
-            except ValueError:
-                raise ValueError(f"{variable} must be a number of seconds, not {text!r}") from None
-    return settings
+def _kept_settings(given: Iterable[object]) -> tuple[object, ...]:
+    """The faces' settings as a config keeps them: one of a class, those equal to their defaults left out,
+    in the order of their classes' names."""
+    if isinstance(given, (str, bytes)) or not isinstance(given, Iterable):
+        raise ValueError(f"settings must be a tuple of the faces' settings, not {given!r}")
+    by_class: dict[type, object] = {}
+    for settings in given:
+        kind = type(settings)
+        if kind in by_class:
+            raise ValueError(f"settings of {kind.__name__} are given twice")
+        by_class[kind] = settings
+    kept = [settings for kind, settings in by_class.items() if settings != kind()]
+    return tuple(sorted(kept, key=lambda settings: (type(settings).__module__, type(settings).__qualname__)))
+
+
+def _face_names(given: Iterable[str]) -> tuple[str, ...]:
+    if isinstance(given, str) or not isinstance(given, Iterable):
+        raise ValueError(f"faces must be a tuple of face names, not {given!r}")
+    names = tuple(given)
+    for name in names:
+        if not isinstance(name, str) or not name or "," in name or name != name.strip():
+            raise ValueError(f"a face's name must be a non-empty word without commas, not {name!r}")
+    if len(set(names)) != len(names):
+        raise ValueError(f"faces must name each face once, not {', '.join(names)}")
+    if not names:
+        raise ValueError("faces must name at least one face (None serves them all)")
+    return names

@@ -25,6 +25,7 @@ from ..._json import dumps
 from ..._version import __version__
 from ..access import route_access
 from ..face import Access, Face
+from ..face_registry import installed_faces
 from .paths import PATHS, RANKS_FORMAT, in_namespace, json_reply
 from .schemas import SCHEMAS
 
@@ -39,7 +40,7 @@ _FORBIDDEN = json_reply("The token is known, but its scope does not cover this n
 def document(
     faces: Sequence[Face] | None = None, *, token: bool = False, open_reads: bool = False
 ) -> dict[str, Any]:
-    """The OpenAPI document of the server's routes and those of ``faces`` (the server's ``FACES`` unless told),
+    """The OpenAPI document of the server's routes and those of ``faces`` (the installed ones unless told),
     each face's as it describes them now (the engine-info face's from the kind table as it is).
 
     ``token``: whether the server requires a bearer token (every route but the probes then
@@ -47,9 +48,7 @@ def document(
     reads may also be sent without one.
     """
     if faces is None:
-        from ..faces import FACES  # here, not above: the faces import this package's builders
-
-        faces = FACES
+        faces = installed_faces()
     access = route_access(faces)
     paths: dict[str, Any] = {}
     schemas = copy.deepcopy(SCHEMAS)

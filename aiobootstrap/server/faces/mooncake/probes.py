@@ -34,6 +34,7 @@ from ....store import Key, Record
 from ....wire.metadata import METADATA, decode_value, is_rpc_meta
 from ...appkeys import CONFIG, REGISTRY
 from ..rounds import every, running
+from .settings import MooncakeSettings
 
 __all__ = ["FAILURES_TO_FORGET", "MOONCAKE_PROBES", "MooncakeProbes", "mooncake_probes_context", "probe"]
 
@@ -158,7 +159,7 @@ class MooncakeProbes:
 
 async def mooncake_probes_context(app: web.Application) -> AsyncIterator[None]:
     """``cleanup_ctx``: the prober, when ``mooncake_probe_interval`` is not 0."""
-    config = app[CONFIG]
+    config = app[CONFIG].settings_of(MooncakeSettings)
     if not config.mooncake_probe_interval:
         yield
         return

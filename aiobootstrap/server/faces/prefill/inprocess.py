@@ -5,10 +5,12 @@ nothing), started by the prefill side of a PD deployment on ``--disaggregation-b
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from typing import Any
 
-from ...config import DEFAULT_HOST, engine_settings
+from ...config import DEFAULT_HOST, merge_settings
 from ...threaded import ThreadedBootstrapServer
+from .settings import PrefillSettings
 
 __all__ = ["PrefillBootstrapServer"]
 
@@ -29,12 +31,24 @@ class PrefillBootstrapServer(ThreadedBootstrapServer):
     engines' server does (and every other route of aiobootstrap's). A taken port
     raises :class:`AddressInUse` naming its holder, in the caller's thread. The
     rooms' life reads ``SGLANG_DISAGGREGATION_BOOTSTRAP_ENTRY_CLEANUP_INTERVAL``,
-    as the engines' server does, unless ``dp_room_ttl`` is given; other keyword
-    arguments are :class:`ServerConfig` fields.
+    as the engines' server does, unless ``dp_room_ttl`` is given (or a
+    :class:`PrefillSettings` among ``settings=``); other keyword arguments are
+    :class:`ServerConfig` fields.
     """
 
-    def __init__(self, host: str = DEFAULT_HOST, port: int = DEFAULT_PREFILL_PORT, **options: Any) -> None:
-        settings = engine_settings(os.environ)
-        if "dp_room_ttl" in settings:
-            options.setdefault("dp_room_ttl", settings["dp_room_ttl"])
+    def __init__(
+        self,
+        host: str = DEFAULT_HOST,
+        port: int = DEFAULT_PREFILL_PORT,
+        *,
+        dp_room_ttl: float | None = None,
+        **options: Any,
+    ) -> None:
+        held = options.get("settings", () if options.get("config") is None else options["config"].settings)
+        rooms = next((settings for settings in held if isinstance(settings, PrefillSettings)), None)
+        if rooms is None:
+            rooms = PrefillSettings.from_environment(os.environ)
+        if dp_room_ttl is not None:
+            rooms = replace(rooms, dp_room_ttl=dp_room_ttl)
+        options["settings"] = merge_settings(held, [rooms])
         super().__init__(host, port, **options)

@@ -1,0 +1,57 @@
+"""The Mooncake face's settings: its probes of the engines' RPC addresses (``--mooncake-probe-*``). Imports
+no aiohttp: the command line reads these options before it loads the server."""
+
+from __future__ import annotations
+
+import argparse
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from ..engine_variables import check_seconds
+
+__all__ = ["SETTINGS", "MooncakeSettings"]
+
+
+@dataclass(frozen=True, slots=True)
+class MooncakeSettings:
+    """How the Mooncake face probes its engines (``probes.py``); validated on creation."""
+
+    mooncake_probe_interval: float = 0.0
+    """Seconds between probes of every Mooncake engine's RPC address; 0: no probes (the engines' keys stay)."""
+    mooncake_probe_timeout: float = 2.0
+    """Seconds a probe may take; a slower one is a failure (3 in a row delete the engine's keys)."""
+
+    def __post_init__(self) -> None:
+        if not (math.isfinite(self.mooncake_probe_interval) and self.mooncake_probe_interval >= 0):
+            raise ValueError(
+                f"mooncake probe interval must be a number of seconds, 0 or more, not {self.mooncake_probe_interval}"
+            )
+        check_seconds(self.mooncake_probe_timeout, "mooncake probe timeout", zero=False)
+
+    @classmethod
+    def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
+        defaults = cls()
+        parser.add_argument(
+            "--mooncake-probe-interval",
+            type=float,
+            default=defaults.mooncake_probe_interval,
+            metavar="SECONDS",
+            help="seconds between probes of every Mooncake engine's RPC address; after 3 failures in a row its "
+            "keys are deleted; 0 turns them off (default: %(default)g)",
+        )
+        parser.add_argument(
+            "--mooncake-probe-timeout",
+            type=float,
+            default=defaults.mooncake_probe_timeout,
+            metavar="SECONDS",
+            help="seconds a Mooncake probe may take before it counts as failed (default: %(default)g)",
+        )
+
+    @classmethod
+    def from_arguments(cls, args: argparse.Namespace, environ: Mapping[str, str]) -> MooncakeSettings:
+        return cls(args.mooncake_probe_interval, args.mooncake_probe_timeout)
+
+
+SETTINGS = MooncakeSettings
+"""The face's settings class, read by the command line without loading the face (``server.face_registry``)."""
