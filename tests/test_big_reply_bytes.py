@@ -26,9 +26,9 @@ from aiohttp.web import Request
 
 from aiobootstrap import wire
 from aiobootstrap.server.app import REGISTRY
-from aiobootstrap.server.faces.common import json_reply
 from aiobootstrap.server.fastpath.batches import BATCH_REPLIES, SHARED_ITEM_OVER, batch_parts
 from aiobootstrap.server.fastpath.gets import GET_REPLIES
+from aiobootstrap.server.fastpath.responder import json_reply
 from aiobootstrap.server.fastpath.turns import TURN_BYTES, turns
 from aiobootstrap.server.fastpath.writes import SLICE, write_sliced
 

@@ -400,9 +400,9 @@ async def test_a_crowd_woken_together_shares_one_reply_per_variant() -> None:
     made: list[int] = []
     parts = replies.parts
 
-    def counted(record: Record, variant: int) -> tuple[bytes, bytes | None]:
+    def counted(record: Record, variant: int, whole: bool = False) -> tuple[bytes, bytes | None]:
         made.append(variant)
-        return parts(record, variant)
+        return parts(record, variant, whole)
 
     replies.parts = counted  # type: ignore[method-assign]
     crowd = [_mocked_get(replies) for _ in range(5)]

@@ -60,4 +60,4 @@ def _same(ours: Reply, theirs: Reply) -> None:
     for header in ("Date", "X-Aiobootstrap-Boot"):
         assert ours.headers.pop(header)
         assert theirs.headers.pop(header)
-    assert ours.headers == theirs.headers
+    assert list(ours.headers.items()) == list(theirs.headers.items())  # in the same order too

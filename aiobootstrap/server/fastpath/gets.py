@@ -145,12 +145,13 @@ class GetReplies:
 
     # -- the registry's deliveries, and the gets they answer -----------
 
-    def expect(self, request: web.Request, key: Key, after: int) -> PendingGet:
-        """Announce a get of ``key`` newer than ``after``: a delivery may write its reply. Settle it after."""
+    def expect(self, request: web.Request, key: Key, after: int, whole: bool = False) -> PendingGet:
+        """Announce a get of ``key`` newer than ``after`` (``whole``: form=object): a delivery may write its
+        reply. Settle it after."""
         peers = self._expecting.get(key)
         if peers is None:
             peers = self._expecting[key] = {}
-        pending = PendingGet(request, key, after, peers)
+        pending = PendingGet(request, key, after, peers, whole)
         peers[pending] = True
         return pending
 
@@ -184,29 +185,29 @@ class GetReplies:
 
     def _answer(self, due: list[PendingGet], record: Record) -> None:
         """Write ``record``'s reply to each of ``due``: the bytes made once per variant, for the whole crowd."""
-        made: dict[int, tuple[bytes, bytes | None]] = {}
-        length = len(self.body(record))
+        made: dict[int, tuple[bytes, bytes | None, int]] = {}  # by variant (and form): head, body, length
         for pending in due:
             try:
                 # The variant is read now, not when the get is announced: its first reading fills
                 # the request's cache of properties, 200 bytes per parked waiter otherwise.
-                variant = _variant(pending.request)
+                whole = pending.whole
+                variant = _variant(pending.request) | whole << 3
                 parts = made.get(variant)
                 if parts is None:
-                    parts = made[variant] = self.parts(record, variant)
+                    parts = made[variant] = (*self.parts(record, variant & 7, whole), len(self.body(record, whole)))
                 # A large body (parts[1]) waits for its handler, which writes it with flow control.
-                if parts[1] is None and pending.write_once(parts[0], length):
+                if parts[1] is None and pending.write_once(parts[0], parts[2]):
                     pending.record = record
             except Exception:
                 log.exception("A pending reply failed")  # the get's own task still answers it
 
     # -- the bytes ----------------------------------------------------
 
-    def parts(self, record: Record, variant: int) -> tuple[bytes, bytes | None]:
+    def parts(self, record: Record, variant: int, whole: bool = False) -> tuple[bytes, bytes | None]:
         """The reply's head and body, or its whole bytes and ``None`` (small bodies: one object)."""
         if (stamp := self.stamp.lines()) is not self._stamp or len(self._cache) >= _MAX_CACHED:
             self._renew(stamp)
-        body = self.body(record)
+        body = self.body(record, whole)
         cached = self._cache.get(id(body) << 3 | variant)
         if cached is not None and cached[0] is body:
             return cached[1], cached[2]
@@ -234,20 +235,23 @@ class GetReplies:
         self._cache[variant] = (b"OK", data, None)
         return data
 
-    def text(self, request: web.Request, text: bytes, version: int) -> PrebuiltReply:
-        """A text ``200`` naming a record's ``version`` (Mooncake's ``metadata updated``), its bytes made per
-        reply: a face's write answered without aiohttp's header work, as a registration's ``OK`` is."""
+    def text(self, request: web.Request, text: bytes, version: int | None) -> PrebuiltReply:
+        """A text ``200``, naming a record's ``version`` if any (Mooncake's ``metadata updated``), its bytes
+        made per reply: a face's write answered without aiohttp's header work, as a registration's ``OK`` is."""
         variant = _variant(request)
-        fields = _TEXT + b"%s: %d\r\n" % (_VERSION_NAME, version)
+        fields = _TEXT if version is None else _TEXT + b"%s: %d\r\n" % (_VERSION_NAME, version)
         head = _head(_OK, fields, len(text), self.stamp.lines(), variant)
         data = head if variant & _HEAD else head + text
         return PrebuiltReply(request, self.stamp, data, len(text), content_type=_TEXT_TYPE, version=version)
 
-    def json(self, request: web.Request, body: bytes) -> PrebuiltReply:
-        """A small JSON ``200`` (a keepalive's), its bytes made per reply from this second's stamp."""
+    def json(self, request: web.Request, body: bytes, version: int | None = None) -> PrebuiltReply:
+        """A small JSON ``200`` (a keepalive's, a listing's), naming ``version`` if any, its bytes made per
+        reply from this second's stamp."""
         variant = _variant(request)
-        head = _head(_OK, _JSON, len(body), self.stamp.lines(), variant)
-        return PrebuiltReply(request, self.stamp, head if variant & _HEAD else head + body, len(body))
+        fields = _JSON if version is None else _JSON + b"%s: %d\r\n" % (_VERSION_NAME, version)
+        head = _head(_OK, fields, len(body), self.stamp.lines(), variant)
+        data = head if variant & _HEAD else head + body
+        return PrebuiltReply(request, self.stamp, data, len(body), version=version)
 
     def shutting_down(self) -> Callable[[web.BaseRequest], bytes]:
         """The ``503`` a parked wait gets at a stop, as bytes for one write, by the request's HTTP version and method.
@@ -281,9 +285,11 @@ class PendingGet(PendingReply):
     ``record`` is then the record sent, whatever the wait goes on to return.
     """
 
-    __slots__ = ("after", "key", "length", "peers", "record", "request", "sent", "settled")
+    __slots__ = ("after", "key", "length", "peers", "record", "request", "sent", "settled", "whole")
 
-    def __init__(self, request: web.Request, key: Key, after: int, peers: dict[PendingGet, bool]) -> None:
+    def __init__(
+        self, request: web.Request, key: Key, after: int, peers: dict[PendingGet, bool], whole: bool = False
+    ) -> None:
         self.request = request
         self.settled = False
         self.sent = 0
@@ -292,6 +298,8 @@ class PendingGet(PendingReply):
         self.after = after
         self.peers = peers
         """The gets of the same key awaiting a delivery, this one among them until delivered or settled."""
+        self.whole = whole
+        """Its reply is the record in form=object."""
         self.record: Record | None = None
         """The record written (its handler's reply, whatever the wait returns); ``None`` until then."""
 
@@ -299,7 +307,7 @@ class PendingGet(PendingReply):
 class GetReply(BytesReply):
     """A ``200`` to return from a handler: its bytes are pre-built, written by ``prepare``.
 
-    A get's reply of ``record``, or with ``None`` a registration's text ``OK``.
+    A get's reply of ``record`` (``whole``: form=object), or with ``None`` a registration's text ``OK``.
     When a :class:`PendingGet` already wrote them, ``prepare`` writes nothing.
     """
 
@@ -309,6 +317,7 @@ class GetReply(BytesReply):
         replies: GetReplies,
         record: Record | None,
         pending: PendingGet | None = None,
+        whole: bool = False,
     ) -> None:
         written = pending is not None and pending.record is not None
         super().__init__(
@@ -316,12 +325,13 @@ class GetReply(BytesReply):
         )
         self._record = record
         self._replies = replies
+        self._whole = whole
 
     def fields(self) -> tuple[str, int, int | None]:
         record = self._record
         if record is None:
             return _TEXT_TYPE, 2, None
-        return wire.JSON_TYPE, len(self._replies.body(record)), record.version
+        return wire.JSON_TYPE, len(self._replies.body(record, self._whole)), record.version
 
     async def prepare(self, request: web.BaseRequest) -> AbstractStreamWriter | None:
         if self._sent:
@@ -330,7 +340,7 @@ class GetReply(BytesReply):
         if self._record is None:
             data, body = self._replies.ok(self._variant), None
         else:
-            data, body = self._replies.parts(self._record, self._variant)
+            data, body = self._replies.parts(self._record, self._variant, self._whole)
         if not write(request, data):
             raise ConnectionResetError("The client closed the connection before its reply.")
         self._length = len(data)

@@ -18,7 +18,7 @@ import time
 from aiohttp import web
 
 from ...._logging import clipped, printable
-from ...._names import DEFAULT_ROLE, VERSION_HEADER
+from ...._names import DEFAULT_ROLE
 from ....exceptions import BadRequest
 from ....store import ABSENT, Key, Record
 from ....wire.leases import parse_lease_field
@@ -31,13 +31,12 @@ from ....wire.metadata import (
     NOT_FOUND,
     UNCHANGED,
     UPDATED,
-    decode_value,
     encode_value,
     is_rpc_meta,
 )
 from ...appkeys import CONFIG, REGISTRY
 from ...body import read_body
-from ...fastpath.gets import GET_REPLIES, GetReply
+from ...fastpath.replies import JsonReply, RecordWait, Reply, TextReply
 from ..common import after_of, namespace_of, param, wait_seconds
 from .engines import engines_of
 from .probes import MOONCAKE_PROBES
@@ -46,96 +45,78 @@ __all__ = ["delete_metadata", "get_metadata", "list_mooncake", "put_metadata"]
 
 log = logging.getLogger("aiobootstrap")
 
-_JSON = "application/json"
-"""What Mooncake's server answers a value with: the engine parses it as the JSON it put."""
 
-
-def _key(request: web.Request) -> Key | web.Response:
+def _key(request: web.Request) -> Key | TextReply:
     """The key asked for, or Mooncake's text ``400`` when there is none."""
     name = param(request, "key")
     if not name:
-        return web.Response(status=400, text=KEY_REQUIRED)
+        return TextReply(KEY_REQUIRED, 400)
     try:
         return Key.named(namespace_of(request), METADATA, DEFAULT_ROLE, name)
     except ValueError as exc:
         raise BadRequest(str(exc)) from None
 
 
-def _text(status: int, text: str, record: Record | None = None) -> web.Response:
-    headers = {} if record is None else {VERSION_HEADER: str(record.version)}
-    return web.Response(status=status, text=text, headers=headers)
+def _updated(record: Record) -> TextReply:
+    """A ``PUT``'s ``200`` ``metadata updated`` (an engine re-``PUT``s its descriptor at each memory
+    registration: the responder writes it as pre-built bytes where the app allows them)."""
+    return TextReply(UPDATED, version=record.version)
 
 
-_UPDATED = UPDATED.encode()
+_NOT_FOUND = TextReply(NOT_FOUND, 404)
 
 
-def _updated(request: web.Request, record: Record) -> web.StreamResponse:
-    """A ``PUT``'s ``200`` ``metadata updated``: pre-built bytes where the app allows them (an engine
-    re-``PUT``s its descriptor at each memory registration), or aiohttp's same reply."""
-    replies = request.app[GET_REPLIES]
-    if replies.eligible(request):
-        return replies.text(request, _UPDATED, record.version)
-    return _text(200, UPDATED, record)
+def _not_found() -> TextReply:
+    return _NOT_FOUND
 
 
-async def get_metadata(request: web.Request) -> web.StreamResponse:
-    """``GET /metadata?key=K[&wait=S][&after=V]``: the value last stored, byte for byte."""
+async def get_metadata(request: web.Request) -> Reply:
+    """``GET /metadata?key=K[&wait=S][&after=V]``: the value last stored, byte for byte (its body made once
+    per version: an engine's peers read its descriptor far more often than it changes)."""
     key = _key(request)
-    if isinstance(key, web.Response):
+    if isinstance(key, TextReply):
         return key
-    wait, after = wait_seconds(request), after_of(request)
-    registry = request.app[REGISTRY]
-    record = await registry.wait(key, wait, after) if wait > 0 else await registry.get(key)
-    if record is None or record.version <= after:
-        return _text(404, NOT_FOUND)
-    replies = request.app[GET_REPLIES]
-    if replies.eligible(request):
-        # Pre-built bytes, made once per version (the engine-info gets' fast path): an engine's peers
-        # read its descriptor far more often than it changes. The same bytes as below, header by header.
-        return GetReply(request, replies, record)
-    return web.Response(
-        body=decode_value(record.value), content_type=_JSON, headers={VERSION_HEADER: str(record.version)}
-    )
+    return RecordWait(key, after_of(request), wait_seconds(request), _not_found)
 
 
-async def put_metadata(request: web.Request) -> web.StreamResponse:
+async def put_metadata(request: web.Request) -> Reply:
     """``PUT /metadata?key=K``: store the body (``X-Aiobootstrap-Lease: ID`` puts it on that lease)."""
     key = _key(request)
-    if isinstance(key, web.Response):
+    if isinstance(key, TextReply):
         return key
     body = await read_body(request, request.app[CONFIG])
     lease = parse_lease_field({"lease": request.headers.get(LEASE_HEADER) or None})  # empty: no lease
     value = encode_value(body)
     registry = request.app[REGISTRY]
     if not is_rpc_meta(key.name or ""):
-        return _updated(request, await registry.register(key, value, lease))
+        return _updated(await registry.register(key, value, lease))
     while True:
         current = await registry.get(key)
         if current is not None:
             if current.value != value:
                 log.info("refused rpc_meta %s: another engine holds it", printable(clipped(key.name or "")))
-                return _text(400, DUPLICATE)
-            return _text(200, UNCHANGED, current)
+                return TextReply(DUPLICATE, 400)
+            return TextReply(UNCHANGED, version=current.version)
         record = await registry.register_if(key, value, ABSENT, lease)
         if record is not None:
-            return _updated(request, record)
+            return _updated(record)
         # Another engine wrote it meanwhile, here or through another replica: compare with what it wrote.
 
 
-async def delete_metadata(request: web.Request) -> web.StreamResponse:
+async def delete_metadata(request: web.Request) -> Reply:
     """``DELETE /metadata?key=K``: forget the key (an engine's at its normal exit)."""
     key = _key(request)
-    if isinstance(key, web.Response):
+    if isinstance(key, TextReply):
         return key
     record = await request.app[REGISTRY].unregister(key)
-    return _text(404, NOT_FOUND) if record is None else _text(200, DELETED)
+    return _NOT_FOUND if record is None else TextReply(DELETED)
 
 
 _ENGINES_SHOWN = 4096
 """The most engines a listing names (a namespace of more still lists briefly, with the count)."""
 
 
-async def list_mooncake(request: web.Request) -> web.StreamResponse:
+async def list_mooncake(request: web.Request) -> Reply:
     """``GET /mooncake``: the namespace's Mooncake engines as the page and ``status`` show them: each
     engine's name, its RPC address, whether its segment is registered and with how many buffers, and
     (with probing on) its failed probes in a row."""
@@ -149,4 +130,4 @@ async def list_mooncake(request: web.Request) -> web.StreamResponse:
         "engines": engines[:_ENGINES_SHOWN],
         "engine_count": len(engines),
     }
-    return web.Response(body=json.dumps(body).encode(), content_type=_JSON)
+    return JsonReply(json.dumps(body).encode())

@@ -16,7 +16,7 @@ from ....wire import leases as wire_leases
 from ...appkeys import CONFIG, REGISTRY
 from ...body import read_body
 from ...face import Access, Route
-from ...fastpath.gets import GET_REPLIES
+from ...fastpath.replies import JsonReply, Reply, TextReply
 from ..common import namespace_of
 
 __all__ = ["lease_routes"]
@@ -33,7 +33,7 @@ def lease_routes() -> list[Route]:
     ]
 
 
-def _reply(state: LeaseState, *, whole: bool = False) -> web.Response:
+def _reply(state: LeaseState, *, whole: bool = False) -> JsonReply:
     if whole:
         records = [
             wire_leases.lease_record(key.kind, key.role, key.rank, member, key.name)
@@ -42,10 +42,10 @@ def _reply(state: LeaseState, *, whole: bool = False) -> web.Response:
         body = wire_leases.encode_lease(state.id, state.ttl, state.remaining, records)
     else:
         body = wire_leases.encode_lease(state.id, state.ttl)
-    return web.Response(body=body, content_type=wire.JSON_TYPE)
+    return JsonReply(body)
 
 
-async def grant_lease(request: web.Request) -> web.Response:
+async def grant_lease(request: web.Request) -> Reply:
     """``POST /leases {"ttl": S}``: a new lease of S seconds."""
     payload = wire.parse_body(await read_body(request, request.app[CONFIG]))
     ttl = wire_leases.parse_ttl_body(payload)
@@ -53,27 +53,24 @@ async def grant_lease(request: web.Request) -> web.Response:
     return _reply(state)
 
 
-async def keepalive_lease(request: web.Request) -> web.StreamResponse:
+async def keepalive_lease(request: web.Request) -> Reply:
     """``POST /leases/{ID}/keepalive``: the full TTL again.
 
-    The busiest route of a leased fleet (every holder, a third of each TTL): its
-    ``200`` is written as pre-built bytes (``GetReplies.json``) when the fast
-    path's rule allows it, aiohttp's own reply otherwise. No body is read.
+    The busiest route of a leased fleet (every holder, a third of each TTL): the
+    responder writes its ``200`` as pre-built bytes where the app allows them.
+    No body is read.
     """
     state = await request.app[REGISTRY].keepalive_lease(namespace_of(request), request.match_info["lease"])
-    replies = request.app[GET_REPLIES]
-    if not replies.eligible(request):
-        return _reply(state)
-    return replies.json(request, wire_leases.encode_lease(state.id, state.ttl))
+    return _reply(state)
 
 
-async def read_lease(request: web.Request) -> web.Response:
+async def read_lease(request: web.Request) -> Reply:
     """``GET /leases/{ID}``: its TTL, the seconds left and the records on it."""
     state = await request.app[REGISTRY].read_lease(namespace_of(request), request.match_info["lease"])
     return _reply(state, whole=True)
 
 
-async def revoke_lease(request: web.Request) -> web.Response:
+async def revoke_lease(request: web.Request) -> Reply:
     """``DELETE /leases/{ID}``: the lease and every record on it, gone now."""
     await request.app[REGISTRY].revoke_lease(namespace_of(request), request.match_info["lease"])
-    return web.Response(text="OK")
+    return TextReply("OK")

@@ -19,13 +19,11 @@ from aiohttp import web
 
 from .... import wire
 from ...._logging import clipped, printable
-from ...._names import VERSION_HEADER
 from ....wire.prefill import (
     MISSING_INPUTS,
     Coords,
     MissingInputs,
     coords_of,
-    encode_address,
     not_found_text,
     not_ready_text,
     parse_prefill_rank,
@@ -33,7 +31,7 @@ from ....wire.prefill import (
 )
 from ...appkeys import CONFIG, REGISTRY
 from ...body import read_body
-from ...fastpath.gets import GET_REPLIES, GetReply
+from ...fastpath.replies import JsonReply, RecordReply, Reply, TextReply
 from ..common import lease_of_body, namespace_of, param, wait_seconds
 from .deployment import Deployment
 
@@ -46,15 +44,18 @@ def _deployment(request: web.Request) -> Deployment:
     return Deployment(request.app[REGISTRY], namespace_of(request))
 
 
-def _route_query(request: web.Request) -> Coords | web.Response | None:
+_OK = TextReply("OK")
+
+
+def _route_query(request: web.Request) -> Coords | TextReply | None:
     """The four parameters (``None``: all), or the engines' text ``400`` when one is missing."""
     try:
         return parse_route_query(lambda name: param(request, name))
     except MissingInputs:
-        return web.Response(status=400, text=MISSING_INPUTS)
+        return TextReply(MISSING_INPUTS, 400)
 
 
-async def put_route(request: web.Request) -> web.StreamResponse:
+async def put_route(request: web.Request) -> Reply:
     """``PUT /route``: a prefill rank's address and layout (``"lease": ID`` puts it on that lease)."""
     payload = wire.parse_body(await read_body(request, request.app[CONFIG]))
     rank = parse_prefill_rank(payload)
@@ -68,44 +69,36 @@ async def put_route(request: web.Request) -> web.StreamResponse:
         record.version,
         extra={"namespace": record.key.namespace, "version": record.version},
     )
-    return web.Response(text="OK")
+    return _OK
 
 
-async def get_route(request: web.Request) -> web.StreamResponse:
+async def get_route(request: web.Request) -> Reply:
     """``GET /route``: the parallel info (all four ``-1``) or one rank's address, once the topology is complete."""
     coords = _route_query(request)
-    if isinstance(coords, web.Response):
+    if isinstance(coords, TextReply):
         return coords
     wait = wait_seconds(request)
     deadline = asyncio.get_running_loop().time() + wait
     deployment = _deployment(request)
     readiness = await (deployment.wait_complete(wait) if wait > 0 else deployment.readiness())
     if not readiness.complete or readiness.topology is None:
-        return web.Response(status=503, text=not_ready_text(readiness.registered))
+        return TextReply(not_ready_text(readiness.registered), 503)
     if coords is None:
-        return web.Response(body=readiness.topology.parallel_info(), content_type=wire.JSON_TYPE)
+        return JsonReply(readiness.topology.parallel_info())
     record = await deployment.rank(coords)
     left = deadline - asyncio.get_running_loop().time()
     if record is None and left > 0:
         # Complete, but not this rank (outside the topology, or gone meanwhile): what is left of the wait.
         record = await deployment.wait_rank(coords, left)
     if record is None:
-        return web.Response(status=404, text=not_found_text(coords))
-    replies = request.app[GET_REPLIES]
-    if replies.eligible(request):
-        # Pre-built bytes, made once per version of the rank's record (the gets' fast path), as every get.
-        return GetReply(request, replies, record)
-    return web.Response(
-        body=encode_address(record.value),
-        content_type=wire.JSON_TYPE,
-        headers={VERSION_HEADER: str(record.version)},
-    )
+        return TextReply(not_found_text(coords), 404)
+    return RecordReply(record)  # its body made once per version of the rank's record, as every get's
 
 
-async def delete_route(request: web.Request) -> web.StreamResponse:
+async def delete_route(request: web.Request) -> Reply:
     """``DELETE /route``: one rank (its four parameters), or the whole deployment (all four ``-1``)."""
     coords = _route_query(request)
-    if isinstance(coords, web.Response):
+    if isinstance(coords, TextReply):
         return coords
     deployment = _deployment(request)
     if coords is None:
@@ -113,19 +106,19 @@ async def delete_route(request: web.Request) -> web.StreamResponse:
         log.info(
             "unregistered the prefill deployment: %d records", gone, extra={"namespace": deployment.namespace}
         )
-        return web.Response(text="OK")
+        return _OK
     record = await deployment.unregister(coords)
     if record is None:
-        return web.Response(status=404, text=not_found_text(coords))
+        return TextReply(not_found_text(coords), 404)
     log.info("unregistered prefill rank %s", coords.name, extra={"namespace": deployment.namespace})
-    return web.Response(text="OK")
+    return _OK
 
 
 _MISSING_SHOWN = 1024
 """The most missing ranks a listing names (a topology of millions of ranks still lists briefly)."""
 
 
-async def list_prefill(request: web.Request) -> web.StreamResponse:
+async def list_prefill(request: web.Request) -> Reply:
     """``GET /prefill``: the deployment as the page and ``status`` show it: its topology, each rank
     registered (coordinates, address, version, age), and the ones still missing."""
     deployment = _deployment(request)
@@ -156,4 +149,4 @@ async def list_prefill(request: web.Request) -> web.StreamResponse:
         "missing": missing[:_MISSING_SHOWN],
         "missing_count": len(missing),
     }
-    return web.Response(body=json.dumps(body).encode(), content_type=wire.JSON_TYPE)
+    return JsonReply(json.dumps(body).encode())
