@@ -285,6 +285,27 @@ async def test_a_kinds_cap_counts_its_records_in_place_of_the_rank_cap(open_stor
         await store.set_member(Key("default", "urls", DEFAULT_ROLE, 1), "http://e", present=True)
 
 
+async def test_a_set_records_changes_name_their_member_on_the_feed(store: Store, feed: Feed) -> None:
+    """Every change ``set_member`` makes is told with the member it added (``+M``) or removed (``-M``), and
+    so is a member's removal when its lease ends; a whole record's put or delete names none."""
+    key = Key("default", "urls", DEFAULT_ROLE, 0)
+    lease = await store.grant_lease("default", 30)
+    await store.set_member(key, "http://a", present=True)
+    await store.set_member(key, "http://b", present=True, lease=lease.id)
+    await store.set_member(key, "http://a", present=True)  # no change: nothing told
+    await store.set_member(key, "http://a", present=False)
+    await store.revoke_lease("default", lease.id)
+    await store.put(Key("default", "urls", DEFAULT_ROLE, 1), {"members": ["http://c"]})
+    changes = await heard(feed, 5)
+    assert [(change.version, change.member) for change in changes] == [
+        (1, "+http://a"),
+        (2, "+http://b"),
+        (3, "-http://a"),
+        (4, "-http://b"),
+        (5, None),
+    ]
+
+
 async def test_namespace_cap_is_exact_under_concurrency(open_store: OpenStore) -> None:
     """100 new namespaces at once under a cap of 10: exactly 10 hold records, the rest are refused."""
     store = await open_store(StoreLimits(max_namespaces=10))
