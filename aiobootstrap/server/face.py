@@ -10,7 +10,8 @@ app's faces; ``create_app`` routes them (each also under ``/ns/{namespace}``),
 and one entry in ``FACES``: nothing else is edited.
 
 This module sits below the faces and below ``access``, ``auth`` and
-``openapi``, which all read it; it imports only ``kind_spec`` of the package.
+``openapi``, which all read it; it imports only ``kind_spec`` and the fast path's responder
+(``fastpath.replies``, ``fastpath.responder``) of the package.
 """
 
 from __future__ import annotations
@@ -21,8 +22,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
-from aiohttp.typedefs import Handler
 
+from .fastpath.replies import FaceHandler
+from .fastpath.responder import responding
 from .kind_spec import KindFigures, KindSpec
 
 if TYPE_CHECKING:
@@ -60,13 +62,15 @@ class Route:
 
     method: str
     path: str
-    handler: Handler
+    handler: FaceHandler
+    """It returns a typed reply (``fastpath.replies``), which the fast path's one responder writes."""
     access: Access
 
     def definition(self, expect: ExpectHandler | None) -> web.RouteDef:
+        handler = responding(self.handler)
         if self.method == "GET":  # web.get: HEAD answered too
-            return web.get(self.path, self.handler, expect_handler=expect)
-        return web.route(self.method, self.path, self.handler, expect_handler=expect)
+            return web.get(self.path, handler, expect_handler=expect)
+        return web.route(self.method, self.path, handler, expect_handler=expect)
 
 
 def _nothing() -> dict[str, Any]:

@@ -22,9 +22,9 @@ import time
 from bisect import bisect_left
 from collections.abc import Awaitable, Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any, TypeVar, cast
 
 from aiohttp import web
-from aiohttp.typedefs import Handler
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.utils import floatToGoString
@@ -318,11 +318,15 @@ class _Collected:
 METRICS = web.AppKey("metrics", Metrics)
 
 
-def counts_gets(handler: Handler) -> Handler:
-    """Count the errors a get handler raises as rejected gets (its answers count themselves)."""
+_GetHandler = TypeVar("_GetHandler", bound=Callable[[web.Request], Awaitable[Any]])
+
+
+def counts_gets(handler: _GetHandler) -> _GetHandler:
+    """Count the errors a get handler raises as rejected gets (its answers count themselves; a wait the
+    fast path's responder makes counts its own, ``fastpath.replies.RecordWait.counted``)."""
 
     @functools.wraps(handler)
-    async def counted(request: web.Request) -> web.StreamResponse:
+    async def counted(request: web.Request) -> Any:
         try:
             return await handler(request)
         except NotRegistered:
@@ -331,7 +335,7 @@ def counts_gets(handler: Handler) -> Handler:
             request.app[METRICS].gets["rejected"] += 1
             raise
 
-    return counted
+    return cast(_GetHandler, counted)
 
 
 def observe_answer(request: web.Request, status: int, started: float) -> None:

@@ -12,9 +12,9 @@ from ...._names import ENCODER_URLS
 from ....store import members_of
 from ...appkeys import CONFIG, REGISTRY
 from ...body import read_body
-from ...fastpath.gets import GET_REPLIES
+from ...fastpath.replies import JsonReply, RecordReply, Reply, TextReply
 from ...metrics import METRICS, counts_gets
-from ..common import after_of, json_reply, lease_of_body, namespace_of, wait_seconds
+from ..common import after_of, lease_of_body, namespace_of, wait_seconds
 from ..kinds import encoder_list_key
 from ..log_lines import log_encoder_url
 from .health import ENCODER_HEALTH, FAILURES_TO_EVICT, add_url, evicted_key, remove_url
@@ -26,13 +26,16 @@ async def _encoder_url(request: web.Request) -> str | None:
     return wire.parse_url_body(await read_body(request, request.app[CONFIG]))
 
 
+_OK = TextReply("OK")
+
+
 def _missing_url() -> web.Response:
     # The engines' callers may read "error" (their server's field); "detail" is every error's.
     body = wire.error_body(wire.MISSING_URL_DETAIL, error=wire.MISSING_URL_ERROR)
     return web.Response(status=400, body=body, content_type=wire.JSON_TYPE)
 
 
-async def register_encoder_url(request: web.Request) -> web.Response:
+async def register_encoder_url(request: web.Request) -> Reply:
     """``POST /register_encoder_url``: list a URL (once), less a trailing ``/``, on a lease if the body
     names one; an evicted URL is listed again at once."""
     # The url and the lease come from one parse of the body.
@@ -45,10 +48,10 @@ async def register_encoder_url(request: web.Request) -> web.Response:
     await add_url(request.app[REGISTRY], namespace, url, lease=lease)
     request.app[METRICS].count_registration(namespace, ENCODER_URLS)
     log_encoder_url("registered", url, namespace)
-    return web.Response(text="OK")
+    return _OK
 
 
-async def unregister_encoder_url(request: web.Request) -> web.Response:
+async def unregister_encoder_url(request: web.Request) -> Reply:
     """``DELETE /unregister_encoder_url``: unlist a URL and end its probing; ``OK`` also when it was not there."""
     url = await _encoder_url(request)
     if url is None:
@@ -56,11 +59,11 @@ async def unregister_encoder_url(request: web.Request) -> web.Response:
     namespace = namespace_of(request)
     await remove_url(request.app[REGISTRY], namespace, url)
     log_encoder_url("unregistered", url, namespace)
-    return web.Response(text="OK")
+    return _OK
 
 
 @counts_gets
-async def list_encoder_urls(request: web.Request) -> web.StreamResponse:
+async def list_encoder_urls(request: web.Request) -> Reply:
     """``GET /list_encoder_urls[?after=V][&wait=S]``: the list, once it changed after version V."""
     wait = wait_seconds(request)
     after = after_of(request)
@@ -75,8 +78,8 @@ async def list_encoder_urls(request: web.Request) -> web.StreamResponse:
         # Unchanged when the wait ran out: the list as it is, with its version.
         record = await registry.get(key)
     if record is None:
-        return await json_reply(request, wire.encode_encoder_urls([], 0), version=0)
-    return await json_reply(request, request.app[GET_REPLIES].body(record), version=record.version)
+        return JsonReply(wire.encode_encoder_urls([], 0), version=0)
+    return RecordReply(record)
 
 
 async def encoder_url_health(request: web.Request) -> web.Response:
