@@ -221,7 +221,7 @@ async def test_a_large_set_wait_sees_a_rank_unregistered_meanwhile_as_missing() 
     await until(lambda: registry.parked == 1)
     assert await registry.unregister(info_key(1999)) is not None
     await register_in(registry, 0)
-    await until(lambda: info_key(1999) in registry._waitlists)
+    await until(lambda: registry.is_waited(info_key(1999)))
     assert not waiter.done()
     await register_in(registry, 1999, "back")
     found, missing = await asyncio.wait_for(waiter, GUARD)

@@ -541,7 +541,7 @@ def test_the_function_import_check_names_each_import_inside_a_function() -> None
 # -- the registry is the one door -------------------------------------------
 
 DOOR_ROOMS = ("aiobootstrap.server", "aiobootstrap.cli")
-"""Rooms that reach records only through the registry (``core/registry/doors.py``), never its store."""
+"""Rooms that reach records only through the registry (``core/registry/__init__.py``), never its store."""
 
 STORE_VALUES = frozenset(
     {

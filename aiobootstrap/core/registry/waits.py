@@ -1,4 +1,16 @@
-"""Waiting for one key (a rank's or a named record's alike), and for a set of ranks: what a get parks on.
+"""Waiting for one key (a rank's or a named record's alike), and for a set of ranks, and how the feed wakes
+them: what a get parks on (:class:`KeyWaits`, one per registry).
+
+A getter that finds nothing (or only a record older than its ``after``) joins the key's
+*waitlist* (``waitlist``): an ``asyncio.Event``, a count of its waiters, and the newest record
+the feed delivered for the key. A change for the key stores its record there (the store hands it
+over when it has it; otherwise it is read once, for all the key's waiters), sets the event, and
+puts a fresh event in its place for later waiters; an event that others share is never
+``clear()``-ed. A woken waiter takes the delivered record if it is new enough, or waits on the
+next event. An ``after`` counts in the store's incarnation: in a new one (the store lost its
+data, so versions start again) every record is new enough. The waitlist exists only while
+someone waits: the last waiter to leave (answered, timed out or cancelled) removes it, so probing
+keys that never register leaves nothing behind.
 
 Parking is ordered so that no change can slip past: a waiter joins the
 waitlist and takes the current event *before* it reads the store. A change
@@ -6,7 +18,7 @@ landing during the read sets that event, so the wait that follows returns at
 once. A read that fails (the store is unreachable) is not an answer: the
 waiter parks anyway, and the key (as any whose read after a change failed)
 is read again, pausing longer each time, until a read works or nobody waits
-for it: a feed that works while the calls fail brings no :meth:`resync`. At
+for it: a feed that works while the calls fail brings no resync. At
 the deadline the waiter reads the store once more: ``None`` only when the
 store proves the record absent; when it cannot,
 :class:`~aiobootstrap.exceptions.StoreUnavailable` reaches the caller.
@@ -18,35 +30,44 @@ chunk at a time as it goes: it holds the missing ranges, the records found,
 and one waitlist, whatever the size of the set. When the last has arrived it
 reads the whole set again, since a rank unregistered meanwhile is missing
 again.
+
+``deliveries`` (the registry's) hears each record delivered to a key's waiters,
+just before they are woken, and ``None`` for a key deleted.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable
+import time
 
 from ..._ranks import RankSet
 from ...exceptions import ShuttingDown, StoreUnavailable
-from ...store import Key, Record, Store
+from ...store import Change, Key, Record, Store
 from ..parking import Parked, Parking
+from ..subscribers import DeliveryListener, Subscribers
 from .waitlist import Waitlist, fresh, not_found
 
-__all__ = ["Waits"]
+__all__ = ["KeyWaits"]
 
 _SWEEP_CHUNK = 256
 """How many missing ranks a parked set-wait reads at once while it walks them in order."""
+_RETRY_FIRST, _RETRY_MOST = 0.05, 1.0
+"""Seconds before keys whose read failed are read again: doubling from the first to the most."""
 
 
-class Waits:
-    """The registry's waits (a part of :class:`~aiobootstrap.core.registry.Registry`, which sets what follows)."""
+class KeyWaits:
+    """The waits for one key and for a set of ranks of one registry, and the feed's records for them."""
 
-    store: Store
-    parking: Parking
-    _waitlists: dict[Key, Waitlist]
-    _closed: bool
-    _read_later: Callable[[Key], None]
-    """The registry's: read ``key`` again for its waiters (a read after a change failed)."""
+    def __init__(self, store: Store, parking: Parking, deliveries: Subscribers[DeliveryListener]) -> None:
+        self.store = store
+        self.parking = parking
+        self.deliveries = deliveries
+        self.waitlists: dict[Key, Waitlist] = {}
+        """The keys someone waits for now, each with its waiters' shared state."""
+        self._to_read: set[Key] = set()
+        self._reader: asyncio.Task[None] | None = None
+        self._closed = False
 
     async def wait(self, key: Key, timeout: float, after: int = 0) -> Record | None:
         """``key``'s record newer than ``after``, waiting up to ``timeout`` seconds.
@@ -159,9 +180,9 @@ class Waits:
 
     async def _arrival(self, key: Key, after: int, incarnation: str) -> Record:
         """Wait, with no time limit, until ``key`` has a record newer than ``after`` (of ``incarnation``)."""
-        waitlist = self._waitlists.get(key)
+        waitlist = self.waitlists.get(key)
         if waitlist is None:
-            waitlist = self._waitlists[key] = Waitlist()
+            waitlist = self.waitlists[key] = Waitlist()
         waitlist.waiters += 1
         try:
             # Take the event before reading: a change landing during the read sets it.
@@ -180,5 +201,87 @@ class Waits:
             return record
         finally:
             waitlist.waiters -= 1
-            if waitlist.waiters == 0 and self._waitlists.get(key) is waitlist:
-                del self._waitlists[key]
+            if waitlist.waiters == 0 and self.waitlists.get(key) is waitlist:
+                del self.waitlists[key]
+
+    # -- the feed ---------------------------------------------------------------
+
+    def oldest(self) -> dict[tuple[str, str, str], float]:
+        """Per (namespace, kind, role) with waits parked: the seconds the longest-waited key has waited."""
+        now = time.monotonic()
+        oldest: dict[tuple[str, str, str], float] = {}
+        for key, waitlist in self.waitlists.items():
+            where = (key.namespace, key.kind, key.role)
+            oldest[where] = max(oldest.get(where, 0.0), now - waitlist.since)
+        return oldest
+
+    def changed(self, change: Change) -> None:
+        """The store applied ``change``: hand its record to the key's waiters (read once if not carried)."""
+        if change.deleted:
+            self._tell(change.key, None)
+            return
+        waitlist = self.waitlists.get(change.key)
+        if waitlist is None:
+            return
+        if change.record is not None:
+            self._deliver(waitlist, change.record)
+        else:
+            self._read_later(change.key)
+
+    def resync(self) -> None:
+        """The feed may have missed changes: read every parked key again."""
+        for key in self.waitlists:
+            self._read_later(key)
+
+    def close(self) -> None:
+        """Wake every waiter (each raises :class:`ShuttingDown`)."""
+        self._closed = True
+        for waitlist in self.waitlists.values():
+            waitlist.event.set()
+        if self._reader is not None:
+            self._reader.cancel()
+
+    def _deliver(self, waitlist: Waitlist, record: Record) -> None:
+        held, now = waitlist.record, self.store.incarnation
+        if held is None or held.version < record.version or waitlist.incarnation != now:
+            waitlist.record, waitlist.incarnation = record, now  # a version counts in its incarnation
+        self._tell(record.key, record)
+        waitlist.event.set()
+        waitlist.event = asyncio.Event()
+
+    def _tell(self, key: Key, record: Record | None) -> None:
+        for listener in self.deliveries:
+            try:
+                listener.delivered(key, record)
+            except Exception:
+                self.deliveries.failed()  # logged: the waiters wake all the same
+
+    def _read_later(self, key: Key) -> None:
+        # Changes from another process carry only their key: one read per key
+        # serves all its waiters, and one task reads every key asked for meanwhile.
+        self._to_read.add(key)
+        if self._reader is None and not self._closed:
+            self._reader = asyncio.get_running_loop().create_task(self._read_keys())
+
+    async def _read_keys(self) -> None:
+        pause = _RETRY_FIRST
+        try:
+            while self._to_read:
+                keys = [key for key in self._to_read if key in self.waitlists]
+                self._to_read.clear()
+                if not keys:
+                    continue
+                try:
+                    records = await self.store.get_many(keys)
+                except StoreUnavailable:  # not dropped: no resync() may come (see the notes)
+                    self._to_read.update(keys)
+                    await asyncio.sleep(pause)
+                    pause = min(pause * 2, _RETRY_MOST)
+                    continue
+                pause = _RETRY_FIRST
+                for key, record in zip(keys, records, strict=True):
+                    waitlist = self.waitlists.get(key)
+                    if waitlist is not None and record is not None:
+                        self._deliver(waitlist, record)
+        finally:
+            self._reader = None
