@@ -23,6 +23,11 @@ held, in version order. So a change may be heard out of feed order by at
 most the duration of one local write to the same key, never lost; a
 listener that hears a change twice (after a resync, say) is not confused: a
 change means "re-check this key".
+
+The in-order listener (``tap``, which ``Store.follow_in_order`` names: the
+watch history) hears every entry as the reader reads it, this process's own
+included, in the stream's order, which is each namespace's version order:
+its key, its version and, for a set record, the member it added or removed.
 """
 
 from __future__ import annotations
