@@ -38,6 +38,13 @@ SCHEMAS: dict[str, Any] = {
                 "type": "string",
                 "description": "Only for a missing or empty encoder url: the engines' own error text.",
             },
+            "code": {
+                "type": "string",
+                "description": (
+                    "Which error this is where its status is several (a 409): the client raises the class "
+                    "the code names."
+                ),
+            },
         },
     },
     "Missing": {
