@@ -6,7 +6,8 @@ in the engines' server (whose sweep runs every ``T`` and drops entries older
 than ``T``): each namespace's rooms of one ``T``-long epoch share one lease of
 ``2T``, granted by the epoch's first room, so a room needs no timer of its
 own and its expiry is the store's (across replicas, and across a restart of
-a durable store). Their number per namespace is bounded (``ServerConfig.dp_room_limit``).
+a durable store). Their number per namespace is bounded (``PrefillSettings.dp_room_limit``), as the
+rooms kind's cap, which the store checks atomically with the write (``room_cap``).
 """
 
 from __future__ import annotations
@@ -19,14 +20,16 @@ from aiohttp import web
 from .... import wire
 from ...._names import DEFAULT_ROLE
 from ....core.registry import Registry
-from ....exceptions import LeaseNotFound, TooManyRanks
+from ....exceptions import LeaseNotFound, TooManyOfKind
 from ....store import Key
 from ....wire.prefill import PREFILL_ROOM, encode_rooms, parse_room, parse_rooms
 from ...appkeys import CONFIG, REGISTRY
 from ...body import read_body
+from ...config import ServerConfig
 from ..common import namespace_of, wait_seconds
+from .settings import PrefillSettings
 
-__all__ = ["ROOM_LEASES", "RoomLeases", "query_dp_ranks", "register_dp_rank"]
+__all__ = ["ROOM_LEASES", "RoomLeases", "query_dp_ranks", "register_dp_rank", "room_cap"]
 
 
 def room_key(namespace: str, room: int) -> Key:
@@ -56,30 +59,33 @@ class RoomLeases:
 ROOM_LEASES = web.AppKey("prefill_room_leases", RoomLeases)
 
 
+def room_cap(config: ServerConfig) -> int:
+    """The most rooms one namespace keeps (``--dp-room-limit``): the rooms kind's cap (``KindSpec.cap``), which
+    the store checks atomically with each write, across replicas, in place of ``--max-ranks``."""
+    return config.settings_of(PrefillSettings).dp_room_limit
+
+
 async def register_dp_rank(request: web.Request) -> web.StreamResponse:
     """``POST /register_dp_rank``: ``{"bootstrap_room": R, "dp_rank": D}``, kept ``dp_room_ttl`` to twice it."""
     app = request.app
     room, dp_rank = parse_room(wire.parse_body(await read_body(request, app[CONFIG])))
     registry, namespace = app[REGISTRY], namespace_of(request)
-    key, limit = room_key(namespace, room), app[CONFIG].dp_room_limit
-    # A room registered again replaces itself, so only a new one is refused at the limit.
-    if (
-        await registry.count(namespace, PREFILL_ROOM, DEFAULT_ROLE) >= limit
-        and await registry.get(key) is None
-    ):
-        raise TooManyRanks(
-            f"The namespace holds {limit} bootstrap rooms, the most it keeps; "
-            "each leaves --dp-room-ttl to twice that after its registration."
-        )
-    leases = app[ROOM_LEASES]
-    lease = await leases.lease(registry, namespace)
+    key, value, leases = room_key(namespace, room), {"dp_rank": dp_rank}, app[ROOM_LEASES]
     try:
-        await registry.register(key, {"dp_rank": dp_rank}, lease)
-    except LeaseNotFound:
-        # The epoch's lease ended early (revoked, or a store restarted without it): a new one.
-        await registry.register(
-            key, {"dp_rank": dp_rank}, await leases.lease(registry, namespace, renew=True)
-        )
+        try:
+            await registry.register(key, value, await leases.lease(registry, namespace))
+        except LeaseNotFound:
+            # The epoch's lease ended early (revoked, or a store restarted without it): a new one.
+            await registry.register(key, value, await leases.lease(registry, namespace, renew=True))
+    except TooManyOfKind as refused:
+        # A new room past the cap (a room registered again replaces itself, so it never is), in the rooms' words.
+        raise TooManyOfKind(
+            refused.kind,
+            refused.cap,
+            refused.cap,
+            f"The namespace holds {refused.cap} bootstrap rooms, the most it keeps; "
+            "each leaves --dp-room-ttl to twice that after its registration.",
+        ) from None
     return web.Response(text="OK")
 
 
@@ -89,17 +95,7 @@ async def query_dp_ranks(request: web.Request) -> web.StreamResponse:
     rooms = parse_rooms(wire.parse_body(await read_body(request, app[CONFIG])))
     registry, namespace = app[REGISTRY], namespace_of(request)
     keys = [room_key(namespace, room) for room in rooms]
-    records = await registry.get_many(keys)
-    wait = wait_seconds(request)
-    if wait > 0 and None in records:
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + wait
-        # One missing room waited for at a time: a wait holds one waitlist, however many rooms it asks.
-        for index, key in enumerate(keys):
-            left = deadline - loop.time()
-            if records[index] is None and left > 0:
-                records[index] = await registry.wait(key, left)
-        if None in records:
-            records = await registry.get_many(keys)  # those that came while an earlier one was waited for
+    # One set wait over the rooms' names (the core's): answered when the last missing room arrives.
+    records = await registry.wait_keys(keys, wait_seconds(request))
     found = [(room, record.value["dp_rank"]) for room, record in zip(rooms, records, strict=True) if record]
     return web.Response(body=encode_rooms(found), content_type=wire.JSON_TYPE)
