@@ -37,7 +37,7 @@ class StoreLimits:
     """Distinct roles one (namespace, kind) may hold records under; a write to a role held needs no room."""
     max_leases: int | None = None
     """Leases that may be held at once, every namespace together."""
-    kind_caps: Mapping[str, int] = field(default_factory=dict)
+    kind_caps: Mapping[str, int] = field(default_factory=dict, hash=False)
     """The most records of a kind one (namespace, role) may hold, by kind (each face declares its own kinds'
     caps, ``KindSpec.cap``). A record of a capped kind counts against its kind's cap, in place of
     ``max_ranks``; a replacement never needs room."""
