@@ -300,3 +300,16 @@ async def test_a_failing_subscriber_is_logged_and_the_waiters_still_wake(caplog:
     await registry.register(named("a"), {})
     assert None not in await asyncio.wait_for(waiting, GUARD)
     assert "A subscriber to a kind's changes failed" in caplog.text
+
+
+async def test_the_oldest_waits_count_set_waits_and_conditions() -> None:
+    """/metrics' oldest wait per (namespace, kind, role) sees a set wait and a condition wait too."""
+    registry = await open_registry()
+    keys = asyncio.create_task(registry.wait_keys([named("a")], GUARD))
+    condition = asyncio.create_task(registry.wait_until(AtLeast(NS, "other", ROLE, 1), GUARD))
+    await until(lambda: registry.parked == 2)
+    assert set(registry.oldest_waits()) == {(NS, KIND, ROLE), (NS, "other", ROLE)}
+    keys.cancel()
+    condition.cancel()
+    await asyncio.gather(keys, condition, return_exceptions=True)
+    assert registry.oldest_waits() == {}

@@ -64,8 +64,9 @@ from ...store import Change, ChangeListener, Key, LeaseState, LocalStore, Record
 from ...store.interface import HeldLease, Target
 from ..parking import Parking
 from ..subscribers import DeliveryListener, Subscribers
+from .conditions import AtLeast, Condition
 from .waits import KeyWaits
-from .watchers import AtLeast, Condition, Watchers
+from .watchers import Watchers
 
 __all__ = ["AtLeast", "Condition", "Registry"]
 
@@ -278,8 +279,10 @@ class Registry:
         return self._watchers.kinds
 
     def oldest_waits(self) -> dict[tuple[str, str, str], float]:
-        """Per (namespace, kind, role) with waits parked: the seconds the longest-waited key has waited."""
-        return self._keys.oldest()
+        """Per (namespace, kind, role) with waits parked: the seconds the longest wait there has waited."""
+        oldest = self._keys.oldest()
+        self._watchers.oldest(oldest)
+        return oldest
 
     # -- the change feed, and closing ----------------------------------------
 

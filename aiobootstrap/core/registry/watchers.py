@@ -15,12 +15,12 @@ every listener.
   arrival strikes one off, and when none is left the set is read once more
   (a key deleted meanwhile is missing again: wait on). A wait costs three reads
   however many keys arrive.
-- **A condition** (:class:`Condition`, :meth:`Watchers.wait_until`): a predicate
+- **A condition** (``conditions``, :meth:`Watchers.wait_until`): a predicate
   over the records of one (namespace, kind, role), with no I/O of its own. It is
   *seeded* once from the records (one read) and told each change of its kind
   as it lands, so it answers at any moment from what it holds: a count of
-  distinct records (:class:`AtLeast`) costs one read, not a read per arrival.
-  Waiters of equal conditions (:attr:`Condition.identity`) share one: one seed,
+  distinct records (``AtLeast``) costs one read, not a read per arrival.
+  Waiters of equal conditions (``Condition.identity``) share one: one seed,
   one state, one event. Changes heard while the seed is read are kept and told
   after it, so none slips past (a change told twice is harmless: a condition
   keeps each key's latest state).
@@ -39,16 +39,17 @@ set waits read again. :meth:`Watchers.close` wakes every waiter with
 
 from __future__ import annotations
 
-import abc
 import asyncio
 import logging
+import time
 from collections.abc import Callable, Hashable, Sequence
 
 from ...exceptions import ShuttingDown, StoreUnavailable
 from ...store import Change, ChangeListener, Key, Record, Store
 from ..parking import Parked, Parking
+from .conditions import Condition
 
-__all__ = ["AtLeast", "Condition", "Watchers"]
+__all__ = ["Watchers"]
 
 log = logging.getLogger("aiobootstrap")
 
@@ -56,72 +57,15 @@ _RETRY_FIRST, _RETRY_MOST = 0.05, 1.0
 """Seconds before a failed seed is read again: doubling from the first to the most."""
 
 
-class Condition(abc.ABC):
-    """A predicate over the records of one (namespace, kind, role), kept as changes land; no I/O.
-
-    A subclass says what it keeps (:meth:`seed`, :meth:`changed`) and when it
-    is met (:attr:`met`); its :attr:`identity` names what makes two equal.
-    """
-
-    def __init__(self, namespace: str, kind: str, role: str) -> None:
-        self.namespace, self.kind, self.role = namespace, kind, role
-
-    @property
-    def identity(self) -> Hashable:
-        """Equal for conditions that are one (their waiters share a seed); a subclass adds its parameters."""
-        return (type(self), self.namespace, self.kind, self.role)
-
-    @abc.abstractmethod
-    def seed(self, records: Sequence[Record]) -> None:
-        """Start from ``records``, every record of the kind and role as read now."""
-
-    @abc.abstractmethod
-    def changed(self, change: Change) -> None:
-        """``change`` (of this kind and role) landed; it may have been in the seed already."""
-
-    @property
-    @abc.abstractmethod
-    def met(self) -> bool:
-        """Whether the records satisfy the condition now."""
-
-
-class AtLeast(Condition):
-    """At least ``count`` distinct records (ranks or names) of the kind and role, counted as they come and go."""
-
-    def __init__(self, namespace: str, kind: str, role: str, count: int) -> None:
-        super().__init__(namespace, kind, role)
-        self.count = count
-        self._present: set[Key] = set()
-
-    @property
-    def identity(self) -> Hashable:
-        return (type(self), self.namespace, self.kind, self.role, self.count)
-
-    def seed(self, records: Sequence[Record]) -> None:
-        self._present = {record.key for record in records}
-
-    def changed(self, change: Change) -> None:
-        if change.deleted:
-            self._present.discard(change.key)
-        else:
-            self._present.add(change.key)
-
-    @property
-    def present(self) -> int:
-        return len(self._present)
-
-    @property
-    def met(self) -> bool:
-        return len(self._present) >= self.count
-
-
 class _Shared:
     """One condition and its waiters: the event they wait on (replaced once set), how many, its seed."""
 
-    __slots__ = ("condition", "event", "heard", "lock", "seeded", "waiters")
+    __slots__ = ("condition", "event", "heard", "lock", "seeded", "since", "waiters")
 
     def __init__(self, condition: Condition) -> None:
         self.condition = condition
+        self.since = time.monotonic()
+        """When its first waiter came (the condition has had someone waiting since)."""
         self.event = asyncio.Event()
         self.waiters = 0
         self.seeded = False
@@ -153,11 +97,13 @@ class _Shared:
 class _KeySet:
     """A set wait's keys still missing; its event is set when the last arrives (or to read again)."""
 
-    __slots__ = ("event", "missing")
+    __slots__ = ("event", "missing", "since")
 
-    def __init__(self, missing: set[Key]) -> None:
+    def __init__(self, missing: set[Key], since: float) -> None:
         self.missing = missing
         self.event = asyncio.Event()
+        self.since = since
+        """When the set wait began."""
 
     def changed(self, change: Change) -> None:
         if not change.deleted:
@@ -245,6 +191,19 @@ class Watchers:
         """How many (namespace, kind)s a condition or a subscription watches right now."""
         return len(self._by_kind)
 
+    def oldest(self, oldest: dict[tuple[str, str, str], float]) -> None:
+        """Into ``oldest``, per (namespace, kind, role): the seconds the longest set wait or condition has
+        waited, where longer than what it holds (a walk of the waits, for a scrape)."""
+        now = time.monotonic()
+        for key, sets in self._by_key.items():
+            where = (key.namespace, key.kind, key.role)
+            for keys in sets:
+                oldest[where] = max(oldest.get(where, 0.0), now - keys.since)
+        for shared in self._conditions.values():
+            condition = shared.condition
+            where = (condition.namespace, condition.kind, condition.role)
+            oldest[where] = max(oldest.get(where, 0.0), now - shared.since)
+
     # -- a subscription ----------------------------------------------------
 
     def subscribe(self, namespace: str, kind: str, listener: ChangeListener) -> Callable[[], None]:
@@ -266,13 +225,13 @@ class Watchers:
         records = await self._store.get_many(keys)
         if timeout <= 0 or None not in records:
             return records
-        first = keys[0]
+        first, since = keys[0], time.monotonic()
         parked = self._park(first.namespace, first.kind, first.role)
         try:
             async with asyncio.timeout(timeout):
                 while None in records:
                     await self._arrivals(
-                        {key for key, record in zip(keys, records, strict=True) if record is None}
+                        since, {key for key, record in zip(keys, records, strict=True) if record is None}
                     )
                     records = await self._store.get_many(keys)
         except TimeoutError:
@@ -281,10 +240,10 @@ class Watchers:
             self._parking.unpark(parked)
         return records
 
-    async def _arrivals(self, missing: set[Key]) -> None:
+    async def _arrivals(self, since: float, missing: set[Key]) -> None:
         """Return once every key of ``missing`` has had a record since this began (or the feed resynced)."""
         wanted = list(missing)
-        waiting = _KeySet(set(wanted))
+        waiting = _KeySet(set(wanted), since)
         for key in wanted:
             self._by_key.setdefault(key, {})[waiting] = None
         try:
