@@ -39,9 +39,12 @@ async def test_two_first_prefill_ranks_at_once_are_both_registered(tmp_path: Pat
     try:
         bodies = [json.dumps(rank_body(tp, 0)).encode() for tp in (0, 1)]
         assert await _at_once(served.url, "PUT", "/route", bodies) == [200, 200]
-        async with aiohttp.ClientSession() as session, asyncio.timeout(ANSWERED):
-            async with session.get(served.url + "/prefill") as reply:
-                assert (await reply.json())["registered"] == 2
+        async with (
+            aiohttp.ClientSession() as session,
+            asyncio.timeout(ANSWERED),
+            session.get(served.url + "/prefill") as reply,
+        ):
+            assert (await reply.json())["registered"] == 2
     finally:
         served.process.kill()
         served.process.communicate()
