@@ -267,7 +267,8 @@ class Store(abc.ABC):
         members: one more raises :class:`~aiobootstrap.exceptions.TooManyRanks`,
         nothing changed), and is a put of the new value:
         the namespace's next version, the limits checked when the record is
-        new, durable and on the feed when this returns; removing the last
+        new, durable and on the feed when this returns (its :class:`Change`
+        naming the member, ``Change.member``); removing the last
         member leaves the record with no members. Returns the record as it
         now is, or ``None`` when there is none. When nothing changes (adding
         a member already in, removing one that is not), no version is taken
