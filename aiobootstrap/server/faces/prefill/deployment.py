@@ -7,7 +7,11 @@ replicas), and a ``prefill_rank`` record per rank, named by its coordinates.
 Readiness is the count of distinct rank records reaching the topology's
 product of sizes: a rank registering twice replaces its record and counts once.
 A topology whose ranks have all gone is replaced by the next registration
-(the deployment left with its last rank).
+(the deployment left with its last rank). Fixing the topology and storing the
+first rank are two writes, so a topology without ranks may be one whose first
+rank is being stored right now (through another replica, on a loaded
+machine): a contradicting rank waits up to ``LEFT_AFTER`` seconds for a rank to
+arrive (a core condition, no polling) before it takes the deployment for gone.
 """
 
 from __future__ import annotations
@@ -21,7 +25,11 @@ from ....exceptions import TopologyConflict
 from ....store import ABSENT, Key, Record
 from ....wire.prefill import PREFILL_RANK, PREFILL_TOPOLOGY, TOPOLOGY_NAME, Coords, PrefillRank, Topology
 
-__all__ = ["Deployment", "Readiness", "rank_key", "topology_key"]
+__all__ = ["LEFT_AFTER", "Deployment", "Readiness", "rank_key", "topology_key"]
+
+LEFT_AFTER = 2.0
+"""Seconds a topology without ranks is given for its first rank to arrive before a contradicting rank replaces
+it (issue 41, item 2: the two first writes of two deployments at once through two replicas)."""
 
 
 def topology_key(namespace: str) -> Key:
@@ -60,9 +68,11 @@ class Deployment:
                 problem = Topology.from_value(current.value).contradiction(rank.topology)
                 if problem is None:
                     break
-                if await self.registered():
+                if await self.registered() or await registry.wait_until(
+                    AtLeast(self.namespace, PREFILL_RANK, DEFAULT_ROLE, 1), LEFT_AFTER
+                ):
                     raise TopologyConflict(problem)
-                # Every rank of the old deployment has gone: this one starts a new deployment.
+                # No rank came: every rank of the old deployment has gone, and this one starts a new deployment.
             version = ABSENT if current is None else current.version
             if await registry.register_if(key, rank.topology.as_value(), version) is not None:
                 break
