@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from aiobootstrap.core.registry import Registry
 from aiobootstrap.server.appkeys import REGISTRY
 from aiobootstrap.store import Key, Record
 from aiobootstrap.wire.prefill import PREFILL_RANK
@@ -26,7 +27,7 @@ HELD = 0.3
 
 
 def _hold_rank_writes(client: Any) -> None:
-    registry = client.app[REGISTRY]
+    registry: Registry = client.app[REGISTRY]
     register = registry.register
 
     def held(key: Key, value: dict[str, Any], lease: str | None = None) -> Coroutine[Any, Any, Record]:
@@ -36,7 +37,7 @@ def _hold_rank_writes(client: Any) -> None:
 
         return later() if key.kind == PREFILL_RANK else register(key, value, lease)
 
-    registry.register = held
+    registry.register = held  # type: ignore[method-assign]
 
 
 @pytest.mark.parametrize("store_kind", ["memory", "redis"], indirect=True)
