@@ -1,11 +1,19 @@
 """The fast path, one room: replies written as pre-built bytes below ``web.Response``.
 
-A face asks this room for a reply; it does not build bytes itself, and it
-asks ``replies.eligible(request)`` first (``eligible.Eligibility``), the
-one rule of whether a request's reply may be pre-built. The rooms:
+A face's handler returns what it answers, a typed reply (``replies``: text,
+JSON, a record, a batch, a get that waits, a watch, a stream), and the one
+responder (``responder``, applied to every face route by
+``face.Route.definition``) decides how it is written: pre-built bytes when
+``eligible.Eligibility`` allows them, aiohttp's ``web.Response`` of the same
+bytes otherwise. A face imports ``replies`` and nothing else of this room:
+it builds no bytes, asks no rule, announces and settles no waiter. The rooms:
 
-- ``eligible``: that rule, decided once at the app's start and checked per
-  request;
+- ``replies``: the typed replies a handler returns (all a face imports);
+- ``responder``: the one place that turns them into bytes or aiohttp's
+  reply, and that announces a waiting get or watch before it parks and
+  settles it after;
+- ``eligible``: the rule, decided once at the app's start and checked per
+  request (by the responder alone);
 - ``prebuilt``: what every pre-built reply shares: the one ``Stamp``, the
   headers an access log reads (``reply_headers``), the response aiohttp
   reads (``BytesReply``, ``PrebuiltReply``) and the reply written early

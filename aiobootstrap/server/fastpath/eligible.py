@@ -20,10 +20,11 @@ The first two are read once, as the app starts (:meth:`Eligibility.decide`,
 by ``app``'s last start-up step: what an embedder adds is in place by then);
 the last is read per request, as one length. The app has one
 :class:`Eligibility` (``ELIGIBILITY``), which the gets' and the watches'
-replies hold (``GetReplies.eligible``, ``WatchReplies.eligible``): every fast
-reply calls it before it is announced or built (a get, a registration's
-``OK``, a woken get, a watch's long-poll and its stream's events, a lease
-keepalive), one call on a handler's way, and nothing else decides. A request
+replies hold (``GetReplies.eligible``, ``WatchReplies.eligible``): the one
+responder (``responder``) calls it before any reply is announced or built (a
+get, a registration's ``OK``, a woken get, a watch's long-poll and its
+stream's events, a text or JSON ``200``), one call on a request's way, and
+nothing else decides: no face asks it. A request
 it refuses takes aiohttp's own way, whose bytes are the same (the tests
 compare them header by header).
 """

@@ -25,7 +25,7 @@ path's package notes list every cache of the room):
 Two ways out, both taken only for a request that :attr:`GetReplies.eligible`
 allows:
 
-- A *woken* waiter's reply is written at its delivery. The handler announces
+- A *woken* waiter's reply is written at its delivery. The responder announces
   the get (:meth:`GetReplies.expect`, a :class:`PendingGet`);
   :meth:`GetReplies.delivered`, subscribed to the registry's deliveries,
   hears each record delivered, and the gets it answers are written back to
@@ -34,8 +34,8 @@ allows:
   tasks resume: the k-th waiter's first byte waits for k writes, not for k
   handler completions. As the wait returns, :meth:`GetReplies.settle` says
   what was written; nothing is written after it.
-- Every other get (a hit, a wait answered at its deadline) returns a
-  :class:`GetReply`, a ``web.StreamResponse`` whose ``prepare`` writes them.
+- Every other get (a hit, a wait answered at its deadline) is answered with
+  a :class:`GetReply`, a ``web.StreamResponse`` whose ``prepare`` writes them.
 
 Either way aiohttp gets a :class:`GetReply` and treats it like any reply:
 it logs the access, keeps or closes the connection as ``keep_alive`` says,
@@ -91,7 +91,8 @@ _MAX_CACHED = 256
 
 _VERSION_NAME = VERSION_HEADER.encode()
 
-Encoder = Callable[["Record"], bytes]
+Encode = Callable[["Record"], bytes]
+"""How a record becomes a get's reply bytes: the app passes its kind table's (``KindTable.encode``)."""
 
 
 class GetReplies:
@@ -103,15 +104,15 @@ class GetReplies:
 
     def __init__(
         self,
-        encode: Encoder,
+        encode: Encode,
         boot: Callable[[], str],
         *,
-        encode_object: Encoder | None = None,
+        encode_object: Encode | None = None,
         eligible: Eligibility | None = None,
     ) -> None:
         """``eligible``: the app's one rule (``eligible.ELIGIBILITY``); none allows nothing."""
         self.eligible = Eligibility() if eligible is None else eligible
-        """Asked by every face before it takes a pre-built reply: ``replies.eligible(request)``."""
+        """Asked by the responder before it takes a pre-built reply: ``replies.eligible(request)``."""
         self._encode = encode
         self._encode_object = encode if encode_object is None else encode_object
         self._boot = boot
@@ -194,7 +195,10 @@ class GetReplies:
                 variant = _variant(pending.request) | whole << 3
                 parts = made.get(variant)
                 if parts is None:
-                    parts = made[variant] = (*self.parts(record, variant & 7, whole), len(self.body(record, whole)))
+                    parts = made[variant] = (
+                        *self.parts(record, variant & 7, whole),
+                        len(self.body(record, whole)),
+                    )
                 # A large body (parts[1]) waits for its handler, which writes it with flow control.
                 if parts[1] is None and pending.write_once(parts[0], parts[2]):
                     pending.record = record

@@ -67,6 +67,8 @@ def responding(handler: FaceHandler) -> Handler:
     @functools.wraps(handler)
     async def responded(request: web.Request) -> web.StreamResponse:
         result = await handler(request)
+        if isinstance(result, TextReply):  # a registration's OK: no other frame on the busiest way
+            return _text(request, result)
         if isinstance(result, web.StreamResponse):
             return result
         return await respond(request, result)
