@@ -8,15 +8,14 @@ Read with the namespace figures just before a scrape renders (``app``'s
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import replace
 
 from prometheus_client.core import GaugeMetricFamily, Metric
 
-from .._names import DEFAULT_ROLE, RANK_KINDS
 from ..core.registry import Registry
-from ..store import Key
-from ..wire.metadata import METADATA
-from ..wire.prefill import PREFILL_RANK, PREFILL_TOPOLOGY, TOPOLOGY_NAME, Topology
+from .config import ServerConfig
+from .face import Face
 from .metrics import KindFigures, Metrics
 
 __all__ = ["BringUpCollector", "kind_figures", "waits_by_namespace"]
@@ -34,33 +33,28 @@ def waits_by_namespace(
 
 
 async def kind_figures(
-    registry: Registry, namespace: str, world_size: int | None, waits: Mapping[tuple[str, str], float]
+    registry: Registry,
+    namespace: str,
+    faces: Sequence[Face],
+    config: ServerConfig,
+    waits: Mapping[tuple[str, str], float],
 ) -> tuple[KindFigures, ...]:
-    """Role target of every per-rank kind, and every kind and role with gets parked (``waits``: the
-    namespace's, by kind and role, from :func:`waits_by_namespace`)."""
-    shown = {(kind, DEFAULT_ROLE) for kind in RANK_KINDS} | set(waits)
-    figures = [
-        KindFigures(
-            kind, role, await registry.count(namespace, kind, role), world_size, waits.get((kind, role), 0.0)
-        )
-        for kind, role in sorted(shown)
-    ]
-    return (*figures, *await _face_figures(registry, namespace))
-
-
-async def _face_figures(registry: Registry, namespace: str) -> list[KindFigures]:
-    """The faces' named records: a prefill deployment's ranks (its topology's product of sizes the world
-    size, so ``aiobootstrap_missing_ranks`` alerts on it too), and Mooncake's metadata keys, when there are."""
-    figures = []
-    topology = await registry.get(Key.named(namespace, PREFILL_TOPOLOGY, DEFAULT_ROLE, TOPOLOGY_NAME))
-    if topology is not None:
-        expected = Topology.from_value(topology.value).expected
-        ranks = await registry.count(namespace, PREFILL_RANK, DEFAULT_ROLE)
-        figures.append(KindFigures(PREFILL_RANK, DEFAULT_ROLE, ranks, expected, 0.0))
-    keys = await registry.count(namespace, METADATA, DEFAULT_ROLE)
-    if keys:
-        figures.append(KindFigures(METADATA, DEFAULT_ROLE, keys, None, 0.0))
-    return figures
+    """What each face counts of its records in ``namespace`` (``Face.figures``), and every kind and role
+    with gets parked, each with its oldest wait (``waits``: the namespace's, by kind and role, from
+    :func:`waits_by_namespace`), in order of kind and role."""
+    shown: dict[tuple[str, str], KindFigures] = {}
+    for face in faces:
+        if face.figures is not None:
+            for each in await face.figures(registry, namespace, config):
+                shown[each.kind, each.role] = each
+    for (kind, role), seconds in waits.items():
+        declared = shown.get((kind, role))
+        if declared is None:
+            count = await registry.count(namespace, kind, role)
+            shown[kind, role] = KindFigures(kind, role, count, config.world_size, seconds)
+        else:
+            shown[kind, role] = replace(declared, oldest_wait=seconds)
+    return tuple(shown[where] for where in sorted(shown))
 
 
 class BringUpCollector:

@@ -3,11 +3,11 @@
 A face (``faces/<name>/``) declares, in its ``face.py``, everything the app
 needs of it: its routes, the :class:`Access` of each (one table of
 :class:`Route` entries, :meth:`Face.of_routes`, where each is written by hand), its
-OpenAPI paths and schemas, and its start-up and cleanup, if any. ``faces.FACES`` lists the
-app's faces; ``create_app`` routes them (each also under ``/ns/{namespace}``),
+OpenAPI paths and schemas, its settings, and its start-up and cleanup, if any. ``face_registry`` finds the
+installed faces; ``create_app`` routes them (each also under ``/ns/{namespace}``),
 ``access.route_access`` classifies their routes from their declarations and
 ``openapi.document`` describes them from theirs. A new face is a new folder
-and one entry in ``FACES``: nothing else is edited.
+(or another package's entry point): nothing else is edited.
 
 This module sits below the faces and below ``access``, ``auth`` and
 ``openapi``, which all read it; it imports only ``kind_spec`` and the fast path's responder
@@ -16,21 +16,23 @@ This module sits below the faces and below ``access``, ``auth`` and
 
 from __future__ import annotations
 
+import argparse
 import enum
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from aiohttp import web
 
 from .fastpath.replies import FaceHandler
 from .fastpath.responder import responding
-from .kind_spec import KindFigures, KindSpec
+from .kind_spec import KindFigures, KindSpec, NamespaceCount
 
 if TYPE_CHECKING:
     from ..core.registry import Registry
+    from .config import ServerConfig
 
-__all__ = ["Access", "CleanupContext", "ExpectHandler", "Face", "Route", "RouteAccess"]
+__all__ = ["Access", "CleanupContext", "ExpectHandler", "Face", "FaceSettings", "Route", "RouteAccess"]
 
 
 class Access(enum.Enum):
@@ -73,6 +75,20 @@ class Route:
         return web.route(self.method, self.path, handler, expect_handler=expect)
 
 
+class FaceSettings(Protocol):
+    """What a face's settings class offers the command line (``Face.settings``): a frozen dataclass whose
+    every field has a default, validated in its ``__post_init__`` (a one-line ``ValueError``)."""
+
+    @classmethod
+    def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
+        """Add its options to ``serve``'s parser (each default in its help)."""
+
+    @classmethod
+    def from_arguments(cls, args: argparse.Namespace, environ: Mapping[str, str]) -> Any:
+        """The settings the parsed ``args`` ask for; its engine's variables in ``environ`` where an option
+        is not given."""
+
+
 def _nothing() -> dict[str, Any]:
     return {}
 
@@ -100,8 +116,18 @@ class Face:
     """Its ``cleanup_ctx`` steps: run after the registry is open, before the fast path subscribes."""
     kinds: tuple[KindSpec, ...] = ()
     """The record kinds it owns: how a get of each is encoded, whether it is listed, a set, capped."""
-    figures: Callable[[Registry, str], Awaitable[Sequence[KindFigures]]] | None = None
-    """What ``/metrics`` and the page count of its records in a namespace (``None``: nothing)."""
+    figures: Callable[[Registry, str, ServerConfig], Awaitable[Sequence[KindFigures]]] | None = None
+    """What ``/metrics`` counts of its records in a namespace, per kind and role (``None``: nothing); the
+    host adds each kind and role with gets parked, and their oldest waits."""
+    counts: tuple[NamespaceCount, ...] = ()
+    """Its named counts of a namespace: ``/namespaces``' fields, and gauges of ``/metrics``."""
+    settings: type[FaceSettings] | None = None
+    """Its settings class (a frozen dataclass whose every field has a default, :class:`FaceSettings`): its
+    command line options, read into ``ServerConfig.settings``; the face reads them with
+    ``app[CONFIG].settings_of(ItsSettings)``. ``None``: it has none."""
+    order: int = 100
+    """Where it is served among the faces, lower first (ties by name): the order of the routes, of the
+    OpenAPI paths and of what the page and ``/metrics`` show."""
 
     @classmethod
     def of_routes(cls, name: str, table: Callable[[], Sequence[Route]], **parts: Any) -> Face:

@@ -20,8 +20,8 @@ import contextlib
 import functools
 import time
 from bisect import bisect_left
-from collections.abc import Awaitable, Callable, Collection, Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Collection, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, TypeVar, cast
 
 from aiohttp import web
@@ -32,7 +32,7 @@ from prometheus_client.utils import floatToGoString
 from ..exceptions import BootstrapError, NotRegistered
 from ..store import Record
 from .access import GUARD
-from .kind_spec import KindFigures
+from .kind_spec import KindFigures, NamespaceCount
 
 __all__ = [
     "METRICS",
@@ -58,10 +58,10 @@ class NamespaceFigures:
     """What a scrape shows of one namespace, read from the store and the registry just before."""
 
     name: str
-    ranks: int
     parked: int
     version: int
-    encoder_urls: int = 0
+    counts: Mapping[str, int] = field(default_factory=dict)
+    """The faces' named counts (``Face.counts``): ``/namespaces``' fields, and gauges of their own."""
     kinds: tuple[KindFigures, ...] = ()
     """Per kind and role: registered, world size, oldest wait (``bringup_metrics`` shows them)."""
 
@@ -78,9 +78,6 @@ class _NamespaceCollector:
             "Registrations answered by this server, by namespace.",
             labels=["namespace"],
         )
-        ranks = GaugeMetricFamily(
-            "aiobootstrap_registered_ranks", "Ranks registered right now, by namespace.", labels=["namespace"]
-        )
         parked = GaugeMetricFamily(
             "aiobootstrap_parked_waiters",
             "Get requests waiting right now, by namespace.",
@@ -91,13 +88,14 @@ class _NamespaceCollector:
         )
         by_kind = CounterMetricFamily(
             "aiobootstrap_kind_registrations",
-            "Registrations answered by this server, by namespace and record kind "
-            "(transfer_engine_info, parallelism_config, encoder_urls).",
+            "Registrations answered by this server, by namespace and record kind.",
             labels=["namespace", "kind"],
         )
-        encoders = GaugeMetricFamily(
-            "aiobootstrap_encoder_urls", "Encoder URLs listed right now, by namespace.", labels=["namespace"]
-        )
+        gauges = [
+            (count.name, GaugeMetricFamily(count.metric, count.help, labels=["namespace"]))
+            for count in self._metrics.counts
+            if count.metric is not None
+        ]
         figures = self._metrics.namespaces
         # Grouped once: each namespace then costs its own kinds, not every namespace's counts.
         kinds_counted: dict[str, list[tuple[str, int]]] = {}
@@ -105,16 +103,16 @@ class _NamespaceCollector:
             kinds_counted.setdefault(name, []).append((kind, count))
         for namespace in figures:
             registrations.add_metric([namespace.name], self._metrics.registrations[namespace.name])
-            ranks.add_metric([namespace.name], namespace.ranks)
             parked.add_metric([namespace.name], namespace.parked)
             version.add_metric([namespace.name], namespace.version)
-            encoders.add_metric([namespace.name], namespace.encoder_urls)
+            for name, gauge in gauges:
+                gauge.add_metric([namespace.name], namespace.counts.get(name, 0))
             for kind, count in kinds_counted.get(namespace.name, ()):
                 by_kind.add_metric([namespace.name, kind], count)
         yield by_kind
-        yield encoders
+        for _, gauge in gauges:
+            yield gauge
         yield registrations
-        yield ranks
         yield parked
         yield version
         yield GaugeMetricFamily(
@@ -168,16 +166,22 @@ class Metrics:
     """
 
     def __init__(
-        self, live: Callable[[], Awaitable[Collection[str]]] | None = None, keep: int = 1024
+        self,
+        live: Callable[[], Awaitable[Collection[str]]] | None = None,
+        keep: int = 1024,
+        *,
+        counts: Sequence[NamespaceCount] = (),
     ) -> None:
         """``live`` reads the namespaces alive now (holding records or waits): when the counters hold
-        more than twice ``keep`` namespaces, those of the others are forgotten (as at each scrape)."""
+        more than twice ``keep`` namespaces, those of the others are forgotten (as at each scrape).
+        ``counts``: the faces' named counts, each shown as a gauge of its own if it names one."""
+        self.counts = tuple(counts)
         self._live = live
         self._keep = keep
         self._pruning: asyncio.Task[None] | None = None
         self.registry = CollectorRegistry()
         self.registrations: collections.Counter[str] = collections.Counter()
-        """Registrations answered, by namespace (every kind, encoder URLs included)."""
+        """Registrations answered, by namespace (every kind)."""
         self.registrations_by_kind: collections.Counter[tuple[str, str]] = collections.Counter()
         """Registrations answered, by namespace and record kind."""
         self.namespaces: list[NamespaceFigures] = []
@@ -193,7 +197,7 @@ class Metrics:
         self.registry.register(_NamespaceCollector(self))
 
     def count_registration(self, namespace: str, kind: str) -> None:
-        """Count an answered registration of ``kind`` (a kind name, or ``encoder_urls``)."""
+        """Count an answered registration of ``kind`` (a kind's name)."""
         self.registrations[namespace] += 1
         self.registrations_by_kind[namespace, kind] += 1
         if len(self.registrations) > 2 * self._keep and self._live is not None and self._pruning is None:

@@ -240,6 +240,17 @@ class NamespaceSummary:
     waiters: int
     """Waits parked in the namespace right now."""
     encoder_urls: int = 0
+    others: Mapping[str, int] = field(default_factory=dict)
+    """The other counts a server's faces keep of the namespace (a face of another package's), by name."""
+
+
+def namespace_summary(name: str, version: int, waiters: int, counts: Mapping[str, int]) -> NamespaceSummary:
+    """A namespace as ``GET /namespaces`` shows it, from the counts the server's faces keep, by name
+    (``Face.counts``): ``ranks`` and ``encoder_urls`` are the reply's own fields, any other is added."""
+    others = dict(counts)
+    return NamespaceSummary(
+        name, version, others.pop("ranks", 0), waiters, others.pop("encoder_urls", 0), others
+    )
 
 
 def encode_namespaces(namespaces: Sequence[NamespaceSummary], waits: int | None = None) -> bytes:
@@ -255,6 +266,7 @@ def encode_namespaces(namespaces: Sequence[NamespaceSummary], waits: int | None 
                     "ranks": each.ranks,
                     "waiters": each.waiters,
                     "encoder_urls": each.encoder_urls,
+                    **each.others,
                 }
                 for each in namespaces
             ],

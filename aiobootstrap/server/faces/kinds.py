@@ -15,10 +15,10 @@ encoders for its replies and their JSON schemas. Registration, deletion,
 metrics, the OpenAPI description, the journal and every store follow from
 the entry (``tests/test_kinds.py`` adds a kind that way).
 
-The encoder URL list is a kind of its own shape: a set of strings with a
-version, kept as one record (:data:`ENCODER_URLS`, rank 0) whose members the
-store changes atomically (:meth:`~aiobootstrap.store.Store.set_member`).
-Waiting for the list to change is waiting for that record's next version.
+The engine-info face serves these kinds and declares them to the host
+(:func:`kind_spec`, its ``Face.kinds``); the native face lists them
+(``/ranks``). The other faces' kinds (a set of encoder URLs, a prefill rank,
+a Mooncake key) are theirs alone, each declared in its own folder.
 
 Nothing here does I/O.
 """
@@ -31,23 +31,13 @@ from typing import Any
 
 from ... import wire
 from ..._json import dumps
-from ..._names import DEFAULT_ROLE, ENCODER_URLS
 from ...exceptions import BadRequest, missing_ranks_detail
-from ...store import Key, Record, members_of
+from ...store import Key, Record
 from ...wire.kinds import PARALLELISM_CONFIG_ROUTES, TRANSFER_ENGINE_INFO_ROUTES, KindRoutes
-from ...wire.metadata import METADATA, decode_value
-from ...wire.prefill import PREFILL_RANK, encode_address
+from ..kind_spec import KindSpec
 from . import records
 
-__all__ = [
-    "KINDS",
-    "TRANSFER_ENGINE_INFO_KIND",
-    "RecordKind",
-    "encode_object_reply",
-    "encode_reply",
-    "encoder_list_key",
-    "kind_named",
-]
+__all__ = ["KINDS", "TRANSFER_ENGINE_INFO_KIND", "RecordKind", "kind_named", "kind_spec"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -203,35 +193,6 @@ def kind_named(name: str | None) -> RecordKind:
     return kind
 
 
-def encoder_list_key(namespace: str) -> Key:
-    """The key of ``namespace``'s encoder URL list."""
-    return Key(namespace, ENCODER_URLS, DEFAULT_ROLE, 0)
-
-
-def encoder_urls(record: Record | None) -> list[str]:
-    """The URLs of an encoder list record, in order of first registration."""
-    return members_of(None if record is None else record.value)
-
-
-def encode_object_reply(record: Record) -> bytes:
-    """A ``form=object`` get's reply for a per-rank record: what ``GetReplies.body(record, True)`` caches."""
-    kind = _find(record.key.kind)
-    if kind is None:
-        raise ValueError(f"No kind {record.key.kind!r} in the kind table")
-    return kind.encode_object(record)
-
-
-def encode_reply(record: Record) -> bytes:
-    """A get's reply for a record of any kind: what ``replies.GetReplies.body`` caches per version."""
-    if record.key.kind == ENCODER_URLS:
-        return wire.encode_encoder_urls(encoder_urls(record), record.version)
-    if record.key.kind == METADATA:
-        return decode_value(record.value)  # a Mooncake value: the bytes the engine put
-    if record.key.kind == PREFILL_RANK:
-        return encode_address(
-            record.value
-        )  # a prefill rank's GET /route: its address, as the engines write it
-    kind = _find(record.key.kind)
-    if kind is None:
-        raise ValueError(f"No kind {record.key.kind!r} in the kind table")
-    return kind.encode(record)
+def kind_spec(kind: RecordKind) -> KindSpec:
+    """What the host needs of a per-rank kind: its replies (the engine-info face declares it)."""
+    return KindSpec(kind.name, kind.encode, kind.encode_object)

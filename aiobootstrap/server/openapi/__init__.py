@@ -27,7 +27,7 @@ from ..access import route_access
 from ..face import Access, Face
 from ..face_registry import installed_faces
 from .paths import PATHS, RANKS_FORMAT, in_namespace, json_reply
-from .schemas import SCHEMAS
+from .schemas import SCHEMAS, namespaces_schema
 
 __all__ = ["RANKS_FORMAT", "document", "openapi"]
 
@@ -52,6 +52,7 @@ def document(
     access = route_access(faces)
     paths: dict[str, Any] = {}
     schemas = copy.deepcopy(SCHEMAS)
+    schemas["Namespaces"] = namespaces_schema(count for face in faces for count in face.counts)
     for face in faces:
         for route, item in face.paths().items():
             paths[route] = {**paths.get(route, {}), **copy.deepcopy(item)}

@@ -2,19 +2,22 @@
 
 :func:`ref` refers to a schema, :data:`RANK` and :data:`ROLE` are the
 schemas of a rank and a role wherever they are given; :data:`SCHEMAS` holds
-the error replies (``Error``, ``Missing``) and ``/namespaces``' reply. Each
-face's own schemas are in its folder (``Face.schemas``).
+the error replies (``Error``, ``Missing``); :func:`namespaces_schema` is
+``/namespaces``' reply, with a field for each count the faces declare
+(``Face.counts``). Each face's own schemas are in its folder (``Face.schemas``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from ... import wire
 from ..._names import DEFAULT_ROLE, MAX_ROLE_LENGTH
 from ..._ranks import MAX_RANK
+from ..kind_spec import NamespaceCount
 
-__all__ = ["RANK", "ROLE", "SCHEMAS", "ref"]
+__all__ = ["RANK", "ROLE", "SCHEMAS", "namespaces_schema", "ref"]
 
 
 def ref(name: str) -> dict[str, str]:
@@ -36,7 +39,8 @@ SCHEMAS: dict[str, Any] = {
             "detail": {"type": "string", "description": "One sentence saying what went wrong."},
             "error": {
                 "type": "string",
-                "description": "Only for a missing or empty encoder url: the engines' own error text.",
+                "description": "Only where a face answers as its engine's own server does: that server's "
+                "error text.",
             },
             "code": {
                 "type": "string",
@@ -70,7 +74,20 @@ SCHEMAS: dict[str, Any] = {
             },
         },
     },
-    "Namespaces": {
+}
+
+
+def namespaces_schema(counts: Iterable[NamespaceCount]) -> dict[str, Any]:
+    """The ``Namespaces`` schema: ``/namespaces``' reply, a namespace's fields with each of ``counts``."""
+    counted = {
+        count.name: {
+            "type": "integer",
+            "minimum": 0,
+            **({} if count.description is None else {"description": count.description}),
+        }
+        for count in counts
+    }
+    return {
         "type": "object",
         "required": ["namespaces"],
         "properties": {
@@ -83,20 +100,14 @@ SCHEMAS: dict[str, Any] = {
                 "type": "array",
                 "items": {
                     "type": "object",
-                    "required": ["namespace", "version", "ranks", "waiters", "encoder_urls"],
+                    "required": ["namespace", "version", "waiters", *counted],
                     "properties": {
                         "namespace": {"type": "string"},
                         "version": {"type": "integer", "minimum": 0},
-                        "ranks": {
-                            "type": "integer",
-                            "minimum": 0,
-                            "description": "Ranks holding transfer-engine info of role target.",
-                        },
                         "waiters": {"type": "integer", "minimum": 0, "description": "Waits parked now."},
-                        "encoder_urls": {"type": "integer", "minimum": 0},
+                        **counted,
                     },
                 },
             },
         },
-    },
-}
+    }
