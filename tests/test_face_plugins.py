@@ -9,6 +9,7 @@ option and its own environment variable; no module of the package names it.
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import os
 import subprocess
@@ -239,10 +240,8 @@ def test_the_config_holds_each_faces_settings_once_and_defaults_otherwise() -> N
 
 def test_two_faces_of_one_name_are_an_error(monkeypatch: pytest.MonkeyPatch) -> None:
     """An entry point named as a folder's face does not hide it: the registry refuses both, naming them."""
-    point = face_registry.importlib.metadata.EntryPoint(
-        "native", "elsewhere:FACE", face_registry.ENTRY_POINT_GROUP
-    )
-    monkeypatch.setattr(face_registry.importlib.metadata, "entry_points", lambda group: [point])
+    point = importlib.metadata.EntryPoint("native", "elsewhere:FACE", face_registry.ENTRY_POINT_GROUP)
+    monkeypatch.setattr(importlib.metadata, "entry_points", lambda group: [point])
     face_registry._found.cache_clear()
     try:
         with pytest.raises(ValueError, match="two installed faces are named 'native'"):
