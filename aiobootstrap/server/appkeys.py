@@ -1,24 +1,32 @@
-"""The app's state under typed ``web.AppKey``s: its config, its registry, the encoder probes' findings.
+"""The app's state under typed ``web.AppKey``s: its config, its registry, its faces' kinds, a prober's findings.
 
 Each room keeps the key of what it owns (``METRICS`` in ``metrics``,
 ``BODY_BUDGET`` in ``body``, ``GET_REPLIES`` in ``fastpath.gets``); these
 are read by more than one room, so they sit below all of them. ``app`` sets
-the first two; the encoder face's start-up sets ``FINDINGS`` (so the native
-face's watch and the fast path read it without importing the encoder face).
+the first three; a face that probes what its records name sets ``FINDINGS``
+at its start-up (so the native face's watch and the fast path read it without
+importing that face).
 """
 
 from __future__ import annotations
 
 from aiohttp import web
 
+from ..core.history import History
 from ..core.registry import Registry
 from ..core.tally import Tally
 from .config import ServerConfig
+from .kind_spec import KindTable
 
-__all__ = ["CONFIG", "FINDINGS", "REGISTRY"]
+__all__ = ["CONFIG", "FINDINGS", "HISTORY", "KIND_TABLE", "REGISTRY"]
 
 CONFIG = web.AppKey("config", ServerConfig)
 REGISTRY = web.AppKey("registry", Registry)
 """The registry of every namespace, and through it the store."""
-FINDINGS = web.AppKey("encoder_findings", Tally)
-"""The encoder probes' rounds that changed a finding (``EncoderHealth.findings``), when probing is on."""
+HISTORY = web.AppKey("history", History)
+"""The watch history of every namespace (``app`` makes it beside the registry; the native face's ``/watch``
+reads it)."""
+KIND_TABLE = web.AppKey("kind_table", KindTable)
+"""Every record kind the app's faces declare (``Face.kinds``), by name."""
+FINDINGS = web.AppKey("findings", Tally)
+"""A face's probe rounds that changed a finding, when it probes (a watch's ``&findings=`` follows them)."""

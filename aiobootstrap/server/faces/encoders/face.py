@@ -4,12 +4,19 @@ and the prober that evicts dead encoders, started and stopped with the app."""
 from __future__ import annotations
 
 from .... import wire
+from ...._names import ENCODER_URLS
+from ....core.registry import Registry
+from ....store import Record
 from ...face import Access, Face, Route
+from ...kind_spec import KindSpec, NamespaceCount
 from . import openapi
+from .changes import describe_url_change
 from .health import encoder_health_context
+from .keys import encoder_list_key, encoder_urls
 from .routes import encoder_url_health, list_encoder_urls, register_encoder_url, unregister_encoder_url
+from .settings import EncoderSettings
 
-__all__ = ["ENCODERS"]
+__all__ = ["FACE"]
 
 
 def _routes() -> list[Route]:
@@ -21,11 +28,34 @@ def _routes() -> list[Route]:
     ]
 
 
-ENCODERS = Face.of_routes(
+def _encode_list(record: Record) -> bytes:
+    return wire.encode_encoder_urls(encoder_urls(record), record.version)
+
+
+async def _listed(registry: Registry, namespace: str) -> int:
+    return len(encoder_urls(await registry.get(encoder_list_key(namespace))))
+
+
+URL_LIST = KindSpec(ENCODER_URLS, _encode_list, members=True, describe_change=describe_url_change)
+"""A namespace's encoder URLs (role ``target``) and its evicted ones (role ``evicted``): each one set record."""
+
+LISTED_URLS = NamespaceCount(
+    "encoder_urls",
+    _listed,
+    metric="aiobootstrap_encoder_urls",
+    help="Encoder URLs listed right now, by namespace.",
+)
+"""The URLs a namespace lists: ``/namespaces``' ``encoder_urls``, and ``aiobootstrap_encoder_urls``."""
+
+FACE = Face.of_routes(
     "encoders",
     _routes,
     paths=lambda: openapi.PATHS,
     schemas=lambda: openapi.SCHEMAS,
     contexts=(encoder_health_context,),
+    kinds=(URL_LIST,),
+    counts=(LISTED_URLS,),
+    settings=EncoderSettings,
+    order=20,
 )
 """The encoder URL routes, and the prober (``health.py``) as its start-up and cleanup."""

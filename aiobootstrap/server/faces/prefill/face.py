@@ -8,13 +8,28 @@ from collections.abc import AsyncIterator
 from aiohttp import web
 
 from .... import wire
+from ...._json import dumps
+from ...._names import DEFAULT_ROLE
+from ....core.registry import Registry
+from ....store import Key, Record
+from ....wire.prefill import (
+    PREFILL_RANK,
+    PREFILL_ROOM,
+    PREFILL_TOPOLOGY,
+    TOPOLOGY_NAME,
+    Topology,
+    encode_address,
+)
 from ...appkeys import CONFIG
+from ...config import ServerConfig
 from ...face import Access, Face, Route
+from ...kind_spec import KindFigures, KindSpec
 from . import openapi
-from .rooms import ROOM_LEASES, RoomLeases, query_dp_ranks, register_dp_rank
+from .rooms import ROOM_LEASES, RoomLeases, query_dp_ranks, register_dp_rank, room_cap
 from .routes import delete_route, get_route, list_prefill, put_route
+from .settings import PrefillSettings
 
-__all__ = ["PREFILL"]
+__all__ = ["FACE"]
 
 
 def _routes() -> list[Route]:
@@ -33,15 +48,46 @@ def _routes() -> list[Route]:
 
 async def _room_leases(app: web.Application) -> AsyncIterator[None]:
     """Each namespace's lease of the current epoch of rooms, for as long as the app runs."""
-    app[ROOM_LEASES] = RoomLeases(app[CONFIG].dp_room_ttl)
+    app[ROOM_LEASES] = RoomLeases(app[CONFIG].settings_of(PrefillSettings).dp_room_ttl)
     yield
 
 
-PREFILL = Face.of_routes(
+def _encode_rank(record: Record) -> bytes:
+    return encode_address(record.value)  # a prefill rank's GET /route: its address, as the engines write it
+
+
+def _encode_value(record: Record) -> bytes:
+    return dumps(record.value)
+
+
+KINDS = (
+    KindSpec(PREFILL_RANK, _encode_rank),
+    KindSpec(PREFILL_TOPOLOGY, _encode_value),
+    KindSpec(PREFILL_ROOM, _encode_value, cap=room_cap),
+)
+"""A prefill rank's address (by its name), a deployment's topology (one, named), a bootstrap room."""
+
+
+async def _figures(registry: Registry, namespace: str, config: ServerConfig) -> list[KindFigures]:
+    """A deployment's ranks, its topology's product of sizes the world size (so ``aiobootstrap_missing_ranks``
+    alerts on it too), when there is one."""
+    topology = await registry.get(Key.named(namespace, PREFILL_TOPOLOGY, DEFAULT_ROLE, TOPOLOGY_NAME))
+    if topology is None:
+        return []
+    expected = Topology.from_value(topology.value).expected
+    ranks = await registry.count(namespace, PREFILL_RANK, DEFAULT_ROLE)
+    return [KindFigures(PREFILL_RANK, DEFAULT_ROLE, ranks, expected, 0.0)]
+
+
+FACE = Face.of_routes(
     "prefill",
     _routes,
     paths=lambda: openapi.PATHS,
     schemas=lambda: openapi.SCHEMAS,
     contexts=(_room_leases,),
+    kinds=KINDS,
+    figures=_figures,
+    settings=PrefillSettings,
+    order=30,
 )
 """The prefill ranks, decode's questions and the bootstrap rooms."""
