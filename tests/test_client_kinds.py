@@ -22,7 +22,7 @@ from aiobootstrap import (
     ServerConfig,
     TransferEngineInfo,
 )
-from aiobootstrap.server.faces.kinds import encoder_list_key
+from aiobootstrap.server.faces.encoders.keys import encoder_list_key
 from aiobootstrap.store import Key
 
 from .helpers.clients import ServerFactory, start, url_of

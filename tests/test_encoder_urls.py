@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from aiobootstrap.server.faces.kinds import encoder_list_key
+from aiobootstrap.server.faces.encoders.keys import encoder_list_key
 from aiobootstrap.store.file import FileStore
 
 from .helpers.registry import open_registry
