@@ -2,7 +2,7 @@
 
 It knows nothing of sockets or signals (see ``server``): a test drives it
 with ``aiohttp_client(create_app(config))``. The handlers are the faces'
-(``faces/``, each declared as a ``face.Face``, listed in ``faces.FACES``):
+(``faces/``, each declared as a ``face.Face``, found by ``face_registry``):
 the app serves each face's routes and their ``/ns/{namespace}`` twins, and
 runs its start-up; the routes served once for the whole server are its
 own. The one front middleware is in ``front`` (its error replies in ``errors``), the pre-built replies in
@@ -41,7 +41,7 @@ from .bringup_metrics import BringUpCollector, kind_figures, waits_by_namespace
 from .config import ServerConfig
 from .errors import STORE_REFUSALS, store_refusals
 from .face import ExpectHandler, Face
-from .faces import FACES
+from .face_registry import installed_faces, select
 from .faces.kinds import encode_object_reply, encode_reply, encoder_list_key, encoder_urls
 from .faces.native.status import list_namespaces, ready
 from .faces.native.watch import HISTORY, WATCH_FIGURES, WatchCollector, WatchFigures
@@ -62,10 +62,11 @@ __all__ = ["CONFIG", "GET_REPLIES", "REGISTRY", "create_app", "release_waiters"]
 log = logging.getLogger("aiobootstrap")
 
 
-def create_app(config: ServerConfig | None = None, *, faces: Sequence[Face] = FACES) -> web.Application:
-    """The aiobootstrap app for ``config`` (defaults when omitted), serving ``faces`` (the server's
-    ``FACES`` unless told) beside its own routes."""
+def create_app(config: ServerConfig | None = None, *, faces: Sequence[Face] | None = None) -> web.Application:
+    """The aiobootstrap app for ``config`` (defaults when omitted), serving ``faces`` (the installed ones,
+    ``face_registry``, unless told; those ``config.faces`` names of them) beside its own routes."""
     config = config if config is not None else ServerConfig()
+    faces = select(installed_faces() if faces is None else faces, config.faces)
     tokens = config.tokens
     guard = None if tokens is None else Guard(tokens, open_reads=config.auth_reads == "open")
     # The slash redirect, then the metrics' timing around the error replies: one middleware (front.py).
@@ -140,8 +141,9 @@ async def _slash_redirect(request: web.Request, handler: Handler) -> web.StreamR
         return reply
 
 
-def _routes(expect: ExpectHandler | None = None, faces: Sequence[Face] = FACES) -> list[web.RouteDef]:
-    """The routes of ``faces``: each is also served under ``/ns/{namespace}``."""
+def _routes(expect: ExpectHandler | None = None, faces: Sequence[Face] | None = None) -> list[web.RouteDef]:
+    """The routes of ``faces`` (the installed ones unless told): each is also served under ``/ns/{namespace}``."""
+    faces = installed_faces() if faces is None else faces
     return [route for face in faces for route in face.routes(expect)]
 
 
