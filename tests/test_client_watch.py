@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from aiobootstrap import BootstrapClient, BootstrapServer, ServerConfig, SyncBootstrapClient, WatchedChange
-from aiobootstrap.server.faces.native.watch import HISTORY
+from aiobootstrap.server.appkeys import HISTORY
 
 from .helpers.clients import _restart
 from .helpers.waits import GUARD, until

@@ -19,8 +19,7 @@ from aiohttp import web
 from aiohttp.typedefs import Handler
 
 from aiobootstrap import ServerConfig, create_app
-from aiobootstrap.server.appkeys import REGISTRY
-from aiobootstrap.server.faces.native.watch import HISTORY
+from aiobootstrap.server.appkeys import HISTORY, REGISTRY
 from aiobootstrap.server.fastpath.eligible import ELIGIBILITY
 
 from .helpers.registry import register_in

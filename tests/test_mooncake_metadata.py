@@ -13,8 +13,7 @@ from urllib.parse import quote
 import pytest
 
 from aiobootstrap import ServerConfig, create_app
-from aiobootstrap.server.appkeys import CONFIG, REGISTRY
-from aiobootstrap.server.faces.native.watch import HISTORY
+from aiobootstrap.server.appkeys import CONFIG, HISTORY, REGISTRY
 
 from .helpers.waits import GUARD, until
 

@@ -11,7 +11,7 @@ import pytest
 from aiobootstrap import ServerConfig
 from aiobootstrap.core.history import forgetting as forgetting_module
 from aiobootstrap.core.history.forgetting import MAX_TOMBSTONES, Forgetting
-from aiobootstrap.server.faces.native.watch import HISTORY
+from aiobootstrap.server.appkeys import HISTORY
 from aiobootstrap.server.metrics import METRICS
 
 from .helpers.registry import registration

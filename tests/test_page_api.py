@@ -24,8 +24,7 @@ from aiobootstrap._ranks import RankSet
 from aiobootstrap.core.parking import Parking
 from aiobootstrap.exceptions import UnexpectedReply
 from aiobootstrap.server.app import release_waiters
-from aiobootstrap.server.appkeys import REGISTRY
-from aiobootstrap.server.faces.native.watch import HISTORY
+from aiobootstrap.server.appkeys import HISTORY, REGISTRY
 from aiobootstrap.server.faces.encoders.health import ENCODER_HEALTH
 from aiobootstrap.server.faces.encoders.settings import EncoderSettings
 from aiobootstrap.wire import decode_encoder_health, decode_listing

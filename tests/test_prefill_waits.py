@@ -13,8 +13,7 @@ import pytest
 from aiobootstrap import ServerConfig, create_app
 from aiobootstrap.cli.parser import server_config, server_parser
 from aiobootstrap.core.history import History
-from aiobootstrap.server.appkeys import CONFIG, REGISTRY
-from aiobootstrap.server.faces.native.watch import HISTORY
+from aiobootstrap.server.appkeys import CONFIG, HISTORY, REGISTRY
 from aiobootstrap.server.faces.prefill.settings import PrefillSettings
 from aiobootstrap.server.tokens import Scope, TokenSet
 

@@ -8,7 +8,7 @@ import random
 import pytest
 
 from aiobootstrap import ServerConfig, create_app
-from aiobootstrap.server.faces.native.watch import HISTORY
+from aiobootstrap.server.appkeys import HISTORY
 
 from .helpers.registry import registration
 from .helpers.waits import GUARD, until

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from aiobootstrap import ServerConfig, create_app
-from aiobootstrap.server.faces.native.watch import HISTORY
+from aiobootstrap.server.appkeys import HISTORY
 from aiobootstrap.server.fastpath.eligible import ELIGIBILITY
 
 from .helpers.raw_http import VARIANTS, Reply, _closed, _connect, _read_reply, _request, _same

@@ -19,10 +19,10 @@ from yarl import URL
 from .access import Guard
 from .aiohttp_internals import send_continue
 from .body import too_large_detail
+from .bringup_page import page_refusal
 from .config import ServerConfig
 from .errors import json_error
 from .face import ExpectHandler
-from .faces.native.page import page_refusal
 
 if TYPE_CHECKING:
     from .aiohttp_internals import InfoDict

@@ -9,10 +9,10 @@ The routes served once for the whole server (``/ready``, ``/metrics``,
 from __future__ import annotations
 
 from .... import wire
+from ...bringup_page import page
 from ...face import Access, Face, Route
 from . import openapi
 from .leases import lease_routes
-from .page import page
 from .status import health, list_ranks
 from .watch import watch
 

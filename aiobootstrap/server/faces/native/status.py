@@ -1,5 +1,7 @@
-"""What a server says of itself: ``/health`` and ``/ready`` (the probes), the ``/ranks`` listing and
-``/namespaces``."""
+"""What a namespace says of itself: ``/health`` (the probe) and the ``/ranks`` listing.
+
+The routes served once for the whole server (``/ready``, ``/namespaces``) are the host's
+(``server/server_routes.py``)."""
 
 from __future__ import annotations
 
@@ -11,12 +13,11 @@ from .... import wire
 from ...._names import HEALTH_HEADER
 from ...._version import __version__
 from ...appkeys import CONFIG, REGISTRY
-from ...metrics import shown_namespaces
 from .. import records
 from ..common import namespace_of, param
 from ..kinds import kind_named
 
-__all__ = ["health", "list_namespaces", "list_ranks", "ready"]
+__all__ = ["health", "list_ranks"]
 
 
 async def health(request: web.Request) -> web.Response:
@@ -24,12 +25,6 @@ async def health(request: web.Request) -> web.Response:
     namespace_of(request)  # /ns/<not a namespace>/health is a 400, as on every other route
     # The header tells a port-clash probe (see portinfo) that an aiobootstrap server holds the port.
     return web.Response(text="OK", headers={HEALTH_HEADER: __version__})
-
-
-async def ready(request: web.Request) -> web.Response:
-    """``GET /ready``: ``OK`` while the store answers, ``503`` (JSON) while it does not."""
-    await request.app[REGISTRY].ping()
-    return web.Response(text="OK")
 
 
 async def list_ranks(request: web.Request) -> web.Response:
@@ -52,14 +47,3 @@ async def list_ranks(request: web.Request) -> web.Response:
         waiters_by_rank=registry.parking.by_rank(namespace, kind.name, role),
     )
     return web.Response(body=body, content_type=wire.JSON_TYPE)
-
-
-async def list_namespaces(request: web.Request) -> web.Response:
-    """``GET /namespaces``: every namespace holding records or parked waits that the token may see, and
-    the server's count of waits parked or gone so far (``waits``, which a watch's ``&waits=`` follows)."""
-    shown = [
-        wire.NamespaceSummary(each.name, each.version, each.ranks, each.parked, each.encoder_urls)
-        for each in await shown_namespaces(request)
-    ]
-    moves = request.app[REGISTRY].parking.moves.count
-    return web.Response(body=wire.encode_namespaces(shown, moves), content_type=wire.JSON_TYPE)

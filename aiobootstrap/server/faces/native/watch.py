@@ -17,11 +17,9 @@ must ping only when quiet and end with the history's one shutdown path.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterator
-from dataclasses import dataclass
+from collections.abc import Hashable
 
 from aiohttp import web
-from prometheus_client.core import GaugeMetricFamily, Metric
 
 from .... import wire
 from ...._names import ENCODER_URLS
@@ -30,48 +28,14 @@ from ....core.history import History, Match
 from ....exceptions import HistoryGone, ShuttingDown
 from ....wire.metadata import METADATA
 from ....wire.prefill import PREFILL_RANK, PREFILL_ROOM, PREFILL_TOPOLOGY
-from ...appkeys import CONFIG, REGISTRY
+from ...appkeys import CONFIG, HISTORY, REGISTRY
 from ...fastpath.watches import WATCH_REPLIES, PendingWatch, WatchReplies
+from ...watch_metrics import WATCH_FIGURES
 from ..common import namespace_of, param, wait_seconds
 from ..kinds import kind_named
 from .watch_counts import CountsTold, gone, watch_with_counts
 
-__all__ = ["HISTORY", "WATCH_FIGURES", "WatchCollector", "WatchFigures", "watch"]
-
-HISTORY = web.AppKey("history", History)
-"""The watch history of every namespace (``app`` makes it beside the registry)."""
-
-
-@dataclass(slots=True)
-class WatchFigures:
-    """What only the HTTP side of watching knows."""
-
-    streams: int = 0
-    """Event streams open right now."""
-
-
-WATCH_FIGURES = web.AppKey("watch_figures", WatchFigures)
-
-
-class WatchCollector:
-    """``/metrics``' watch series, read when scraped: watchers parked, streams open."""
-
-    def __init__(self, history: History, figures: WatchFigures) -> None:
-        self._history = history
-        self._figures = figures
-
-    def collect(self) -> Iterator[Metric]:
-        yield GaugeMetricFamily(
-            "aiobootstrap_watchers",
-            "Watches parked right now, long-polls and event streams between events.",
-            value=self._history.watchers,
-        )
-        yield GaugeMetricFamily(
-            "aiobootstrap_watch_streams",
-            "GET /watch event streams open right now.",
-            value=self._figures.streams,
-        )
-
+__all__ = ["watch"]
 
 _PING = b": ping\n\n"
 

@@ -1,6 +1,8 @@
-"""``GET /`` and ``/ns/{namespace}/``: the page operators watch (SPEC section 11).
+"""``GET /`` and ``/ns/{namespace}/``: the page operators watch (SPEC section 11), which the native face serves.
 
-The page is one file shipped in the package (``server/page/index.html``): its
+It is the host's: the token check (``auth``) answers a browser's load of it
+refused for want of a token with the page itself, and the host imports no
+face. The page is one file shipped in the package (``server/page/index.html``): its
 script and style are inline, so nothing is fetched but the page itself and
 the API routes it reads (``/namespaces``, ``/ranks``, ``/list_encoder_urls``,
 ``/encoder_url_health``, ``/watch``), all on this server. The ``Content-Security-Policy`` allows
@@ -24,7 +26,7 @@ from importlib import resources
 
 from aiohttp import web
 
-from ..common import namespace_of
+from .. import wire
 
 __all__ = ["page", "page_refusal"]
 
@@ -69,15 +71,18 @@ def _reply(status: int = 200, headers: dict[str, str] | None = None) -> web.Resp
 
 async def page(request: web.Request) -> web.Response:
     """``GET /``: the bring-up page of the namespace (a read of it, as ``access`` classifies it)."""
-    namespace_of(request)  # /ns/<not a namespace>/ is a 400, as on every other route
+    namespace = request.match_info.get("namespace")
+    if namespace is not None:
+        wire.check_namespace(namespace)  # /ns/<not a namespace>/ is a 400, as on every other route
     return _reply()
 
 
 def page_refusal(request: web.Request, refusal: web.Response) -> web.Response:
     """What a refused request gets: for a browser's load of the page refused for want of a token, the page
     itself with that ``401`` (it holds no records, and asks for the token); else ``refusal`` unchanged."""
-    route = request.match_info.route
-    if refusal.status != 401 or route.handler is not page or _HTML not in request.headers.get("Accept", ""):
+    handler = request.match_info.route.handler
+    handler = getattr(handler, "__wrapped__", handler)  # a face's handler is served through the responder
+    if refusal.status != 401 or handler is not page or _HTML not in request.headers.get("Accept", ""):
         return refusal
     authenticate = refusal.headers.get("WWW-Authenticate")
     return _reply(401, None if authenticate is None else {"WWW-Authenticate": authenticate})
