@@ -14,25 +14,25 @@ from __future__ import annotations
 import asyncio
 import os
 import threading
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 from ...._names import DEFAULT_NAMESPACE
 from ....core.registry import Registry
-from ....exceptions import BadRequest, BootstrapError, ShuttingDown
-from ....store import Key, Record
+from ....exceptions import BadRequest, BootstrapError
+from ....store import Change, Record
 from ....wire import encoder_url
-from ...config import DEFAULT_HOST, DEFAULT_PORT, engine_settings
+from ...config import DEFAULT_HOST, DEFAULT_PORT, merge_settings
 from ...threaded import ThreadedBootstrapServer
-from ..kinds import encoder_list_key, encoder_urls
 from .health import add_url, remove_url
+from .keys import encoder_list_key, encoder_urls
+from .settings import EncoderSettings
 
 __all__ = ["EncoderBootstrapServer"]
 
-_FOLLOW_WAIT = 3600.0
-"""Seconds one wait of the list follower lasts before it asks again (any value works)."""
 _RETRY = 0.1
-"""Seconds before the follower asks again when its wait was refused."""
+"""Seconds before the list is read again when the store did not answer."""
 
 
 class EncoderBootstrapServer(ThreadedBootstrapServer):
@@ -51,8 +51,9 @@ class EncoderBootstrapServer(ThreadedBootstrapServer):
     ``health_check_timeout`` and ``evicted_ttl`` are the encoder probes'
     settings; ``None`` reads the engines' variable, as their class does
     (``SGLANG_ENCODER_BOOTSTRAP_HEALTH_CHECK_INTERVAL``, ``..._TIMEOUT``,
-    ``..._EVICTED_TTL``), else :class:`ServerConfig`'s defaults (10 s, 2 s,
-    600 s). Other keyword arguments are :class:`ServerConfig` fields.
+    ``..._EVICTED_TTL``), else :class:`EncoderSettings`' defaults (10 s, 2 s,
+    600 s), or those of an ``EncoderSettings`` among ``settings=``. Other keyword
+    arguments are :class:`ServerConfig` fields.
     """
 
     def __init__(
@@ -65,23 +66,27 @@ class EncoderBootstrapServer(ThreadedBootstrapServer):
         evicted_ttl: float | None = None,
         **options: Any,
     ) -> None:
-        # As the engines' class does: its variables are the defaults, arguments win (and options
-        # passed as ServerConfig fields too). The one reader of the environment outside the CLI.
+        # As the engines' class does: its variables are the defaults, arguments win (and EncoderSettings
+        # passed among the options' settings replace the variables). The one reader of the environment
+        # outside the CLI.
+        held = options.get("settings", () if options.get("config") is None else options["config"].settings)
+        probes = next((settings for settings in held if isinstance(settings, EncoderSettings)), None)
+        if probes is None:
+            probes = EncoderSettings.from_environment(os.environ)
         given = {
             "encoder_health_interval": health_check_interval,
             "encoder_health_timeout": health_check_timeout,
             "encoder_evicted_ttl": evicted_ttl,
         }
-        for name, value in {**engine_settings(os.environ), **options}.items():
-            options[name] = value
-        for name, value in given.items():
-            if value is not None:
-                options[name] = value
+        probes = replace(probes, **{name: value for name, value in given.items() if value is not None})
+        options["settings"] = merge_settings(held, [probes])
         self.urls: list[str] = urls if urls is not None else []
         """The URLs listed now, in order of first registration: the caller's own list, rewritten in place."""
         self._lock = threading.Lock()
         self._version = -1
         self._list_key = encoder_list_key(DEFAULT_NAMESPACE)
+        self._list_reader: asyncio.Task[None] | None = None
+        self._read_again = False
         initial = [_kept(url) for url in self.urls]
         super().__init__(host, port, **options)
         try:
@@ -93,33 +98,52 @@ class EncoderBootstrapServer(ThreadedBootstrapServer):
     async def _start(self, initial: list[str]) -> None:
         for url in initial:
             await add_url(self._registry, DEFAULT_NAMESPACE, url)
-        self._apply(await self._registry.get(encoder_list_key(DEFAULT_NAMESPACE)))
-        # Told in the step that applies a change, before the request that made it is answered, so a
-        # reader in this process sees the list changed once the 200 is out (the follower's wait woke
-        # a loop turn or more later); the follower's parked wait is what has the change delivered.
-        self._registry.deliveries.subscribe(self)
-        self._follower = asyncio.create_task(self._follow(), name="aiobootstrap encoder list follower")
+        self._apply(await self._registry.get(self._list_key))
+        # The core tells every change of the encoder lists as it lands (no wait parked to hear them): in
+        # the step that applies it, before the request that made it is answered, so a reader in this
+        # process sees the list changed once the 200 is out.
+        self._registry.subscribe(self._list_key.namespace, self._list_key.kind, self)
 
-    async def _follow(self) -> None:
-        """Rewrite the caller's list at every change of the encoder list, whoever made it."""
-        key = encoder_list_key(DEFAULT_NAMESPACE)
-        while True:
+    # -- the core's subscription to the encoder lists' changes ----------------
+
+    def changed(self, changes: Sequence[Change]) -> None:
+        """Changes of the encoder lists: the default namespace's applied (read first when told its key only)."""
+        for change in changes:
+            if change.key != self._list_key:
+                continue
+            if change.record is not None:
+                self._apply(change.record)
+            elif change.deleted:
+                self._apply(None, change.version)
+            else:  # another replica's change, told by its key: read it
+                self._read_list_later()
+
+    def resync(self) -> None:
+        """The feed may have missed changes: read the list again."""
+        self._read_list_later()
+
+    def _read_list_later(self) -> None:
+        """Read the list in a task (one at a time; a change told meanwhile reads once more after it)."""
+        self._read_again = True
+        if self._list_reader is None or self._list_reader.done():
+            self._list_reader = asyncio.get_running_loop().create_task(
+                self._read_list(), name="aiobootstrap encoder list"
+            )
+
+    async def _read_list(self) -> None:
+        while self._read_again:
+            self._read_again = False
             try:
-                self._apply(await self._registry.wait(key, _FOLLOW_WAIT, after=max(self._version, 0)))
-            except ShuttingDown:
-                return  # the server is stopping: the list keeps its last state
-            except BootstrapError:
-                # Every wait slot taken (--max-waiters), or the store unreachable: read again shortly.
+                self._apply(await self._registry.get(self._list_key))
+            except BootstrapError:  # the store unreachable: read again shortly, unless the server stops
+                self._read_again = not self._registry.closed
                 await asyncio.sleep(_RETRY)
 
-    def delivered(self, key: Key, record: Record | None) -> None:
-        """A record about to wake ``key``'s waiters (the registry's deliveries): the encoder list's is applied."""
-        if record is not None and key == self._list_key:
-            self._apply(record)
-
-    def _apply(self, record: Record | None) -> None:
-        """The list as of ``record``, unless a newer one was applied already (runs on the server's loop)."""
-        version = 0 if record is None else record.version
+    def _apply(self, record: Record | None, version: int | None = None) -> None:
+        """The list as of ``record`` (``None``: none, since ``version``), unless a newer one was applied already
+        (runs on the server's loop)."""
+        if version is None:
+            version = 0 if record is None else record.version
         if version <= self._version:
             return
         with self._lock:
@@ -137,24 +161,13 @@ class EncoderBootstrapServer(ThreadedBootstrapServer):
     async def _change(self, change: Callable[[Registry, str, str], Awaitable[bool]], url: str) -> bool:
         changed = await change(self._registry, DEFAULT_NAMESPACE, url)
         # Applied before returning: the caller reads its list right after.
-        self._apply(await self._registry.get(encoder_list_key(DEFAULT_NAMESPACE)))
+        self._apply(await self._registry.get(self._list_key))
         return changed
 
     def list_urls(self) -> list[str]:
         """The URLs listed now (a copy of :attr:`urls`)."""
         with self._lock:
             return list(self.urls)
-
-    @property
-    def parked(self) -> int:
-        """How many get requests are waiting right now (the list follower's own wait not counted)."""
-        follower = getattr(self, "_follower", None)
-        if follower is None or self._loop_thread.closed:
-            return super().parked
-        return self._loop_thread.run(self._parked_but(follower))
-
-    async def _parked_but(self, follower: asyncio.Task[None]) -> int:
-        return self._registry.parked - (follower in self._registry.parked_tasks)
 
 
 def _kept(url: str) -> str:
