@@ -34,7 +34,7 @@ from ..core.registry import Registry
 from ..store import StoreLimits
 from ..store.url import open_store
 from .access import GUARD, Guard, classify
-from .appkeys import CONFIG, FINDINGS, REGISTRY
+from .appkeys import CONFIG, FINDINGS, HISTORY, REGISTRY
 from .auth import UnroutedExpect, auth_middleware, expect_handler
 from .body import BODY_BUDGET, BodyBudget
 from .bringup_metrics import BringUpCollector, kind_figures, waits_by_namespace
@@ -43,8 +43,6 @@ from .errors import STORE_REFUSALS, store_refusals
 from .face import ExpectHandler, Face
 from .face_registry import installed_faces, select
 from .faces.kinds import encode_object_reply, encode_reply, encoder_list_key, encoder_urls
-from .faces.native.status import list_namespaces, ready
-from .faces.native.watch import HISTORY, WATCH_FIGURES, WatchCollector, WatchFigures
 from .fastpath.batches import BATCH_REPLIES, BatchReplies
 from .fastpath.eligible import ELIGIBILITY, Eligibility
 from .fastpath.gets import GET_REPLIES, GetReplies
@@ -53,6 +51,8 @@ from .front import front_middleware
 from .lease_metrics import LeaseCollector
 from .metrics import METRICS, NAMESPACE_FIGURES, Metrics, NamespaceFigures, metrics
 from .openapi import openapi
+from .server_routes import list_namespaces, ready
+from .watch_metrics import WATCH_FIGURES, WatchCollector, WatchFigures
 
 if TYPE_CHECKING:
     from .connections import ConnectionTable
