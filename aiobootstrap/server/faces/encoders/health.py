@@ -47,6 +47,7 @@ from ....store import Key, Record, members_of
 from ...appkeys import CONFIG, FINDINGS, REGISTRY
 from ..kinds import encoder_list_key
 from ..rounds import every, running
+from .settings import EncoderSettings
 
 __all__ = [
     "ENCODER_HEALTH",
@@ -243,7 +244,7 @@ ENCODER_HEALTH = web.AppKey("encoder_health", EncoderHealth)
 async def encoder_health_context(app: web.Application) -> AsyncIterator[None]:
     """``cleanup_ctx``: one probing task per app, when ``encoder_health_interval`` is not 0; its
     findings under ``appkeys.FINDINGS``."""
-    config = app[CONFIG]
+    config = app[CONFIG].settings_of(EncoderSettings)
     if not config.encoder_health_interval:
         yield
         return

@@ -18,6 +18,7 @@ from ..common import after_of, lease_of_body, namespace_of, wait_seconds
 from ..kinds import encoder_list_key
 from ..log_lines import log_encoder_url
 from .health import ENCODER_HEALTH, FAILURES_TO_EVICT, add_url, evicted_key, remove_url
+from .settings import EncoderSettings
 
 __all__ = ["encoder_url_health", "list_encoder_urls", "register_encoder_url", "unregister_encoder_url"]
 
@@ -107,7 +108,7 @@ async def encoder_url_health(request: web.Request) -> web.Response:
         urls.append(
             {"url": url, "state": "evicted", "evicted_for": None if since is None else round(since, 3)}
         )
-    config = request.app[CONFIG]
+    config = request.app[CONFIG].settings_of(EncoderSettings)
     body = {
         "version": 0 if listed is None else listed.version,
         "probing": prober is not None,
