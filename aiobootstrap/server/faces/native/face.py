@@ -16,7 +16,7 @@ from .leases import lease_routes
 from .status import health, list_ranks
 from .watch import watch
 
-__all__ = ["NATIVE"]
+__all__ = ["FACE"]
 
 
 def _routes() -> list[Route]:
@@ -31,5 +31,5 @@ def _routes() -> list[Route]:
     ]
 
 
-NATIVE = Face.of_routes("native", _routes, paths=openapi.paths, schemas=openapi.schemas)
+FACE = Face.of_routes("native", _routes, paths=openapi.paths, schemas=openapi.schemas, order=1000)
 """The probe, the listing, the watch, the leases and the page."""
