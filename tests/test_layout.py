@@ -306,14 +306,14 @@ def test_the_server_floor_check_names_each_import_running_up() -> None:
     on one floor, and of other packages, pass."""
     f, s = FACES, SERVER
     host = [
-        (1, f"{f}.native.page"),
+        (1, f"{f}.native.watch"),
         (2, f),
         (3, f"{s}.threaded"),
         (4, f"{f}.encoders.inprocess"),
         (5, "aiohttp"),
     ]
     assert _imports_up_in_server(f"{s}.auth", [*host, (6, f"{s}.errors")], "a.py") == [
-        f"a.py:1 (host) imports {f}.native.page (faces)",
+        f"a.py:1 (host) imports {f}.native.watch (faces)",
         f"a.py:2 (host) imports {f} (faces)",
         f"a.py:3 (host) imports {s}.threaded (in-process)",
         f"a.py:4 (host) imports {f}.encoders.inprocess (in-process)",
@@ -373,9 +373,9 @@ def test_the_face_folder_check_names_each_import_from_outside() -> None:
     named with its line; the face's own modules, the faces' shared ones, the in-process floor and the
     finders pass."""
     f = FACES
-    imported = [(1, f"{f}.prefill.settings"), (2, f"{f}.native"), (3, f"{f}.kinds"), (4, "aiobootstrap.wire")]
+    imported = [(1, f"{f}.prefill.routes"), (2, f"{f}.native"), (3, f"{f}.kinds"), (4, "aiobootstrap.wire")]
     assert _face_outsiders("aiobootstrap.cli.parser", imported, "p.py") == [
-        f"p.py:1 imports {f}.prefill.settings, of the prefill face",
+        f"p.py:1 imports {f}.prefill.routes, of the prefill face",
         f"p.py:2 imports {f}.native, of the native face",
     ]
     assert _face_outsiders(f"{f}.mooncake.routes", [(9, f"{f}.prefill.rooms.x")], "r.py") == [

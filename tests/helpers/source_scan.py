@@ -38,8 +38,10 @@ def _names(node: ast.AST) -> Iterator[str]:
         yield node.attr
     elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
         yield node.name
-    elif isinstance(node, ast.arg) or (isinstance(node, ast.keyword) and node.arg is not None):
+    elif isinstance(node, ast.arg):
         yield node.arg
+    elif isinstance(node, ast.keyword):
+        yield node.arg or ""
     elif isinstance(node, ast.alias):
         yield node.name
         if node.asname:
