@@ -93,7 +93,14 @@ ABSENT = -1
 """The version :meth:`Store.put_if` compares with when there must be no record under the key yet."""
 
 
-@dataclass(frozen=True, slots=True)
+def _setters(cls: type, *fields: str) -> Any:
+    """The slots' own setters of a frozen dataclass's ``fields``: its ``__init__`` sets each through them, which
+    costs a third of the frozen ``__init__``'s ``object.__setattr__`` per field (a key, a record and a change
+    are made on every write); the instance stays as frozen as ever."""
+    return tuple(cls.__dict__[name].__set__ for name in fields)
+
+
+@dataclass(frozen=True, slots=True, init=False)
 class Key:
     """Where a record lives: a rank's record, or a named one (:meth:`named`), of one kind and role, in one
     namespace. A rank's key has no ``name``; a named key's ``rank`` is :data:`NO_RANK`."""
@@ -103,6 +110,14 @@ class Key:
     role: str
     rank: int
     name: str | None = None
+
+    def __init__(self, namespace: str, kind: str, role: str, rank: int, name: str | None = None) -> None:
+        set_namespace, set_kind, set_role, set_rank, set_name = _KEY
+        set_namespace(self, namespace)
+        set_kind(self, kind)
+        set_role(self, role)
+        set_rank(self, rank)
+        set_name(self, name)
 
     @classmethod
     def named(cls, namespace: str, kind: str, role: str, name: str) -> Key:
@@ -116,7 +131,7 @@ def by_key(record: Record) -> tuple[str, int]:
     return key.name or "", key.rank
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class Record:
     """A stored record, stamped by its store."""
 
@@ -127,6 +142,13 @@ class Record:
     """The namespace's version this write took."""
     registered_at: float
     """Wall-clock time of the write (``time.time()`` of the process that made it)."""
+
+    def __init__(self, key: Key, value: dict[str, Any], version: int, registered_at: float) -> None:
+        set_key, set_value, set_version, set_at = _RECORD
+        set_key(self, key)
+        set_value(self, value)
+        set_version(self, version)
+        set_at(self, registered_at)
 
     @property
     def rank(self) -> int:
@@ -139,7 +161,7 @@ class Record:
         return self.key.name
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class Change:
     """One change a store applied, as its feed announces it."""
 
@@ -154,6 +176,26 @@ class Change:
     """A set record's member the change added (``"+"`` and it) or removed (``"-"`` and it): every store
     tells it with each change :meth:`Store.set_member` makes, and with a member's removal when its lease
     ends; ``None`` for a put or a delete of a whole record."""
+
+    def __init__(
+        self,
+        key: Key,
+        version: int,
+        record: Record | None = None,
+        deleted: bool = False,
+        member: str | None = None,
+    ) -> None:
+        set_key, set_version, set_record, set_deleted, set_member = _CHANGE
+        set_key(self, key)
+        set_version(self, version)
+        set_record(self, record)
+        set_deleted(self, deleted)
+        set_member(self, member)
+
+
+_KEY = _setters(Key, "namespace", "kind", "role", "rank", "name")
+_RECORD = _setters(Record, "key", "value", "version", "registered_at")
+_CHANGE = _setters(Change, "key", "version", "record", "deleted", "member")
 
 
 Target = tuple[Key, str | None]
