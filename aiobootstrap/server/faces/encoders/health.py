@@ -45,8 +45,8 @@ from ....core.registry import Registry
 from ....core.tally import Tally
 from ....store import Key, Record, members_of
 from ...appkeys import CONFIG, FINDINGS, REGISTRY
-from ..kinds import encoder_list_key
 from ..rounds import every, running
+from .keys import encoder_list_key
 from .settings import EncoderSettings
 
 __all__ = [

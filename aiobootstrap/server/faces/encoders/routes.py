@@ -15,9 +15,9 @@ from ...body import read_body
 from ...fastpath.replies import JsonReply, RecordReply, Reply, TextReply
 from ...metrics import METRICS, counts_gets
 from ..common import after_of, lease_of_body, namespace_of, wait_seconds
-from ..kinds import encoder_list_key
 from ..log_lines import log_encoder_url
 from .health import ENCODER_HEALTH, FAILURES_TO_EVICT, add_url, evicted_key, remove_url
+from .keys import encoder_list_key
 from .settings import EncoderSettings
 
 __all__ = ["encoder_url_health", "list_encoder_urls", "register_encoder_url", "unregister_encoder_url"]
