@@ -32,8 +32,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from tests.helpers.etcd_server import Cluster, Member, skip_reason
-from tests.sentinel_cluster import SentinelCluster
+from testbed.etcd_server import Cluster, Member, skip_reason
+from testbed.sentinel_cluster import SentinelCluster
 
 from ._replicas import Measured, _cross_wake, _redis, _registration_latency, _throughput
 from ._scenarios import _summary

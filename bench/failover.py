@@ -37,8 +37,8 @@ from pathlib import Path
 
 import aiohttp
 
-from tests.redis_server import REDIS_SERVER
-from tests.sentinel_cluster import SentinelCluster
+from testbed.redis_server import REDIS_SERVER
+from testbed.sentinel_cluster import SentinelCluster
 
 REGISTER = "/register_transfer_engine_info"
 

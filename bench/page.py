@@ -48,7 +48,7 @@ import time
 import aiohttp
 
 from aiobootstrap import BootstrapClient, BootstrapServer
-from tests.chromium import CHROMIUM, CHROMIUM_ARGS, missing
+from testbed.chromium import CHROMIUM, CHROMIUM_ARGS, missing
 
 from ._servers import SERVERS, RunningServer
 

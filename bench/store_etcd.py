@@ -38,7 +38,7 @@ from aiobootstrap.exceptions import StoreUnavailable
 from aiobootstrap.store import MemoryStore, Store
 from aiobootstrap.store.etcd import EtcdStore
 from aiobootstrap.store.redis import RedisStore
-from tests.helpers.etcd_server import Cluster
+from testbed.etcd_server import Cluster
 
 from .store_redis import VALUE, Heard, _key, _start_redis, gets_per_second, put_latency, puts_per_second
 

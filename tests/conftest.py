@@ -16,7 +16,7 @@ from aiohttp.test_utils import TestClient
 from aiobootstrap import Registry, ServerConfig, create_app
 from aiobootstrap.server.app import REGISTRY
 
-# The `redis_server` fixture: a real redis-server of the test's own (tests/redis_server.py); the etcd
+# The `redis_server` fixture: a real redis-server of the test's own (tests/redis_server.py, over testbed/); the etcd
 # fixtures (`shared_etcd`, `etcd_cluster`, `etcd_member`): real etcd members (tests/helpers/etcd_server.py).
 pytest_plugins = ["tests.redis_server", "tests.helpers.etcd_server"]
 

@@ -20,8 +20,7 @@ import pytest_asyncio
 from aiohttp import web
 
 from aiobootstrap import BootstrapServer
-
-from .chromium import CHROMIUM, CHROMIUM_ARGS, missing
+from testbed.chromium import CHROMIUM, CHROMIUM_ARGS, missing
 
 SHOWN = 5_000
 """Milliseconds a change may take to show: generous (the page shows one within a second)."""

@@ -16,10 +16,10 @@ import pytest
 from aiobootstrap import Registry
 from aiobootstrap.exceptions import StoreUnavailable
 from aiobootstrap.store.redis import RedisStore
+from testbed.redis_server import RedisServer
 
 from .helpers.registry import info_key
 from .helpers.waits import GUARD, until
-from .redis_server import RedisServer
 from .stall_proxy import StallProxy
 
 FAST: dict[str, Any] = {"timeout": 0.3, "open_timeout": 1.0, "poll_interval": 0.2}

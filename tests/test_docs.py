@@ -46,7 +46,7 @@ from pathlib import Path
 
 import pytest
 
-from .helpers.ports import quiet_port
+from testbed.ports import quiet_port
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]

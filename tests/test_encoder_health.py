@@ -23,11 +23,11 @@ from aiobootstrap.server.appkeys import REGISTRY
 from aiobootstrap.server.faces.encoders.health import ENCODER_HEALTH, evicted_key
 from aiobootstrap.server.faces.encoders.settings import EncoderSettings
 from aiobootstrap.store import members_of
+from testbed.etcd_server import unique_prefix
+from testbed.redis_server import free_port
 
 from .helpers.cli import serve
-from .helpers.etcd_server import unique_prefix
 from .helpers.waits import GUARD
-from .redis_server import free_port
 
 REGISTER = "/register_encoder_url"
 UNREGISTER = "/unregister_encoder_url"

@@ -12,8 +12,8 @@ import pytest
 import aiobootstrap
 from aiobootstrap import EncoderBootstrapServer
 from aiobootstrap.server.faces.encoders.settings import EncoderSettings
+from testbed.redis_server import free_port
 
-from .redis_server import free_port
 from .threads import threads_named, wait_until
 
 DEAD = f"http://127.0.0.1:{free_port()}"

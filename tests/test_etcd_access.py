@@ -14,8 +14,8 @@ import trustme
 
 from aiobootstrap.exceptions import StoreUnavailable
 from aiobootstrap.store.etcd import EtcdStore
+from testbed.etcd_server import Cluster, unique_prefix
 
-from .helpers.etcd_server import Cluster, unique_prefix
 from .helpers.redis_store import Recorder
 from .helpers.stores import info, key
 from .helpers.waits import GUARD

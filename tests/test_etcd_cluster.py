@@ -14,8 +14,8 @@ from typing import Any
 from aiobootstrap import ServerConfig, create_app
 from aiobootstrap._names import BOOT_HEADER
 from aiobootstrap.server.app import REGISTRY
+from testbed.etcd_server import Cluster, Member, unique_prefix
 
-from .helpers.etcd_server import Cluster, Member, unique_prefix
 from .helpers.registry import registration
 from .helpers.waits import GUARD, until
 

@@ -12,8 +12,8 @@ from typing import Any
 
 from aiobootstrap import ServerConfig, create_app
 from aiobootstrap.server.app import REGISTRY
+from testbed.etcd_server import Cluster, unique_prefix
 
-from .helpers.etcd_server import Cluster, unique_prefix
 from .helpers.prefill import ALL, rank_body, route
 from .helpers.waits import GUARD, parked_get, until
 

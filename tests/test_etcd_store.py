@@ -24,10 +24,10 @@ from aiobootstrap.server.app import REGISTRY
 from aiobootstrap.store import Key, Store, StoreLimits
 from aiobootstrap.store.url import check_store_url, describe
 from aiobootstrap.wire.bodies import session_id_of
+from testbed.etcd_server import Cluster, skip_reason, unique_prefix
+from testbed.ports import quiet_port
 
 from .helpers.cli import launch
-from .helpers.etcd_server import Cluster, skip_reason, unique_prefix
-from .helpers.ports import quiet_port
 from .helpers.redis_store import Recorder
 from .helpers.registry import registration
 from .helpers.stores import info, key

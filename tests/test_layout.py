@@ -538,6 +538,65 @@ def test_the_function_import_check_names_each_import_inside_a_function() -> None
     ]
 
 
+# -- the bench and the testbed import no test -------------------------------
+
+TESTBED = TESTS.parent / "testbed"
+"""Real servers the suite and the benchmarks both start (redis-server, Sentinel, etcd, Chromium)."""
+BENCH = TESTS.parent / "bench"
+OUTSIDE_THE_SUITE = {BENCH: ("tests",), TESTBED: ("tests", "bench")}
+"""Folders beside the suite, and the top-level packages each must not import: what the bench and the suite
+share is in the testbed, which imports neither."""
+
+
+def _imports_of(path: Path, source: str, forbidden: tuple[str, ...]) -> list[str]:
+    """Each import, at any depth, in ``source`` (the file ``path``) of a package of ``forbidden``."""
+    found = []
+    for node in ast.walk(ast.parse(source, str(path))):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and not node.level:
+            names = [node.module or ""]
+        else:
+            continue
+        found += [(node.lineno, name) for name in names if name.partition(".")[0] in forbidden]
+    return [f"{path.relative_to(TESTS.parent)}:{line} imports {name}" for line, name in sorted(found)]
+
+
+def test_the_bench_and_the_testbed_import_no_test() -> None:
+    """The benchmarks run without the suite: the servers both start are the testbed's, not a test's."""
+    offenders = [
+        found
+        for folder, forbidden in OUTSIDE_THE_SUITE.items()
+        for path in sorted(folder.rglob("*.py"))
+        for found in _imports_of(path, path.read_text(), forbidden)
+    ]
+    assert not offenders, "\n".join(offenders)
+
+
+def test_the_bench_check_names_each_import_of_the_suite() -> None:
+    """The check is not vacuous: absolute imports of the suite, at any depth, are named with their line;
+    the testbed, the package and relative imports pass."""
+    source = "\n".join(
+        [
+            "from tests.redis_server import REDIS_SERVER",
+            "import tests.helpers.etcd_server",
+            "from testbed.chromium import missing",
+            "from . import _report",
+            "def later():",
+            "    from tests import conftest",
+            "from aiobootstrap import BootstrapClient",
+        ]
+    )
+    assert _imports_of(BENCH / "example.py", source, ("tests",)) == [
+        "bench/example.py:1 imports tests.redis_server",
+        "bench/example.py:2 imports tests.helpers.etcd_server",
+        "bench/example.py:6 imports tests",
+    ]
+    assert _imports_of(TESTBED / "x.py", "import bench._wrk", ("tests", "bench")) == [
+        "testbed/x.py:1 imports bench._wrk"
+    ]
+
+
 # -- the registry is the one door -------------------------------------------
 
 DOOR_ROOMS = ("aiobootstrap.server", "aiobootstrap.cli")

@@ -19,11 +19,12 @@ from typing import Any
 
 import pytest
 
+from testbed.etcd_server import Cluster, unique_prefix
+from testbed.ports import quiet_port
+from testbed.redis_server import RedisServer
+
 from .helpers.cli import serve
-from .helpers.etcd_server import Cluster, unique_prefix
-from .helpers.ports import quiet_port
 from .helpers.waits import GUARD
-from .redis_server import RedisServer
 
 try:
     from mooncake.engine import TransferEngine  # noqa: F401  (a wheel that loads: libibverbs present)

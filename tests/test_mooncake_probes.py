@@ -10,8 +10,7 @@ import pytest
 from aiobootstrap.server.appkeys import REGISTRY
 from aiobootstrap.server.faces.mooncake.probes import MooncakeProbes, ram_key
 from aiobootstrap.store import Key
-
-from .redis_server import free_port
+from testbed.redis_server import free_port
 
 DEAD = b'{"ip_or_host_name":"127.0.0.1","rpc_port":%d}'
 

@@ -22,12 +22,12 @@ from aiobootstrap.server.app import REGISTRY
 from aiobootstrap.server.change_words import ChangeWords
 from aiobootstrap.store import NO_RANK, Key, MemoryStore
 from aiobootstrap.wire import WatchedChange, decode_change, decode_watch, encode_watch, sse_event
+from testbed.redis_server import RedisServer
 
 from .helpers.file_store import line, open_file
 from .helpers.redis_store import FAST, Recorder
 from .helpers.registry import open_registry
 from .helpers.waits import GUARD, until
-from .redis_server import RedisServer
 
 KIND = "metadata"
 SEGMENT = "mooncake/ram/10.0.0.1:1234"

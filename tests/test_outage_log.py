@@ -12,10 +12,10 @@ import pytest
 from aiobootstrap import ServerConfig, create_app
 from aiobootstrap._logging import RateLimited
 from aiobootstrap.server.errors import STORE_REFUSALS
+from testbed.redis_server import RedisServer
 
 from .helpers.registry import registration
 from .helpers.waits import until
-from .redis_server import RedisServer
 
 
 def lines(caplog: pytest.LogCaptureFixture, level: int, text: str) -> list[str]:

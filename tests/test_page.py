@@ -14,6 +14,7 @@ import pytest
 from aiobootstrap import BootstrapClient, BootstrapServer
 from aiobootstrap.server.faces.encoders.settings import EncoderSettings
 from aiobootstrap.server.tokens import TokenSet
+from testbed.redis_server import free_port
 
 from . import page_browser
 from .page_browser import (
@@ -30,7 +31,6 @@ from .page_browser import (
     text_in,
     title_has,
 )
-from .redis_server import free_port
 
 pytestmark = SKIP
 # The fixtures, asked for by name.

@@ -28,9 +28,9 @@ from aiobootstrap.server.appkeys import HISTORY, REGISTRY
 from aiobootstrap.server.faces.encoders.health import ENCODER_HEALTH
 from aiobootstrap.server.faces.encoders.settings import EncoderSettings
 from aiobootstrap.wire import decode_encoder_health, decode_listing
+from testbed.redis_server import free_port
 
 from .helpers.waits import until
-from .redis_server import free_port
 
 GET = "/get_transfer_engine_info"
 

@@ -19,10 +19,10 @@ from aiobootstrap._names import TRANSFER_ENGINE_INFO, VERSION_HEADER
 from aiobootstrap.exceptions import LeaseNotFound, TooManyRanks
 from aiobootstrap.store import Key, StoreLimits
 from aiobootstrap.store.redis import RedisStore
+from testbed.redis_server import RedisServer
 
 from .helpers.redis_store import FAST, Recorder
 from .helpers.registry import registration
-from .redis_server import RedisServer
 
 GET = "/get_transfer_engine_info"
 PUT = "/register_transfer_engine_info"

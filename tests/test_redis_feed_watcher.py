@@ -15,9 +15,9 @@ from typing import Any
 from aiobootstrap._names import TRANSFER_ENGINE_INFO
 from aiobootstrap.store import Key
 from aiobootstrap.store.redis import RedisStore
+from testbed.redis_server import RedisServer
 
 from .helpers.redis_store import FAST, Recorder
-from .redis_server import RedisServer
 
 
 def _key(rank: int) -> Key:

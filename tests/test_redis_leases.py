@@ -20,11 +20,11 @@ from aiobootstrap.core.registry import Registry
 from aiobootstrap.exceptions import LeaseNotFound, StoreUnavailable, TooManyLeases
 from aiobootstrap.store import StoreLimits
 from aiobootstrap.store.redis import RedisStore
+from testbed.redis_server import RedisServer
 
 from .helpers.leases import INFO, config_key, lease_every_kind, urls_key
 from .helpers.registry import info_key, open_registry, registration
 from .helpers.waits import GUARD, until
-from .redis_server import RedisServer
 from .stall_proxy import StallProxy
 
 FAST = {"timeout": 5.0, "open_timeout": 1.0, "poll_interval": 0.1}

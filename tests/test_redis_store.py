@@ -26,10 +26,10 @@ from aiobootstrap._names import TRANSFER_ENGINE_INFO
 from aiobootstrap.exceptions import StoreUnavailable, TooManyNamespaces, TooManyRanks
 from aiobootstrap.store import Change, Key, MemoryStore, Record, Store, StoreLimits, describe, open_store
 from aiobootstrap.store.redis import RedisStore
+from testbed.redis_server import REDIS_SERVER, SKIP_REASON, RedisServer, free_port
 
 from .helpers.redis_store import FAST, Recorder
 from .helpers.waits import GUARD
-from .redis_server import REDIS_SERVER, SKIP_REASON, RedisServer, free_port
 
 
 def key(rank: int, namespace: str = "default", role: str = "target", kind: str = TRANSFER_ENGINE_INFO) -> Key:

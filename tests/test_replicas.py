@@ -8,10 +8,10 @@ from typing import Any
 from aiobootstrap import ServerConfig, create_app
 from aiobootstrap._names import BOOT_HEADER
 from aiobootstrap.server.app import REGISTRY
+from testbed.redis_server import RedisServer
 
 from .helpers.registry import registration
 from .helpers.waits import GUARD, until
-from .redis_server import RedisServer
 
 
 async def _replicas(aiohttp_client: Any, redis_server: RedisServer) -> tuple[Any, Any]:

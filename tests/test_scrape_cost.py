@@ -6,9 +6,9 @@ from typing import Any
 
 from aiobootstrap import ServerConfig, create_app
 from aiobootstrap.server.app import REGISTRY
+from testbed.redis_server import RedisServer
 
 from .helpers.registry import info_key
-from .redis_server import RedisServer
 
 RANKS = 40
 SIZE = 100_000

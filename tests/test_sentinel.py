@@ -30,13 +30,13 @@ from aiobootstrap.server.app import REGISTRY
 from aiobootstrap.store import open_store
 from aiobootstrap.store.redis import RedisStore
 from aiobootstrap.store.redis.connection import Connection
+from testbed.redis_server import RedisServer, free_port
+from testbed.sentinel_cluster import SentinelCluster
 
 from .helpers.cli import launch
 from .helpers.redis_store import Recorder
 from .helpers.registry import registration
 from .helpers.waits import GUARD, until
-from .redis_server import RedisServer, free_port
-from .sentinel_cluster import SentinelCluster
 from .sentinel_cluster import cluster as cluster  # the module's deployment
 
 FAILOVER_GUARD = 30.0

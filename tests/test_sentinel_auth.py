@@ -20,12 +20,12 @@ from aiobootstrap.cli.parser import server_config, server_parser
 from aiobootstrap.server.app import REGISTRY
 from aiobootstrap.store.sentinel_url import parse_sentinel_url
 from aiobootstrap.store.url import describe
+from testbed.redis_server import REDIS_SERVER, SKIP_REASON
+from testbed.sentinel_cluster import SentinelCluster
 
 from .helpers.cli import launch
 from .helpers.registry import registration
 from .helpers.waits import GUARD
-from .redis_server import REDIS_SERVER, SKIP_REASON
-from .sentinel_cluster import SentinelCluster
 
 NODES = "node-secret-1"
 SENTINELS = "sentinel-secret-2"

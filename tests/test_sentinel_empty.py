@@ -19,11 +19,11 @@ import pytest
 from aiobootstrap import ServerConfig, create_app
 from aiobootstrap._names import BOOT_HEADER
 from aiobootstrap.server.app import REGISTRY
+from testbed.redis_server import REDIS_SERVER, SKIP_REASON
+from testbed.sentinel_cluster import SentinelCluster
 
 from .helpers.registry import registration
 from .helpers.waits import GUARD
-from .redis_server import REDIS_SERVER, SKIP_REASON
-from .sentinel_cluster import SentinelCluster
 
 FAILOVER_GUARD = 30.0
 """Seconds a failover may take before a test fails: generous, never a measurement."""

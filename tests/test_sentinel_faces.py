@@ -11,10 +11,10 @@ import json
 from typing import Any
 
 from aiobootstrap import ServerConfig, create_app
+from testbed.sentinel_cluster import SentinelCluster
 
 from .helpers.prefill import ALL, rank_body, route
 from .helpers.waits import GUARD, parked_get
-from .sentinel_cluster import SentinelCluster
 from .sentinel_cluster import cluster as cluster  # the module's deployment
 
 FAILOVER_GUARD = 30.0

@@ -24,6 +24,7 @@ from aiobootstrap.server.faces.encoders.health import ENCODER_HEALTH, add_url
 from aiobootstrap.server.faces.encoders.settings import EncoderSettings
 from aiobootstrap.server.fastpath.eligible import ELIGIBILITY
 from aiobootstrap.store import Change
+from testbed.redis_server import free_port
 
 from .helpers.raw_http import VARIANTS, Reply, _connect, _read_reply, _request, _same
 from .helpers.registry import info_key, register_in
@@ -31,7 +32,6 @@ from .helpers.served_app import Served
 from .helpers.served_app import fast as fast  # the module's fixtures, shared (its config overridden below)
 from .helpers.served_app import plain as plain
 from .helpers.waits import until
-from .redis_server import free_port
 
 CONFIG = ServerConfig(settings=(EncoderSettings(encoder_health_interval=3600),))
 """Probing on, its rounds only those a test runs (``EncoderHealth.round``)."""

@@ -7,10 +7,10 @@ from typing import Any
 
 from aiobootstrap import ServerConfig, create_app
 from aiobootstrap.server.appkeys import HISTORY
+from testbed.redis_server import RedisServer
 
 from .helpers.registry import registration
 from .helpers.waits import GUARD, until
-from .redis_server import RedisServer
 
 REGISTER = "/register_transfer_engine_info"
 

@@ -76,8 +76,7 @@ def _redis(request: pytest.FixtureRequest, limits: StoreLimits) -> Store:
 
 def _etcd(request: pytest.FixtureRequest, limits: StoreLimits) -> Store:
     from aiobootstrap.store.etcd import EtcdStore
-
-    from .etcd_server import unique_prefix
+    from testbed.etcd_server import unique_prefix
 
     cluster = request.getfixturevalue("shared_etcd")
     # One etcd for the worker's whole session, a prefix of the test's own: a fresh store without a
