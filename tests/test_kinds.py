@@ -16,9 +16,9 @@ from aiobootstrap import ServerConfig, _json, create_app
 from aiobootstrap import wire as protocol
 from aiobootstrap.server.app import REGISTRY
 from aiobootstrap.server.face_registry import installed_faces
-from aiobootstrap.server.faces import kinds as _kinds
+from aiobootstrap.server.faces.engine_info import kinds as _kinds
 from aiobootstrap.server.faces.engine_info.face import engine_info_face
-from aiobootstrap.server.faces.kinds import RecordKind
+from aiobootstrap.server.faces.engine_info.kinds import RecordKind
 from aiobootstrap.store import Record
 
 from .helpers.registry import registration

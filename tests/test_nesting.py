@@ -21,7 +21,7 @@ from aiobootstrap import wire as protocol
 from aiobootstrap._names import TRANSFER_ENGINE_INFO
 from aiobootstrap.exceptions import BadRequest
 from aiobootstrap.server.app import REGISTRY
-from aiobootstrap.server.faces import kinds as _kinds
+from aiobootstrap.server.faces.engine_info import kinds as _kinds
 from aiobootstrap.wire import bodies
 
 Client = TestClient[web.Request, web.Application]

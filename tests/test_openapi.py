@@ -12,7 +12,7 @@ from pytest_aiohttp import AiohttpClient
 from aiobootstrap import ServerConfig, create_app
 from aiobootstrap import wire as protocol
 from aiobootstrap._ranks import MAX_RANK, rank_value
-from aiobootstrap.server.faces import kinds as _kinds
+from aiobootstrap.server.faces.engine_info import kinds as _kinds
 from aiobootstrap.server.openapi import document
 
 _METHODS = {"get", "put", "post", "delete", "patch"}

@@ -20,7 +20,7 @@ from aiohttp.test_utils import TestClient
 from aiobootstrap import ServerConfig, create_app
 from aiobootstrap._names import DEFAULT_ROLE, TRANSFER_ENGINE_INFO
 from aiobootstrap.exceptions import TooManyRanks
-from aiobootstrap.server.faces import kinds as _kinds
+from aiobootstrap.server.faces.engine_info import kinds as _kinds
 from aiobootstrap.store import StoreLimits
 from aiobootstrap.store.file import FileStore
 from aiobootstrap.store.journal import MAGIC

@@ -12,10 +12,10 @@ from ... import wire
 from ..._names import DEFAULT_NAMESPACE
 from ..._ranks import RankSet
 from ...exceptions import BadRequest
+from ...wire.kinds import KindRoutes
 from ...wire.leases import parse_lease_field
 from ..appkeys import CONFIG, REGISTRY
 from ..fastpath.replies import JsonReply
-from .kinds import RecordKind
 
 __all__ = [
     "after_of",
@@ -65,7 +65,7 @@ def wait_seconds(request: web.Request) -> float:
     return min(wire.parse_wait(param(request, "wait")), request.app[CONFIG].max_wait)
 
 
-def not_registered(kind: RecordKind, missing: list[int] | RankSet) -> JsonReply:
+def not_registered(kind: KindRoutes, missing: list[int] | RankSet) -> JsonReply:
     """The ``404`` of ranks not registered, with ``missing``: it tells a client a rank's 404 from a wrong URL's."""
     # Not raised, for that field. A batch's (a RankSet) lists a bounded head of its ranks, and all as ranges.
     return JsonReply(wire.encode_not_registered(missing, kind.noun), status=404)

@@ -1,4 +1,5 @@
-"""The one log line of each change a handler makes, with structured fields for JSON logs.
+"""The one log line of each change a handler makes, with structured fields for JSON logs (a per-rank
+record's: ``engine_info/log_lines.py``).
 
 Every field a client chose (role, session id, backend, URL) is cut to
 :data:`~aiobootstrap._logging.LOGGED_CHARS` characters, with a marker saying how long it was, in
@@ -8,72 +9,20 @@ registration of sane ids costs, whatever a body holds.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 
-from ... import wire
 from ..._logging import clipped, printable
-from ..._names import DEFAULT_NAMESPACE, DEFAULT_ROLE
-from ...store import Record
-from ...wire.bodies import session_id_of
-from .kinds import TRANSFER_ENGINE_INFO_KIND, RecordKind
 
-__all__ = ["log_change", "log_encoder_url"]
+__all__ = ["log_encoder_url", "shown"]
 
 log = logging.getLogger("aiobootstrap")
 
 
-def _shown(text: str) -> str:
+def shown(text: str) -> str:
     """A client's field as the message writes it: clipped, then escaped if not printable."""
     return printable(clipped(text))
 
 
-def log_change(action: str, record: Record, kind: RecordKind, *, later: bool = False) -> None:
-    """One line per registration or deletion of a per-rank record.
-
-    ``later``: written at the loop's next turn, after the callbacks the change scheduled (the
-    waiters' replies it answers), so the line is not on the way of their bytes. Only where no
-    other line of this request follows it (the access log's comes at the end of the handler's
-    step): the lines keep their order.
-    """
-    if not log.isEnabledFor(logging.INFO):
-        return  # the line takes a while to make: registrations come by the thousand
-    if later:
-        asyncio.get_running_loop().call_soon(_log_change, action, record, kind)
-    else:
-        _log_change(action, record, kind)
-
-
-def _log_change(action: str, record: Record, kind: RecordKind) -> None:
-    key = record.key
-    rank = record.rank
-    where = "" if key.namespace == DEFAULT_NAMESPACE else f" in namespace {key.namespace}"
-    what = "" if kind is TRANSFER_ENGINE_INFO_KIND else f"{kind.noun} "
-    role = "" if key.role == DEFAULT_ROLE else f" role {_shown(key.role)}"
-    session = ""
-    extra: dict[str, object] = {"rank": rank, "version": record.version, "namespace": key.namespace}
-    if kind is TRANSFER_ENGINE_INFO_KIND:
-        value = record.value
-        session_id = clipped(session_id_of(value))  # the field as logged; the message escapes it too
-        session = "" if wire.is_classic(value) else f" backend {_shown(str(value['backend']))}"
-        session += f" session {printable(session_id)}" if "session_id" in value else ""
-        extra["session_id"] = session_id
-    if kind is not TRANSFER_ENGINE_INFO_KIND or key.role != DEFAULT_ROLE:
-        extra["kind"] = kind.name
-        extra["role"] = clipped(key.role)
-    log.info(
-        "%s %srank %d%s%s version %d%s",
-        action,
-        what,
-        rank,
-        role,
-        session,
-        record.version,
-        where,
-        extra=extra,
-    )
-
-
 def log_encoder_url(action: str, url: str, namespace: str) -> None:
     """One line per encoder URL registered or unregistered."""
-    log.info("%s encoder URL %s", action, _shown(url), extra={"namespace": namespace})
+    log.info("%s encoder URL %s", action, shown(url), extra={"namespace": namespace})

@@ -1,24 +1,28 @@
 """The engine-info face: SGLang's per-rank records (transfer-engine info, parallelism config), one
-set of routes per entry of the kind table (``faces/kinds.py``), read when the app is made."""
+set of routes per entry of the kind table (``kinds.py``), read when the app is made, and their
+listing (``/ranks``)."""
 
 from __future__ import annotations
 
 from aiohttp import web
 
+from .... import wire
 from ...._names import DEFAULT_ROLE, TRANSFER_ENGINE_INFO
 from ....core.registry import Registry
 from ...config import ServerConfig
 from ...face import Access, ExpectHandler, Face, RouteAccess
 from ...kind_spec import KindFigures, NamespaceCount
-from .. import kinds as _kinds
+from . import kinds as _kinds
 from . import openapi
+from .listing import list_ranks
 from .routes import kind_routes
 
 __all__ = ["FACE", "engine_info_face"]
 
 
 def _routes(expect: ExpectHandler | None) -> list[web.RouteDef]:
-    return [route for kind in _kinds.KINDS for route in kind_routes(kind, expect)]
+    every = [route for kind in _kinds.KINDS for route in kind_routes(kind, expect)]
+    return [*every, web.get(wire.RANKS_PATH, list_ranks, expect_handler=expect)]
 
 
 def _access() -> RouteAccess:
@@ -28,6 +32,7 @@ def _access() -> RouteAccess:
         table["DELETE", kind.register_path] = Access.WRITE
         table["GET", kind.get_path] = Access.READ
         table["GET", kind.batch_path] = Access.READ
+    table["GET", wire.RANKS_PATH] = Access.READ
     return table
 
 

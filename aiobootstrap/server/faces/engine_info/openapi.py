@@ -1,5 +1,6 @@
 """The engine-info face's OpenAPI description: each record kind's four routes and three schemas,
-from its entry in the kind table (``faces/kinds.py``) as the table is when the document is made."""
+from its entry in the kind table (``kinds.py``) as the table is when the document is made, and the
+listing of a kind (``/ranks``, ``openapi_listing.py``)."""
 
 from __future__ import annotations
 
@@ -20,8 +21,9 @@ from ...openapi.paths import (
     text_reply,
 )
 from ...openapi.schemas import RANK, ROLE, ref
-from .. import kinds as _kinds
-from ..kinds import RecordKind
+from . import kinds as _kinds
+from .kinds import RecordKind
+from .openapi_listing import LISTING, listing_paths
 
 __all__ = ["kind_paths", "kind_schemas", "paths", "schemas"]
 
@@ -159,10 +161,12 @@ def kind_schemas(kind: RecordKind) -> dict[str, Any]:
 
 
 def paths() -> dict[str, dict[str, Any]]:
-    """Every record kind's routes."""
-    return {path: item for kind in _kinds.KINDS for path, item in kind_paths(kind).items()}
+    """Every record kind's routes, and the listing."""
+    every = {path: item for kind in _kinds.KINDS for path, item in kind_paths(kind).items()}
+    return {**every, **listing_paths()}
 
 
 def schemas() -> dict[str, Any]:
-    """Every record kind's register body (with its lease), reply and batch reply."""
-    return {name: schema for kind in _kinds.KINDS for name, schema in kind_schemas(kind).items()}
+    """Every record kind's register body (with its lease), reply and batch reply, and the listing's reply."""
+    every = {name: schema for kind in _kinds.KINDS for name, schema in kind_schemas(kind).items()}
+    return {**every, "Listing": LISTING}

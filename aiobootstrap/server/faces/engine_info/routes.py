@@ -19,8 +19,8 @@ from ...face import Access, ExpectHandler, Route
 from ...fastpath.replies import BatchReply, FaceHandler, RecordWait, Reply, TextReply
 from ...metrics import METRICS, counts_gets
 from ..common import after_of, lease_of_body, namespace_of, not_registered, param, wait_seconds
-from ..kinds import RecordKind
-from ..log_lines import log_change
+from .kinds import RecordKind
+from .log_lines import log_change
 
 __all__ = ["kind_routes"]
 

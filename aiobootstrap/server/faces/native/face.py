@@ -1,5 +1,5 @@
-"""The native face: aiobootstrap's own routes in every namespace (the health probe, ``/ranks``,
-``/watch``, the leases, the bring-up page).
+"""The native face: aiobootstrap's own routes in every namespace (the health probe, ``/watch``, the
+leases, the bring-up page).
 
 The routes served once for the whole server (``/ready``, ``/metrics``,
 ``/namespaces``, ``/openapi.json``) are the server's own, not a face's
@@ -13,7 +13,7 @@ from ...bringup_page import page
 from ...face import Access, Face, Route
 from . import openapi
 from .leases import lease_routes
-from .status import health, list_ranks
+from .status import health
 from .watch import watch
 
 __all__ = ["FACE"]
@@ -23,7 +23,6 @@ def _routes() -> list[Route]:
     read = Access.READ
     return [
         Route("GET", wire.HEALTH_PATH, health, Access.PROBE),
-        Route("GET", wire.RANKS_PATH, list_ranks, read),
         Route("GET", wire.WATCH_PATH, watch, read),
         *lease_routes(),
         # /ns/{namespace}/ in a namespace; the page holds no records, but reads them with the token.
@@ -32,4 +31,4 @@ def _routes() -> list[Route]:
 
 
 FACE = Face.of_routes("native", _routes, paths=openapi.paths, schemas=openapi.schemas, order=1000)
-"""The probe, the listing, the watch, the leases and the page."""
+"""The probe, the watch, the leases and the page."""

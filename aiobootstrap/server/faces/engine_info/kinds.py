@@ -1,12 +1,13 @@
-"""The record kinds: one table entry per kind of record, with its wire shapes.
+"""The engine-info face's record kinds: one table entry per kind of per-rank record, with its wire shapes.
 
 A kind is data, not a code path. Each per-rank kind is a :class:`RecordKind`
 naming its routes, the register body's field that holds the record, how that
 field is checked, how a get, a ``form=object`` get and a batch item are
 written, what the listing shows of a record and the ``404`` sentence. One set
-of handlers (``faces/engine_info/routes``), one OpenAPI builder (``faces/engine_info/openapi``), the
-registry and every store serve all of them: the store keys records by kind
-and role, and the registry waits on keys whatever their kind.
+of handlers (``routes``), one listing (``listing``: ``/ranks``), one OpenAPI
+builder (``openapi``), the registry and every store serve all of them: the
+store keys records by kind and role, and the registry waits on keys whatever
+their kind.
 
 Adding a kind is an entry in :data:`KINDS`: its paths, its field, a parser for
 the field (raising :class:`~aiobootstrap.exceptions.BadRequest` naming it),
@@ -15,10 +16,11 @@ encoders for its replies and their JSON schemas. Registration, deletion,
 metrics, the OpenAPI description, the journal and every store follow from
 the entry (``tests/test_kinds.py`` adds a kind that way).
 
-The engine-info face serves these kinds and declares them to the host
-(:func:`kind_spec`, its ``Face.kinds``); the native face lists them
-(``/ranks``). The other faces' kinds (a set of encoder URLs, a prefill rank,
-a Mooncake key) are theirs alone, each declared in its own folder.
+The face declares these kinds to the host (:func:`kind_spec`, its
+``Face.kinds``, made from the table when the face is made:
+``face.engine_info_face``). The other faces' kinds (a set of encoder URLs, a
+prefill rank, a Mooncake key) are theirs alone, each declared in its own
+folder.
 
 Nothing here does I/O.
 """
@@ -29,13 +31,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
-from ... import wire
-from ..._json import dumps
-from ...exceptions import BadRequest, missing_ranks_detail
-from ...store import Key, Record
-from ...wire.kinds import PARALLELISM_CONFIG_ROUTES, TRANSFER_ENGINE_INFO_ROUTES, KindRoutes
-from ..kind_spec import KindSpec
-from . import records
+from .... import wire
+from ...._json import dumps
+from ....exceptions import BadRequest, missing_ranks_detail
+from ....store import Key, Record
+from ....wire.kinds import PARALLELISM_CONFIG_ROUTES, TRANSFER_ENGINE_INFO_ROUTES, KindRoutes
+from ...kind_spec import KindSpec
+from .. import records
 
 __all__ = ["KINDS", "TRANSFER_ENGINE_INFO_KIND", "RecordKind", "kind_named", "kind_spec"]
 
