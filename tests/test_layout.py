@@ -334,11 +334,66 @@ def test_the_server_floor_check_names_each_import_running_up() -> None:
     assert not _imports_up_in_server("aiobootstrap.cli.main", [(1, f"{s}.threaded")], "m.py")
 
 
+IN_THREAD_BASE = ("aiobootstrap.server.in_thread", "ServerInThread")
+"""The host's server in a thread (it names no engine): every class built on it is an in-process server."""
+
+
+def _misplaced_drop_ins(classes: list[tuple[str, str, list[str]]]) -> list[str]:
+    """Each class built on :data:`IN_THREAD_BASE`, directly or through another, that stands below the
+    in-process floor. ``classes``: each class's module, name and the names of its bases."""
+    built = {IN_THREAD_BASE[1]}
+    while grown := {name for _, name, bases in classes if name not in built and built & set(bases)}:
+        built |= grown
+    return sorted(
+        f"{module}.{name} is built on {IN_THREAD_BASE[1]}: an in-process server, on the in-process floor"
+        for module, name, _ in classes
+        if name in built and (module, name) != IN_THREAD_BASE and _server_floor(module) != 2
+    )
+
+
+def _classes() -> list[tuple[str, str, list[str]]]:
+    """Every class of the package: its module, its name and its bases' names."""
+    found = []
+    for module, path in MODULES.items():
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ClassDef):
+                bases = [ast.unparse(base).rpartition(".")[2].partition("[")[0] for base in node.bases]
+                found.append((module, node.name, bases))
+    return found
+
+
+def test_every_in_process_server_is_on_the_in_process_floor() -> None:
+    """``ThreadedBootstrapServer`` and every face's drop-in (``faces/<name>/inprocess.py``) host a server in a
+    thread: none is in the host or a face's own floor, which a drop-in may import but not the other way."""
+    misplaced = _misplaced_drop_ins(_classes())
+    assert not misplaced, "\n".join(misplaced)
+    assert {"ThreadedBootstrapServer", "EncoderBootstrapServer", "PrefillBootstrapServer"} <= {
+        name for module, name, _ in _classes() if _server_floor(module) == 2
+    }
+
+
+def test_the_drop_in_check_names_each_in_process_server_below_its_floor() -> None:
+    """The check is not vacuous: a class built on the base, directly or through a drop-in, outside the
+    in-process floor is named; the base itself, drop-ins on the floor and unrelated classes pass."""
+    s, f = SERVER, FACES
+    classes = [
+        (f"{s}.in_thread", "ServerInThread", ["LoopThreadOwner"]),
+        (THREADED, "ThreadedBootstrapServer", ["ServerInThread"]),
+        (f"{f}.toy.inprocess", "ToyBootstrapServer", ["ThreadedBootstrapServer"]),
+        (f"{f}.toy.server", "ToyServer", ["ToyBootstrapServer"]),
+        (f"{s}.app", "HostServer", ["ServerInThread"]),
+        (f"{s}.face", "Face", []),
+    ]
+    assert _misplaced_drop_ins(classes) == [
+        f"{s}.app.HostServer is built on ServerInThread: an in-process server, on the in-process floor",
+        f"{f}.toy.server.ToyServer is built on ServerInThread: an in-process server, on the in-process floor",
+    ]
+
+
 # -- a face's modules are its own -----------------------------------------
 
 FACE_FINDERS = {
     "aiobootstrap": "the package's public names, each imported on first use (``_LAZY``): the drop-ins among them",
-    FACES: "the face registry of the faces' floor: it may list the faces by name",
     "aiobootstrap.server.face_registry": "the faces found (by name, with importlib): the one door to them",
 }
 """Who may import a face's modules besides the face's own folder and the in-process floor, and why."""
