@@ -9,8 +9,18 @@ sitting fails here, naming the files. So does a module of the server or the
 CLI that reaches the store past the registry, and a face that imports
 another face (or the fast path a face), naming the file and the line.
 
+Inside ``server/`` the floors are the host, the faces (``server/faces/``) and
+the in-process servers (``threaded.py``, each face's ``inprocess.py``), low to
+high; each fails here, with its file and line: an import running up them, a
+face's module imported from outside its folder (but by the in-process floor,
+the face registry and the package's public names), an identifier or string
+naming an engine in the core, the stores or the host, a class built on
+``ServerInThread`` below the in-process floor, and an import inside a function
+that :data:`FUNCTION_IMPORTS` gives no reason for.
+
 The suite has a shape too: a test module never imports another test module nor
-``conftest.py``; what modules share is in ``tests/helpers/``.
+``conftest.py``; what modules share is in ``tests/helpers/``; the bench and the
+testbed (the real servers both start) import no test.
 """
 
 from __future__ import annotations
