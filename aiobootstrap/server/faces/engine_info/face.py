@@ -10,7 +10,7 @@ from .... import wire
 from ...._names import DEFAULT_ROLE, TRANSFER_ENGINE_INFO
 from ....core.registry import Registry
 from ...config import ServerConfig
-from ...face import Access, ExpectHandler, Face, RouteAccess
+from ...face import Access, ExpectHandler, Face, Route, RouteAccess
 from ...kind_spec import KindFigures, NamespaceCount
 from . import kinds as _kinds
 from . import openapi
@@ -22,7 +22,7 @@ __all__ = ["FACE", "engine_info_face"]
 
 def _routes(expect: ExpectHandler | None) -> list[web.RouteDef]:
     every = [route for kind in _kinds.KINDS for route in kind_routes(kind, expect)]
-    return [*every, web.get(wire.RANKS_PATH, list_ranks, expect_handler=expect)]
+    return [*every, Route("GET", wire.RANKS_PATH, list_ranks, Access.READ).definition(expect)]
 
 
 def _access() -> RouteAccess:
