@@ -28,26 +28,27 @@ from aiohttp import web
 from aiohttp.typedefs import Handler, Middleware
 
 from .. import wire
-from .._names import BOOT_HEADER, DEFAULT_ROLE, TRANSFER_ENGINE_INFO
+from .._names import BOOT_HEADER
 from ..core.history import History, listeners
 from ..core.registry import Registry
 from ..store import StoreLimits
 from ..store.url import open_store
 from .access import GUARD, Guard, classify
-from .appkeys import CONFIG, FINDINGS, HISTORY, REGISTRY
+from .appkeys import CONFIG, FINDINGS, HISTORY, KIND_TABLE, REGISTRY
 from .auth import UnroutedExpect, auth_middleware, expect_handler
 from .body import BODY_BUDGET, BodyBudget
 from .bringup_metrics import BringUpCollector, kind_figures, waits_by_namespace
+from .change_words import CHANGE_WORDS, ChangeWords
 from .config import ServerConfig
 from .errors import STORE_REFUSALS, store_refusals
 from .face import ExpectHandler, Face
 from .face_registry import installed_faces, select
-from .faces.kinds import encode_object_reply, encode_reply, encoder_list_key, encoder_urls
 from .fastpath.batches import BATCH_REPLIES, BatchReplies
 from .fastpath.eligible import ELIGIBILITY, Eligibility
 from .fastpath.gets import GET_REPLIES, GetReplies
 from .fastpath.watches import WATCH_REPLIES, WatchReplies
 from .front import front_middleware
+from .kind_spec import KindTable
 from .lease_metrics import LeaseCollector
 from .metrics import METRICS, NAMESPACE_FIGURES, Metrics, NamespaceFigures, metrics
 from .openapi import openapi
@@ -79,9 +80,13 @@ def create_app(config: ServerConfig | None = None, *, faces: Sequence[Face] | No
     app[CONFIG] = config
     app[STORE_REFUSALS] = store_refusals()
     app[BODY_BUDGET] = BodyBudget(config.max_body_memory)
-    app[METRICS] = Metrics(lambda: _live_namespaces(app), keep=config.max_namespaces)
+    # Every record kind the faces declare: how a get of each is encoded, whether it is listed.
+    app[KIND_TABLE] = KindTable(spec for face in faces for spec in face.kinds)
+    app[CHANGE_WORDS] = ChangeWords(app[KIND_TABLE])  # how /watch shows each kind's changes
+    counts = [count for face in faces for count in face.counts]
+    app[METRICS] = Metrics(lambda: _live_namespaces(app), keep=config.max_namespaces, counts=counts)
     app[WATCH_FIGURES] = WatchFigures()
-    app[NAMESPACE_FIGURES] = lambda: _namespace_figures(app)
+    app[NAMESPACE_FIGURES] = lambda: _namespace_figures(app, faces)
     app.on_response_prepare.append(_boot_header)
     app[ELIGIBILITY] = Eligibility(_boot_header, middlewares)
     app.cleanup_ctx.append(_registry_context)
@@ -165,16 +170,28 @@ async def _registry_context(app: web.Application) -> AsyncIterator[None]:
         max_namespaces=config.max_namespaces,
         max_roles=config.max_roles,
         max_leases=config.max_leases,
+        kind_caps={
+            spec.name: cap
+            for spec in app[KIND_TABLE].values()
+            if spec.cap is not None and (cap := spec.cap(config)) is not None
+        },
     )
     store = open_store(
         config.store_url, prefix=config.store_prefix, limits=limits, min_replicas=config.store_min_replicas
     )
+    kinds = app[KIND_TABLE]
     replies = GetReplies(
-        encode_reply, lambda: store.incarnation, encode_object=encode_object_reply, eligible=app[ELIGIBILITY]
+        kinds.encode, lambda: store.incarnation, encode_object=kinds.encode_object, eligible=app[ELIGIBILITY]
     )
     registry = Registry(store, max_waiters=config.max_waiters)
+    words = app[CHANGE_WORDS]
     history = History(
-        store, limit=config.watch_history, memory=config.watch_history_memory, parking=registry.parking
+        store,
+        limit=config.watch_history,
+        memory=config.watch_history_memory,
+        parking=registry.parking,
+        told=words.told if words.hides else None,  # a change no watcher is told of is not kept
+        sets=[name for name, spec in app[KIND_TABLE].items() if spec.members],
     )
     in_order = store.follow_in_order(history)  # Redis: the stream's order, not its own writes first
     await store.open(registry if in_order else listeners(registry, history))
@@ -263,21 +280,22 @@ async def _live_namespaces(app: web.Application) -> set[str]:
     return set(await registry.namespaces()) | set(registry.parked_namespaces())
 
 
-async def _namespace_figures(app: web.Application) -> list[NamespaceFigures]:
+async def _namespace_figures(app: web.Application, faces: Sequence[Face]) -> list[NamespaceFigures]:
+    """Each live namespace as ``faces`` count it (``Face.counts``, ``Face.figures``), for a scrape or a listing."""
     registry = app[REGISTRY]
     names = sorted(await _live_namespaces(app))
     waits = waits_by_namespace(registry.oldest_waits())
-    world_size = app[CONFIG].world_size
+    config = app[CONFIG]
+    counts = [count for face in faces for count in face.counts]
     figures = []
     for number, name in enumerate(names, 1):
         figures.append(
             NamespaceFigures(
                 name,
-                await registry.count(name, TRANSFER_ENGINE_INFO, DEFAULT_ROLE),
                 registry.parked_in(name),
                 await registry.version(name),
-                len(encoder_urls(await registry.get(encoder_list_key(name)))),
-                await kind_figures(registry, name, world_size, waits.get(name, {})),
+                {count.name: await count.read(registry, name) for count in counts},
+                await kind_figures(registry, name, faces, config, waits.get(name, {})),
             )
         )
         if number % _FIGURES_A_TURN == 0:
