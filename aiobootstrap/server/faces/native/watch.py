@@ -22,26 +22,18 @@ from collections.abc import Hashable
 from aiohttp import web
 
 from .... import wire
-from ...._names import ENCODER_URLS
 from ...._ranks import RankSet
 from ....core.history import History, Match
-from ....exceptions import HistoryGone, ShuttingDown
-from ....wire.metadata import METADATA
-from ....wire.prefill import PREFILL_RANK, PREFILL_ROOM, PREFILL_TOPOLOGY
-from ...appkeys import CONFIG, HISTORY, REGISTRY
+from ....exceptions import BadRequest, HistoryGone, ShuttingDown
+from ...appkeys import CONFIG, HISTORY, KIND_TABLE, REGISTRY
 from ...fastpath.watches import WATCH_REPLIES, PendingWatch, WatchReplies
 from ...watch_metrics import WATCH_FIGURES
 from ..common import namespace_of, param, wait_seconds
-from ..kinds import kind_named
 from .watch_counts import CountsTold, gone, watch_with_counts
 
 __all__ = ["watch"]
 
 _PING = b": ping\n\n"
-
-_LISTED_KINDS = frozenset({ENCODER_URLS, METADATA, PREFILL_RANK, PREFILL_TOPOLOGY, PREFILL_ROOM})
-"""The kinds a ``kind=`` filter names beside the per-rank record kinds: the encoder list, the faces' named records."""
-
 
 def _match(request: web.Request) -> tuple[Match | None, Hashable]:
     """The filter the ``kind``, ``role`` and ``ranks`` parameters name (``None`` when none is given), and its key.
@@ -51,7 +43,10 @@ def _match(request: web.Request) -> tuple[Match | None, Hashable]:
     kind_text, role_text, ranks_text = param(request, "kind"), param(request, "role"), param(request, "ranks")
     kind = None
     if kind_text is not None:
-        kind = kind_text if kind_text in _LISTED_KINDS else kind_named(kind_text).name
+        listed = request.app[KIND_TABLE].listed()  # the kinds the faces declare listed (KindSpec.listed)
+        if kind_text not in listed:
+            raise BadRequest(f"Invalid kind parameter: give one of {', '.join(sorted(listed))}.")
+        kind = kind_text
     role = None if role_text is None else wire.parse_role_param(role_text)
     ranks: RankSet | None = None if ranks_text is None else wire.parse_ranks(ranks_text)
     key = (kind, role, ranks_text)
