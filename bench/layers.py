@@ -81,6 +81,7 @@ _MODULES = [  # first prefix that matches (relative to aiobootstrap/)
     ("server/metrics.py", "metrics counting"),
     ("server/body.py", "body read (server/body.py)"),
     ("server/faces/log_lines.py", "logging"),
+    ("server/faces/engine_info/log_lines.py", "logging"),
     ("_logging.py", "logging"),
     ("server/faces/", "handler glue (faces: routes, common, kinds, records)"),
     ("server/fastpath/writes.py", "reply write (writes.write: transport.write, send)"),
