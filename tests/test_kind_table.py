@@ -111,3 +111,18 @@ def test_the_openapi_namespaces_schema_has_a_field_per_count() -> None:
     fields = items["namespaces"]["items"]
     assert fields["properties"]["toy_notes"]["description"] == "Notes."
     assert {"ranks", "encoder_urls", "toy_notes"} <= set(fields["required"])
+
+
+async def test_only_the_served_faces_count(aiohttp_client: AiohttpClient) -> None:
+    """Served without the engine-info and encoder faces: their gauges are absent, /namespaces still lists
+    every field (0), and Mooncake's keys are still a figure."""
+    client = await aiohttp_client(create_app(ServerConfig(faces=("mooncake", "native"))))
+    assert (await client.put("/metadata?key=mooncake/ram/a", data=b"{}")).status == 200
+    text = await (await client.get("/metrics")).text()
+    assert "aiobootstrap_registered_ranks" not in text
+    assert "aiobootstrap_encoder_urls" not in text
+    assert 'aiobootstrap_kind_registered_ranks{kind="metadata",namespace="default",role="target"} 1.0' in text
+    listing = await (await client.get("/namespaces")).json()
+    assert listing["namespaces"] == [
+        {"namespace": "default", "version": 1, "ranks": 0, "waiters": 0, "encoder_urls": 0}
+    ]
