@@ -65,10 +65,10 @@ from collections.abc import Hashable, Sequence
 
 from aiohttp import web
 
-from ... import wire
-from ...core.history import History, Match, WaitEnd
+from ...core.history import History, LoggedChange, Match, WaitEnd
 from ...core.parking import Parking
 from ...core.tally import Tally
+from ..change_words import ChangeWords
 from . import heads
 from .eligible import Eligibility
 from .prebuilt import PendingReply, PrebuiltReply, Stamp
@@ -127,14 +127,17 @@ class WatchReplies:
         eligible: Eligibility,
         *,
         findings: Tally | None = None,
+        words: ChangeWords | None = None,
     ) -> None:
         """``stamp``: the app's one (``GetReplies.stamp``); ``eligible``: its one rule (``eligible.ELIGIBILITY``);
         ``findings``: the prober's, when something probes."""
         self.eligible = eligible
-        """Asked by the watch face before it announces a watch: ``replies.eligible(request)``."""
+        """Asked by the responder before it announces a watch: ``replies.eligible(request)``."""
         self._history = history
         self._parking = parking
         self._findings = findings
+        self._words = ChangeWords() if words is None else words
+        """How the changes are shown (``change_words``: each kind's words, or the generic form)."""
         self._crowds: dict[str, dict[CrowdKey, _Crowd]] = {}
         self._due: set[str] = set()
         self._counting: dict[_Crowd, None] = {}
@@ -242,9 +245,9 @@ class WatchReplies:
                 log.exception("A pending watch reply failed")
             self._drop(crowd)
 
-    def _long_poll(self, crowd: _Crowd, changes: Sequence[wire.WatchedChange], version: int) -> None:
+    def _long_poll(self, crowd: _Crowd, changes: Sequence[LoggedChange], version: int) -> None:
         tally = self._findings
-        body = wire.encode_watch(
+        body = self._words.reply(
             changes,
             version,
             waits=None if crowd.waits is None else self._parking.moves.count,
@@ -265,7 +268,7 @@ class WatchReplies:
     def _stream(
         self,
         crowd: _Crowd,
-        changes: Sequence[wire.WatchedChange],
+        changes: Sequence[LoggedChange],
         version: int,
         frames: dict[int, bytes],
     ) -> None:
@@ -273,7 +276,7 @@ class WatchReplies:
         for change in changes:
             event = frames.get(id(change))
             if event is None:
-                event = frames[id(change)] = wire.sse_event(change)
+                event = frames[id(change)] = self._words.events(change)
             events.append(event)
         data = b"".join(events)
         chunk = b"%x\r\n%b\r\n" % (len(data), data)

@@ -30,10 +30,9 @@ async def _encoder_url(request: web.Request) -> str | None:
 _OK = TextReply("OK")
 
 
-def _missing_url() -> web.Response:
+def _missing_url() -> JsonReply:
     # The engines' callers may read "error" (their server's field); "detail" is every error's.
-    body = wire.error_body(wire.MISSING_URL_DETAIL, error=wire.MISSING_URL_ERROR)
-    return web.Response(status=400, body=body, content_type=wire.JSON_TYPE)
+    return JsonReply(wire.error_body(wire.MISSING_URL_DETAIL, error=wire.MISSING_URL_ERROR), 400)
 
 
 async def register_encoder_url(request: web.Request) -> Reply:
@@ -83,7 +82,7 @@ async def list_encoder_urls(request: web.Request) -> Reply:
     return RecordReply(record)
 
 
-async def encoder_url_health(request: web.Request) -> web.Response:
+async def encoder_url_health(request: web.Request) -> Reply:
     """``GET /encoder_url_health``: each listed and evicted URL with what this replica's probes found."""
     namespace = namespace_of(request)
     listed, evicted = await request.app[REGISTRY].get_many(
@@ -117,4 +116,4 @@ async def encoder_url_health(request: web.Request) -> web.Response:
         "findings": 0 if prober is None else prober.findings.count,  # a watch's &findings= follows the next
         "encoder_urls": urls,
     }
-    return web.Response(body=dumps(body), content_type=wire.JSON_TYPE)
+    return JsonReply(dumps(body))

@@ -20,22 +20,21 @@ from typing import Any
 from aiohttp import web
 
 from .... import wire
-from ....core.history import History, Match
+from ....core.history import History, LoggedChange, Match
 from ....core.parking import Parking
 from ....core.tally import Tally
 from ....exceptions import HistoryGone
 from ...appkeys import FINDINGS, REGISTRY
+from ...change_words import ChangeWords
+from ...fastpath.replies import JsonReply
 from ..common import param
 
 __all__ = ["CountsTold", "gone", "watch_with_counts"]
 
 
-def gone(exc: HistoryGone) -> web.Response:
-    return web.Response(
-        status=410,
-        body=wire.error_body(exc.detail, version=exc.version),
-        content_type=wire.JSON_TYPE,
-    )
+def gone(exc: HistoryGone) -> JsonReply:
+    """The ``410`` of a watch whose position the history no longer reaches (``version``: where it starts)."""
+    return JsonReply(wire.error_body(exc.detail, version=exc.version), 410)
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,10 +67,10 @@ class CountsTold:
             self.findings is not None and probes is not None and self.findings != probes.count
         )
 
-    def encode(self, changes: Sequence[wire.WatchedChange], version: int) -> bytes:
+    def encode(self, words: ChangeWords, changes: Sequence[LoggedChange], version: int) -> bytes:
         """The reply, saying the counts asked for as they are now."""
         probes = self.probed
-        return wire.encode_watch(
+        return words.reply(
             changes,
             version,
             waits=None if self.waits is None else self.parking.moves.count,
@@ -80,8 +79,14 @@ class CountsTold:
 
 
 async def watch_with_counts(
-    history: History, namespace: str, after: int, wait: float, match: Match | None, counts: CountsTold
-) -> web.Response:
+    history: History,
+    namespace: str,
+    after: int,
+    wait: float,
+    match: Match | None,
+    counts: CountsTold,
+    words: ChangeWords,
+) -> JsonReply:
     """Answered at a change as any watch, or once a count told has moved: three waits raced."""
     waiting: list[Coroutine[Any, Any, None]] = []
     if counts.waits is not None:
@@ -102,4 +107,4 @@ async def watch_with_counts(
         )
     except HistoryGone as exc:
         return gone(exc)
-    return web.Response(body=counts.encode(changes, version), content_type=wire.JSON_TYPE)
+    return JsonReply(counts.encode(words, changes, version))
