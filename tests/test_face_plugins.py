@@ -198,13 +198,13 @@ def test_the_installed_faces_are_the_folders_in_their_declared_order() -> None:
 
 
 def test_a_folders_settings_are_read_without_its_face_and_are_its_faces() -> None:
-    """The command line reads each folder's settings.py (SETTINGS) without loading the face: the same class
-    as the face declares."""
+    """The command line reads each folder's settings.py (SETTINGS) without loading the face (its options are
+    parsed before aiohttp loads, so a taken port is reported at once): the same class as the face declares."""
     declared = {face.settings for face in installed_faces() if face.settings is not None}
     assert set(installed_settings()) == declared
     probe = (
-        "import sys; from aiobootstrap.server.face_registry import installed_settings; installed_settings(); "
-        "print('aiohttp' in sys.modules)"
+        "import sys; from aiobootstrap.cli.parser import server_config, server_parser; "
+        "server_config(server_parser().parse_args(['--dp-room-ttl', '5']), {}); print('aiohttp' in sys.modules)"
     )
     result = subprocess.run(
         [sys.executable, "-c", probe], capture_output=True, text=True, timeout=GUARD, check=True
