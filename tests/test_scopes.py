@@ -29,7 +29,7 @@ from aiobootstrap import (
 )
 from aiobootstrap.server.access import Access
 from aiobootstrap.server.face_registry import installed_faces
-from aiobootstrap.server.faces.native.face import FACE as NATIVE
+from aiobootstrap.server.faces.engine_info.face import FACE as ENGINE_INFO
 from aiobootstrap.server.openapi import document
 from aiobootstrap.server.tokens import TokenSet
 
@@ -213,11 +213,11 @@ async def test_the_table_names_every_route_the_app_serves():
 
 def test_an_unclassified_route_stops_the_app():
     """A route its face declares no Access for is refused when the app is made, not served unguarded."""
-    table = dict(NATIVE.access())
+    table = dict(ENGINE_INFO.access())
     del table["GET", "/ranks"]
-    native = dataclasses.replace(NATIVE, access=lambda: table)
+    engine_info = dataclasses.replace(ENGINE_INFO, access=lambda: table)
     with pytest.raises(LookupError, match="GET /ranks"):
-        create_app(faces=[native if face is NATIVE else face for face in installed_faces()])
+        create_app(faces=[engine_info if face is ENGINE_INFO else face for face in installed_faces()])
 
 
 @pytest.mark.parametrize(
