@@ -313,3 +313,17 @@ async def test_the_oldest_waits_count_set_waits_and_conditions() -> None:
     condition.cancel()
     await asyncio.gather(keys, condition, return_exceptions=True)
     assert registry.oldest_waits() == {}
+
+
+async def test_a_resync_during_the_seed_read_reads_again() -> None:
+    """The feed may have missed changes while the seed was being read: that read is not trusted, one more is made."""
+    store = CountingStore()
+    registry = Registry(store)  # the feed is not heard: as if it missed every change
+    await store.open(Heard())
+    store.pause_records = True
+    waiting = asyncio.create_task(registry.wait_until(AtLeast(NS, KIND, ROLE, 1), GUARD))
+    await until(lambda: store.calls["records"] == 1)
+    await store.put(named("a"), {})
+    registry.resync()
+    assert await asyncio.wait_for(waiting, GUARD) is True
+    assert store.calls["records"] == 2

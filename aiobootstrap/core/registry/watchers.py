@@ -60,7 +60,7 @@ _RETRY_FIRST, _RETRY_MOST = 0.05, 1.0
 class _Shared:
     """One condition and its waiters: the event they wait on (replaced once set), how many, its seed."""
 
-    __slots__ = ("condition", "event", "heard", "lock", "seeded", "since", "waiters")
+    __slots__ = ("condition", "event", "heard", "lock", "resyncs", "seeded", "since", "waiters")
 
     def __init__(self, condition: Condition) -> None:
         self.condition = condition
@@ -72,6 +72,8 @@ class _Shared:
         self.heard: list[Change] | None = None
         """The changes heard while the seed is read (``None``: no seed being read)."""
         self.lock = asyncio.Lock()
+        self.resyncs = 0
+        """How many times the feed said it may have missed changes: a seed read across one is read again."""
 
     def changed(self, change: Change) -> None:
         condition = self.condition
@@ -87,6 +89,7 @@ class _Shared:
     def resync(self) -> None:
         """The feed may have missed changes: seeded again by the next waiter to wake."""
         self.seeded = False
+        self.resyncs += 1
         self._wake()
 
     def _wake(self) -> None:
@@ -308,7 +311,7 @@ class Watchers:
             pause = _RETRY_FIRST
             condition = shared.condition
             while not shared.seeded:
-                shared.heard = []
+                shared.heard, resyncs = [], shared.resyncs
                 try:
                     records = await self._store.records(condition.namespace, condition.kind, condition.role)
                 except StoreUnavailable:  # not an answer: read again until it works or the wait runs out
@@ -317,6 +320,8 @@ class Watchers:
                     continue
                 finally:
                     heard, shared.heard = shared.heard, None
+                if shared.resyncs != resyncs:
+                    continue  # the feed may have missed changes during the read: read again
                 condition.seed(records)
                 for change in heard:
                     condition.changed(change)
