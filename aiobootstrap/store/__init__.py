@@ -2,7 +2,8 @@
 
 The rooms, each opening with how it works:
 
-- ``interface``: :class:`Store`, its keys and records, and the change feed's listener
+- ``interface``: :class:`Store` and its theory of operation, and the change feed's listener
+- ``records``: what a store keeps and tells: a :class:`Key`, a :class:`Record`, a :class:`Change`, a lease as read
 - ``limits``: :class:`StoreLimits`, and each refusal's sentence, whichever store refuses
 - ``tables``: the records of a store kept in this process, the rules of a put, a delete, a limit;
   ``LocalStore``, the reads and lease calls the memory and file stores share
