@@ -225,7 +225,7 @@ async def _fast_path_context(app: web.Application) -> AsyncIterator[None]:
     registry, history, gets = app[REGISTRY], app[HISTORY], app[GET_REPLIES]
     findings = app.get(FINDINGS)  # set by the encoder face's prober, when it probes
     watches = app[WATCH_REPLIES] = WatchReplies(
-        history, registry.parking, gets.stamp, app[ELIGIBILITY], findings=findings
+        history, registry.parking, gets.stamp, app[ELIGIBILITY], findings=findings, words=app[CHANGE_WORDS]
     )
     subscriptions = [
         registry.deliveries.subscribe(gets),  # a woken get's reply, written at its delivery
