@@ -3,8 +3,11 @@
 A face (``faces/<name>/``) declares, in its ``face.py``, everything the app
 needs of it: its routes, the :class:`Access` of each (one table of
 :class:`Route` entries, :meth:`Face.of_routes`, where each is written by hand), its
-OpenAPI paths and schemas, its settings, and its start-up and cleanup, if any. ``face_registry`` finds the
-installed faces; ``create_app`` routes them (each also under ``/ns/{namespace}``),
+OpenAPI paths and schemas, its settings, its record kinds (``kind_spec.KindSpec``: how a get of each
+is encoded, whether ``/watch`` lists it, whether it is a set, its cap), what ``/metrics`` and
+``/namespaces`` count of its records (``figures``, ``counts``), and its start-up and cleanup, if any.
+``face_registry`` finds the installed faces; ``create_app`` routes them (each also under
+``/ns/{namespace}``) and builds one kind table from theirs (``appkeys.KIND_TABLE``),
 ``access.route_access`` classifies their routes from their declarations and
 ``openapi.document`` describes them from theirs. A new face is a new folder
 (or another package's entry point): nothing else is edited.
