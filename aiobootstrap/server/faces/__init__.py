@@ -5,17 +5,16 @@ as ``FACE`` in its ``face.py``; ``server.face_registry`` finds them by
 scanning this folder (and other packages' entry points), so that no list
 names them and a new face is a new folder. Those that ship with aiobootstrap:
 ``engine_info`` (SGLang's per-rank records, one set of handlers for each entry
-of ``kinds.KINDS``), ``encoders`` (SGLang's encoder URL list and its prober),
+of its ``kinds.KINDS``, and their listing ``/ranks``), ``encoders`` (SGLang's encoder URL list and its prober),
 ``prefill`` (SGLang's prefill bootstrap for PD disaggregation: ``/route``, the
 bootstrap rooms), ``mooncake`` (the metadata server Mooncake's transfer engines
 rendezvous through: ``/metadata?key=``), ``native`` (aiobootstrap's own: the
-health probe, ``/ranks``, ``/watch``, the leases, the page). A face's settings
+health probe, ``/watch``, the leases, the page). A face's settings
 (its options) are a dataclass in its ``settings.py``.
 
 No face imports another: what they share is here, beside them: ``common``
-(what they read from a request, the plain replies they send), ``kinds`` (the
-record kinds' table), ``records`` (replies from records), ``log_lines`` (the
-one log line of each change), ``rounds`` (probes every interval, as a task that
+(what they read from a request, the plain replies they send), ``records``
+(replies from records), ``log_lines`` (the one log line of a change), ``rounds`` (probes every interval, as a task that
 lives with the app), ``engine_variables`` (an engine's variable as a setting's
 default). This package imports none of them: the command line reads the
 faces' settings before the server (and aiohttp) loads.

@@ -1,7 +1,7 @@
 """Replies made from records: a get's, a ``form=object`` get's and the listing's.
 
-The wire's shapes (``wire``) written from the store's records; the record kinds
-(``kinds``) name which encoder serves which kind.
+The wire's shapes (``wire``) written from the store's records; each face's kinds
+(``Face.kinds``) name which encoder serves which kind.
 """
 
 from __future__ import annotations
