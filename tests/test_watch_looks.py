@@ -4,7 +4,7 @@ Raw HTTP/1.x to a real server: a parked watch told counts is answered when a
 wait parks, when a probe round changes a finding and when a record changes,
 in the bytes aiohttp sends for the same app with one more
 ``on_response_prepare`` hook (which takes the slow way, ``watch_counts``);
-a crowd of them is encoded once and each member answered once, with no task
+a group of them is encoded once and each member answered once, with no task
 of its own; a ``410`` and the waiter limit hold as before.
 """
 
@@ -120,7 +120,7 @@ async def test_a_page_watch_is_answered_in_aiohttps_bytes(
         assert (body["findings"] > 0) == (trigger == "finding")
 
 
-async def test_a_crowd_is_encoded_once_and_each_answered_once_with_no_task_of_its_own(
+async def test_a_watch_group_is_encoded_once_and_each_answered_once_with_no_task_of_its_own(
     fast: Served, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Twenty page watches told the same counts park with no more tasks than twenty plain watches; a

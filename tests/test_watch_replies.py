@@ -112,7 +112,7 @@ async def test_stream_events_are_what_aiohttp_sends(fast: Served, plain: Served,
     assert ours == theirs
 
 
-async def test_crowds_of_other_filters_and_positions_each_get_their_own(client: Any) -> None:
+async def test_groups_of_other_filters_and_positions_each_get_their_own(client: Any) -> None:
     """Watchers of several filters and ``after``s, long-poll and stream, each get exactly their changes."""
     for rank in (0, 1):
         assert (await client.put(REGISTER, json=registration(rank))).status == 200

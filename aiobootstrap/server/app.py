@@ -229,7 +229,7 @@ async def _fast_path_context(app: web.Application) -> AsyncIterator[None]:
     )
     subscriptions = [
         registry.deliveries.subscribe(gets),  # a woken get's reply, written at its delivery
-        history.changed_namespaces.subscribe(watches),  # parked watches answered by crowd
+        history.changed_namespaces.subscribe(watches),  # parked watches answered by group
         registry.parking.moves.steps.subscribe(watches),  # the page's &waits=
     ]
     if findings is not None:

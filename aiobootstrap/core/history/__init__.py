@@ -43,7 +43,7 @@ resolves (every one, then a new set for the next); a watch parks in the step
 that read the log, so no change slips between. Its owner may end its wait
 too (:class:`WaitEnd`: the fast path, having answered it itself). Just before a
 change wakes its log, :attr:`History.changed_namespaces`' listeners hear the
-namespace (``server/fastpath/watches.py`` answers its crowds from :meth:`History.now`).
+namespace (``server/fastpath/watches.py`` answers its groups from :meth:`History.now`).
 A parked watch counts against ``--max-waiters``; a stream (:meth:`History.hold`) once.
 
 A namespace the store forgot (its last record deleted) has its log freed

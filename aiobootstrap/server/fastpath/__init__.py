@@ -20,7 +20,7 @@ it builds no bytes, asks no rule, announces and settles no waiter. The rooms:
   (``PendingReply``);
 - ``heads``: a reply's head as aiohttp orders it (variant, stamp);
 - ``gets``: gets, registrations' ``OK``, keepalives and the stop's ``503``
-  (``GetReplies``); ``watches``: parked watches answered by crowd
+  (``GetReplies``); ``watches``: parked watches answered by group
   (``WatchReplies``); ``batches``: a batch reply shared by the getters of
   one set, as parts (a large item is its record's body, never copied);
   ``writes``: large bodies written a slice at a time, views of the one
@@ -43,8 +43,8 @@ batches       a batch reply (its parts), and the       what was asked           
 ============  =======================================  ========================  ===================================
 
 Nothing else is kept past the step that made it (``turns`` holds only the
-writers waiting for a turn): a crowd's bytes are made per variant for that
-crowd as it is answered, and the events of a change framed once per
+writers waiting for a turn): a group's bytes are made per variant for that
+group as it is answered, and the events of a change framed once per
 answering pass. The subscriptions that feed ``gets`` and
 ``watches`` (the registry's deliveries, the history's changed namespaces,
 the tallies' steps) are made in one place, ``server/app.py``'s start-up.

@@ -29,8 +29,8 @@ allows:
   the get (:meth:`GetReplies.expect`, a :class:`PendingGet`);
   :meth:`GetReplies.delivered`, subscribed to the registry's deliveries,
   hears each record delivered, and the gets it answers are written back to
-  back from one loop callback (each variant's bytes made once for the
-  crowd), after the registration's own ``200`` and before the waiters'
+  back from one loop callback (each variant's bytes made once for them
+  all), after the registration's own ``200`` and before the waiters'
   tasks resume: the k-th waiter's first byte waits for k writes, not for k
   handler completions. As the wait returns, :meth:`GetReplies.settle` says
   what was written; nothing is written after it.
@@ -159,7 +159,7 @@ class GetReplies:
     def settle(self, pending: PendingGet) -> Record | None:
         """The get's wait is over: nothing more is written for it. Returns the record written, if any."""
         pending.settled = True
-        # Found by its own entry, not by key: a woken crowd hashes no key here.
+        # Found by its own entry, not by key: the woken waiters hash no key here.
         peers = pending.peers
         if peers.pop(pending, False) and not peers and self._expecting.get(pending.key) is peers:
             del self._expecting[pending.key]
@@ -185,7 +185,7 @@ class GetReplies:
             asyncio.get_running_loop().call_soon(self._answer, due, record)
 
     def _answer(self, due: list[PendingGet], record: Record) -> None:
-        """Write ``record``'s reply to each of ``due``: the bytes made once per variant, for the whole crowd."""
+        """Write ``record``'s reply to each of ``due``: the bytes made once per variant, for all of them."""
         made: dict[int, tuple[bytes, bytes | None, int]] = {}  # by variant (and form): head, body, length
         for pending in due:
             try:

@@ -18,7 +18,7 @@ are all a face imports of the fast path:
   version: a waiter woken by a registration is written at its delivery, one
   write per waiter, before its task resumes;
 - :class:`WatchWait`: a long-poll of a namespace's changes, answered by
-  crowd as a change lands (``watches``);
+  group as a change lands (``watches``);
 - :class:`EventStream`: a stream of a namespace's changes as server-sent events;
 - ``web.StreamResponse``: aiohttp's own reply, for what no type here says
   (a redirect, a page), returned as it is.
@@ -128,7 +128,7 @@ class RecordWait:
 
 @dataclass(slots=True)
 class WatchWait:
-    """A long-poll of ``namespace``'s changes after ``after`` that ``match`` (``crowd``: the filter's key:
+    """A long-poll of ``namespace``'s changes after ``after`` that ``match`` (``group``: the filter's key:
     watches of equal keys want the same changes), waiting up to ``wait`` seconds on the app's history.
 
     ``answer`` is its reply of the changes found and the version they go up to;
@@ -142,7 +142,7 @@ class WatchWait:
     after: int
     wait: float
     match: Match | None
-    crowd: Hashable
+    group: Hashable
     answer: Callable[[Sequence[LoggedChange], int], Reply]
     gone: Callable[[HistoryGone], Reply]
     waits: int | None = None
@@ -152,7 +152,7 @@ class WatchWait:
 
 @dataclass(slots=True)
 class EventStream:
-    """A stream of ``namespace``'s changes after ``after`` that ``match`` (``crowd``: as a watch's), as
+    """A stream of ``namespace``'s changes after ``after`` that ``match`` (``group``: as a watch's), as
     server-sent events: ``gone`` is the reply when the first read finds the history gone past ``after``.
 
     The responder holds a place on the history (``History.hold``: a stream
@@ -165,7 +165,7 @@ class EventStream:
     namespace: str
     after: int
     match: Match | None
-    crowd: Hashable
+    group: Hashable
     gone: Callable[[HistoryGone], Reply]
 
 

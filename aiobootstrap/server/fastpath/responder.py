@@ -12,7 +12,7 @@ applies it): the handler returns what it answers (``replies.Reply``) and
 - a get that waits (``RecordWait``): announced to the fast path before it
   parks, so a registration's delivery writes it at once (one write per
   waiter, before its task resumes), then settled as its wait ends;
-- a long-poll watch (``WatchWait``): announced in its crowd
+- a long-poll watch (``WatchWait``): announced in its group
   (``watches.WatchReplies``), written as the change lands; a stream of events
   (``EventStream``) likewise for each of its waits;
 - aiohttp's own reply (``web.StreamResponse``): returned as it is.
@@ -211,7 +211,7 @@ async def _record_wait(request: web.Request, get: RecordWait) -> web.StreamRespo
 
 
 async def _watch(request: web.Request, watch: WatchWait) -> web.StreamResponse:
-    """A long-poll: parked in its crowd, so a change's bytes are written to it as the change lands."""
+    """A long-poll: parked in its group, so a change's bytes are written to it as the change lands."""
     replies = request.app[WATCH_REPLIES]
     namespace = watch.namespace
     pending = None
@@ -220,7 +220,7 @@ async def _watch(request: web.Request, watch: WatchWait) -> web.StreamResponse:
             request,
             namespace,
             watch.after,
-            watch.crowd,
+            watch.group,
             watch.match,
             waits=watch.waits,
             findings=watch.findings,
@@ -246,7 +246,7 @@ async def _watch(request: web.Request, watch: WatchWait) -> web.StreamResponse:
 
 
 async def _stream(request: web.Request, stream: EventStream) -> web.StreamResponse:
-    """Server-sent events: each wait parked in its crowd, so a change's events are written as it lands."""
+    """Server-sent events: each wait parked in its group, so a change's events are written as it lands."""
     app = request.app
     history, words, ping = app[HISTORY], app[CHANGE_WORDS], app[CONFIG].watch_ping
     namespace, match = stream.namespace, stream.match
@@ -274,7 +274,7 @@ async def _stream(request: web.Request, stream: EventStream) -> web.StreamRespon
         while True:
             pending: PendingWatch | None = None
             if replies is not None:
-                pending = replies.expect(request, namespace, after, stream.crowd, match, response)
+                pending = replies.expect(request, namespace, after, stream.group, match, response)
             try:
                 changes, after = await history.since(namespace, after, ping, match, held=True)
             finally:

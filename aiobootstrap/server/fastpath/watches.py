@@ -1,4 +1,4 @@
-"""The watches' fast path: a change's reply encoded once per crowd of watchers, written below ``web.Response``.
+"""The watches' fast path: a change's reply encoded once per group of watchers, written below ``web.Response``.
 
 Theory of operation
 -------------------
@@ -9,46 +9,46 @@ those. Yet what a watcher is told depends only on its filter and its
 ``after``, and most watchers share both.
 
 So a watch parked on the history announces itself (:meth:`WatchReplies.expect`,
-a :class:`PendingWatch`) in a *crowd*: the watches of one namespace with the
+a :class:`PendingWatch`) in a *watch group*: the watches of one namespace with the
 same filter and ``after``. :meth:`WatchReplies.namespace_changed`, subscribed to the
 history's changed namespaces, hears each namespace a change touched just
 before its watchers are woken,
 and one loop callback (after the step that made the change, so the
-registration's own reply goes first) answers every crowd that
+registration's own reply goes first) answers every group that
 :meth:`History.ready` has changes for:
 
-- a long-poll's ``200`` is encoded once per crowd, its bytes made once per
+- a long-poll's ``200`` is encoded once per group, its bytes made once per
   variant (HTTP/1.0 or 1.1, keep-alive, HEAD) with the head aiohttp writes
   (``heads``), and written with one ``transport.write`` per watcher; its
   handler then returns :meth:`WatchReplies.written`, a
   ``prebuilt.PrebuiltReply`` that was sent already;
-- a stream's events are framed once per change (for every crowd in the
-  callback), joined once per crowd, put in a chunk once (HTTP/1.1's chunked
+- a stream's events are framed once per change (for every group in the
+  callback), joined once per group, put in a chunk once (HTTP/1.1's chunked
   encoding, which the stream uses) and written to every stream of the
-  crowd; the stream's task then skips the changes it was sent
+  group; the stream's task then skips the changes it was sent
   (:attr:`PendingWatch.upto`).
 
-The crowds live as long as a watch is in them: nothing here is a cache but
+The groups live as long as a watch is in them: nothing here is a cache but
 the events framed for one answering pass (keyed by the change, dropped as
-the pass ends) and each crowd's bytes per variant (made and written in one
+the pass ends) and each group's bytes per variant (made and written in one
 pass).
 
 A long-poll that asked ``&waits=N`` / ``&findings=M`` (the page's) is in a
-crowd of the counts it was told too. Its reply says the counts now, and it is
+group of the counts it was told too. Its reply says the counts now, and it is
 also answered when they move: :meth:`WatchReplies.count_moved` is
 subscribed to the steps of the registry's ``Parking.moves`` (a wait parked or
 gone) and of the prober's ``EncoderHealth.findings``, and one loop callback
-answers every such crowd told counts that are no longer true, with the
+answers every such group told counts that are no longer true, with the
 changes it has (often none), then ends each watch's wait (``PendingWatch`` is
 the history's ``WaitEnd``).
 So the page's renewal parks as a plain watch does: no task of its own.
 
-A crowd with nothing new (its filter matched none of the changes) stays
-parked, and remembers how far it has looked (``_Crowd.seen``): the next
+A group with nothing new (its filter matched none of the changes) stays
+parked, and remembers how far it has looked (``_WatchGroup.seen``): the next
 change is matched against the changes above it only, as a watch's own task
-does (``History.since``), so a change costs each crowd of its namespace its
-new changes, not every change since the crowd's ``after`` (5,000 watchers,
-each of another ``ranks=``, had made each registration cost crowds times
+does (``History.since``), so a change costs each group of its namespace its
+new changes, not every change since the group's ``after`` (5,000 watchers,
+each of another ``ranks=``, had made each registration cost groups times
 history). A watch settled (:meth:`WatchReplies.settle`) is never written to,
 nor is a client gone. Anything else (a ``410``, a stop, a wait running out, a
 watch answered without waiting) takes the handler's own way. The fast way is
@@ -77,8 +77,8 @@ __all__ = ["WATCH_REPLIES", "PendingWatch", "WatchReplies"]
 
 log = logging.getLogger("aiobootstrap")
 
-CrowdKey = tuple[Hashable, int, bool, int | None, int | None]
-"""A crowd: the filter's parameters, ``after``, whether it streams, and the waits and findings it was
+GroupKey = tuple[Hashable, int, bool, int | None, int | None]
+"""A group: the filter's parameters, ``after``, whether it streams, and the waits and findings it was
 told (``None``: not asked)."""
 
 
@@ -87,9 +87,9 @@ class PendingWatch(WaitEnd, PendingReply):
     written once at most, never once settled (``prebuilt.PendingReply``); ended (:meth:`WaitEnd.end`) when
     answered for its counts."""
 
-    __slots__ = ("crowd", "length", "request", "response", "sent", "settled", "upto")
+    __slots__ = ("group", "length", "request", "response", "sent", "settled", "upto")
 
-    def __init__(self, request: web.Request, response: web.StreamResponse | None, crowd: _Crowd) -> None:
+    def __init__(self, request: web.Request, response: web.StreamResponse | None, group: _WatchGroup) -> None:
         super().__init__()
         self.request = request
         self.settled = False
@@ -97,27 +97,27 @@ class PendingWatch(WaitEnd, PendingReply):
         self.length = -1
         self.response = response
         """The stream's prepared response; ``None`` for a long-poll."""
-        self.crowd = crowd
+        self.group = group
         self.upto: int | None = None
         """The version the written reply goes up to (its ``version``); ``None`` until written."""
 
 
-class _Crowd:
+class _WatchGroup:
     __slots__ = ("after", "findings", "key", "match", "namespace", "seen", "waits", "watches")
 
-    def __init__(self, namespace: str, key: CrowdKey, match: Match | None) -> None:
+    def __init__(self, namespace: str, key: GroupKey, match: Match | None) -> None:
         self.namespace = namespace
         self.key = key
         _, self.after, _, self.waits, self.findings = key
         self.match = match
         self.watches: dict[PendingWatch, bool] = {}
         self.seen = self.after
-        """The version up to which the history holds no change for the crowd: the next pass matches only
-        the changes above it (a change costs each crowd its new changes, not all since ``after``)."""
+        """The version up to which the history holds no change for the group: the next pass matches only
+        the changes above it (a change costs each group its new changes, not all since ``after``)."""
 
 
 class WatchReplies:
-    """The parked watches of every namespace, by crowd, and the bytes a change answers them with."""
+    """The parked watches of every namespace, by group, and the bytes a change answers them with."""
 
     def __init__(
         self,
@@ -138,10 +138,10 @@ class WatchReplies:
         self._findings = findings
         self._words = ChangeWords() if words is None else words
         """How the changes are shown (``change_words``: each kind's words, or the generic form)."""
-        self._crowds: dict[str, dict[CrowdKey, _Crowd]] = {}
+        self._groups: dict[str, dict[GroupKey, _WatchGroup]] = {}
         self._due: set[str] = set()
-        self._counting: dict[_Crowd, None] = {}
-        """The crowds that asked for waits or findings, answered when those move."""
+        self._counting: dict[_WatchGroup, None] = {}
+        """The groups that asked for waits or findings, answered when those move."""
         self._counts_due = False
         self._stamp = stamp
         self._stamp_lines = b""
@@ -160,42 +160,42 @@ class WatchReplies:
     ) -> PendingWatch:
         """Announce a watch of ``namespace`` after ``after`` (a stream's ``stream``; a long-poll's ``waits``
         and ``findings``, the counts it was told); settle it when its wait is over."""
-        crowds = self._crowds.get(namespace)
-        if crowds is None:
-            crowds = self._crowds[namespace] = {}
+        groups = self._groups.get(namespace)
+        if groups is None:
+            groups = self._groups[namespace] = {}
         key = (filter_key, after, stream is not None, waits, findings)
-        crowd = crowds.get(key)
-        if crowd is None:
-            crowd = crowds[key] = _Crowd(namespace, key, match)
+        group = groups.get(key)
+        if group is None:
+            group = groups[key] = _WatchGroup(namespace, key, match)
             if waits is not None or findings is not None:
-                self._counting[crowd] = None
-        pending = PendingWatch(request, stream, crowd)
-        crowd.watches[pending] = True
+                self._counting[group] = None
+        pending = PendingWatch(request, stream, group)
+        group.watches[pending] = True
         return pending
 
     def settle(self, pending: PendingWatch, namespace: str) -> None:
         """The watch's wait is over: nothing more is written for it."""
         pending.settled = True
-        crowd = pending.crowd
-        if crowd.watches.pop(pending, False) and not crowd.watches:
-            self._drop(crowd)
+        group = pending.group
+        if group.watches.pop(pending, False) and not group.watches:
+            self._drop(group)
 
-    def _drop(self, crowd: _Crowd) -> None:
-        self._counting.pop(crowd, None)
-        crowds = self._crowds.get(crowd.namespace)
-        if crowds is not None and crowds.get(crowd.key) is crowd:
-            del crowds[crowd.key]
-            if not crowds:
-                del self._crowds[crowd.namespace]
+    def _drop(self, group: _WatchGroup) -> None:
+        self._counting.pop(group, None)
+        groups = self._groups.get(group.namespace)
+        if groups is not None and groups.get(group.key) is group:
+            del groups[group.key]
+            if not groups:
+                del self._groups[group.namespace]
 
     def namespace_changed(self, namespace: str) -> None:
-        """Subscribed to the history's changed namespaces: answer the crowds of ``namespace`` one loop turn later."""
-        if namespace in self._crowds and namespace not in self._due:
+        """Subscribed to the history's changed namespaces: answer the groups of ``namespace`` one loop turn later."""
+        if namespace in self._groups and namespace not in self._due:
             self._due.add(namespace)
             asyncio.get_running_loop().call_soon(self._answer, namespace)
 
     def count_moved(self) -> None:
-        """Subscribed to the steps of ``Parking.moves`` and ``EncoderHealth.findings``: answer the crowds told other counts, one
+        """Subscribed to the steps of ``Parking.moves`` and ``EncoderHealth.findings``: answer the groups told other counts, one
         loop turn later (so many moves in one step cost one pass)."""
         if self._counting and not self._counts_due:
             self._counts_due = True
@@ -203,58 +203,58 @@ class WatchReplies:
 
     def _answer(self, namespace: str) -> None:
         self._due.discard(namespace)
-        crowds = self._crowds.get(namespace)
-        if not crowds:
+        groups = self._groups.get(namespace)
+        if not groups:
             return
         self._stamp_lines = self._stamp.lines()
-        frames: dict[int, bytes] = {}  # id(change) -> its event: framed once for every crowd
-        for key, crowd in list(crowds.items()):
-            now = self._history.now(namespace, crowd.after, crowd.match, crowd.seen)
+        frames: dict[int, bytes] = {}  # id(change) -> its event: framed once for every group
+        for key, group in list(groups.items()):
+            now = self._history.now(namespace, group.after, group.match, group.seen)
             if now is None:
                 continue  # gone past it, or stopping: its handlers answer (a 410, a 503)
             changes, version = now
             if not changes:
-                crowd.seen = version  # none of the new changes is the crowd's: it stays parked
+                group.seen = version  # none of the new changes is the group's: it stays parked
                 continue
             try:
                 if key[2]:
-                    self._stream(crowd, changes, version, frames)
+                    self._stream(group, changes, version, frames)
                 else:
-                    self._long_poll(crowd, changes, version)
+                    self._long_poll(group, changes, version)
             except Exception:
                 log.exception("A pending watch reply failed")  # each watch's own task still answers it
-            self._drop(crowd)
+            self._drop(group)
 
     def _answer_counts(self) -> None:
         self._counts_due = False
         moves, tally = self._parking.moves.count, self._findings
         findings = None if tally is None else tally.count
         self._stamp_lines = self._stamp.lines()
-        for crowd in list(self._counting):
-            told_waits, told_findings = crowd.waits, crowd.findings
+        for group in list(self._counting):
+            told_waits, told_findings = group.waits, group.findings
             if (told_waits is None or told_waits == moves) and (
                 told_findings is None or findings is None or told_findings == findings
             ):
                 continue
-            now = self._history.now(crowd.namespace, crowd.after, crowd.match, crowd.seen)
+            now = self._history.now(group.namespace, group.after, group.match, group.seen)
             if now is None:
                 continue  # gone past it, or stopping: its handler answers (a 410, a 503)
             try:
-                self._long_poll(crowd, *now)
+                self._long_poll(group, *now)
             except Exception:
                 log.exception("A pending watch reply failed")
-            self._drop(crowd)
+            self._drop(group)
 
-    def _long_poll(self, crowd: _Crowd, changes: Sequence[LoggedChange], version: int) -> None:
+    def _long_poll(self, group: _WatchGroup, changes: Sequence[LoggedChange], version: int) -> None:
         tally = self._findings
         body = self._words.reply(
             changes,
             version,
-            waits=None if crowd.waits is None else self._parking.moves.count,
-            findings=None if crowd.findings is None or tally is None else tally.count,
+            waits=None if group.waits is None else self._parking.moves.count,
+            findings=None if group.findings is None or tally is None else tally.count,
         )
         made: dict[int, bytes] = {}
-        for pending in crowd.watches:
+        for pending in group.watches:
             # Read now, not at announcing: its first reading fills the request's cache of properties.
             variant = heads.variant(pending.request)
             data = made.get(variant)
@@ -262,12 +262,12 @@ class WatchReplies:
                 head = heads.head(heads.OK, heads.JSON_LINE, len(body), self._stamp_lines, variant)
                 data = made[variant] = head if variant & heads.HEAD else head + body
             _send(pending, data, len(body), version)
-        for pending in crowd.watches:
+        for pending in group.watches:
             pending.end()  # answered: no change may be coming to wake it
 
     def _stream(
         self,
-        crowd: _Crowd,
+        group: _WatchGroup,
         changes: Sequence[LoggedChange],
         version: int,
         frames: dict[int, bytes],
@@ -280,7 +280,7 @@ class WatchReplies:
             events.append(event)
         data = b"".join(events)
         chunk = b"%x\r\n%b\r\n" % (len(data), data)
-        for pending in crowd.watches:
+        for pending in group.watches:
             response = pending.response
             if response is None or response.compression:
                 continue  # its own task writes through the response's compressor
@@ -299,4 +299,4 @@ def _send(pending: PendingWatch, data: bytes, length: int, version: int) -> None
 
 
 WATCH_REPLIES = web.AppKey("watch_replies", WatchReplies)
-"""The app's parked watches, by crowd, and their pre-built replies."""
+"""The app's parked watches, by group, and their pre-built replies."""

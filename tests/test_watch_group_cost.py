@@ -1,9 +1,9 @@
-"""What a change costs the watch fast path (``fastpath/watches.py``): its new changes per crowd, not crowds x history.
+"""What a change costs the watch fast path (``fastpath/watches.py``): its new changes per group, not groups x history.
 
 5,000 long-poll watchers, each filtering another ``ranks=``, cut registrations
-from ~1,100/s to 4-5/s: each change matched every crowd against all the
-changes since the crowd's ``after``. A crowd now remembers how far it found
-nothing, so each change is matched once per crowd. Counted in filter calls,
+from ~1,100/s to 4-5/s: each change matched every group against all the
+changes since the group's ``after``. A group now remembers how far it found
+nothing, so each change is matched once per group. Counted in filter calls,
 not time.
 """
 
@@ -33,9 +33,9 @@ def _request() -> tuple[web.Request, mock.Mock]:
     return request, transport
 
 
-async def test_each_change_is_matched_once_per_crowd_however_long_the_crowds_wait() -> None:
-    """C crowds (each its own rank) and K changes none of them wants cost C x K filter calls, not C x K^2 / 2;
-    the crowd a later change is for still gets every change of its own since its ``after``."""
+async def test_each_change_is_matched_once_per_group_however_long_the_groups_wait() -> None:
+    """C groups (each its own rank) and K changes none of them wants cost C x K filter calls, not C x K^2 / 2;
+    the group a later change is for still gets every change of its own since its ``after``."""
     store = MemoryStore()
     registry = Registry(store)
     history = History(store, parking=registry.parking)
@@ -44,7 +44,7 @@ async def test_each_change_is_matched_once_per_crowd_however_long_the_crowds_wai
     replies = WatchReplies(history, registry.parking, Stamp(lambda: "boot"), Eligibility())
     history.changed_namespaces.subscribe(replies)
     calls = 0
-    crowds, changes = 50, 40
+    groups, changes = 50, 40
 
     def wants(rank: int) -> Match:
         def match(change: LoggedChange) -> bool:
@@ -55,14 +55,14 @@ async def test_each_change_is_matched_once_per_crowd_however_long_the_crowds_wai
         return match
 
     writes: list[mock.Mock] = []
-    for crowd in range(crowds):
+    for group in range(groups):
         request, transport = _request()
         writes.append(transport)
-        replies.expect(request, "default", 0, ("ranks", 1000 + crowd), wants(1000 + crowd))
+        replies.expect(request, "default", 0, ("ranks", 1000 + group), wants(1000 + group))
     for rank in range(changes):
         await register_in(registry, rank, "s", {})
         await asyncio.sleep(0)  # the answering pass, one loop turn after the change
-    assert calls == crowds * changes
+    assert calls == groups * changes
     assert not any(transport.write.called for transport in writes)
     await register_in(registry, 1000 + 7, "s", {})
     await asyncio.sleep(0)
@@ -70,4 +70,4 @@ async def test_each_change_is_matched_once_per_crowd_however_long_the_crowds_wai
     head, _, body = data.partition(b"\r\n\r\n")
     assert head.startswith(b"HTTP/1.1 200 OK\r\n")
     assert [change["rank"] for change in json.loads(body)["changes"]] == [1007]
-    assert calls == crowds * (changes + 1)
+    assert calls == groups * (changes + 1)
