@@ -51,7 +51,7 @@ def _watchers(served: Served) -> int:
 
 def _looks(served: Served, after: int, wait: float = WAIT) -> str:
     """The page's query: the counts as they are now."""
-    moves, findings = served.registry.parking.moves.count, served.app[ENCODER_HEALTH].findings.count
+    moves, findings = served.registry.parking.moves.count, served.app[ENCODER_HEALTH].probe_changes.count
     return f"/watch?after={after}&wait={wait:g}&waits={moves}&findings={findings}"
 
 

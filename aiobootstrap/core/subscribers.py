@@ -10,7 +10,7 @@ change through the calls goes from the publisher straight to the method:
 - the history's changed namespaces (``History.changed_namespaces``):
   :meth:`NamespaceListener.namespace_changed`;
 - each step of a tally (``Tally.steps``: the waits parked or gone, the
-  encoder probes' findings): :meth:`CountListener.count_moved`.
+  encoder probes' changes): :meth:`CountListener.count_moved`.
 
 A listener is called in the step that publishes, so it must not block; what
 it schedules with ``call_soon`` runs after that step. One that raises is

@@ -1,7 +1,7 @@
 """A count that only goes up, that a reader can await past the value it saw, and that publishes each step.
 
 What the page's watch follows besides the records: the waits parked or gone
-(``parking``) and the encoder probes' changed findings
+(``parking``) and the encoder probes' changes
 (``server/faces/encoders/health.py``). A reader says the count it last saw;
 it is answered at once if the count has moved since, else at the next step.
 Whoever must hear each step as it happens subscribes to :attr:`Tally.steps`

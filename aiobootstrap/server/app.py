@@ -34,7 +34,7 @@ from ..core.registry import Registry
 from ..store import StoreLimits
 from ..store.url import open_store
 from .access import GUARD, Guard, classify
-from .appkeys import CONFIG, FINDINGS, HISTORY, KIND_TABLE, REGISTRY
+from .appkeys import CONFIG, HISTORY, KIND_TABLE, PROBE_CHANGES, REGISTRY
 from .auth import UnroutedExpect, auth_middleware, expect_handler
 from .body import BODY_BUDGET, BodyBudget
 from .bringup_metrics import BringUpCollector, kind_figures, waits_by_namespace
@@ -223,17 +223,17 @@ async def _fast_path_context(app: web.Application) -> AsyncIterator[None]:
     """
     app[ELIGIBILITY].decide(app)
     registry, history, gets = app[REGISTRY], app[HISTORY], app[GET_REPLIES]
-    findings = app.get(FINDINGS)  # set by the encoder face's prober, when it probes
+    probes = app.get(PROBE_CHANGES)  # set by the encoder face's prober, when it probes
     watches = app[WATCH_REPLIES] = WatchReplies(
-        history, registry.parking, gets.stamp, app[ELIGIBILITY], findings=findings, words=app[CHANGE_WORDS]
+        history, registry.parking, gets.stamp, app[ELIGIBILITY], probe_changes=probes, words=app[CHANGE_WORDS]
     )
     subscriptions = [
         registry.deliveries.subscribe(gets),  # a woken get's reply, written at its delivery
         history.changed_namespaces.subscribe(watches),  # parked watches answered by group
         registry.parking.moves.steps.subscribe(watches),  # the page's &waits=
     ]
-    if findings is not None:
-        subscriptions.append(findings.steps.subscribe(watches))  # the page's &findings=
+    if probes is not None:
+        subscriptions.append(probes.steps.subscribe(watches))  # the page's &findings=
     try:
         yield
     finally:

@@ -1,9 +1,9 @@
-"""The app's state under typed ``web.AppKey``s: its config, its registry, its faces' kinds, a prober's findings.
+"""The app's state under typed ``web.AppKey``s: its config, its registry, its faces' kinds, a probe's changes.
 
 Each room keeps the key of what it owns (``METRICS`` in ``metrics``,
 ``BODY_BUDGET`` in ``body``, ``GET_REPLIES`` in ``fastpath.gets``); these
 are read by more than one room, so they sit below all of them. ``app`` sets
-the first three; a face that probes what its records name sets ``FINDINGS``
+the first three; a face that probes what its records name sets ``PROBE_CHANGES``
 at its start-up (so the native face's watch and the fast path read it without
 importing that face).
 """
@@ -18,7 +18,7 @@ from ..core.tally import Tally
 from .config import ServerConfig
 from .kind_spec import KindTable
 
-__all__ = ["CONFIG", "FINDINGS", "HISTORY", "KIND_TABLE", "REGISTRY"]
+__all__ = ["CONFIG", "HISTORY", "KIND_TABLE", "PROBE_CHANGES", "REGISTRY"]
 
 CONFIG = web.AppKey("config", ServerConfig)
 REGISTRY = web.AppKey("registry", Registry)
@@ -28,5 +28,6 @@ HISTORY = web.AppKey("history", History)
 reads it)."""
 KIND_TABLE = web.AppKey("kind_table", KindTable)
 """Every record kind the app's faces declare (``Face.kinds``), by name."""
-FINDINGS = web.AppKey("findings", Tally)
-"""A face's probe rounds that changed a finding, when it probes (a watch's ``&findings=`` follows them)."""
+PROBE_CHANGES = web.AppKey("probe_changes", Tally)
+"""A face's probe changes, when it probes: a tally of its probe rounds that changed what they found (a watch's
+``&findings=`` follows it)."""

@@ -37,7 +37,7 @@ A long-poll that asked ``&waits=N`` / ``&findings=M`` (the page's) is in a
 group of the counts it was told too. Its reply says the counts now, and it is
 also answered when they move: :meth:`WatchReplies.count_moved` is
 subscribed to the steps of the registry's ``Parking.moves`` (a wait parked or
-gone) and of the prober's ``EncoderHealth.findings``, and one loop callback
+gone) and of the prober's ``EncoderHealth.probe_changes``, and one loop callback
 answers every such group told counts that are no longer true, with the
 changes it has (often none), then ends each watch's wait (``PendingWatch`` is
 the history's ``WaitEnd``).
@@ -126,16 +126,16 @@ class WatchReplies:
         stamp: Stamp,
         eligible: Eligibility,
         *,
-        findings: Tally | None = None,
+        probe_changes: Tally | None = None,
         words: ChangeWords | None = None,
     ) -> None:
         """``stamp``: the app's one (``GetReplies.stamp``); ``eligible``: its one rule (``eligible.ELIGIBILITY``);
-        ``findings``: the prober's, when something probes."""
+        ``probe_changes``: the prober's, when something probes."""
         self.eligible = eligible
         """Asked by the responder before it announces a watch: ``replies.eligible(request)``."""
         self._history = history
         self._parking = parking
-        self._findings = findings
+        self._probe_changes = probe_changes
         self._words = ChangeWords() if words is None else words
         """How the changes are shown (``change_words``: each kind's words, or the generic form)."""
         self._groups: dict[str, dict[GroupKey, _WatchGroup]] = {}
@@ -195,7 +195,7 @@ class WatchReplies:
             asyncio.get_running_loop().call_soon(self._answer, namespace)
 
     def count_moved(self) -> None:
-        """Subscribed to the steps of ``Parking.moves`` and ``EncoderHealth.findings``: answer the groups told other counts, one
+        """Subscribed to the steps of ``Parking.moves`` and ``EncoderHealth.probe_changes``: answer the groups told other counts, one
         loop turn later (so many moves in one step cost one pass)."""
         if self._counting and not self._counts_due:
             self._counts_due = True
@@ -227,7 +227,7 @@ class WatchReplies:
 
     def _answer_counts(self) -> None:
         self._counts_due = False
-        moves, tally = self._parking.moves.count, self._findings
+        moves, tally = self._parking.moves.count, self._probe_changes
         findings = None if tally is None else tally.count
         self._stamp_lines = self._stamp.lines()
         for group in list(self._counting):
@@ -246,7 +246,7 @@ class WatchReplies:
             self._drop(group)
 
     def _long_poll(self, group: _WatchGroup, changes: Sequence[LoggedChange], version: int) -> None:
-        tally = self._findings
+        tally = self._probe_changes
         body = self._words.reply(
             changes,
             version,

@@ -44,7 +44,7 @@ from ...._names import ENCODER_URLS
 from ....core.registry import Registry
 from ....core.tally import Tally
 from ....store import Key, Record, members_of
-from ...appkeys import CONFIG, FINDINGS, REGISTRY
+from ...appkeys import CONFIG, PROBE_CHANGES, REGISTRY
 from ..rounds import every, running
 from .keys import encoder_list_key
 from .settings import EncoderSettings
@@ -118,7 +118,7 @@ class EncoderHealth:
         self.rounds = 0
         """Rounds completed."""
         self._round_done = asyncio.Event()
-        self.findings = Tally("the encoder probes' findings")
+        self.probe_changes = Tally("the encoder probes' changes")
         """Rounds that changed what :meth:`state_of` says: a reader that saw this many has nothing new."""
 
     async def run(self, interval: float) -> None:
@@ -133,7 +133,7 @@ class EncoderHealth:
         self._forget_unseen(set().union(*seen))
         self.rounds += 1
         if (self._failures, self._evicted_at, frozenset(self._probed)) != before:
-            self.findings.step()
+            self.probe_changes.step()
         # Replaced, never cleared: every waiter of this round sees it set.
         self._round_done.set()
         self._round_done = asyncio.Event()
@@ -243,7 +243,7 @@ ENCODER_HEALTH = web.AppKey("encoder_health", EncoderHealth)
 
 async def encoder_health_context(app: web.Application) -> AsyncIterator[None]:
     """``cleanup_ctx``: one probing task per app, when ``encoder_health_interval`` is not 0; its
-    findings under ``appkeys.FINDINGS``."""
+    probe changes under ``appkeys.PROBE_CHANGES``."""
     config = app[CONFIG].settings_of(EncoderSettings)
     if not config.encoder_health_interval:
         yield
@@ -256,6 +256,6 @@ async def encoder_health_context(app: web.Application) -> AsyncIterator[None]:
             evicted_ttl=config.encoder_evicted_ttl,
         )
         app[ENCODER_HEALTH] = health
-        app[FINDINGS] = health.findings  # the page's watch counts, and the fast path, read it
+        app[PROBE_CHANGES] = health.probe_changes  # the page's watch counts, and the fast path, read it
         async with running(health.run(config.encoder_health_interval), "aiobootstrap encoder health"):
             yield

@@ -113,7 +113,8 @@ async def encoder_url_health(request: web.Request) -> Reply:
         "probing": prober is not None,
         "interval": config.encoder_health_interval,
         "failures_to_evict": FAILURES_TO_EVICT,
-        "findings": 0 if prober is None else prober.findings.count,  # a watch's &findings= follows the next
+        # a watch's &findings= follows the next
+        "findings": 0 if prober is None else prober.probe_changes.count,
         "encoder_urls": urls,
     }
     return JsonReply(dumps(body))

@@ -24,7 +24,7 @@ from ....core.history import History, LoggedChange, Match
 from ....core.parking import Parking
 from ....core.tally import Tally
 from ....exceptions import HistoryGone
-from ...appkeys import FINDINGS, REGISTRY
+from ...appkeys import PROBE_CHANGES, REGISTRY
 from ...change_words import ChangeWords
 from ...fastpath.replies import JsonReply
 from ..common import param
@@ -41,7 +41,7 @@ def gone(exc: HistoryGone) -> JsonReply:
 class CountsTold:
     """The counts a watch was told: ``waits``, and ``findings`` (``None``: not asked, or, for findings,
     nothing probes here), with where they are now: ``parking``'s moves and the probes' tally, ``probed``
-    (``appkeys.FINDINGS``)."""
+    (``appkeys.PROBE_CHANGES``)."""
 
     parking: Parking
     probed: Tally | None
@@ -56,7 +56,7 @@ class CountsTold:
             return None
         moves = None if waits is None else wire.parse_waits(waits)
         found = None if findings is None else wire.parse_findings(findings)
-        probes = request.app.get(FINDINGS)
+        probes = request.app.get(PROBE_CHANGES)
         return cls(request.app[REGISTRY].parking, probes, moves, None if probes is None else found)
 
     @property
