@@ -148,7 +148,7 @@ async def _calls(renewals: int, wait: float) -> str:
     app = create_app(ServerConfig(world_size=64))
     runner, port = await serve_in_process(app)
     try:
-        moves, findings = app[REGISTRY].parking.moves.count, app[ENCODER_HEALTH].probe_changes.count
+        moves, findings = app[REGISTRY].parking.wait_changes.count, app[ENCODER_HEALTH].probe_changes.count
         variants = _variants(f"127.0.0.1:{port}", 0, moves, findings, wait)
         lines = [
             f"| per renewal that parks {wait:g} s and runs out ({renewals}) | Python calls | loop turns "

@@ -51,7 +51,10 @@ def _watchers(served: Served) -> int:
 
 def _looks(served: Served, after: int, wait: float = WAIT) -> str:
     """The page's query: the counts as they are now."""
-    moves, findings = served.registry.parking.moves.count, served.app[ENCODER_HEALTH].probe_changes.count
+    moves, findings = (
+        served.registry.parking.wait_changes.count,
+        served.app[ENCODER_HEALTH].probe_changes.count,
+    )
     return f"/watch?after={after}&wait={wait:g}&waits={moves}&findings={findings}"
 
 
@@ -145,7 +148,7 @@ async def test_a_watch_group_is_encoded_once_and_each_answered_once_with_no_task
     bodies = [(await _read_reply(reader)).body for reader, _ in connections[:20]]
     assert len(encoded) == 1
     assert len(set(bodies)) == 1
-    assert json.loads(bodies[0])["waits"] == fast.registry.parking.moves.count
+    assert json.loads(bodies[0])["waits"] == fast.registry.parking.wait_changes.count
     await _let_go(parked)
     await until(lambda: _watchers(fast) == 1)
     monkeypatch.setattr(protocol, "encode_watch", real)
@@ -169,7 +172,12 @@ async def test_counts_already_moved_are_answered_at_once(fast: Served) -> None:
     reader, writer = await _connect(fast)
     writer.write(_request(told))
     body = json.loads((await _read_reply(reader)).body)
-    assert body == {"changes": [], "version": 0, "waits": fast.registry.parking.moves.count, "findings": 0}
+    assert body == {
+        "changes": [],
+        "version": 0,
+        "waits": fast.registry.parking.wait_changes.count,
+        "findings": 0,
+    }
     writer.close()
 
 
@@ -197,7 +205,7 @@ async def test_a_page_watch_counts_against_the_waiter_limit(aiohttp_client: Any)
     client = await aiohttp_client(
         create_app(ServerConfig(max_waiters=1)), server_kwargs={"handler_cancellation": True}
     )
-    moves = client.app[REGISTRY].parking.moves.count
+    moves = client.app[REGISTRY].parking.wait_changes.count
     watch = asyncio.create_task(client.get(f"/watch?after=0&waits={moves}&wait={WAIT}"))
     await until(lambda: client.app[HISTORY].watchers == 1)
     for path in ("/get_transfer_engine_info?rank=0&wait=30", f"/watch?after=0&waits={moves}&wait=30"):

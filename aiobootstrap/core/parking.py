@@ -57,7 +57,7 @@ class Parking:
         self._on_sets: dict[_Place, dict[Parked, None]] = {}
         self.watching = 0
         """Watches held (``_history``): they count against the limit, but a stop wakes them itself."""
-        self.moves = Tally("the waits parked or gone")
+        self.wait_changes = Tally("the waits parked or gone")
         """Waits parked or gone so far: a reader of the counts that saw this many has nothing new to read."""
         self._closed = False
 
@@ -109,7 +109,7 @@ class Parking:
             self._on_sets.setdefault(place, {})[parked] = None
         self.count += 1
         self._by_namespace[namespace] += 1
-        self.moves.step()
+        self.wait_changes.step()
         if parked.task is not None:
             self._tasks[parked.task] = None
         return parked
@@ -119,7 +119,7 @@ class Parking:
             self._tasks.pop(parked.task, None)
         self.count -= 1
         _drop(self._by_namespace, parked.namespace)
-        self.moves.step()
+        self.wait_changes.step()
         place = parked.place
         if parked.rank is not None:
             on_rank = self._on_rank[place]
@@ -133,17 +133,17 @@ class Parking:
                 del self._on_sets[place]
 
     async def moved(self, since: int, timeout: float) -> None:
-        """Return once :attr:`moves` is past ``since``, after ``timeout`` s, or at :meth:`close`.
+        """Return once :attr:`wait_changes` is past ``since``, after ``timeout`` s, or at :meth:`close`.
 
         For a reader that follows the counts (the page) without asking again every few seconds.
         """
         if not self._closed:
-            await self.moves.past(since, timeout)
+            await self.wait_changes.past(since, timeout)
 
     def close(self) -> None:
         """Let every :meth:`moved` reader go: the server is stopping."""
         self._closed = True
-        self.moves.step()
+        self.wait_changes.step()
 
     def hold(self) -> None:
         """Count a watch against the limit, or refuse it with :class:`TooManyWaiters`; :meth:`release` it after."""

@@ -230,7 +230,7 @@ async def _fast_path_context(app: web.Application) -> AsyncIterator[None]:
     subscriptions = [
         registry.deliveries.subscribe(gets),  # a woken get's reply, written at its delivery
         history.changed_namespaces.subscribe(watches),  # parked watches answered by group
-        registry.parking.moves.steps.subscribe(watches),  # the page's &waits=
+        registry.parking.wait_changes.steps.subscribe(watches),  # the page's &waits=
     ]
     if probes is not None:
         subscriptions.append(probes.steps.subscribe(watches))  # the page's &findings=

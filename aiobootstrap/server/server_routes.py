@@ -26,5 +26,5 @@ async def list_namespaces(request: web.Request) -> web.Response:
         namespace_summary(each.name, each.version, each.parked, each.counts)
         for each in await shown_namespaces(request)
     ]
-    moves = request.app[REGISTRY].parking.moves.count
+    moves = request.app[REGISTRY].parking.wait_changes.count
     return web.Response(body=wire.encode_namespaces(shown, moves), content_type=wire.JSON_TYPE)

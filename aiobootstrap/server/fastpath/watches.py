@@ -36,7 +36,7 @@ pass).
 A long-poll that asked ``&waits=N`` / ``&findings=M`` (the page's) is in a
 group of the counts it was told too. Its reply says the counts now, and it is
 also answered when they move: :meth:`WatchReplies.count_moved` is
-subscribed to the steps of the registry's ``Parking.moves`` (a wait parked or
+subscribed to the steps of the registry's ``Parking.wait_changes`` (a wait parked or
 gone) and of the prober's ``EncoderHealth.probe_changes``, and one loop callback
 answers every such group told counts that are no longer true, with the
 changes it has (often none), then ends each watch's wait (``PendingWatch`` is
@@ -195,7 +195,7 @@ class WatchReplies:
             asyncio.get_running_loop().call_soon(self._answer, namespace)
 
     def count_moved(self) -> None:
-        """Subscribed to the steps of ``Parking.moves`` and ``EncoderHealth.probe_changes``: answer the groups told other counts, one
+        """Subscribed to the steps of ``Parking.wait_changes`` and ``EncoderHealth.probe_changes``: answer the groups told other counts, one
         loop turn later (so many moves in one step cost one pass)."""
         if self._counting and not self._counts_due:
             self._counts_due = True
@@ -227,7 +227,7 @@ class WatchReplies:
 
     def _answer_counts(self) -> None:
         self._counts_due = False
-        moves, tally = self._parking.moves.count, self._probe_changes
+        moves, tally = self._parking.wait_changes.count, self._probe_changes
         findings = None if tally is None else tally.count
         self._stamp_lines = self._stamp.lines()
         for group in list(self._counting):
@@ -250,7 +250,7 @@ class WatchReplies:
         body = self._words.reply(
             changes,
             version,
-            waits=None if group.waits is None else self._parking.moves.count,
+            waits=None if group.waits is None else self._parking.wait_changes.count,
             findings=None if group.findings is None or tally is None else tally.count,
         )
         made: dict[int, bytes] = {}

@@ -40,7 +40,7 @@ def gone(exc: HistoryGone) -> JsonReply:
 @dataclass(frozen=True, slots=True)
 class CountsTold:
     """The counts a watch was told: ``waits``, and ``findings`` (``None``: not asked, or, for findings,
-    nothing probes here), with where they are now: ``parking``'s moves and the probes' tally, ``probed``
+    nothing probes here), with where they are now: ``Parking.wait_changes`` and the probes' tally, ``probed``
     (``appkeys.PROBE_CHANGES``)."""
 
     parking: Parking
@@ -63,7 +63,7 @@ class CountsTold:
     def behind(self) -> bool:
         """Whether a count told has moved already (the watch is answered at once)."""
         probes = self.probed
-        return (self.waits is not None and self.waits != self.parking.moves.count) or (
+        return (self.waits is not None and self.waits != self.parking.wait_changes.count) or (
             self.findings is not None and probes is not None and self.findings != probes.count
         )
 
@@ -73,7 +73,7 @@ class CountsTold:
         return words.reply(
             changes,
             version,
-            waits=None if self.waits is None else self.parking.moves.count,
+            waits=None if self.waits is None else self.parking.wait_changes.count,
             findings=None if self.findings is None or probes is None else probes.count,
         )
 
