@@ -294,7 +294,9 @@ async def test_watch_refuses_a_bad_waits_and_a_stop_lets_it_go(aiohttp_client: A
         assert reply.status == 400, bad
         assert "waits" in (await reply.json())["detail"]
     registry = client.app[REGISTRY]
-    watch = asyncio.create_task(client.get(f"/watch?after=0&waits={registry.parking.moves.count}&wait=30"))
+    watch = asyncio.create_task(
+        client.get(f"/watch?after=0&waits={registry.parking.wait_changes.count}&wait=30")
+    )
     await until(lambda: client.app[HISTORY].watchers == 1)
     await release_waiters(client.app)
     assert (await asyncio.wait_for(watch, 10)).status == 503
