@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from aiobootstrap.wire import MAX_BATCH_RANKS
+from aiobootstrap.wire.routes import MAX_BATCH_RANKS
 
 from ._data import registration, weights
 from ._load import LoadResult, closed_loop, percentile

@@ -19,7 +19,7 @@ import tracemalloc
 
 import aiohttp
 
-from aiobootstrap import wire as protocol
+from aiobootstrap.wire.bodies import parse_body
 
 from ._servers import rss_kib
 from .durability import start_server
@@ -75,10 +75,10 @@ def main() -> None:
         f"server: peak RSS growth {peak / 2**20:.0f} MiB; longest /health round trip meanwhile {worst:.2f} s"
     )
     start = time.perf_counter()
-    protocol.parse_body(data)
+    parse_body(data)
     parse = time.perf_counter() - start
     tracemalloc.start()
-    protocol.parse_body(data)
+    parse_body(data)
     _, traced = tracemalloc.get_traced_memory()
     tracemalloc.stop()
     print(f"in process: JSON parse {parse:.2f} s, its peak {traced / 2**20:.0f} MiB")

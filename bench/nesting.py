@@ -3,7 +3,7 @@
     python -m bench.nesting [--rounds 20]
 
 Parses the registration of 1,000 tensors (~60 KB, ``bench._data``) with
-``wire.parse_body``, in interleaved rounds with the nesting check on and
+``wire.bodies.parse_body``, in interleaved rounds with the nesting check on and
 stubbed out, and prints the CPU time per call (``time.process_time``: other
 processes on the machine do not count).
 """
@@ -15,8 +15,8 @@ import statistics
 import sys
 import time
 
-from aiobootstrap import wire as protocol
 from aiobootstrap.wire import bodies
+from aiobootstrap.wire.bodies import parse_body
 
 from ._data import registration, weights
 
@@ -24,7 +24,7 @@ from ._data import registration, weights
 def _per_call(body: bytes, calls: int) -> float:
     started = time.process_time()
     for _ in range(calls):
-        protocol.parse_body(body)
+        parse_body(body)
     return (time.process_time() - started) / calls
 
 

@@ -46,14 +46,14 @@ from pathlib import Path
 
 import aiohttp
 
-from aiobootstrap import wire as protocol
 from aiobootstrap.server.open_files import open_file_limit, raise_open_file_limit
+from aiobootstrap.wire.routes import BATCH_PATH, GET_PATH, HEALTH_PATH, RANKS_PATH
 
 from . import client_faults
 from .durability import crash_test, pct, running, start_server, table
 
-GET = protocol.GET_PATH
-BATCH = protocol.BATCH_PATH
+GET = GET_PATH
+BATCH = BATCH_PATH
 BIG_RANKS = "0-65535"
 """The big range of the memory and health sections: what one batch may name once the cap is 65,536."""
 _PARK_TIMEOUT = 120.0
@@ -66,7 +66,7 @@ def host_port(url: str) -> tuple[str, int]:
 
 async def parked(url: str) -> int:
     """How many waits the server has parked (the listing's ``waiters``)."""
-    async with aiohttp.ClientSession() as http, http.get(url + protocol.RANKS_PATH) as reply:
+    async with aiohttp.ClientSession() as http, http.get(url + RANKS_PATH) as reply:
         return int((await reply.json())["waiters"])
 
 
@@ -253,7 +253,7 @@ async def health_latencies(url: str, seconds: float, interval: float = 0.01) -> 
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=1)) as http:
         while time.perf_counter() < deadline:
             start = time.perf_counter()
-            async with http.get(url + protocol.HEALTH_PATH) as reply:
+            async with http.get(url + HEALTH_PATH) as reply:
                 await reply.read()
                 assert reply.status == 200, reply.status
             times.append(time.perf_counter() - start)

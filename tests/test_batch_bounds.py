@@ -13,11 +13,13 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
 from aiobootstrap import BadRequest, BootstrapClient, RankNotRegistered, Registry, _json, create_app
-from aiobootstrap import wire as protocol
 from aiobootstrap._names import DEFAULT_ROLE, TRANSFER_ENGINE_INFO
 from aiobootstrap._ranks import RankSet
 from aiobootstrap.server.app import REGISTRY
 from aiobootstrap.wire.bodies import session_id_of
+from aiobootstrap.wire.errors import decode_not_registered, encode_not_registered
+from aiobootstrap.wire.params import parse_ranks, split_rank_specs
+from aiobootstrap.wire.routes import BATCH_QUERY_CHARS, MAX_BATCH_RANKS, MISSING_LIST_MAX
 
 from .helpers.registry import info_key, open_registry, register_in
 from .helpers.waits import GUARD, until
@@ -26,7 +28,7 @@ Client = TestClient[web.Request, web.Application]
 ServerFactory = Callable[..., Awaitable[TestServer]]
 
 BATCH = "/get_transfer_engine_info_batch"
-CAP = protocol.MAX_BATCH_RANKS
+CAP = MAX_BATCH_RANKS
 
 
 # -- RankSet --------------------------------------------------------------
@@ -80,25 +82,25 @@ def test_a_bad_spec_is_a_bad_request_naming_the_parameter(spec: str) -> None:
         RankSet.parse(spec)
     if spec.strip():
         with pytest.raises(BadRequest, match="ranks"):
-            protocol.parse_ranks(spec)
+            parse_ranks(spec)
 
 
 def test_the_cap_counts_distinct_ranks() -> None:
     """A set of exactly the cap passes (repeats count once); one rank more is refused, naming the cap."""
-    assert len(protocol.parse_ranks(f"0-{CAP - 1},0-{CAP - 1},5")) == CAP
+    assert len(parse_ranks(f"0-{CAP - 1},0-{CAP - 1},5")) == CAP
     with pytest.raises(BadRequest) as caught:
-        protocol.parse_ranks(f"0-{CAP}")
+        parse_ranks(f"0-{CAP}")
     assert str(CAP) in caught.value.detail
     with pytest.raises(BadRequest):
-        protocol.parse_ranks("0-1048575")
+        parse_ranks("0-1048575")
 
 
 def test_split_rank_specs_keeps_each_request_under_the_cap_and_the_line() -> None:
     """The client's split: every spec parses under the cap, fits one query, and together they cover every rank."""
     ranks = [*range(CAP * 2 + 10), *range(CAP * 3, CAP * 3 + 20000, 2)]
-    specs = protocol.split_rank_specs(ranks)
-    sets = [protocol.parse_ranks(spec) for spec in specs]
-    assert all(len(spec) <= protocol.BATCH_QUERY_CHARS for spec in specs)
+    specs = split_rank_specs(ranks)
+    sets = [parse_ranks(spec) for spec in specs]
+    assert all(len(spec) <= BATCH_QUERY_CHARS for spec in specs)
     assert all(len(ranks) <= CAP for ranks in sets)
     assert [rank for ranks in sets for rank in ranks] == ranks
 
@@ -108,26 +110,26 @@ def test_split_rank_specs_keeps_each_request_under_the_cap_and_the_line() -> Non
 
 def test_a_single_rank_404_is_as_before() -> None:
     """A get's or a delete's 404 names its rank in missing, and nothing more."""
-    body = protocol.encode_not_registered([7])
+    body = encode_not_registered([7])
     assert _json.loads(body) == {"detail": "No transfer engine info for rank 7", "missing": [7]}
 
 
 def test_a_batch_404_is_bounded_and_reads_back_whole() -> None:
     """missing lists at most 1,024 ranks, missing_ranks names them all, and the client reads them all back."""
     missing = RankSet.parse("0-4095,5000,6000-6001")
-    body = protocol.encode_not_registered(missing)
+    body = encode_not_registered(missing)
     reply = _json.loads(body)
-    assert reply["missing"] == list(range(protocol.MISSING_LIST_MAX))
+    assert reply["missing"] == list(range(MISSING_LIST_MAX))
     assert reply["missing_truncated"] is True
     assert reply["missing_ranks"] == "0-4095,5000,6000-6001"
     assert reply["detail"] == "No transfer engine info for ranks 0-4095,5000,6000-6001"
     assert len(body) < 8 * 1024
-    assert protocol.decode_not_registered(404, body) == list(missing)
+    assert decode_not_registered(404, body) == list(missing)
 
 
 def test_a_small_batch_404_lists_every_rank_untruncated() -> None:
     """Up to 1,024 missing ranks are all in missing, with no truncation flag."""
-    reply = _json.loads(protocol.encode_not_registered(RankSet.parse("0-1023")))
+    reply = _json.loads(encode_not_registered(RankSet.parse("0-1023")))
     assert reply["missing"] == list(range(1024))
     assert "missing_truncated" not in reply
     assert reply["missing_ranks"] == "0-1023"
@@ -136,7 +138,7 @@ def test_a_small_batch_404_lists_every_rank_untruncated() -> None:
 def test_the_detail_names_a_few_ranges_only() -> None:
     """A scattered missing set keeps the sentence short: twenty ranges, then a count of the rest."""
     missing = RankSet.from_ranks(range(0, 2 * CAP, 2))
-    detail = _json.loads(protocol.encode_not_registered(missing))["detail"]
+    detail = _json.loads(encode_not_registered(missing))["detail"]
     assert detail.endswith(f"and {CAP - 20} more ranges")
     assert len(detail) < 200
 
@@ -151,7 +153,7 @@ def test_the_detail_names_a_few_ranges_only() -> None:
 )
 def test_the_client_reads_missing_ranks_first(body: bytes, missing: list[int] | None) -> None:
     """missing_ranks wins when readable (and within the cap); else missing is read as before."""
-    assert protocol.decode_not_registered(404, body) == missing
+    assert decode_not_registered(404, body) == missing
 
 
 # -- over HTTP ------------------------------------------------------------
@@ -177,7 +179,7 @@ async def test_a_capped_range_with_nothing_registered_is_a_small_404(
     reply_json = _json.loads(body)
     assert reply_json["missing_ranks"] == f"0-{CAP - 1}"
     assert reply_json["missing_truncated"] is True
-    assert len(reply_json["missing"]) == protocol.MISSING_LIST_MAX
+    assert len(reply_json["missing"]) == MISSING_LIST_MAX
 
 
 async def test_a_capped_batch_reports_exactly_what_is_missing(client: Client, registry: Registry) -> None:

@@ -24,13 +24,13 @@ from aiohttp.http_writer import StreamWriter
 from aiohttp.test_utils import make_mocked_request
 from aiohttp.web import Request
 
-from aiobootstrap import wire
 from aiobootstrap.server.app import REGISTRY
 from aiobootstrap.server.fastpath.batches import BATCH_REPLIES, SHARED_ITEM_OVER, batch_parts
 from aiobootstrap.server.fastpath.gets import GET_REPLIES
 from aiobootstrap.server.fastpath.responder import json_reply
 from aiobootstrap.server.fastpath.turns import TURN_BYTES, turns
 from aiobootstrap.server.fastpath.writes import SLICE, write_sliced
+from aiobootstrap.wire.results import encode_items
 
 from .helpers.registry import info_key, registration
 from .helpers.waits import until
@@ -47,7 +47,7 @@ HELD_EACH = 1 << 20
 
 @pytest.mark.parametrize("seed", range(20))
 def test_batch_parts_are_the_joined_reply_with_large_items_shared(seed: int) -> None:
-    """Any mix of small and large items: the parts join to ``wire.encode_items``'s bytes, and each large
+    """Any mix of small and large items: the parts join to ``wire.results.encode_items``'s bytes, and each large
     item is among them as the very object given (not a copy)."""
     rng = random.Random(seed)
     sizes = [
@@ -56,7 +56,7 @@ def test_batch_parts_are_the_joined_reply_with_large_items_shared(seed: int) -> 
     ]
     items = [bytes([97 + index % 26]) * size for index, size in enumerate(sizes)]
     parts = batch_parts("infos", items, 42)
-    assert b"".join(parts) == wire.encode_items("infos", items, 42)
+    assert b"".join(parts) == encode_items("infos", items, 42)
     assert all(part for part in parts)
     large = [item for item in items if len(item) > SHARED_ITEM_OVER]
     assert [part for part in parts if any(part is item for item in large)] == large
@@ -136,7 +136,7 @@ async def test_a_batch_reply_over_a_big_record_is_the_joined_reply(client: Any) 
     records = [await client.app[REGISTRY].get(info_key(rank)) for rank in range(3)]
     assert all(record is not None for record in records)
     version = json.loads(body)["version"]
-    assert body == wire.encode_items("infos", [replies.body(record) for record in records if record], version)
+    assert body == encode_items("infos", [replies.body(record) for record in records if record], version)
     kept = next(iter(client.app[BATCH_REPLIES]._kept.values()))[1]
     assert records[1] is not None
     assert any(part is replies.body(records[1]) for part in kept)

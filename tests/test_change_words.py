@@ -10,7 +10,7 @@ from aiobootstrap.server.change_words import ChangeWords
 from aiobootstrap.server.faces.encoders.changes import describe_url_change
 from aiobootstrap.server.kind_spec import KindSpec
 from aiobootstrap.store import NO_RANK
-from aiobootstrap.wire import WatchedChange, encode_watch, sse_event
+from aiobootstrap.wire.watch import WatchedChange, encode_watch, sse_event
 
 WORDS = ChangeWords(
     {ENCODER_URLS: KindSpec(ENCODER_URLS, lambda record: b"", describe_change=describe_url_change)}

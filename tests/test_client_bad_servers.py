@@ -19,8 +19,8 @@ from aiohttp import web
 from aiohttp.test_utils import TestServer
 
 from aiobootstrap import BootstrapClient, ServerUnavailable, UnexpectedReply
-from aiobootstrap import wire as protocol
 from aiobootstrap.client.retry import ROUND_TRIP
+from aiobootstrap.wire.routes import GET_PATH, HEALTH_PATH
 
 from .helpers.waits import GUARD
 
@@ -175,7 +175,7 @@ async def test_a_compressed_reply_is_bounded_as_it_is_decoded(aiohttp_server: Se
         )
 
     app = web.Application()
-    app.router.add_get(protocol.GET_PATH, answer)
+    app.router.add_get(GET_PATH, answer)
     server = await aiohttp_server(app)
     async with BootstrapClient(f"http://127.0.0.1:{server.port}", max_reply_size=1 << 20) as client:
         with pytest.raises(UnexpectedReply, match="larger than the client's bound"):
@@ -231,8 +231,8 @@ async def test_a_wait_asked_again_after_a_503_asks_only_what_is_left(aiohttp_ser
         return web.Response(text="OK")
 
     app = web.Application()
-    app.router.add_get(protocol.GET_PATH, answer)
-    app.router.add_get(protocol.HEALTH_PATH, health)
+    app.router.add_get(GET_PATH, answer)
+    app.router.add_get(HEALTH_PATH, health)
     server = await aiohttp_server(app)
     async with BootstrapClient(f"http://127.0.0.1:{server.port}") as client:
         with pytest.raises(RankNotRegistered):

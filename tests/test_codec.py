@@ -9,10 +9,11 @@ from typing import Any
 import pytest
 
 from aiobootstrap import _json
-from aiobootstrap import wire as protocol
 from aiobootstrap.exceptions import BadRequest
 from aiobootstrap.server.faces import records
 from aiobootstrap.store import Record
+from aiobootstrap.wire.bodies import engine_info_body, parse_body
+from aiobootstrap.wire.results import encode_items
 
 from .helpers.registry import info_key
 
@@ -95,10 +96,10 @@ def test_dumps_handles_what_orjson_refuses(codec, document):
 
 def test_registration_body_keeps_nan_invalid(codec):
     """A NaN the caller passes stays NaN on the wire (which the server refuses), never null."""
-    body = protocol.engine_info_body(0, "s", {"x": float("nan")})
+    body = engine_info_body(0, "s", {"x": float("nan")})
     assert b"NaN" in body
     with pytest.raises(BadRequest, match="not valid JSON"):
-        protocol.parse_body(body)
+        parse_body(body)
 
 
 def test_get_and_batch_replies_are_equal_with_both_codecs(monkeypatch):
@@ -110,7 +111,7 @@ def test_get_and_batch_replies_are_equal_with_both_codecs(monkeypatch):
     slow = records.encode_info(record)
     assert json.loads(fast) == json.loads(slow)
     assert json.loads(fast)["remote_instance_transfer_engine_info"] == ["10.0.0.7:18000", weights]
-    batch = protocol.encode_items("infos", [fast], 9)
+    batch = encode_items("infos", [fast], 9)
     assert json.loads(batch) == {"infos": [json.loads(slow)], "version": 9}
 
 

@@ -201,7 +201,7 @@ async def test_an_encoder_url_past_the_length_limit_is_a_400_and_lists_nothing(c
     """A URL of 8,193 characters is refused with a detail naming the limit, and nothing is listed
     (one of a MiB, registered and unregistered 1,500 times, grew Redis' feed by 938 MiB); one of
     8,192 is kept."""
-    from aiobootstrap.wire import MAX_URL_LENGTH
+    from aiobootstrap.wire.bodies import MAX_URL_LENGTH
 
     too_long = "http://e:8000/" + "x" * (MAX_URL_LENGTH - 13)
     reply = await client.post("/register_encoder_url", json={"url": too_long})

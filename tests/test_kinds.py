@@ -13,13 +13,13 @@ from typing import Any
 import pytest
 
 from aiobootstrap import ServerConfig, _json, create_app
-from aiobootstrap import wire as protocol
 from aiobootstrap.server.app import REGISTRY
 from aiobootstrap.server.face_registry import installed_faces
 from aiobootstrap.server.faces.engine_info import kinds as _kinds
 from aiobootstrap.server.faces.engine_info.face import engine_info_face
 from aiobootstrap.server.faces.engine_info.kinds import RecordKind
 from aiobootstrap.store import Record
+from aiobootstrap.wire.bodies import parse_object
 
 from .helpers.registry import registration
 from .helpers.waits import GUARD, until
@@ -401,7 +401,7 @@ LAYOUT = RecordKind(
     batch_path="/get_kv_layout_batch",
     batch_field="layouts",
     title="KvLayout",
-    parse=lambda value: protocol.parse_object(value, "kv_layout"),
+    parse=lambda value: parse_object(value, "kv_layout"),
     encode=_layout_reply,
     encode_object=_layout_reply,
     item=lambda record, reply: reply,

@@ -20,7 +20,7 @@ from aiobootstrap.server import open_files
 from aiobootstrap.server.app import REGISTRY
 from aiobootstrap.server.config import DEFAULT_MAX_WAITERS
 from aiobootstrap.store import MemoryStore, StoreLimits
-from aiobootstrap.wire import BATCH_QUERY_CHARS
+from aiobootstrap.wire.routes import BATCH_QUERY_CHARS
 
 from .helpers.registry import open_registry, register_in, stored, stored_count
 from .helpers.waits import GUARD, until

@@ -10,10 +10,11 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient
 
 from aiobootstrap import BootstrapClient, ServerConfig, _json
-from aiobootstrap import wire as protocol
 from aiobootstrap._ranks import RankSet
 from aiobootstrap.cli.tool_parser import add_tool_parsers
 from aiobootstrap.cli.tools import run_tool
+from aiobootstrap.wire.results import decode_listing
+from aiobootstrap.wire.routes import MISSING_LIST_MAX
 
 from .helpers.registry import registration
 
@@ -41,7 +42,7 @@ async def test_a_listing_of_a_huge_world_is_a_small_reply(client: Client) -> Non
     listing = _json.loads(body)
     assert listing["missing_ranks"] == f"0-4,6-8,10-{HUGE - 1}"
     assert listing["missing_truncated"] is True
-    assert len(listing["missing"]) == protocol.MISSING_LIST_MAX
+    assert len(listing["missing"]) == MISSING_LIST_MAX
     assert listing["missing"][:10] == [0, 1, 2, 3, 4, 6, 7, 8, 10, 11]
 
 
@@ -53,14 +54,14 @@ async def test_the_listing_and_its_decoding_stay_exact_past_the_list_cap(client:
     expected = [rank for rank in range(WIDE) if rank not in registered]
     async with client.get("/ranks") as reply:
         listing = _json.loads(await reply.read())
-    assert listing["missing"] == expected[: protocol.MISSING_LIST_MAX]
+    assert listing["missing"] == expected[:MISSING_LIST_MAX]
     assert listing["missing_truncated"] is True
     assert list(RankSet.parse(listing["missing_ranks"])) == expected
     async with BootstrapClient(str(client.make_url("/"))) as bootstrap:
         decoded = await bootstrap.list_ranks()
     assert decoded.missing_ranks is not None
     assert list(decoded.missing_ranks) == expected
-    assert decoded.missing == expected[: protocol.MISSING_LIST_MAX]
+    assert decoded.missing == expected[:MISSING_LIST_MAX]
 
 
 @pytest.mark.parametrize("config", [ServerConfig(world_size=4)])
@@ -88,7 +89,7 @@ async def test_without_a_world_size_nothing_is_missing(client: Client) -> None:
 def test_a_listing_from_an_older_server_reads_its_missing_list() -> None:
     """A listing without missing_ranks (an older server listed every missing rank) still gives the set."""
     body = _json.dumps({"version": 1, "world_size": 4, "ranks": [], "missing": [0, 1, 3]})
-    assert str(protocol.decode_listing(body).missing_ranks) == "0-1,3"
+    assert str(decode_listing(body).missing_ranks) == "0-1,3"
 
 
 async def status(client: Client) -> str:

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from aiobootstrap._logging import LOGGED_CHARS, JsonFormatter
-from aiobootstrap.wire import MAX_URL_LENGTH
+from aiobootstrap.wire.bodies import MAX_URL_LENGTH
 
 LONG = 50_000
 

@@ -21,7 +21,7 @@ from aiobootstrap.exceptions import UnexpectedReply
 from aiobootstrap.server.app import REGISTRY
 from aiobootstrap.server.change_words import ChangeWords
 from aiobootstrap.store import NO_RANK, Key, MemoryStore
-from aiobootstrap.wire import WatchedChange, decode_change, decode_watch, encode_watch, sse_event
+from aiobootstrap.wire.watch import WatchedChange, decode_change, decode_watch, encode_watch, sse_event
 from testbed.redis_server import RedisServer
 
 from .helpers.file_store import line, open_file

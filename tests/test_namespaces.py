@@ -15,7 +15,8 @@ from aiobootstrap import (
 )
 from aiobootstrap.exceptions import BadRequest, ShuttingDown, UnexpectedReply
 from aiobootstrap.server.app import REGISTRY, _namespaced, _routes
-from aiobootstrap.wire import check_namespace, decode_namespaces, path
+from aiobootstrap.wire.results import decode_namespaces
+from aiobootstrap.wire.routes import check_namespace, path
 
 from .helpers.registry import info_key, open_registry, stored
 from .helpers.waits import GUARD, until

@@ -17,16 +17,16 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient
 
 from aiobootstrap import ServerConfig, create_app
-from aiobootstrap import wire as protocol
 from aiobootstrap._names import TRANSFER_ENGINE_INFO
 from aiobootstrap.exceptions import BadRequest
 from aiobootstrap.server.app import REGISTRY
 from aiobootstrap.server.faces.engine_info import kinds as _kinds
 from aiobootstrap.wire import bodies
+from aiobootstrap.wire.bodies import MAX_NESTING, parse_body
 
 Client = TestClient[web.Request, web.Application]
 
-LIMIT = protocol.MAX_NESTING
+LIMIT = MAX_NESTING
 _PREFIXES = itertools.count()
 
 
@@ -180,10 +180,10 @@ def test_the_byte_check_and_the_value_walk_agree(text: str, limit: int) -> None:
 def test_a_string_of_brackets_is_not_nesting() -> None:
     """A body whose strings are full of brackets is as deep as its structure, not its text."""
     body = json.dumps({"rank": 0, "x": "[" * 500 + "{" * 500}).encode()
-    assert protocol.parse_body(body)["rank"] == 0
+    assert parse_body(body)["rank"] == 0
     deep = json.dumps({"x": "]" * 70, "y": nested(LIMIT)}).encode()
     with pytest.raises(BadRequest):
-        protocol.parse_body(deep)
+        parse_body(deep)
 
 
 def test_brackets_in_strings_cannot_hide_depth() -> None:
@@ -193,4 +193,4 @@ def test_brackets_in_strings_cannot_hide_depth() -> None:
         inner = ["]", inner, "["]
     body = json.dumps({"x": inner}).encode()
     with pytest.raises(BadRequest):
-        protocol.parse_body(body)
+        parse_body(body)

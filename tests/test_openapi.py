@@ -10,10 +10,10 @@ from aiohttp.test_utils import TestClient, TestServer
 from pytest_aiohttp import AiohttpClient
 
 from aiobootstrap import ServerConfig, create_app
-from aiobootstrap import wire as protocol
 from aiobootstrap._ranks import MAX_RANK, rank_value
 from aiobootstrap.server.faces.engine_info import kinds as _kinds
 from aiobootstrap.server.openapi import document
+from aiobootstrap.wire.routes import MAX_BATCH_RANKS
 
 _METHODS = {"get", "put", "post", "delete", "patch"}
 
@@ -144,7 +144,7 @@ def test_limits_come_from_the_protocol() -> None:
     assert rank_value(str(MAX_RANK)) == MAX_RANK
     assert rank_value(str(MAX_RANK + 1)) is None
     ranks = next(p for p in parameters if p["name"] == "ranks")
-    assert str(protocol.MAX_BATCH_RANKS) in ranks["description"]
+    assert str(MAX_BATCH_RANKS) in ranks["description"]
     pattern = re.compile(ranks["schema"]["pattern"])
     for good in ("0", "0-7,12", f" 3 , {MAX_RANK}", f"0-{MAX_RANK}"):
         assert pattern.search(good), good

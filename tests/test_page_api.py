@@ -27,7 +27,8 @@ from aiobootstrap.server.app import release_waiters
 from aiobootstrap.server.appkeys import HISTORY, REGISTRY
 from aiobootstrap.server.faces.encoders.health import ENCODER_HEALTH
 from aiobootstrap.server.faces.encoders.settings import EncoderSettings
-from aiobootstrap.wire import decode_encoder_health, decode_listing
+from aiobootstrap.wire.encoder_health import decode_encoder_health
+from aiobootstrap.wire.results import decode_listing
 from testbed.redis_server import free_port
 
 from .helpers.waits import until

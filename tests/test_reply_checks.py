@@ -10,7 +10,16 @@ from aiohttp import web
 from aiohttp.test_utils import TestServer
 
 from aiobootstrap import BootstrapClient, UnexpectedReply, _json
-from aiobootstrap import wire as protocol
+from aiobootstrap.wire.params import parse_ranks
+from aiobootstrap.wire.results import (
+    decode_batch,
+    decode_config,
+    decode_config_batch,
+    decode_info,
+    decode_listing,
+    decode_version_header,
+)
+from aiobootstrap.wire.routes import BATCH_PATH, GET_PATH
 
 from .helpers.waits import GUARD
 
@@ -25,8 +34,8 @@ def _get_reply(rank: Any = 3, info: Any = None, version: Any = 1) -> bytes:
 def test_a_reply_for_another_rank_is_not_believed() -> None:
     """A well-formed get reply for rank 99 to a get of rank 3 is an UnexpectedReply naming both."""
     with pytest.raises(UnexpectedReply, match="rank 3 with rank 99"):
-        protocol.decode_info(_get_reply(rank=99), 3)
-    assert protocol.decode_info(_get_reply(rank=3), 3).session_id == "s"
+        decode_info(_get_reply(rank=99), 3)
+    assert decode_info(_get_reply(rank=3), 3).session_id == "s"
 
 
 @pytest.mark.parametrize(
@@ -53,14 +62,14 @@ def test_a_reply_for_another_rank_is_not_believed() -> None:
 def test_a_get_reply_of_the_wrong_types_is_not_believed(reply: bytes, says: str) -> None:
     """session_id a string, weights_info_dict an object, rank and version integers (not true, not text)."""
     with pytest.raises(UnexpectedReply, match="not a transfer engine info reply") as caught:
-        protocol.decode_info(reply, 3)
+        decode_info(reply, 3)
     assert says in str(caught.value)
 
 
 def test_a_message_shows_a_huge_wrong_value_cut_short() -> None:
     """A megabyte where a session id should be is shown as a few dozen characters."""
     with pytest.raises(UnexpectedReply) as caught:
-        protocol.decode_info(_get_reply(info=[["x" * 1_000_000], {}]), 3)
+        decode_info(_get_reply(info=[["x" * 1_000_000], {}]), 3)
     assert len(str(caught.value)) < 200
 
 
@@ -83,9 +92,9 @@ def _batch(*ranks: Any) -> bytes:
 def test_a_batch_reply_must_hold_each_rank_asked_once(reply: bytes, says: str) -> None:
     """A batch 200 holds exactly the ranks asked, once each: no stray, no repeat, none left out."""
     with pytest.raises(UnexpectedReply) as caught:
-        protocol.decode_batch(reply, protocol.parse_ranks("0-1"))
+        decode_batch(reply, parse_ranks("0-1"))
     assert says in str(caught.value)
-    assert sorted(protocol.decode_batch(_batch(1, 0), protocol.parse_ranks("0-1"))) == [0, 1]
+    assert sorted(decode_batch(_batch(1, 0), parse_ranks("0-1"))) == [0, 1]
 
 
 @pytest.mark.parametrize(
@@ -99,15 +108,15 @@ def test_a_batch_reply_must_hold_each_rank_asked_once(reply: bytes, says: str) -
 def test_a_config_batch_reply_is_checked_like_an_info_batch(item: dict[str, Any]) -> None:
     """Parallelism config batches: the ranks asked, a config object, an integer version."""
     with pytest.raises(UnexpectedReply):
-        protocol.decode_config_batch(_json.dumps({"configs": [item], "version": 1}), [0])
+        decode_config_batch(_json.dumps({"configs": [item], "version": 1}), [0])
 
 
 @pytest.mark.parametrize("header", ["true", "-1", "1.0", "x"])
 def test_a_version_header_that_is_not_a_version_is_not_believed(header: str) -> None:
     """X-Aiobootstrap-Version absent is 0 (an older server); present, it must be a version."""
-    assert protocol.decode_version_header(None) == 0
+    assert decode_version_header(None) == 0
     with pytest.raises(UnexpectedReply):
-        protocol.decode_config(b"{}", 0, header)
+        decode_config(b"{}", 0, header)
 
 
 _LISTED = {"rank": 0, "session_id": "s", "version": 1, "registered_at": 0.0, "age": 1.0}
@@ -133,9 +142,9 @@ _LISTED = {"rank": 0, "session_id": "s", "version": 1, "registered_at": 0.0, "ag
 def test_a_listing_of_the_wrong_types_is_not_believed(change: dict[str, Any]) -> None:
     """Every field of a listing has its type: counts are integers, names strings, times numbers."""
     listing = {"version": 1, "world_size": None, "missing": None, "ranks": [_LISTED]}
-    assert protocol.decode_listing(_json.dumps(listing)).ranks[0].session_id == "s"
+    assert decode_listing(_json.dumps(listing)).ranks[0].session_id == "s"
     with pytest.raises(UnexpectedReply, match="not a rank listing"):
-        protocol.decode_listing(_json.dumps({**listing, **change}))
+        decode_listing(_json.dumps({**listing, **change}))
 
 
 def _liar(body: bytes) -> web.Application:
@@ -145,8 +154,8 @@ def _liar(body: bytes) -> web.Application:
         return web.Response(body=body, content_type="application/json")
 
     app = web.Application()
-    app.router.add_get(protocol.GET_PATH, answer)
-    app.router.add_get(protocol.BATCH_PATH, answer)
+    app.router.add_get(GET_PATH, answer)
+    app.router.add_get(BATCH_PATH, answer)
     return app
 
 

@@ -31,9 +31,9 @@ import schemathesis
 from pytest_aiohttp import AiohttpClient
 
 from aiobootstrap import create_app
-from aiobootstrap import wire as protocol
 from aiobootstrap._ranks import MAX_RANK
 from aiobootstrap.server.openapi import RANKS_FORMAT, document
+from aiobootstrap.wire.routes import OPENAPI_PATH
 
 from .helpers.waits import GUARD
 
@@ -209,7 +209,7 @@ def token_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
 
 
 def _served(url: str, **headers: str) -> Any:
-    reply = requests.get(url + protocol.OPENAPI_PATH, headers=headers, timeout=10)
+    reply = requests.get(url + OPENAPI_PATH, headers=headers, timeout=10)
     assert reply.status_code == 200
     return reply.json()
 

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-import aiobootstrap.wire
 from aiobootstrap.server.app import REGISTRY
 from aiobootstrap.server.faces import records
+from aiobootstrap.server.fastpath import batches
 
 from .helpers.registry import registration
 from .helpers.waits import GUARD, until
@@ -61,7 +61,7 @@ async def test_batch_waiters_share_one_reply(client: Any, monkeypatch: pytest.Mo
 
     Fails before issue 18: each getter joined its own copy of the whole batch.
     """
-    joins = _counting(monkeypatch, aiobootstrap.wire, "encode_items")
+    joins = _counting(monkeypatch, batches, "encode_items")
     bodies = await _woken_together(client, "/get_transfer_engine_info_batch", {"ranks": "0"})
     assert len(set(bodies)) == 1
     assert len(joins) == 1

@@ -7,7 +7,44 @@ from typing import Any
 import pytest
 
 from aiobootstrap import UnexpectedReply, _json
-from aiobootstrap import wire as protocol
+from aiobootstrap.wire.bodies import (
+    config_body,
+    engine_info_body,
+    field_of,
+    parse_body,
+    parse_engine_info,
+    parse_rank_field,
+    parse_role_field,
+    parse_role_param,
+    parse_url_body,
+    url_body,
+)
+from aiobootstrap.wire.errors import decode_absent, decode_not_registered, encode_not_registered
+from aiobootstrap.wire.params import (
+    batch_query,
+    get_query,
+    listing_query,
+    parse_after,
+    parse_form,
+    parse_rank_param,
+    parse_ranks,
+    parse_seconds,
+    parse_wait,
+    rank_query,
+    record_query,
+    records_query,
+    role_rank_query,
+    split_rank_specs,
+)
+from aiobootstrap.wire.results import (
+    decode_batch,
+    decode_config,
+    decode_config_batch,
+    decode_encoder_urls,
+    decode_info,
+    decode_listing,
+)
+from aiobootstrap.wire.routes import BATCH_QUERY_CHARS
 
 
 @pytest.mark.parametrize(
@@ -26,13 +63,13 @@ from aiobootstrap import wire as protocol
 )
 def test_only_a_rank_404_reads_as_not_registered(status: int, body: bytes, missing: list[int] | None) -> None:
     """A 404 means "not registered" by its "missing" field or SPEC's exact sentence; nothing else does."""
-    assert protocol.decode_not_registered(status, body) == missing
+    assert decode_not_registered(status, body) == missing
 
 
 def test_a_not_registered_reply_reads_back_as_its_ranks() -> None:
     """What the server writes for missing ranks, the client reads back as those ranks."""
-    body = protocol.encode_not_registered([0, 1, 2, 9])
-    assert protocol.decode_not_registered(404, body) == [0, 1, 2, 9]
+    body = encode_not_registered([0, 1, 2, 9])
+    assert decode_not_registered(404, body) == [0, 1, 2, 9]
     assert _json.loads(body)["detail"] == "No transfer engine info for ranks 0-2,9"
 
 
@@ -40,39 +77,37 @@ def test_a_not_registered_reply_reads_back_as_its_ranks() -> None:
 def test_a_reply_that_is_not_the_protocols_is_an_unexpected_reply(body: bytes) -> None:
     """A 200 whose body is not a get, batch or listing reply raises UnexpectedReply, not ValueError."""
     with pytest.raises(UnexpectedReply):
-        protocol.decode_info(body, 0)
+        decode_info(body, 0)
     with pytest.raises(UnexpectedReply):
-        protocol.decode_batch(body, [0])
+        decode_batch(body, [0])
     with pytest.raises(UnexpectedReply):
-        protocol.decode_listing(body)
+        decode_listing(body)
 
 
 @pytest.mark.parametrize(("text", "seconds"), [("0", 0.0), ("2.5", 2.5), (".5", 0.5), ("1e1", 10.0)])
 def test_seconds_are_read_one_way(text: str, seconds: float) -> None:
     """Plain decimal seconds are read alike by wait= and the tools' options."""
-    assert protocol.parse_seconds(text) == seconds
+    assert parse_seconds(text) == seconds
 
 
 @pytest.mark.parametrize("text", ["-1", "nan", "inf", "1e400", "1_0", " 1", "+1", "\u0663", ""])
 def test_seconds_refuse_what_float_alone_would_take(text: str) -> None:
     """Negative, non-finite and non-ASCII-decimal seconds are refused by the one reader."""
-    assert protocol.parse_seconds(text) is None
+    assert parse_seconds(text) is None
 
 
 def test_the_queries_the_client_writes_are_the_ones_the_server_reads() -> None:
     """get, batch and delete queries parse back to what was asked, and split specs cover every rank."""
-    query = protocol.get_query(3, 7, 1.5)
-    assert protocol.parse_rank_param(query["rank"]) == 3
-    assert protocol.parse_after(query["after"]) == 7
-    assert protocol.parse_wait(query["wait"]) == 1.5
-    assert protocol.parse_rank_param(protocol.rank_query(9)["rank"]) == 9
+    query = get_query(3, 7, 1.5)
+    assert parse_rank_param(query["rank"]) == 3
+    assert parse_after(query["after"]) == 7
+    assert parse_wait(query["wait"]) == 1.5
+    assert parse_rank_param(rank_query(9)["rank"]) == 9
     ranks = list(range(0, 6000, 2))
-    specs = protocol.split_rank_specs(ranks)
+    specs = split_rank_specs(ranks)
     assert len(specs) > 1
-    assert all(len(spec) <= protocol.BATCH_QUERY_CHARS for spec in specs)
-    read = [
-        rank for spec in specs for rank in protocol.parse_ranks(protocol.batch_query(spec, 0, 0)["ranks"])
-    ]
+    assert all(len(spec) <= BATCH_QUERY_CHARS for spec in specs)
+    read = [rank for spec in specs for rank in parse_ranks(batch_query(spec, 0, 0)["ranks"])]
     assert read == ranks
 
 
@@ -92,15 +127,15 @@ def test_a_kinds_404_reads_as_not_registered(
     status: int, body: bytes, noun: str, missing: list[int] | None
 ) -> None:
     """A kind's 404 is told by "missing" or by the exact sentence of that kind (an old server's)."""
-    assert protocol.decode_absent(status, body, noun) == missing
+    assert decode_absent(status, body, noun) == missing
 
 
 def _config(body: bytes) -> Any:
-    return protocol.decode_config(body, 0, "1")
+    return decode_config(body, 0, "1")
 
 
 def _config_batch(body: bytes) -> Any:
-    return protocol.decode_config_batch(body, [0])
+    return decode_config_batch(body, [0])
 
 
 @pytest.mark.parametrize(
@@ -110,9 +145,9 @@ def _config_batch(body: bytes) -> Any:
         (_config, b"[1]"),
         (_config_batch, b'{"configs": 3}'),
         (_config_batch, b'{"configs": [{"rank": 0}]}'),
-        (protocol.decode_encoder_urls, b"[]"),
-        (protocol.decode_encoder_urls, b'{"encoder_urls": [1]}'),
-        (protocol.decode_encoder_urls, b'{"encoder_urls": [], "version": -1}'),
+        (decode_encoder_urls, b"[]"),
+        (decode_encoder_urls, b'{"encoder_urls": [1]}'),
+        (decode_encoder_urls, b'{"encoder_urls": [], "version": -1}'),
     ],
 )
 def test_a_kinds_reply_that_is_not_the_protocols_is_an_unexpected_reply(decode: Any, body: bytes) -> None:
@@ -123,24 +158,24 @@ def test_a_kinds_reply_that_is_not_the_protocols_is_an_unexpected_reply(decode: 
 
 def test_the_kinds_queries_and_bodies_are_the_ones_the_server_reads() -> None:
     """Roles, form=object and encoder bodies parse back; the default role is not sent at all."""
-    assert "role" not in protocol.record_query(3, 0, 1.0, role="target")
-    query = protocol.record_query(3, 0, 1.0, role="draft", whole=True)
-    assert (protocol.parse_role_param(query["role"]), protocol.parse_form(query["form"])) == ("draft", True)
-    assert protocol.records_query("0-3", 0, 0.0, role="draft")["role"] == "draft"
-    assert protocol.role_rank_query(2, "draft") == {"rank": "2", "role": "draft"}
-    assert protocol.listing_query("transfer_engine_info", "target") == {}
-    assert protocol.parse_url_body(protocol.url_body("http://e:1")) == "http://e:1"
-    body = protocol.parse_body(protocol.config_body(1, {"tp": 2}, "draft"))
-    assert (protocol.parse_rank_field(body), protocol.parse_role_field(body)) == (1, "draft")
-    tagged = protocol.parse_body(protocol.engine_info_body(0, None, {}, {"backend": "nixl"}))
-    info = protocol.parse_engine_info(protocol.field_of(tagged, "transfer_engine_info"))
+    assert "role" not in record_query(3, 0, 1.0, role="target")
+    query = record_query(3, 0, 1.0, role="draft", whole=True)
+    assert (parse_role_param(query["role"]), parse_form(query["form"])) == ("draft", True)
+    assert records_query("0-3", 0, 0.0, role="draft")["role"] == "draft"
+    assert role_rank_query(2, "draft") == {"rank": "2", "role": "draft"}
+    assert listing_query("transfer_engine_info", "target") == {}
+    assert parse_url_body(url_body("http://e:1")) == "http://e:1"
+    body = parse_body(config_body(1, {"tp": 2}, "draft"))
+    assert (parse_rank_field(body), parse_role_field(body)) == (1, "draft")
+    tagged = parse_body(engine_info_body(0, None, {}, {"backend": "nixl"}))
+    info = parse_engine_info(field_of(tagged, "transfer_engine_info"))
     assert info == {"backend": "nixl", "weights_info_dict": {}}
 
 
 def test_an_older_servers_listing_is_transfer_engine_info_of_the_target() -> None:
     """A listing without kind or role (an older server) reads as transfer-engine info, role target."""
     body = b'{"version": 1, "world_size": null, "missing": null, "ranks": [{"rank": 0, "session_id": "s", "version": 1, "registered_at": 0, "age": 1}]}'
-    listing = protocol.decode_listing(body)
+    listing = decode_listing(body)
     assert (listing.kind, listing.role, listing.ranks[0].session_id) == (
         "transfer_engine_info",
         "target",

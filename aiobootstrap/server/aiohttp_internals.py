@@ -25,7 +25,8 @@ from typing import TYPE_CHECKING
 from aiohttp import web
 
 from .._names import host_port
-from ..wire import JSON_TYPE, error_body
+from ..wire.errors import error_body
+from ..wire.routes import JSON_TYPE
 
 if TYPE_CHECKING:
     # The return type aiohttp declares for get_info (a TypedDict, every key optional): a custom

@@ -14,7 +14,7 @@ other kind's change is shown in the generic form, by its key:
 
 :class:`ChangeWords` holds the kinds' words (one per app, ``CHANGE_WORDS``,
 made from the faces' kinds) and writes a long-poll's reply
-(``wire.encode_watch``) and a stream's events (``wire.sse_event``) of
+(``wire.watch.encode_watch``) and a stream's events (``wire.watch.sse_event``) of
 logged changes. :meth:`ChangeWords.told` is what the history asks of each
 change before keeping it: a change no watcher is told of is not kept.
 """
@@ -26,8 +26,8 @@ from typing import Any
 
 from aiohttp import web
 
-from .. import wire
 from ..core.history import LoggedChange
+from ..wire.watch import encode_watch, sse_event
 from .kind_spec import KindSpec
 
 __all__ = ["CHANGE_WORDS", "ChangeWords", "Describe", "generic_change"]
@@ -101,12 +101,12 @@ class ChangeWords:
         waits: int | None = None,
         findings: int | None = None,
     ) -> bytes:
-        """A long-poll's reply of ``changes`` (``wire.encode_watch``)."""
-        return wire.encode_watch(self.described(changes), version, waits=waits, findings=findings)
+        """A long-poll's reply of ``changes`` (``wire.watch.encode_watch``)."""
+        return encode_watch(self.described(changes), version, waits=waits, findings=findings)
 
     def events(self, change: LoggedChange) -> bytes:
-        """A stream's events of ``change``: one per change shown (``wire.sse_event``)."""
-        return b"".join(map(wire.sse_event, self.of(change)))
+        """A stream's events of ``change``: one per change shown (``wire.watch.sse_event``)."""
+        return b"".join(map(sse_event, self.of(change)))
 
 
 CHANGE_WORDS = web.AppKey("change_words", ChangeWords)

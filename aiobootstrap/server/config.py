@@ -9,7 +9,7 @@ from typing import Any, Literal, TypeVar
 
 from .._names import check_name
 from ..store.url import check_store_url, describe, is_redis_url
-from ..wire import BATCH_QUERY_CHARS, DEFAULT_MAX_BODY_SIZE
+from ..wire.routes import BATCH_QUERY_CHARS, DEFAULT_MAX_BODY_SIZE
 from .tokens import TokenSet, is_token
 
 __all__ = [

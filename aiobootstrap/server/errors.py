@@ -12,7 +12,6 @@ import logging
 
 from aiohttp import web
 
-from .. import wire
 from .._logging import RateLimited
 from ..exceptions import (
     BodyBudgetExhausted,
@@ -23,7 +22,8 @@ from ..exceptions import (
     TooManyWaiters,
     UnreadableBody,
 )
-from ..wire.errors import error_fields
+from ..wire.errors import error_body, error_fields
+from ..wire.routes import JSON_TYPE
 from .appkeys import CONFIG
 from .body import too_large_detail
 
@@ -53,8 +53,8 @@ def json_error(
 ) -> web.Response:
     """An error reply: JSON ``{"detail": ...}`` with ``status`` (and ``headers``, such as ``Retry-After``;
     ``extra`` fields beside the detail, such as a lease ``404``'s ``lease``)."""
-    body = wire.error_body(detail, **extra)
-    return web.Response(status=status, body=body, content_type=wire.JSON_TYPE, headers=headers)
+    body = error_body(detail, **extra)
+    return web.Response(status=status, body=body, content_type=JSON_TYPE, headers=headers)
 
 
 _HTTP_DETAILS = {

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from .. import wire
-from ..wire.results import namespace_summary
+from ..wire.results import encode_namespaces, namespace_summary
+from ..wire.routes import JSON_TYPE
 from .appkeys import REGISTRY
 from .metrics import shown_namespaces
 
@@ -27,4 +27,4 @@ async def list_namespaces(request: web.Request) -> web.Response:
         for each in await shown_namespaces(request)
     ]
     moves = request.app[REGISTRY].parking.wait_changes.count
-    return web.Response(body=wire.encode_namespaces(shown, moves), content_type=wire.JSON_TYPE)
+    return web.Response(body=encode_namespaces(shown, moves), content_type=JSON_TYPE)

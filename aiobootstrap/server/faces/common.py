@@ -8,12 +8,14 @@ from typing import Any
 
 from aiohttp import web
 
-from ... import wire
 from ..._names import DEFAULT_NAMESPACE
 from ..._ranks import RankSet
 from ...exceptions import BadRequest
+from ...wire.errors import encode_not_registered
 from ...wire.kinds import KindRoutes
 from ...wire.leases import parse_lease_field
+from ...wire.params import parse_after, parse_wait
+from ...wire.routes import check_namespace
 from ..appkeys import CONFIG, REGISTRY
 from ..fastpath.replies import JsonReply
 
@@ -30,7 +32,7 @@ __all__ = [
 def namespace_of(request: web.Request) -> str:
     """The namespace a request addresses: its ``/ns/{namespace}`` prefix, or the default."""
     name = request.match_info.get("namespace")
-    return DEFAULT_NAMESPACE if name is None else wire.check_namespace(name)
+    return DEFAULT_NAMESPACE if name is None else check_namespace(name)
 
 
 def param(request: web.Request, name: str) -> str | None:
@@ -53,7 +55,7 @@ def after_of(request: web.Request) -> int:
     server restarted) means nothing here: its new records are news to the
     caller, however their versions compare (SPEC section 10, last bullet).
     """
-    after = wire.parse_after(param(request, "after"))
+    after = parse_after(param(request, "after"))
     boot = param(request, "boot")
     if boot is not None and boot != request.app[REGISTRY].incarnation:
         return 0
@@ -62,10 +64,10 @@ def after_of(request: web.Request) -> int:
 
 def wait_seconds(request: web.Request) -> float:
     """The ``wait`` parameter, bounded by the server's ``max_wait``."""
-    return min(wire.parse_wait(param(request, "wait")), request.app[CONFIG].max_wait)
+    return min(parse_wait(param(request, "wait")), request.app[CONFIG].max_wait)
 
 
 def not_registered(kind: KindRoutes, missing: list[int] | RankSet) -> JsonReply:
     """The ``404`` of ranks not registered, with ``missing``: it tells a client a rank's 404 from a wrong URL's."""
     # Not raised, for that field. A batch's (a RankSet) lists a bounded head of its ranks, and all as ranges.
-    return JsonReply(wire.encode_not_registered(missing, kind.noun), status=404)
+    return JsonReply(encode_not_registered(missing, kind.noun), status=404)

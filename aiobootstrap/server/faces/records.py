@@ -13,8 +13,9 @@ from ..._json import dumps
 from ..._names import DEFAULT_ROLE, TRANSFER_ENGINE_INFO
 from ..._ranks import RankSet
 from ...store import HeldLease, Record
-from ...wire import is_classic, missing_fields, missing_in_world
-from ...wire.bodies import session_id_of, weights_of
+from ...wire.bodies import is_classic, session_id_of, weights_of
+from ...wire.errors import missing_fields
+from ...wire.results import missing_in_world
 
 
 def encode_info(record: Record) -> bytes:

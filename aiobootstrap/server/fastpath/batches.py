@@ -16,7 +16,7 @@ are joined. Five hundred readers of five hundred different sets over one
 4 MiB record held five hundred joined copies of it (2 GiB); they now hold
 the one body, and each set its few joined bytes. The parts are written one
 after the other with flow control (``writes.write_stream``); on the wire
-the reply is the same bytes as the joined one (``wire.encode_items``).
+the reply is the same bytes as the joined one (``wire.results.encode_items``).
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ from collections.abc import Hashable, Sequence
 
 from aiohttp import web
 
-from ... import wire
 from ...store import Record
+from ...wire.results import encode_items
 
 __all__ = ["BATCH_REPLIES", "SHARED_ITEM_OVER", "BatchReplies", "Parts", "batch_parts"]
 
@@ -56,10 +56,10 @@ def batch_parts(field: str, items: Sequence[bytes], version: int) -> Parts:
 
     Items of :data:`SHARED_ITEM_OVER` bytes or less, and the punctuation
     between, are joined into one part per run; with no large item, the reply
-    is one part, ``wire.encode_items``'s.
+    is one part, ``wire.results.encode_items``'s.
     """
     if max(map(len, items), default=0) <= SHARED_ITEM_OVER:
-        return (wire.encode_items(field, items, version),)
+        return (encode_items(field, items, version),)
     parts: list[bytes] = []
     run = [b'{"' + field.encode() + b'":[']
     for index, item in enumerate(items):

@@ -15,8 +15,8 @@ import email.utils
 from aiohttp import web
 from aiohttp.http import SERVER_SOFTWARE, HttpVersion10
 
-from ... import wire
 from ..._names import BOOT_HEADER
+from ...wire.routes import JSON_TYPE
 
 __all__ = [
     "CLOSE",
@@ -40,7 +40,7 @@ OK = b"200 OK"
 TEXT_TYPE = "text/plain; charset=utf-8"
 """What aiohttp's ``web.Response(text=...)`` says a text reply is."""
 TEXT_LINE = f"Content-Type: {TEXT_TYPE}\r\n".encode()
-JSON_LINE = f"Content-Type: {wire.JSON_TYPE}\r\n".encode()
+JSON_LINE = f"Content-Type: {JSON_TYPE}\r\n".encode()
 
 
 def stamp_lines(second: int, boot: str) -> bytes:

@@ -36,8 +36,8 @@ from aiohttp.abc import AbstractStreamWriter
 from aiohttp.http import SERVER_SOFTWARE
 from multidict import CIMultiDict
 
-from ... import wire
 from ..._names import BOOT_HEADER, VERSION_HEADER
+from ...wire.routes import JSON_TYPE
 from . import heads
 from .writes import write
 
@@ -150,7 +150,7 @@ class PrebuiltReply(BytesReply):
         length: int,
         *,
         sent: int | None = None,
-        content_type: str = wire.JSON_TYPE,
+        content_type: str = JSON_TYPE,
         version: int | None = None,
     ) -> None:
         super().__init__(request, stamp, sent=sent)

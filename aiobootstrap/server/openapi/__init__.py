@@ -20,9 +20,9 @@ from typing import Any
 from aiohttp import web
 from aiohttp.typedefs import Handler
 
-from ... import wire
 from ..._json import dumps
 from ..._version import __version__
+from ...wire.routes import JSON_TYPE, path
 from ..access import route_access
 from ..face import Access, Face
 from ..face_registry import installed_faces
@@ -61,11 +61,11 @@ def document(
     twinned: dict[str, Any] = {}
     for route, item in paths.items():
         twinned[route] = item
-        twinned[wire.path(route, "{namespace}")] = in_namespace(item)
+        twinned[path(route, "{namespace}")] = in_namespace(item)
     paths = {**twinned, **copy.deepcopy(PATHS)}
     for route, item in paths.items():
         for method, operation in item.items():
-            does = access[method.upper(), route.removeprefix(wire.path("", "{namespace}")) or "/"]
+            does = access[method.upper(), route.removeprefix(path("", "{namespace}")) or "/"]
             if does is Access.PROBE:
                 operation["security"] = []
             elif token:
@@ -104,6 +104,6 @@ def openapi(faces: Sequence[Face], *, token: bool, open_reads: bool = False) -> 
 
     async def openapi(request: web.Request) -> web.Response:
         body = dumps(document(faces, token=token, open_reads=open_reads))
-        return web.Response(body=body, content_type=wire.JSON_TYPE)
+        return web.Response(body=body, content_type=JSON_TYPE)
 
     return openapi

@@ -13,9 +13,17 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from ... import wire
 from ..._names import NAME_PATTERN
 from ..._ranks import MAX_RANK
+from ...wire.routes import (
+    JSON_TYPE,
+    MAX_BATCH_RANKS,
+    METRICS_PATH,
+    NAMESPACES_PATH,
+    OPENAPI_PATH,
+    READY_PATH,
+    SERVER_WIDE_PATHS,
+)
 from .schemas import ROLE, ref
 
 __all__ = [
@@ -35,7 +43,7 @@ __all__ = [
     "text_reply",
 ]
 
-_JSON = wire.JSON_TYPE
+_JSON = JSON_TYPE
 
 
 def json_reply(description: str, schema: str = "Error") -> dict[str, Any]:
@@ -93,7 +101,7 @@ _RANK_PART = rf"\s*{_DIGITS}(-{_DIGITS})?\s*"
 RANKS = query(
     "ranks",
     "The ranks: comma-separated ranks and inclusive ranges, such as 0-7,12; a range's end is not "
-    f"below its start, and a batch names at most {wire.MAX_BATCH_RANKS} distinct ranks.",
+    f"below its start, and a batch names at most {MAX_BATCH_RANKS} distinct ranks.",
     {
         "type": "string",
         "format": RANKS_FORMAT,
@@ -105,7 +113,7 @@ RANKS = query(
 
 
 PATHS: dict[str, dict[str, Any]] = {
-    wire.READY_PATH: {
+    READY_PATH: {
         "get": {
             "operationId": "ready",
             "summary": "Whether the server's store answers (readiness, for a load balancer).",
@@ -115,7 +123,7 @@ PATHS: dict[str, dict[str, Any]] = {
             },
         }
     },
-    wire.METRICS_PATH: {
+    METRICS_PATH: {
         "get": {
             "operationId": "metrics",
             "summary": "Every metric of the server, all namespaces, in the Prometheus text format.",
@@ -125,7 +133,7 @@ PATHS: dict[str, dict[str, Any]] = {
             },
         }
     },
-    wire.NAMESPACES_PATH: {
+    NAMESPACES_PATH: {
         "get": {
             "operationId": "listNamespaces",
             "summary": "Every namespace holding records or parked waits, in order of name; with tokens, "
@@ -136,7 +144,7 @@ PATHS: dict[str, dict[str, Any]] = {
             },
         }
     },
-    wire.OPENAPI_PATH: {
+    OPENAPI_PATH: {
         "get": {
             "operationId": "openapi",
             "summary": "This description.",
@@ -150,7 +158,7 @@ PATHS: dict[str, dict[str, Any]] = {
     },
 }
 
-SERVER_WIDE = wire.SERVER_WIDE_PATHS
+SERVER_WIDE = SERVER_WIDE_PATHS
 """Paths served once for the whole server, not under each namespace (the wire's set)."""
 
 _NAMESPACE = {

@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from ... import wire
 from ..._names import DEFAULT_ROLE, MAX_ROLE_LENGTH
 from ..._ranks import MAX_RANK
+from ...wire.routes import MISSING_LIST_MAX
 from ..kind_spec import NamespaceCount
 
 __all__ = ["RANK", "ROLE", "SCHEMAS", "namespaces_schema", "ref"]
@@ -60,7 +60,7 @@ SCHEMAS: dict[str, Any] = {
                 "type": "array",
                 "items": {"type": "integer"},
                 "description": (
-                    f"The ranks still missing, in order: all of them, or the first {wire.MISSING_LIST_MAX} "
+                    f"The ranks still missing, in order: all of them, or the first {MISSING_LIST_MAX} "
                     "when missing_truncated is true."
                 ),
             },
@@ -70,7 +70,7 @@ SCHEMAS: dict[str, Any] = {
             },
             "missing_truncated": {
                 "type": "boolean",
-                "description": f"True when more than {wire.MISSING_LIST_MAX} ranks are missing.",
+                "description": f"True when more than {MISSING_LIST_MAX} ranks are missing.",
             },
         },
     },

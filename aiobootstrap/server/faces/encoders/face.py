@@ -3,10 +3,16 @@ and the prober that evicts dead encoders, started and stopped with the app."""
 
 from __future__ import annotations
 
-from .... import wire
 from ...._names import ENCODER_URLS
 from ....core.registry import Registry
 from ....store import Record
+from ....wire.results import encode_encoder_urls
+from ....wire.routes import (
+    ENCODER_HEALTH_PATH,
+    ENCODER_LIST_PATH,
+    ENCODER_REGISTER_PATH,
+    ENCODER_UNREGISTER_PATH,
+)
 from ...face import Access, Face, Route
 from ...kind_spec import KindSpec, NamespaceCount
 from . import openapi
@@ -21,15 +27,15 @@ __all__ = ["FACE"]
 
 def _routes() -> list[Route]:
     return [
-        Route("POST", wire.ENCODER_REGISTER_PATH, register_encoder_url, Access.WRITE),
-        Route("DELETE", wire.ENCODER_UNREGISTER_PATH, unregister_encoder_url, Access.WRITE),
-        Route("GET", wire.ENCODER_LIST_PATH, list_encoder_urls, Access.READ),
-        Route("GET", wire.ENCODER_HEALTH_PATH, encoder_url_health, Access.READ),
+        Route("POST", ENCODER_REGISTER_PATH, register_encoder_url, Access.WRITE),
+        Route("DELETE", ENCODER_UNREGISTER_PATH, unregister_encoder_url, Access.WRITE),
+        Route("GET", ENCODER_LIST_PATH, list_encoder_urls, Access.READ),
+        Route("GET", ENCODER_HEALTH_PATH, encoder_url_health, Access.READ),
     ]
 
 
 def _encode_list(record: Record) -> bytes:
-    return wire.encode_encoder_urls(encoder_urls(record), record.version)
+    return encode_encoder_urls(encoder_urls(record), record.version)
 
 
 async def _listed(registry: Registry, namespace: str) -> int:

@@ -22,7 +22,7 @@ from ...._names import DEFAULT_NAMESPACE
 from ....core.registry import Registry
 from ....exceptions import BadRequest, BootstrapError
 from ....store import Change, Record
-from ....wire import encoder_url
+from ....wire.bodies import encoder_url
 from ...config import DEFAULT_HOST, DEFAULT_PORT, merge_settings
 from ...threaded import ThreadedBootstrapServer
 from .health import add_url, remove_url

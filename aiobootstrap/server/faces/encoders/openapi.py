@@ -4,7 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from .... import wire
+from ....wire.routes import (
+    ENCODER_HEALTH_PATH,
+    ENCODER_LIST_PATH,
+    ENCODER_REGISTER_PATH,
+    ENCODER_UNREGISTER_PATH,
+    JSON_TYPE,
+)
 from ...openapi.leases import LEASE_REPLIES, with_lease
 from ...openapi.paths import (
     BAD_REQUEST,
@@ -20,10 +26,10 @@ from ...openapi.schemas import RANK, ref
 
 __all__ = ["PATHS", "SCHEMAS"]
 
-_JSON = wire.JSON_TYPE
+_JSON = JSON_TYPE
 
 PATHS: dict[str, dict[str, Any]] = {
-    wire.ENCODER_REGISTER_PATH: {
+    ENCODER_REGISTER_PATH: {
         "post": {
             "operationId": "registerEncoderUrl",
             "summary": "Add an encoder's URL to the list (listed once however often it registers, "
@@ -38,7 +44,7 @@ PATHS: dict[str, dict[str, Any]] = {
             },
         }
     },
-    wire.ENCODER_UNREGISTER_PATH: {
+    ENCODER_UNREGISTER_PATH: {
         "delete": {
             "operationId": "unregisterEncoderUrl",
             "summary": "Remove an encoder's URL from the list and end its health probes; OK also when "
@@ -52,7 +58,7 @@ PATHS: dict[str, dict[str, Any]] = {
             },
         }
     },
-    wire.ENCODER_LIST_PATH: {
+    ENCODER_LIST_PATH: {
         "get": {
             "operationId": "listEncoderUrls",
             "summary": "The encoder URLs, in order of first registration, optionally once the list "
@@ -78,7 +84,7 @@ PATHS: dict[str, dict[str, Any]] = {
             },
         }
     },
-    wire.ENCODER_HEALTH_PATH: {
+    ENCODER_HEALTH_PATH: {
         "get": {
             "operationId": "encoderUrlHealth",
             "summary": "Each listed and evicted encoder URL with what this replica's health probes found "

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from .... import wire
 from ...._names import DEFAULT_ROLE, TRANSFER_ENGINE_INFO
 from ....core.registry import Registry
+from ....wire.routes import RANKS_PATH
 from ...config import ServerConfig
 from ...face import Access, ExpectHandler, Face, Route, RouteAccess
 from ...kind_spec import KindFigures, NamespaceCount
@@ -22,7 +22,7 @@ __all__ = ["FACE", "engine_info_face"]
 
 def _routes(expect: ExpectHandler | None) -> list[web.RouteDef]:
     every = [route for kind in _kinds.KINDS for route in kind_routes(kind, expect)]
-    return [*every, Route("GET", wire.RANKS_PATH, list_ranks, Access.READ).definition(expect)]
+    return [*every, Route("GET", RANKS_PATH, list_ranks, Access.READ).definition(expect)]
 
 
 def _access() -> RouteAccess:
@@ -32,7 +32,7 @@ def _access() -> RouteAccess:
         table["DELETE", kind.register_path] = Access.WRITE
         table["GET", kind.get_path] = Access.READ
         table["GET", kind.batch_path] = Access.READ
-    table["GET", wire.RANKS_PATH] = Access.READ
+    table["GET", RANKS_PATH] = Access.READ
     return table
 
 

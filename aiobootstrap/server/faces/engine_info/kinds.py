@@ -31,10 +31,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
-from .... import wire
 from ...._json import dumps
 from ....exceptions import BadRequest, missing_ranks_detail
 from ....store import Key, Record
+from ....wire.bodies import parse_engine_info, parse_object
 from ....wire.kinds import PARALLELISM_CONFIG_ROUTES, TRANSFER_ENGINE_INFO_ROUTES, KindRoutes
 from ...kind_spec import KindSpec
 from .. import records
@@ -97,7 +97,7 @@ def _routes_of(kind: KindRoutes) -> dict[str, Any]:
 TRANSFER_ENGINE_INFO_KIND = RecordKind(
     **_routes_of(TRANSFER_ENGINE_INFO_ROUTES),
     title="TransferEngineInfo",
-    parse=wire.parse_engine_info,
+    parse=parse_engine_info,
     encode=records.encode_info,
     encode_object=records.encode_info_object,
     item=_same_item,
@@ -158,7 +158,7 @@ TRANSFER_ENGINE_INFO_KIND = RecordKind(
 PARALLELISM_CONFIG_KIND = RecordKind(
     **_routes_of(PARALLELISM_CONFIG_ROUTES),
     title="ParallelismConfig",
-    parse=lambda value: wire.parse_object(value, "parallelism_config"),
+    parse=lambda value: parse_object(value, "parallelism_config"),
     encode=_encode_value,
     encode_object=_encode_value,
     item=_config_item,

@@ -6,7 +6,8 @@ import time
 
 from aiohttp import web
 
-from .... import wire
+from ....wire.bodies import parse_role_param
+from ....wire.routes import JSON_TYPE
 from ...appkeys import CONFIG, REGISTRY
 from .. import records
 from ..common import namespace_of, param
@@ -18,7 +19,7 @@ __all__ = ["list_ranks"]
 async def list_ranks(request: web.Request) -> web.Response:
     """``GET /ranks[?kind=K][&role=R]``: one kind and role's records (transfer-engine info, target)."""
     kind = kind_named(param(request, "kind"))
-    role = wire.parse_role_param(param(request, "role"))
+    role = parse_role_param(param(request, "role"))
     namespace = namespace_of(request)
     registry = request.app[REGISTRY]
     found = await registry.records(namespace, kind.name, role)
@@ -34,4 +35,4 @@ async def list_ranks(request: web.Request) -> web.Response:
         leases=await registry.leases_of([(record.key, None) for record in found]),
         waiters_by_rank=registry.parking.by_rank(namespace, kind.name, role),
     )
-    return web.Response(body=body, content_type=wire.JSON_TYPE)
+    return web.Response(body=body, content_type=JSON_TYPE)

@@ -6,11 +6,10 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from .... import wire
 from ...._logging import clipped, printable
 from ...._names import DEFAULT_NAMESPACE, DEFAULT_ROLE
 from ....store import Record
-from ....wire.bodies import session_id_of
+from ....wire.bodies import is_classic, session_id_of
 from ..log_lines import shown
 from .kinds import TRANSFER_ENGINE_INFO_KIND, RecordKind
 
@@ -46,7 +45,7 @@ def _log_change(action: str, record: Record, kind: RecordKind) -> None:
     if kind is TRANSFER_ENGINE_INFO_KIND:
         value = record.value
         session_id = clipped(session_id_of(value))  # the field as logged; the message escapes it too
-        session = "" if wire.is_classic(value) else f" backend {shown(str(value['backend']))}"
+        session = "" if is_classic(value) else f" backend {shown(str(value['backend']))}"
         session += f" session {printable(session_id)}" if "session_id" in value else ""
         extra["session_id"] = session_id
     if kind is not TRANSFER_ENGINE_INFO_KIND or key.role != DEFAULT_ROLE:

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .... import wire
+from ....wire.params import FORMS
+from ....wire.routes import JSON_TYPE
 from ...openapi.leases import LEASE_REPLIES, with_lease
 from ...openapi.paths import (
     BAD_REQUEST,
@@ -27,7 +28,7 @@ from .openapi_listing import LISTING, listing_paths
 
 __all__ = ["kind_paths", "kind_schemas", "paths", "schemas"]
 
-_JSON = wire.JSON_TYPE
+_JSON = JSON_TYPE
 
 _WAIT = query(
     "wait",
@@ -45,7 +46,7 @@ _FORM = query(
     "form",
     "object: serve each registration whole, as the object it was; list (the default): the kind's "
     "usual shape (for classic transfer-engine info, [session_id, weights_info_dict]).",
-    {"type": "string", "enum": list(wire.FORMS), "default": "list"},
+    {"type": "string", "enum": list(FORMS), "default": "list"},
 )
 _RANK = query("rank", "The rank.", RANK, required=True)
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .... import wire
 from ...._names import TRANSFER_ENGINE_INFO
+from ....wire.routes import MISSING_LIST_MAX, RANKS_PATH
 from ...openapi.paths import BAD_REQUEST, ROLE_QUERY, UNAVAILABLE, json_reply, query
 from . import kinds as _kinds
 
@@ -52,7 +52,7 @@ LISTING = {
             "items": {"type": "integer"},
             "description": (
                 f"The ranks of [0, world_size) not registered, in order: all of them, or the first "
-                f"{wire.MISSING_LIST_MAX} when missing_truncated is true; null without a world size."
+                f"{MISSING_LIST_MAX} when missing_truncated is true; null without a world size."
             ),
         },
         "missing_ranks": {
@@ -72,7 +72,7 @@ LISTING = {
         },
         "missing_truncated": {
             "type": "boolean",
-            "description": f"True when more than {wire.MISSING_LIST_MAX} ranks are missing.",
+            "description": f"True when more than {MISSING_LIST_MAX} ranks are missing.",
         },
     },
 }
@@ -83,7 +83,7 @@ def listing_paths() -> dict[str, dict[str, Any]]:
     """``GET /ranks``, its ``kind`` one of the table's."""
     kinds = [kind.name for kind in _kinds.KINDS]
     return {
-        wire.RANKS_PATH: {
+        RANKS_PATH: {
             "get": {
                 "operationId": "listRanks",
                 "summary": "One kind and role's registered ranks (without their values) and, with a world "

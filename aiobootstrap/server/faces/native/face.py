@@ -8,7 +8,8 @@ The routes served once for the whole server (``/ready``, ``/metrics``,
 
 from __future__ import annotations
 
-from .... import wire
+from ....wire.routes import HEALTH_PATH, PAGE_PATH
+from ....wire.watch import WATCH_PATH
 from ...bringup_page import page
 from ...face import Access, Face, Route
 from . import openapi
@@ -22,11 +23,11 @@ __all__ = ["FACE"]
 def _routes() -> list[Route]:
     read = Access.READ
     return [
-        Route("GET", wire.HEALTH_PATH, health, Access.PROBE),
-        Route("GET", wire.WATCH_PATH, watch, read),
+        Route("GET", HEALTH_PATH, health, Access.PROBE),
+        Route("GET", WATCH_PATH, watch, read),
         *lease_routes(),
         # /ns/{namespace}/ in a namespace; the page holds no records, but reads them with the token.
-        Route("GET", wire.PAGE_PATH, page, read),
+        Route("GET", PAGE_PATH, page, read),
     ]
 
 

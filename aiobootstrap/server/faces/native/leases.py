@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from .... import wire
 from ....store import LeaseState
 from ....wire import leases as wire_leases
+from ....wire.bodies import parse_body
 from ...appkeys import CONFIG, REGISTRY
 from ...body import read_body
 from ...face import Access, Route
@@ -47,7 +47,7 @@ def _reply(state: LeaseState, *, whole: bool = False) -> JsonReply:
 
 async def grant_lease(request: web.Request) -> Reply:
     """``POST /leases {"ttl": S}``: a new lease of S seconds."""
-    payload = wire.parse_body(await read_body(request, request.app[CONFIG]))
+    payload = parse_body(await read_body(request, request.app[CONFIG]))
     ttl = wire_leases.parse_ttl_body(payload)
     state = await request.app[REGISTRY].grant_lease(namespace_of(request), ttl)
     return _reply(state)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .... import wire
+from ....wire.routes import HEALTH_PATH, PAGE_PATH
 from ...openapi.paths import text_reply
 from . import openapi_leases
 from .openapi_watch import WATCH_SCHEMAS, watch_paths
@@ -16,14 +16,14 @@ __all__ = ["paths", "schemas"]
 def paths() -> dict[str, dict[str, Any]]:
     """The native face's routes."""
     return {
-        wire.HEALTH_PATH: {
+        HEALTH_PATH: {
             "get": {
                 "operationId": "health",
                 "summary": "Whether the server is up.",
                 "responses": {"200": text_reply("The server is up.")},
             }
         },
-        wire.PAGE_PATH: {
+        PAGE_PATH: {
             "get": {
                 "operationId": "page",
                 "summary": "The bring-up page for a browser: every rank of each kind and role, live from /watch "

@@ -9,15 +9,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from .... import wire
 from ....wire import leases as wire_leases
+from ....wire.routes import JSON_TYPE
 from ...openapi.leases import LEASE_GONE, LEASE_ID, NO_LEASES, TTL
 from ...openapi.paths import BAD_REQUEST, BODY_ERRORS, json_reply
 from ...openapi.schemas import ref
 
 __all__ = ["PATHS", "SCHEMAS"]
 
-_JSON = wire.JSON_TYPE
+_JSON = JSON_TYPE
 
 
 def _body(schema: str) -> dict[str, Any]:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .... import wire
+from ....wire.routes import MAX_BATCH_RANKS
+from ....wire.watch import EVENT_STREAM, WATCH_PATH
 from ...openapi.paths import RANKS, json_reply
 from ...openapi.schemas import RANK, ROLE
 
@@ -50,13 +51,13 @@ WATCH_SCHEMAS: dict[str, Any] = {
 def watch_paths() -> dict[str, dict[str, Any]]:
     """The path item of ``GET /watch``."""
     reply = json_reply("The changes after `after`, oldest first (none when `wait` ran out).", "WatchReply")
-    reply["content"][wire.EVENT_STREAM] = {
+    reply["content"][EVENT_STREAM] = {
         "schema": {"type": "string"},
         "description": "With Accept: text/event-stream: one event per change (id: its version, data: "
         "the change), resumed after Last-Event-ID, a comment line when quiet.",
     }
     return {
-        wire.WATCH_PATH: {
+        WATCH_PATH: {
             "get": {
                 "operationId": "watch",
                 "summary": "Every change of the namespace after a version, as soon as there is one.",
@@ -110,7 +111,7 @@ def watch_paths() -> dict[str, dict[str, Any]]:
                         **RANKS,
                         "required": False,
                         "description": "Only changes of these ranks (per-rank kinds), such as 0-7,12; "
-                        f"at most {wire.MAX_BATCH_RANKS} distinct ranks.",
+                        f"at most {MAX_BATCH_RANKS} distinct ranks.",
                     },
                 ],
                 "responses": {

@@ -11,7 +11,7 @@ cleanly: the history's ``close`` wakes it, and it ends its body.
 
 The handler returns what it answers (``fastpath/replies.py``): a long-poll a
 ``WatchWait``, a stream an ``EventStream``, which the fast path's one responder
-parks and writes. The framing is three lines (``wire.sse_event``, each change
+parks and writes. The framing is three lines (``wire.watch.sse_event``, each change
 in its kind's words: ``change_words``), written there rather than through
 ``aiohttp-sse``: that library runs a ping task per stream on its own clock and
 ends streams through its own ``stop_streaming``, where a stream there must ping
@@ -25,10 +25,12 @@ from collections.abc import Hashable
 
 from aiohttp import web
 
-from .... import wire
 from ...._ranks import RankSet
 from ....core.history import LoggedChange, Match
 from ....exceptions import BadRequest, HistoryGone
+from ....wire.bodies import parse_role_param
+from ....wire.params import parse_after, parse_ranks
+from ....wire.watch import EVENT_STREAM, LAST_EVENT_ID, parse_last_event_id
 from ...appkeys import HISTORY, KIND_TABLE, REGISTRY
 from ...change_words import CHANGE_WORDS
 from ...fastpath.replies import EventStream, JsonReply, Reply, WatchWait
@@ -50,8 +52,8 @@ def _match(request: web.Request) -> tuple[Match | None, Hashable]:
         if kind_text not in listed:
             raise BadRequest(f"Invalid kind parameter: give one of {', '.join(sorted(listed))}.")
         kind = kind_text
-    role = None if role_text is None else wire.parse_role_param(role_text)
-    ranks: RankSet | None = None if ranks_text is None else wire.parse_ranks(ranks_text)
+    role = None if role_text is None else parse_role_param(role_text)
+    ranks: RankSet | None = None if ranks_text is None else parse_ranks(ranks_text)
     key = (kind, role, ranks_text)
     if kind is None and role is None and ranks is None:
         return None, key
@@ -72,8 +74,7 @@ def _match(request: web.Request) -> tuple[Match | None, Hashable]:
 
 def _wants_stream(request: web.Request) -> bool:
     return any(
-        part.split(";", 1)[0].strip() == wire.EVENT_STREAM
-        for part in request.headers.get("Accept", "").split(",")
+        part.split(";", 1)[0].strip() == EVENT_STREAM for part in request.headers.get("Accept", "").split(",")
     )
 
 
@@ -83,13 +84,13 @@ async def watch(request: web.Request) -> Reply:
     ``boot``: the boot id ``V`` came from; another incarnation's is a ``410`` at once. ``waits`` and
     ``findings``: see ``watch_counts``.
     """
-    after = wire.parse_after(param(request, "after"))
+    after = parse_after(param(request, "after"))
     match, filter_key = _match(request)
     namespace = namespace_of(request)
     wait = wait_seconds(request)  # read (and checked) for a stream too, where it means nothing
     stream = _wants_stream(request)
     if stream:
-        resume = wire.parse_last_event_id(request.headers.get(wire.LAST_EVENT_ID))
+        resume = parse_last_event_id(request.headers.get(LAST_EVENT_ID))
         after = after if resume is None else resume
     history = request.app[HISTORY]
     boot = param(request, "boot")

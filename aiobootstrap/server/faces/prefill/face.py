@@ -7,7 +7,6 @@ from collections.abc import AsyncIterator
 
 from aiohttp import web
 
-from .... import wire
 from ...._json import dumps
 from ...._names import DEFAULT_ROLE
 from ....core.registry import Registry
@@ -19,6 +18,12 @@ from ....wire.prefill import (
     TOPOLOGY_NAME,
     Topology,
     encode_address,
+)
+from ....wire.routes import (
+    PREFILL_LISTING_PATH,
+    PREFILL_QUERY_ROOMS_PATH,
+    PREFILL_REGISTER_ROOM_PATH,
+    PREFILL_ROUTE_PATH,
 )
 from ...appkeys import CONFIG
 from ...config import ServerConfig
@@ -37,12 +42,12 @@ def _routes() -> list[Route]:
     # decode in without a token, as SGLang's PR #39416 proposes, while only prefill ranks may write).
     read, write = Access.READ, Access.WRITE
     return [
-        Route("PUT", wire.PREFILL_ROUTE_PATH, put_route, write),
-        Route("GET", wire.PREFILL_ROUTE_PATH, get_route, read),
-        Route("DELETE", wire.PREFILL_ROUTE_PATH, delete_route, write),
-        Route("POST", wire.PREFILL_REGISTER_ROOM_PATH, register_dp_rank, write),
-        Route("POST", wire.PREFILL_QUERY_ROOMS_PATH, query_dp_ranks, read),
-        Route("GET", wire.PREFILL_LISTING_PATH, list_prefill, read),
+        Route("PUT", PREFILL_ROUTE_PATH, put_route, write),
+        Route("GET", PREFILL_ROUTE_PATH, get_route, read),
+        Route("DELETE", PREFILL_ROUTE_PATH, delete_route, write),
+        Route("POST", PREFILL_REGISTER_ROOM_PATH, register_dp_rank, write),
+        Route("POST", PREFILL_QUERY_ROOMS_PATH, query_dp_ranks, read),
+        Route("GET", PREFILL_LISTING_PATH, list_prefill, read),
     ]
 
 

@@ -4,15 +4,21 @@ from __future__ import annotations
 
 from typing import Any
 
-from .... import wire
 from ....wire.prefill import MAX_ROOM, MAX_ROOMS_ASKED, REQUIRED_FIELDS
+from ....wire.routes import (
+    JSON_TYPE,
+    PREFILL_LISTING_PATH,
+    PREFILL_QUERY_ROOMS_PATH,
+    PREFILL_REGISTER_ROOM_PATH,
+    PREFILL_ROUTE_PATH,
+)
 from ...openapi.leases import LEASE_REPLIES, with_lease
 from ...openapi.paths import BAD_REQUEST, BODY_ERRORS, SECONDS, UNAVAILABLE, json_reply, query, text_reply
 from ...openapi.schemas import ref
 
 __all__ = ["PATHS", "SCHEMAS"]
 
-_JSON = wire.JSON_TYPE
+_JSON = JSON_TYPE
 _RANK = {"type": "string", "pattern": "^(-1|[0-9]{1,18})$"}
 """A rank as the query carries it: a non-negative integer, or -1 (all four -1: the whole topology)."""
 _ROUTE_QUERY = [
@@ -51,7 +57,7 @@ _INTEGER = {"type": "integer", "minimum": 0}
 _ROOM = {"type": "integer", "minimum": 0, "maximum": MAX_ROOM}
 
 PATHS: dict[str, dict[str, Any]] = {
-    wire.PREFILL_ROUTE_PATH: {
+    PREFILL_ROUTE_PATH: {
         "put": {
             "operationId": "registerPrefillRank",
             "summary": "A prefill rank's address and parallel layout (SGLang's register_to_bootstrap); the first "
@@ -93,7 +99,7 @@ PATHS: dict[str, dict[str, Any]] = {
             },
         },
     },
-    wire.PREFILL_REGISTER_ROOM_PATH: {
+    PREFILL_REGISTER_ROOM_PATH: {
         "post": {
             "operationId": "registerDpRank",
             "summary": "The prefill dp rank a bootstrap room went to; kept --dp-room-ttl to twice that.",
@@ -107,7 +113,7 @@ PATHS: dict[str, dict[str, Any]] = {
             },
         }
     },
-    wire.PREFILL_QUERY_ROOMS_PATH: {
+    PREFILL_QUERY_ROOMS_PATH: {
         "post": {
             "operationId": "queryDpRanks",
             "summary": "The dp rank of each room known; with wait, once every room asked is known.",
@@ -123,7 +129,7 @@ PATHS: dict[str, dict[str, Any]] = {
     },
 }
 
-PATHS[wire.PREFILL_LISTING_PATH] = {
+PATHS[PREFILL_LISTING_PATH] = {
     "get": {
         "operationId": "listPrefill",
         "summary": "The prefill deployment: its topology (null before the first rank), each rank registered, "

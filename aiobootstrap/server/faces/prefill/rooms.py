@@ -17,12 +17,13 @@ import math
 
 from aiohttp import web
 
-from .... import wire
 from ...._names import DEFAULT_ROLE
 from ....core.registry import Registry
 from ....exceptions import LeaseNotFound, TooManyOfKind
 from ....store import Key
+from ....wire.bodies import parse_body
 from ....wire.prefill import PREFILL_ROOM, encode_rooms, parse_room, parse_rooms
+from ....wire.routes import JSON_TYPE
 from ...appkeys import CONFIG, REGISTRY
 from ...body import read_body
 from ...config import ServerConfig
@@ -68,7 +69,7 @@ def room_cap(config: ServerConfig) -> int:
 async def register_dp_rank(request: web.Request) -> web.StreamResponse:
     """``POST /register_dp_rank``: ``{"bootstrap_room": R, "dp_rank": D}``, kept ``dp_room_ttl`` to twice it."""
     app = request.app
-    room, dp_rank = parse_room(wire.parse_body(await read_body(request, app[CONFIG])))
+    room, dp_rank = parse_room(parse_body(await read_body(request, app[CONFIG])))
     registry, namespace = app[REGISTRY], namespace_of(request)
     key, value, leases = room_key(namespace, room), {"dp_rank": dp_rank}, app[ROOM_LEASES]
     try:
@@ -92,10 +93,10 @@ async def register_dp_rank(request: web.Request) -> web.StreamResponse:
 async def query_dp_ranks(request: web.Request) -> web.StreamResponse:
     """``POST /query_dp_ranks``: the dp rank of each room known, ``{"R": D}``; ``?wait=S`` until all are."""
     app = request.app
-    rooms = parse_rooms(wire.parse_body(await read_body(request, app[CONFIG])))
+    rooms = parse_rooms(parse_body(await read_body(request, app[CONFIG])))
     registry, namespace = app[REGISTRY], namespace_of(request)
     keys = [room_key(namespace, room) for room in rooms]
     # One set wait over the rooms' names (the core's): answered when the last missing room arrives.
     records = await registry.wait_keys(keys, wait_seconds(request))
     found = [(room, record.value["dp_rank"]) for room, record in zip(rooms, records, strict=True) if record]
-    return web.Response(body=encode_rooms(found), content_type=wire.JSON_TYPE)
+    return web.Response(body=encode_rooms(found), content_type=JSON_TYPE)

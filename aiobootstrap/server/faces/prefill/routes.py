@@ -17,8 +17,8 @@ import time
 
 from aiohttp import web
 
-from .... import wire
 from ...._logging import clipped, printable
+from ....wire.bodies import parse_body
 from ....wire.prefill import (
     MISSING_INPUTS,
     Coords,
@@ -57,7 +57,7 @@ def _route_query(request: web.Request) -> Coords | TextReply | None:
 
 async def put_route(request: web.Request) -> Reply:
     """``PUT /route``: a prefill rank's address and layout (``"lease": ID`` puts it on that lease)."""
-    payload = wire.parse_body(await read_body(request, request.app[CONFIG]))
+    payload = parse_body(await read_body(request, request.app[CONFIG]))
     rank = parse_prefill_rank(payload)
     lease = lease_of_body(payload)
     record = await _deployment(request).register(rank, lease)
