@@ -85,7 +85,7 @@ async def test_a_key_on_a_lease_leaves_with_it_and_is_a_watch_change(client: Any
     assert (await client.delete(f"/leases/{lease}")).status == 200
     assert (await client.get(RAM)).status == 404
     history = client.app[HISTORY]
-    await until(lambda: (history.heard("default") or 0) >= 2)
+    await until(lambda: (history.latest("default") or 0) >= 2)
     changes = (await (await client.get("/watch?after=0")).json())["changes"]
     assert [(c["op"], c["kind"], c["key"]) for c in changes] == [
         ("put", "metadata", "mooncake/ram/127.0.0.1:53925"),
@@ -158,7 +158,7 @@ async def test_a_watch_filters_the_faces_named_kinds(client: Any) -> None:
         )
     ).status == 200
     history = client.app[HISTORY]
-    await until(lambda: (history.heard("default") or 0) >= 2)
+    await until(lambda: (history.latest("default") or 0) >= 2)
     changes = (await (await client.get("/watch?after=0&kind=metadata")).json())["changes"]
     assert [(c["kind"], c["key"]) for c in changes] == [("metadata", "mooncake/ram/127.0.0.1:53925")]
     assert (await (await client.get("/watch?after=0&kind=metadata&role=target")).json())["changes"] == []

@@ -124,7 +124,7 @@ async def test_a_rank_registered_or_gone_is_a_watch_change_naming_its_coordinate
     await client.put("/route", json=rank_body(1, 0))
     await client.delete(f"/route?{route(0, 0, 1, 0)}")
     history: History = client.app[HISTORY]
-    await until(lambda: (history.heard("default") or 0) >= 3)
+    await until(lambda: (history.latest("default") or 0) >= 3)
     changes = (await (await client.get("/watch?after=0")).json())["changes"]
     ranks = [(change["op"], change["key"]) for change in changes if change["kind"] == "prefill_rank"]
     assert ranks == [("put", "dp0-cp0-tp1-pp0"), ("delete", "dp0-cp0-tp1-pp0")]

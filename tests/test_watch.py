@@ -22,7 +22,7 @@ async def _caught_up(client, namespace: str = "default") -> None:
     brings a change a moment after its write's reply)."""
     history = client.app[HISTORY]
     version = await history.store.version(namespace)
-    await until(lambda: (history.heard(namespace) or 0) >= version)
+    await until(lambda: (history.latest(namespace) or 0) >= version)
 
 
 async def _watch(client, query: str = "after=0", path: str = "/watch"):

@@ -144,7 +144,7 @@ class History:
     def closed(self) -> bool:
         return self._closed
 
-    def heard(self, namespace: str) -> int | None:
+    def latest(self, namespace: str) -> int | None:
         """The newest version of ``namespace`` the history has heard of; ``None`` when it keeps no log of it.
 
         Over Redis a write is heard when the stream brings it, a moment after it was acknowledged.

@@ -21,7 +21,7 @@ every listener.
   as it lands, so it answers at any moment from what it holds: a count of
   distinct records (``AtLeast``) costs one read, not a read per arrival.
   Waiters of equal conditions (``Condition.identity``) share one: one seed,
-  one state, one event. Changes heard while the seed is read are kept and told
+  one state, one event. Changes arriving while the seed is read are kept and told
   after it, so none slips past (a change told twice is harmless: a condition
   keeps each key's latest state).
 - **A subscription** (:meth:`Watchers.subscribe`): an in-process listener told
@@ -60,7 +60,7 @@ _RETRY_FIRST, _RETRY_MOST = 0.05, 1.0
 class _Shared:
     """One condition and its waiters: the event they wait on (replaced once set), how many, its seed."""
 
-    __slots__ = ("condition", "event", "heard", "lock", "resyncs", "seeded", "since", "waiters")
+    __slots__ = ("arrived", "condition", "event", "lock", "resyncs", "seeded", "since", "waiters")
 
     def __init__(self, condition: Condition) -> None:
         self.condition = condition
@@ -69,8 +69,8 @@ class _Shared:
         self.event = asyncio.Event()
         self.waiters = 0
         self.seeded = False
-        self.heard: list[Change] | None = None
-        """The changes heard while the seed is read (``None``: no seed being read)."""
+        self.arrived: list[Change] | None = None
+        """The changes that arrived while the seed is read (``None``: no seed being read)."""
         self.lock = asyncio.Lock()
         self.resyncs = 0
         """How many times the feed said it may have missed changes: a seed read across one is read again."""
@@ -79,8 +79,8 @@ class _Shared:
         condition = self.condition
         if change.key.role != condition.role:
             return
-        if self.heard is not None:
-            self.heard.append(change)
+        if self.arrived is not None:
+            self.arrived.append(change)
         elif self.seeded:
             condition.changed(change)
             if condition.met:
@@ -311,7 +311,7 @@ class Watchers:
             pause = _RETRY_FIRST
             condition = shared.condition
             while not shared.seeded:
-                shared.heard, resyncs = [], shared.resyncs
+                shared.arrived, resyncs = [], shared.resyncs
                 try:
                     records = await self._store.records(condition.namespace, condition.kind, condition.role)
                 except StoreUnavailable:  # not an answer: read again until it works or the wait runs out
@@ -319,11 +319,11 @@ class Watchers:
                     pause = min(pause * 2, _RETRY_MOST)
                     continue
                 finally:
-                    heard, shared.heard = shared.heard, None
+                    arrived, shared.arrived = shared.arrived, None
                 if shared.resyncs != resyncs:
                     continue  # the feed may have missed changes during the read: read again
                 condition.seed(records)
-                for change in heard:
+                for change in arrived:
                     condition.changed(change)
                 shared.seeded = True
 
