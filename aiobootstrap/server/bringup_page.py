@@ -26,7 +26,7 @@ from importlib import resources
 
 from aiohttp import web
 
-from .. import wire
+from ..wire.routes import check_namespace
 
 __all__ = ["page", "page_refusal"]
 
@@ -73,7 +73,7 @@ async def page(request: web.Request) -> web.Response:
     """``GET /``: the bring-up page of the namespace (a read of it, as ``access`` classifies it)."""
     namespace = request.match_info.get("namespace")
     if namespace is not None:
-        wire.check_namespace(namespace)  # /ns/<not a namespace>/ is a 400, as on every other route
+        check_namespace(namespace)  # /ns/<not a namespace>/ is a 400, as on every other route
     return _reply()
 
 

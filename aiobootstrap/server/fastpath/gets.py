@@ -61,9 +61,10 @@ from typing import TYPE_CHECKING
 from aiohttp import web
 from aiohttp.abc import AbstractStreamWriter
 
-from ... import wire
 from ..._names import VERSION_HEADER
 from ...exceptions import SHUTTING_DOWN_DETAIL
+from ...wire.errors import error_body
+from ...wire.routes import JSON_TYPE
 from .eligible import Eligibility
 from .heads import CLOSE as _CLOSE
 from .heads import HEAD as _HEAD
@@ -264,7 +265,7 @@ class GetReplies:
         (same headers, the boot id included), with ``Connection: close``: the
         connection is closed after it.
         """
-        body = wire.error_body(SHUTTING_DOWN_DETAIL)
+        body = error_body(SHUTTING_DOWN_DETAIL)
         stamp = self.stamp.lines()
         replies = {}
         for variant in (_CLOSE, _CLOSE | _HEAD, _CLOSE | _HTTP10, _CLOSE | _HEAD | _HTTP10):
@@ -335,7 +336,7 @@ class GetReply(BytesReply):
         record = self._record
         if record is None:
             return _TEXT_TYPE, 2, None
-        return wire.JSON_TYPE, len(self._replies.body(record, self._whole)), record.version
+        return JSON_TYPE, len(self._replies.body(record, self._whole)), record.version
 
     async def prepare(self, request: web.BaseRequest) -> AbstractStreamWriter | None:
         if self._sent:

@@ -30,9 +30,11 @@ import time
 from aiohttp import web
 from aiohttp.typedefs import Handler
 
-from ... import wire
 from ..._names import VERSION_HEADER
 from ...exceptions import BootstrapError, HistoryGone, NotRegistered, ShuttingDown
+from ...wire.errors import error_body
+from ...wire.routes import JSON_TYPE
+from ...wire.watch import EVENT_STREAM
 from ..appkeys import CONFIG, HISTORY, REGISTRY
 from ..change_words import CHANGE_WORDS
 from ..watch_metrics import WATCH_FIGURES
@@ -138,7 +140,7 @@ async def json_reply(
     ``X-Aiobootstrap-Version`` header.
     """
     # Content-Type first, as the pre-built bytes say it (aiohttp would put it after the headers given).
-    headers = {"Content-Type": wire.JSON_TYPE}
+    headers = {"Content-Type": JSON_TYPE}
     if version is not None:
         headers[VERSION_HEADER] = str(version)
     length = len(body) if isinstance(body, bytes) else sum(map(len, body))
@@ -257,7 +259,7 @@ async def _stream(request: web.Request, stream: EventStream) -> web.StreamRespon
         return await respond(request, stream.gone(exc))
     response = web.StreamResponse(
         headers={
-            "Content-Type": wire.EVENT_STREAM,
+            "Content-Type": EVENT_STREAM,
             "Cache-Control": "no-cache",
             "X-Accel-Buffering": "no",
         }
@@ -290,7 +292,7 @@ async def _stream(request: web.Request, stream: EventStream) -> web.StreamRespon
                     continue
             await response.write(b"".join(map(words.events, changes)) if changes else _PING)
     except HistoryGone as exc:
-        data = wire.error_body(exc.detail, version=exc.version)
+        data = error_body(exc.detail, version=exc.version)
         await response.write(b"event: gone\ndata: " + data + b"\n\n")
     except ShuttingDown:
         pass
