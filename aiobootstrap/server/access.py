@@ -31,9 +31,10 @@ from collections.abc import Mapping, Sequence
 
 from aiohttp import web
 
-from .. import wire
 from .._names import DEFAULT_NAMESPACE
 from ..exceptions import BadRequest
+from ..wire import routes
+from ..wire.routes import METRICS_PATH, NAMESPACES_PATH, OPENAPI_PATH, READY_PATH, check_namespace
 from .errors import json_error
 from .face import Access, Face
 from .tokens import Scope, TokenSet
@@ -42,10 +43,10 @@ __all__ = ["GUARD", "SERVER_ROUTES", "Access", "Guard", "bearer_credentials", "c
 
 
 SERVER_ROUTES = {
-    ("GET", wire.READY_PATH): Access.PROBE,
-    ("GET", wire.METRICS_PATH): Access.SERVER,
-    ("GET", wire.OPENAPI_PATH): Access.SERVER,
-    ("GET", wire.NAMESPACES_PATH): Access.SERVER,
+    ("GET", READY_PATH): Access.PROBE,
+    ("GET", METRICS_PATH): Access.SERVER,
+    ("GET", OPENAPI_PATH): Access.SERVER,
+    ("GET", NAMESPACES_PATH): Access.SERVER,
 }
 """The routes the server serves once for the whole server, beside its faces' (``create_app``'s own)."""
 
@@ -67,7 +68,7 @@ def route_access(faces: Sequence[Face]) -> dict[tuple[str, str], Access]:
     return table
 
 
-_NAMESPACED = wire.path("", "{namespace}")
+_NAMESPACED = routes.path("", "{namespace}")
 
 
 def classify(router: web.UrlDispatcher, faces: Sequence[Face]) -> dict[web.AbstractRoute, Access]:
@@ -140,7 +141,7 @@ class Guard:
             return None
         namespace = request.match_info.get("namespace", DEFAULT_NAMESPACE)
         try:
-            wire.check_namespace(namespace)  # the handler's 400, before a 403 quotes a bad name
+            check_namespace(namespace)  # the handler's 400, before a 403 quotes a bad name
         except BadRequest as exc:
             return json_error(exc.status, exc.detail)
         verb = "write to" if access is Access.WRITE else "read"

@@ -12,7 +12,15 @@ import time
 
 from aiohttp import web
 
-from .... import wire
+from ....wire.bodies import (
+    check_world_size,
+    field_of,
+    parse_body,
+    parse_rank_field,
+    parse_role_field,
+    parse_role_param,
+)
+from ....wire.params import parse_form, parse_rank_param, parse_ranks
 from ...appkeys import CONFIG, REGISTRY
 from ...body import read_body
 from ...face import Access, ExpectHandler, Route
@@ -48,12 +56,12 @@ def _register(kind: RecordKind) -> FaceHandler:
     async def register(request: web.Request) -> Reply:
         app = request.app
         config = app[CONFIG]
-        payload = wire.parse_body(await read_body(request, config))
-        rank = wire.parse_rank_field(payload)
-        role = wire.parse_role_field(payload)
-        value = kind.parse(wire.field_of(payload, kind.field))
+        payload = parse_body(await read_body(request, config))
+        rank = parse_rank_field(payload)
+        role = parse_role_field(payload)
+        value = kind.parse(field_of(payload, kind.field))
         lease = lease_of_body(payload)
-        wire.check_world_size(rank, config.world_size)
+        check_world_size(rank, config.world_size)
         key = kind.key(namespace_of(request), role, rank)
         record = await app[REGISTRY].register(key, value, lease)
         app[METRICS].count_registration(key.namespace, kind.name)
@@ -65,9 +73,9 @@ def _register(kind: RecordKind) -> FaceHandler:
 
 def _unregister(kind: RecordKind) -> FaceHandler:
     async def unregister(request: web.Request) -> Reply:
-        rank = wire.parse_rank_param(param(request, "rank"))
-        role = wire.parse_role_param(param(request, "role"))
-        wire.check_world_size(rank, request.app[CONFIG].world_size)
+        rank = parse_rank_param(param(request, "rank"))
+        role = parse_role_param(param(request, "role"))
+        check_world_size(rank, request.app[CONFIG].world_size)
         record = await request.app[REGISTRY].unregister(kind.key(namespace_of(request), role, rank))
         if record is None:
             return not_registered(kind, [rank])
@@ -81,12 +89,12 @@ def _get(kind: RecordKind) -> FaceHandler:
     @counts_gets
     async def get(request: web.Request) -> Reply:
         app = request.app
-        rank = wire.parse_rank_param(param(request, "rank"))
-        role = wire.parse_role_param(param(request, "role"))
+        rank = parse_rank_param(param(request, "rank"))
+        role = parse_role_param(param(request, "role"))
         wait = wait_seconds(request)
         after = after_of(request)
-        whole = wire.parse_form(param(request, "form"))
-        wire.check_world_size(rank, app[CONFIG].world_size)
+        whole = parse_form(param(request, "form"))
+        check_world_size(rank, app[CONFIG].world_size)
         key = kind.key(namespace_of(request), role, rank)
         return RecordWait(key, after, wait, lambda: not_registered(kind, [rank]), whole, app[METRICS])
 
@@ -96,12 +104,12 @@ def _get(kind: RecordKind) -> FaceHandler:
 def _get_batch(kind: RecordKind) -> FaceHandler:
     @counts_gets
     async def get_batch(request: web.Request) -> Reply:
-        ranks = wire.parse_ranks(param(request, "ranks"))
-        role = wire.parse_role_param(param(request, "role"))
+        ranks = parse_ranks(param(request, "ranks"))
+        role = parse_role_param(param(request, "role"))
         wait = wait_seconds(request)
         after = after_of(request)
-        whole = wire.parse_form(param(request, "form"))
-        wire.check_world_size(ranks.last, request.app[CONFIG].world_size)
+        whole = parse_form(param(request, "form"))
+        check_world_size(ranks.last, request.app[CONFIG].world_size)
         namespace = namespace_of(request)
         registry = request.app[REGISTRY]
         since = time.time()
