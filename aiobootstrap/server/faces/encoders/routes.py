@@ -6,10 +6,12 @@ import time
 
 from aiohttp import web
 
-from .... import wire
 from ...._json import dumps
 from ...._names import ENCODER_URLS
 from ....store import members_of
+from ....wire.bodies import MISSING_URL_DETAIL, MISSING_URL_ERROR, encoder_url, parse_body, parse_url_body
+from ....wire.errors import error_body
+from ....wire.results import encode_encoder_urls
 from ...appkeys import CONFIG, REGISTRY
 from ...body import read_body
 from ...fastpath.replies import JsonReply, RecordReply, Reply, TextReply
@@ -24,7 +26,7 @@ __all__ = ["encoder_url_health", "list_encoder_urls", "register_encoder_url", "u
 
 
 async def _encoder_url(request: web.Request) -> str | None:
-    return wire.parse_url_body(await read_body(request, request.app[CONFIG]))
+    return parse_url_body(await read_body(request, request.app[CONFIG]))
 
 
 _OK = TextReply("OK")
@@ -32,15 +34,15 @@ _OK = TextReply("OK")
 
 def _missing_url() -> JsonReply:
     # The engines' callers may read "error" (their server's field); "detail" is every error's.
-    return JsonReply(wire.error_body(wire.MISSING_URL_DETAIL, error=wire.MISSING_URL_ERROR), 400)
+    return JsonReply(error_body(MISSING_URL_DETAIL, error=MISSING_URL_ERROR), 400)
 
 
 async def register_encoder_url(request: web.Request) -> Reply:
     """``POST /register_encoder_url``: list a URL (once), less a trailing ``/``, on a lease if the body
     names one; an evicted URL is listed again at once."""
     # The url and the lease come from one parse of the body.
-    payload = wire.parse_body(await read_body(request, request.app[CONFIG]))
-    url = wire.encoder_url(payload.get("url"))
+    payload = parse_body(await read_body(request, request.app[CONFIG]))
+    url = encoder_url(payload.get("url"))
     if url is None:
         return _missing_url()
     lease = lease_of_body(payload)
@@ -78,7 +80,7 @@ async def list_encoder_urls(request: web.Request) -> Reply:
         # Unchanged when the wait ran out: the list as it is, with its version.
         record = await registry.get(key)
     if record is None:
-        return JsonReply(wire.encode_encoder_urls([], 0), version=0)
+        return JsonReply(encode_encoder_urls([], 0), version=0)
     return RecordReply(record)
 
 
