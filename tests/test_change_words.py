@@ -27,11 +27,11 @@ def test_a_rank_and_a_named_change_keep_their_bytes() -> None:
     assert WORDS.reply([rank, named], 2) == encode_watch(shown, 2)
     assert WORDS.reply([rank], 7, waits=3, findings=4) == encode_watch(shown[:1], 7, waits=3, findings=4)
     assert WORDS.events(named) == sse_event(shown[1])
-    assert WORDS.told(rank)
-    assert WORDS.told(named)
+    assert WORDS.shown(rank)
+    assert WORDS.shown(named)
 
 
-def test_a_member_of_the_encoder_list_is_its_url_and_the_evicted_set_is_told_to_nobody() -> None:
+def test_a_member_of_the_encoder_list_is_its_url_and_the_evicted_set_is_shown_to_nobody() -> None:
     joined = LoggedChange("put", ENCODER_URLS, 4, DEFAULT_ROLE, 0, member="http://e:1")
     left = LoggedChange("delete", ENCODER_URLS, 5, DEFAULT_ROLE, 0, member="http://e:1")
     evicted = LoggedChange("put", ENCODER_URLS, 6, "evicted", 0, member="http://e:1")
@@ -46,8 +46,8 @@ def test_a_member_of_the_encoder_list_is_its_url_and_the_evicted_set_is_told_to_
         WORDS.events(left)
         == b'id: 5\ndata: {"op":"delete","kind":"encoder_urls","url":"http://e:1","version":5}\n\n'
     )
-    assert WORDS.told(joined)
-    assert not WORDS.told(evicted)
+    assert WORDS.shown(joined)
+    assert not WORDS.shown(evicted)
     assert WORDS.events(evicted) == b""
 
 
@@ -56,4 +56,4 @@ def test_a_member_of_a_kind_without_words_is_shown_by_its_key_and_member() -> No
     assert WORDS.of(change) == [
         {"op": "put", "kind": "peers", "role": DEFAULT_ROLE, "rank": 0, "member": "a:1", "version": 8}
     ]
-    assert ChangeWords().told(change)
+    assert ChangeWords().shown(change)

@@ -105,11 +105,11 @@ async def test_a_set_member_change_is_logged_with_its_member_not_diffed():
     assert version == 3
 
 
-async def test_the_host_says_which_changes_watchers_are_told_of():
-    """A change the host's ``told`` refuses wakes the namespace but is not kept (the encoder face's evicted
+async def test_the_host_says_which_changes_watchers_are_shown():
+    """A change the host's ``shown`` refuses wakes the namespace but is not kept (the encoder face's evicted
     set): a watcher is not answered with it, and the next change it is told of comes in its place."""
     store = MemoryStore()
-    history = History(store, told=lambda change: change.role != "hidden")
+    history = History(store, shown=lambda change: change.role != "hidden")
     await store.open(listeners(Registry(store), history))
     await history.open()
     watcher = asyncio.create_task(history.since("default", 0, GUARD))

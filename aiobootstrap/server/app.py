@@ -190,7 +190,7 @@ async def _registry_context(app: web.Application) -> AsyncIterator[None]:
         limit=config.watch_history,
         memory=config.watch_history_memory,
         parking=registry.parking,
-        told=words.told if words.hides else None,  # a change no watcher is told of is not kept
+        shown=words.shown if words.hides else None,  # a change no watcher is shown is not kept
         sets=[name for name, spec in app[KIND_TABLE].items() if spec.members],
     )
     in_order = store.follow_in_order(history)  # Redis: the stream's order, not its own writes first

@@ -15,8 +15,8 @@ other kind's change is shown in the generic form, by its key:
 :class:`ChangeWords` holds the kinds' words (one per app, ``CHANGE_WORDS``,
 made from the faces' kinds) and writes a long-poll's reply
 (``wire.watch.encode_watch``) and a stream's events (``wire.watch.sse_event``) of
-logged changes. :meth:`ChangeWords.told` is what the history asks of each
-change before keeping it: a change no watcher is told of is not kept.
+logged changes. :meth:`ChangeWords.shown` is what the history asks of each
+change before keeping it: a change no watcher is shown is not kept.
 """
 
 from __future__ import annotations
@@ -73,11 +73,11 @@ class ChangeWords:
 
     @property
     def hides(self) -> bool:
-        """Whether some kind has words of its own, which may hide a change (the history asks :meth:`told`)."""
+        """Whether some kind has words of its own, which may hide a change (the history asks :meth:`shown`)."""
         return bool(self._describe)
 
-    def told(self, change: LoggedChange) -> bool:
-        """Whether a watcher is told of ``change`` at all (the history keeps only those)."""
+    def shown(self, change: LoggedChange) -> bool:
+        """Whether a watcher is shown ``change`` at all (the history keeps only those)."""
         describe = self._describe.get(change.kind)
         return describe is None or bool(describe(change))
 

@@ -30,7 +30,7 @@ member added or removed (``Change.member``, which every store tells with
 the change: no diff; one that names none, which an older replica's Redis
 entry may, raises the log's floor: a watcher behind it is told ``410``,
 never a guess). Its host may say which changes its watchers are told
-of at all (``told``; the encoder face's evicted set is told of to nobody):
+of at all (``shown``; the encoder face's evicted set is shown to nobody):
 the others wake the namespace's watchers but are not kept. How a change is
 shown on the wire is the host's, per kind.
 
@@ -104,12 +104,12 @@ class History:
         limit: int = DEFAULT_WATCH_HISTORY,
         memory: int = DEFAULT_WATCH_HISTORY_MEMORY,
         parking: Parking | None = None,
-        told: Callable[[LoggedChange], bool] | None = None,
+        shown: Callable[[LoggedChange], bool] | None = None,
         sets: Collection[str] = (),
     ) -> None:
         """``limit``: changes kept per namespace; ``memory``: bytes all may cost (``_shed``); ``parking``: where
-        the watches count against the server's limit of waiting requests; ``told``: whether watchers are told
-        of a change at all (``None``: of every one); ``sets``: the kinds whose records are sets of members."""
+        the watches count against the server's limit of waiting requests; ``shown``: whether watchers are shown
+        a change at all (``None``: every one); ``sets``: the kinds whose records are sets of members."""
         if limit < 1:
             raise ValueError(f"the watch history must keep at least 1 change, not {limit}")
         if memory < 1:
@@ -120,7 +120,7 @@ class History:
         self.bytes = 0
         """What the kept changes cost now (``log.change_bytes``); at most :attr:`memory` after each change."""
         self._logs: dict[str, _Log] = {}
-        self._told = told
+        self._shown = shown
         self._sets = frozenset(sets)
         self._start: int | None = None
         """The store's floor at open; ``None`` before, and once the feed may have missed a change."""
@@ -173,7 +173,7 @@ class History:
 
     def changed(self, changes: Sequence[Change]) -> None:
         touched: set[str] = set()
-        told, sets = self._told, self._sets
+        shown, sets = self._shown, self._sets
         for change in changes:
             namespace = change.key.namespace
             log = self._logs.get(namespace)
@@ -192,7 +192,7 @@ class History:
                 log.floor = max(log.floor, change.version)
             else:
                 entry = logged(change)
-                if told is None or told(entry):
+                if shown is None or shown(entry):
                     self.bytes += log.add(entry, self.limit)
             touched.add(namespace)
         if self.bytes > self.memory:

@@ -231,9 +231,9 @@ class WatchReplies:
         findings = None if tally is None else tally.count
         self._stamp_lines = self._stamp.lines()
         for group in list(self._counting):
-            told_waits, told_findings = group.waits, group.findings
-            if (told_waits is None or told_waits == moves) and (
-                told_findings is None or findings is None or told_findings == findings
+            seen_waits, seen_findings = group.waits, group.findings
+            if (seen_waits is None or seen_waits == moves) and (
+                seen_findings is None or findings is None or seen_findings == findings
             ):
                 continue
             now = self._history.now(group.namespace, group.after, group.match, group.seen)

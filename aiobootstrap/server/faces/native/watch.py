@@ -35,7 +35,7 @@ from ...appkeys import HISTORY, KIND_TABLE, REGISTRY
 from ...change_words import CHANGE_WORDS
 from ...fastpath.replies import EventStream, JsonReply, Reply, WatchWait
 from ..common import namespace_of, param, wait_seconds
-from .watch_counts import CountsTold, gone, watch_with_counts
+from .watch_counts import SeenCounts, gone, watch_with_counts
 
 __all__ = ["watch"]
 
@@ -107,7 +107,7 @@ async def watch(request: web.Request) -> Reply:
     if stream:
         return EventStream(namespace, after, match, filter_key, gone)
     words = request.app[CHANGE_WORDS]
-    counts = CountsTold.asked(request)
+    counts = SeenCounts.asked(request)
     if counts is None:
         return WatchWait(
             namespace,

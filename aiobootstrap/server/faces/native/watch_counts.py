@@ -29,7 +29,7 @@ from ...change_words import ChangeWords
 from ...fastpath.replies import JsonReply
 from ..common import param
 
-__all__ = ["CountsTold", "gone", "watch_with_counts"]
+__all__ = ["SeenCounts", "gone", "watch_with_counts"]
 
 
 def gone(exc: HistoryGone) -> JsonReply:
@@ -38,7 +38,7 @@ def gone(exc: HistoryGone) -> JsonReply:
 
 
 @dataclass(frozen=True, slots=True)
-class CountsTold:
+class SeenCounts:
     """The counts a watch was told: ``waits``, and ``findings`` (``None``: not asked, or, for findings,
     nothing probes here), with where they are now: ``Parking.wait_changes`` and the probes' tally, ``probed``
     (``appkeys.PROBE_CHANGES``)."""
@@ -49,7 +49,7 @@ class CountsTold:
     findings: int | None
 
     @classmethod
-    def asked(cls, request: web.Request) -> CountsTold | None:
+    def asked(cls, request: web.Request) -> SeenCounts | None:
         """The request's; ``None`` when it asked neither. A bad count is a ``400`` before anything waits."""
         waits, findings = param(request, "waits"), param(request, "findings")
         if waits is None and findings is None:
@@ -84,7 +84,7 @@ async def watch_with_counts(
     after: int,
     wait: float,
     match: Match | None,
-    counts: CountsTold,
+    counts: SeenCounts,
     words: ChangeWords,
 ) -> JsonReply:
     """Answered at a change as any watch, or once a count told has moved: three waits raced."""
