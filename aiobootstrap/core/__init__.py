@@ -1,6 +1,6 @@
 """The core: records that a reader can wait for and watch, over any store; no HTTP, no engine's wire.
 
-``registry`` is the one door to the records: reads, writes, waits (one key, a
+``registry`` is the only way to the records: reads, writes, waits (one key, a
 set of ranks or of keys, a condition over a namespace's kind), subscriptions to
 a kind's changes, and leases, each write checked against a stopping registry.
 ``history`` keeps each namespace's recent changes for watchers; ``parking``

@@ -1,4 +1,4 @@
-"""The registry: the one door to the records, and waiting for them, woken by the store's change feed.
+"""The registry: the only way to the records, and waiting for them, woken by the store's change feed.
 
 Theory of operation
 -------------------
@@ -8,14 +8,14 @@ applies, made through this process or any other sharing the store, reaches
 :meth:`Registry.changed`, and only that wakes waiters: a local registration
 wakes nobody directly, so the path is the same on one process and on many.
 
-The registry is the *door*: the only way the server reaches the records,
+The registry is the only way the server reaches the records,
 their versions and the leases. Every face reads and writes through it, never
 through the store it stands on, so one place decides what a stopping server
 still does: a change (a register, a member added or removed, an unregister)
 and every lease call pass :meth:`Registry._open`, which refuses them with
 :class:`~aiobootstrap.exceptions.ShuttingDown` once the registry is closed. A
 read is answered even then: a reply in flight may still need the version or
-the boot id. Each door method hands back the store's own awaitable: no
+the boot id. Each of its record calls hands back the store's own awaitable: no
 coroutine of its own wraps the store's, so a registration costs one plain
 call more than the store's write, and the store's refusals (limits, a lease
 gone) reach the caller as the store raises them.
@@ -72,7 +72,7 @@ __all__ = ["AtLeast", "Condition", "Registry"]
 
 _T = TypeVar("_T")
 Call = Coroutine[Any, Any, _T]
-"""What a door method returns: the store's coroutine (or a wait's), to be awaited by the caller."""
+"""What a record call of the registry returns: the store's coroutine (or a wait's), to be awaited by the caller."""
 
 
 class Registry:

@@ -1,4 +1,4 @@
-"""The registry as the one door: what a closed registry refuses and still answers, and what a door call costs."""
+"""The registry as the only way to the records: what a closed registry refuses and still answers, what a call costs."""
 
 from __future__ import annotations
 
@@ -52,7 +52,7 @@ async def test_a_closed_registry_refuses_every_change_and_lease_call_and_still_a
     await store.close()
 
 
-async def test_a_door_call_is_the_stores_own_coroutine() -> None:
+async def test_a_registry_call_is_the_stores_own_coroutine() -> None:
     """No coroutine of the registry's wraps the store's write: a registration costs one plain call over it."""
     store, registry = await _opened()
     call = registry.register(KEY, {"session_id": "s", "weights_info_dict": {}})
