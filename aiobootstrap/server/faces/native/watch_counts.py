@@ -19,11 +19,12 @@ from typing import Any
 
 from aiohttp import web
 
-from .... import wire
 from ....core.history import History, LoggedChange, Match
 from ....core.parking import Parking
 from ....core.tally import Tally
 from ....exceptions import HistoryGone
+from ....wire.errors import error_body
+from ....wire.params import parse_findings, parse_waits
 from ...appkeys import PROBE_CHANGES, REGISTRY
 from ...change_words import ChangeWords
 from ...fastpath.replies import JsonReply
@@ -34,7 +35,7 @@ __all__ = ["SeenCounts", "gone", "watch_with_counts"]
 
 def gone(exc: HistoryGone) -> JsonReply:
     """The ``410`` of a watch whose position the history no longer reaches (``version``: where it starts)."""
-    return JsonReply(wire.error_body(exc.detail, version=exc.version), 410)
+    return JsonReply(error_body(exc.detail, version=exc.version), 410)
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,8 +55,8 @@ class SeenCounts:
         waits, findings = param(request, "waits"), param(request, "findings")
         if waits is None and findings is None:
             return None
-        moves = None if waits is None else wire.parse_waits(waits)
-        found = None if findings is None else wire.parse_findings(findings)
+        moves = None if waits is None else parse_waits(waits)
+        found = None if findings is None else parse_findings(findings)
         probes = request.app.get(PROBE_CHANGES)
         return cls(request.app[REGISTRY].parking, probes, moves, None if probes is None else found)
 
