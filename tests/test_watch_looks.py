@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from aiobootstrap import ServerConfig, create_app
-from aiobootstrap import wire as protocol
+from aiobootstrap.server import change_words
 from aiobootstrap.server.appkeys import HISTORY, REGISTRY
 from aiobootstrap.server.faces.encoders.health import ENCODER_HEALTH, add_url
 from aiobootstrap.server.faces.encoders.settings import EncoderSettings
@@ -137,13 +137,13 @@ async def test_a_watch_group_is_encoded_once_and_each_answered_once_with_no_task
     await until(lambda: _watchers(fast) == 21)
     with_looks = len(asyncio.all_tasks())
     encoded = []
-    real = protocol.encode_watch
+    real = change_words.encode_watch
 
     def counted(*args: Any, **kwargs: Any) -> bytes:
         encoded.append(args)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(protocol, "encode_watch", counted)
+    monkeypatch.setattr(change_words, "encode_watch", counted)
     parked = await _a_wait_parks(fast)
     bodies = [(await _read_reply(reader)).body for reader, _ in connections[:20]]
     assert len(encoded) == 1
@@ -151,7 +151,7 @@ async def test_a_watch_group_is_encoded_once_and_each_answered_once_with_no_task
     assert json.loads(bodies[0])["waits"] == fast.registry.parking.wait_changes.count
     await _let_go(parked)
     await until(lambda: _watchers(fast) == 1)
-    monkeypatch.setattr(protocol, "encode_watch", real)
+    monkeypatch.setattr(change_words, "encode_watch", real)
     for _, writer in connections[:20]:
         writer.write(_request(f"/watch?after=0&wait={WAIT}"))
     await until(lambda: _watchers(fast) == 21)
