@@ -27,12 +27,12 @@ from typing import TYPE_CHECKING
 from aiohttp import web
 from aiohttp.typedefs import Handler, Middleware
 
-from .. import wire
 from .._names import BOOT_HEADER
 from ..core.history import History, listeners
 from ..core.registry import Registry
 from ..store import StoreLimits
 from ..store.url import open_store
+from ..wire.routes import METRICS_PATH, NAMESPACES_PATH, OPENAPI_PATH, READY_PATH, path
 from .access import GUARD, Guard, classify
 from .appkeys import CONFIG, HISTORY, KIND_TABLE, PROBE_CHANGES, REGISTRY
 from .auth import UnroutedExpect, auth_middleware, expect_handler
@@ -99,11 +99,11 @@ def create_app(config: ServerConfig | None = None, *, faces: Sequence[Face] | No
     app.router.add_routes(routes)
     app.router.add_routes(_namespaced(routes))
     # Server-wide routes: one server, one set of metrics, one API description.
-    app.router.add_get(wire.READY_PATH, ready, expect_handler=expect)
-    app.router.add_get(wire.METRICS_PATH, metrics, expect_handler=expect)
-    app.router.add_get(wire.NAMESPACES_PATH, list_namespaces, expect_handler=expect)
+    app.router.add_get(READY_PATH, ready, expect_handler=expect)
+    app.router.add_get(METRICS_PATH, metrics, expect_handler=expect)
+    app.router.add_get(NAMESPACES_PATH, list_namespaces, expect_handler=expect)
     app.router.add_get(
-        wire.OPENAPI_PATH,
+        OPENAPI_PATH,
         openapi(faces, token=guard is not None, open_reads=config.auth_reads == "open"),
         expect_handler=expect,
     )
@@ -154,7 +154,7 @@ def _routes(expect: ExpectHandler | None = None, faces: Sequence[Face] | None = 
 
 def _namespaced(routes: Iterable[web.RouteDef]) -> list[web.RouteDef]:
     return [
-        web.RouteDef(route.method, wire.path(route.path, "{namespace}"), route.handler, route.kwargs)
+        web.RouteDef(route.method, path(route.path, "{namespace}"), route.handler, route.kwargs)
         for route in routes
     ]
 
