@@ -26,6 +26,7 @@ __all__ = [
     "PREFILL_ROOM",
     "PREFILL_TOPOLOGY",
     "REQUIRED_FIELDS",
+    "ROUTE_PARAMS",
     "TOPOLOGY_NAME",
     "Coords",
     "MissingInputs",
@@ -56,7 +57,8 @@ MISSING_INPUTS = "Missing inputs for bootstrap server."
 MAX_ROOMS_ASKED = 65_536
 """The most rooms one ``/query_dp_ranks`` may ask: what one request makes the server read stays bounded."""
 
-_ROUTE_PARAMS = ("prefill_dp_rank", "prefill_cp_rank", "target_tp_rank", "target_pp_rank")
+ROUTE_PARAMS = ("prefill_dp_rank", "prefill_cp_rank", "target_tp_rank", "target_pp_rank")
+"""``GET``/``DELETE /route``'s four parameters, in the order decode sends them (all four ``-1``: every rank)."""
 _NULLS = (
     "target_tp_rank",
     "target_tp_ranks",
@@ -291,13 +293,13 @@ def parse_route_query(param: Callable[[str], str | None]) -> Coords | None:
     One missing or empty is the engines' :class:`MissingInputs`; one that is not
     a non-negative integer (other than the four ``-1``s together) a ``400``.
     """
-    texts = [param(name) for name in _ROUTE_PARAMS]
+    texts = [param(name) for name in ROUTE_PARAMS]
     if not all(texts):
         raise MissingInputs()
     if texts == ["-1"] * 4:
         return None
     values = []
-    for name, text in zip(_ROUTE_PARAMS, texts, strict=True):
+    for name, text in zip(ROUTE_PARAMS, texts, strict=True):
         assert text is not None  # all() above
         if not (text.isascii() and text.isdigit()):
             raise BadRequest(

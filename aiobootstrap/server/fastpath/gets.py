@@ -18,7 +18,8 @@ path's package notes list every cache of the room):
   dropped on a new boot id (a new incarnation counts its versions again);
 - *replies*: the whole ``200`` as one ``bytes`` object (status line, headers
   with the stamp and the record's version, body), keyed by the body's
-  identity and the variant (a registration's ``OK`` by the variant alone);
+  identity and the variant (a registration's ``OK`` by the variant alone,
+  a face's shared JSON body, ``JsonReply.shared``, by its identity, with no version);
   all dropped when the stamp changes (each second, a new boot id) or at
   :data:`_MAX_CACHED` entries.
 
@@ -257,6 +258,19 @@ class GetReplies:
         head = _head(_OK, fields, len(body), self.stamp.lines(), variant)
         data = head if variant & _HEAD else head + body
         return PrebuiltReply(request, self.stamp, data, len(body), version=version)
+
+    def shared_json(self, request: web.Request, body: bytes) -> PrebuiltReply:
+        """A small JSON ``200`` of ``body``, one object a face hands to many replies (``JsonReply.shared``):
+        its whole bytes made once per variant and second, as a record's (:meth:`parts`), without a version."""
+        if (stamp := self.stamp.lines()) is not self._stamp or len(self._cache) >= _MAX_CACHED:
+            self._renew(stamp)
+        variant = _variant(request)
+        slot = ~(id(body) << 3 | variant)  # below 0: apart from the records' (id << 3 | variant) and the OK's
+        cached = self._cache.get(slot)
+        if cached is None or cached[0] is not body:
+            head = _head(_OK, _JSON, len(body), self._stamp, variant)
+            cached = self._cache[slot] = (body, head if variant & _HEAD else head + body, None)
+        return PrebuiltReply(request, self.stamp, cached[1], len(body))
 
     def shutting_down(self) -> Callable[[web.BaseRequest], bytes]:
         """The ``503`` a parked wait gets at a stop, as bytes for one write, by the request's HTTP version and method.

@@ -72,6 +72,10 @@ class JsonReply:
     body: bytes | Sequence[bytes]
     status: int = 200
     version: int | None = None
+    shared: bool = False
+    """``body`` is one ``bytes`` object the face hands to every reply until what it says changes (made once
+    per version of the record it is made of, say): its whole ``200`` is made once per variant and second, as
+    a get's record's is, not per reply."""
 
 
 @dataclass(slots=True)

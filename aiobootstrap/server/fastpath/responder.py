@@ -123,6 +123,8 @@ async def _json(request: web.Request, reply: JsonReply) -> web.StreamResponse:
         if replies.eligible(request):
             if isinstance(body, bytes):
                 if len(body) <= SEPARATE_BODY_OVER:
+                    if reply.shared and reply.version is None:
+                        return replies.shared_json(request, body)  # its whole 200 made once per second
                     return replies.json(request, body, reply.version)
             elif sum(map(len, body)) <= SEPARATE_BODY_OVER:
                 return replies.json(request, b"".join(body), reply.version)

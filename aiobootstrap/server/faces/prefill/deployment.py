@@ -17,6 +17,7 @@ arrive (a core condition, no polling) before it takes the deployment for gone.
 from __future__ import annotations
 
 import asyncio
+import functools
 from dataclasses import dataclass
 
 from ...._names import DEFAULT_ROLE
@@ -24,6 +25,7 @@ from ....core.registry import AtLeast, Registry
 from ....exceptions import TopologyConflict
 from ....store import ABSENT, Key, Record
 from ....wire.prefill import PREFILL_RANK, PREFILL_TOPOLOGY, TOPOLOGY_NAME, Coords, PrefillRank, Topology
+from .parallel_info import made
 
 __all__ = ["LEFT_AFTER", "Deployment", "Readiness", "rank_key", "topology_key"]
 
@@ -32,7 +34,9 @@ LEFT_AFTER = 2.0
 it (issue 41, item 2: the two first writes of two deployments at once through two replicas)."""
 
 
+@functools.lru_cache(maxsize=1024)
 def topology_key(namespace: str) -> Key:
+    """The key of ``namespace``'s topology record (made once: every ``GET /route`` reads it)."""
     return Key.named(namespace, PREFILL_TOPOLOGY, DEFAULT_ROLE, TOPOLOGY_NAME)
 
 
@@ -40,12 +44,14 @@ def rank_key(namespace: str, coords: Coords) -> Key:
     return Key.named(namespace, PREFILL_RANK, DEFAULT_ROLE, coords.name)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Readiness:
     """Where a deployment stands: its topology (``None`` before the first rank) and its distinct ranks."""
 
     topology: Topology | None
     registered: int
+    info: bytes = b""
+    """The parallel info's bytes (``GET /route`` with the four ``-1``s), one object per topology version."""
 
     @property
     def complete(self) -> bool:
@@ -100,8 +106,11 @@ class Deployment:
 
     async def readiness(self) -> Readiness:
         record = await self._registry.get(topology_key(self.namespace))
-        topology = None if record is None else Topology.from_value(record.value)
-        return Readiness(topology, await self.registered())
+        registered = await self.registered()
+        if record is None:
+            return Readiness(None, registered)
+        topology = made(record)  # parsed, and the parallel info encoded, once per version of the record
+        return Readiness(topology.topology, registered, topology.info)
 
     async def ranks(self) -> list[Record]:
         """Every rank registered, in the store's order."""

@@ -21,6 +21,7 @@ from ...._logging import clipped, printable
 from ....wire.bodies import parse_body
 from ....wire.prefill import (
     MISSING_INPUTS,
+    ROUTE_PARAMS,
     Coords,
     MissingInputs,
     coords_of,
@@ -45,6 +46,22 @@ def _deployment(request: web.Request) -> Deployment:
 
 
 _OK = TextReply("OK")
+
+
+_DP, _CP, _TP, _PP = ROUTE_PARAMS
+
+
+def _all_four(request: web.Request) -> bool:
+    """Whether the query is the four ``-1``s, each once, and nothing else (no ``wait``): decode's question for
+    the parallel info as it asks it, every decode and every cycle, answered without the whole parse."""
+    query = request.query
+    return (
+        len(query) == 4
+        and query.get(_DP) == "-1"
+        and query.get(_CP) == "-1"
+        and query.get(_TP) == "-1"
+        and query.get(_PP) == "-1"
+    )
 
 
 def _route_query(request: web.Request) -> Coords | TextReply | None:
@@ -74,6 +91,11 @@ async def put_route(request: web.Request) -> Reply:
 
 async def get_route(request: web.Request) -> Reply:
     """``GET /route``: the parallel info (all four ``-1``) or one rank's address, once the topology is complete."""
+    if _all_four(request):
+        readiness = await _deployment(request).readiness()
+        if not readiness.complete:
+            return TextReply(not_ready_text(readiness.registered), 503)
+        return JsonReply(readiness.info, shared=True)  # one bytes object per version of the topology
     coords = _route_query(request)
     if isinstance(coords, TextReply):
         return coords
@@ -84,7 +106,7 @@ async def get_route(request: web.Request) -> Reply:
     if not readiness.complete or readiness.topology is None:
         return TextReply(not_ready_text(readiness.registered), 503)
     if coords is None:
-        return JsonReply(readiness.topology.parallel_info())
+        return JsonReply(readiness.info, shared=True)
     record = await deployment.rank(coords)
     left = deadline - asyncio.get_running_loop().time()
     if record is None and left > 0:
