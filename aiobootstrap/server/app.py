@@ -38,6 +38,7 @@ from .appkeys import CONFIG, HISTORY, KIND_TABLE, PROBE_CHANGES, REGISTRY
 from .auth import UnroutedExpect, auth_middleware, expect_handler
 from .body import BODY_BUDGET, BodyBudget
 from .bringup_metrics import BringUpCollector, kind_figures, waits_by_namespace
+from .bringup_page import PAGE_SCRIPTS, page_scripts
 from .change_words import CHANGE_WORDS, ChangeWords
 from .config import ServerConfig
 from .errors import STORE_REFUSALS, store_refusals
@@ -87,6 +88,8 @@ def create_app(config: ServerConfig | None = None, *, faces: Sequence[Face] | No
     app[METRICS] = Metrics(lambda: _live_namespaces(app), keep=config.max_namespaces, counts=counts)
     app[WATCH_FIGURES] = WatchFigures()
     app[NAMESPACE_FIGURES] = lambda: _namespace_figures(app, faces)
+    # The page: the host's frame and the sections of the faces that show something (their scripts).
+    app[PAGE_SCRIPTS] = page_scripts(faces)
     app.on_response_prepare.append(_boot_header)
     app[ELIGIBILITY] = Eligibility(_boot_header, middlewares)
     app.cleanup_ctx.append(_registry_context)

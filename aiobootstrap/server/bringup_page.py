@@ -2,12 +2,23 @@
 
 It is the host's: the token check (``auth``) answers a browser's load of it
 refused for want of a token with the page itself, and the host imports no
-face. The page is one file shipped in the package (``server/page/index.html``): its
-script and style are inline, so nothing is fetched but the page itself and
-the API routes it reads (``/namespaces``, ``/ranks``, ``/list_encoder_urls``,
-``/encoder_url_health``, ``/watch``), all on this server. The ``Content-Security-Policy`` allows
-exactly that: the inline script and style by their digests, requests to
-``'self'`` only, no frames, no forms sent anywhere.
+face. The page is the host's frame (``server/page/index.html``: the header, the
+token form, the style and one script of what is generic: the token, the API
+helper, the namespace, following ``/watch`` with lost and back, the ``410``
+that reads everything again, the parked waits) and the sections of the faces
+served: each face that shows something ships a script (``page.js`` in its
+folder, found by :func:`page_scripts`; a face from another package declares
+it, ``Face.page_script``), which pushes its section to ``aiobootstrap.sections``
+(docs/architecture.md, "A face's section of the page"). Each face's script is added at the end of the page's one script, in
+the faces' order, each in a function of its own (its names are its own, in
+strict mode) whose failure leaves the other sections standing. A face that is
+not served (``--faces``) sends nothing to the page.
+
+So nothing is fetched but the page itself and the API routes its scripts read,
+all on this server. The ``Content-Security-Policy`` allows exactly that: the
+inline script and style by their digests, requests to ``'self'`` only, no
+frames, no forms sent anywhere. The page and its policy are made once per set
+of face scripts (:func:`_page`), so once per app's faces.
 
 The page holds no records: it reads them with the caller's token (sent as
 ``Authorization`` by its ``fetch`` calls, never in a URL). So a browser asked
@@ -19,24 +30,82 @@ gets the JSON ``401`` every route gives.
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
+import json
 import re
-from functools import cache
+from collections.abc import Callable, Iterable
 from importlib import resources
+from typing import TYPE_CHECKING
 
 from aiohttp import web
 
 from ..wire.routes import check_namespace
+from .face_registry import FACES_PACKAGE
 
-__all__ = ["page", "page_refusal"]
+if TYPE_CHECKING:
+    from .face import Face
+
+__all__ = ["PAGE_SCRIPTS", "PageScript", "folder_script", "page", "page_refusal", "page_scripts"]
 
 _HTML = "text/html"
+_FACES_SCRIPTS = "/* the faces' sections */"
+"""Where, in ``index.html``'s script, the faces' scripts go: at its end, after the host's own part."""
+_FOLDER_SCRIPT = "page.js"
+"""The script a face's folder ships to show its section of the page."""
+
+PageScript = Callable[[], str]
+"""A face's section of the page: the text of its script (``Face.page_script``)."""
+PAGE_SCRIPTS: web.AppKey[tuple[tuple[str, PageScript], ...]] = web.AppKey("page_scripts")
+"""The page scripts of the app's faces, by face name, in the faces' order (``create_app`` sets it)."""
 
 
-@cache
-def _page() -> tuple[bytes, str]:
-    """The page's bytes and its ``Content-Security-Policy`` (read once, from the package)."""
-    text = resources.files("aiobootstrap.server").joinpath("page/index.html").read_text("utf-8")
+@functools.cache
+def folder_script(package: str, name: str = _FOLDER_SCRIPT) -> PageScript:
+    """The script ``name`` in a face's folder (``package``: its ``__package__``), read once when first asked
+    for: what a face from another package declares as its ``page_script``."""
+
+    @functools.cache
+    def text() -> str:
+        return resources.files(package).joinpath(name).read_text("utf-8")
+
+    return text
+
+
+def page_scripts(faces: Iterable[Face]) -> tuple[tuple[str, PageScript], ...]:
+    """The page scripts of ``faces``, by name, in their order: each one's ``page_script``, or by convention
+    the ``page.js`` its folder ships (``faces/<name>/page.js``, not imported to be found); a face with
+    neither shows nothing on the page."""
+    scripts = []
+    folders = resources.files(FACES_PACKAGE)
+    for face in faces:
+        if face.page_script is not None:
+            scripts.append((face.name, face.page_script))
+        elif folders.joinpath(face.name, _FOLDER_SCRIPT).is_file():
+            scripts.append((face.name, folder_script(f"{FACES_PACKAGE}.{face.name}")))
+    return tuple(scripts)
+
+
+def _section(name: str, script: PageScript) -> str:
+    """A face's script as a part of the page's one script: in a function of its own (its names are its
+    own, in strict mode), whose failure the console tells without stopping the other faces' sections."""
+    text = script()
+    if "</script" in text.lower():
+        raise ValueError(f"the {name} face's page script may not hold '</script'")
+    return (
+        f'// The {name} face\'s section.\ntry {{ (() => {{\n"use strict";\n{text.strip()}\n}})(); }}\n'
+        f'catch (error) {{ console.error({json.dumps(name)} + " face\'s section:", error); }}\n'
+    )
+
+
+@functools.cache
+def _page(scripts: tuple[tuple[str, PageScript], ...] = ()) -> tuple[bytes, str]:
+    """The page's bytes with ``scripts`` (each face's, in order, by its name) and its
+    ``Content-Security-Policy``."""
+    frame = resources.files("aiobootstrap.server").joinpath("page/index.html").read_text("utf-8")
+    if frame.count(_FACES_SCRIPTS) != 1:
+        raise ValueError(f"page/index.html has no single {_FACES_SCRIPTS!r}")
+    text = frame.replace(_FACES_SCRIPTS + "\n", "".join(_section(name, script) for name, script in scripts))
 
     def digests(tag: str) -> str:
         bodies = re.findall(rf"<{tag}>(.*?)</{tag}>", text, flags=re.DOTALL)
@@ -52,8 +121,8 @@ def _page() -> tuple[bytes, str]:
     return text.encode(), policy
 
 
-def _reply(status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
-    body, policy = _page()
+def _reply(app: web.Application, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
+    body, policy = _page(app.get(PAGE_SCRIPTS, ()))
     return web.Response(
         status=status,
         body=body,
@@ -74,7 +143,7 @@ async def page(request: web.Request) -> web.Response:
     namespace = request.match_info.get("namespace")
     if namespace is not None:
         check_namespace(namespace)  # /ns/<not a namespace>/ is a 400, as on every other route
-    return _reply()
+    return _reply(request.app)
 
 
 def page_refusal(request: web.Request, refusal: web.Response) -> web.Response:
@@ -85,4 +154,4 @@ def page_refusal(request: web.Request, refusal: web.Response) -> web.Response:
     if refusal.status != 401 or handler is not page or _HTML not in request.headers.get("Accept", ""):
         return refusal
     authenticate = refusal.headers.get("WWW-Authenticate")
-    return _reply(401, None if authenticate is None else {"WWW-Authenticate": authenticate})
+    return _reply(request.app, 401, None if authenticate is None else {"WWW-Authenticate": authenticate})

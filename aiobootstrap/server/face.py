@@ -131,6 +131,11 @@ class Face:
     order: int = 100
     """Where it is served among the faces, lower first (ties by name): the order of the routes, of the
     OpenAPI paths and of what the page and ``/metrics`` show."""
+    page_script: Callable[[], str] | None = None
+    """Its section of the page (``GET /``): the text of a script that pushes its section to
+    ``aiobootstrap.sections``, run after the page's own (``bringup_page``). ``None``: the ``page.js`` its
+    folder ships, if any (``faces/<name>/page.js``; another package's face reads its own with
+    ``bringup_page.folder_script(__package__)``)."""
 
     @classmethod
     def of_routes(cls, name: str, table: Callable[[], Sequence[Route]], **parts: Any) -> Face:
