@@ -404,7 +404,7 @@ def test_the_drop_in_check_names_each_in_process_server_below_its_floor() -> Non
 
 FACE_FINDERS = {
     "aiobootstrap": "the package's public names, each imported on first use (``_LAZY``): the drop-ins among them",
-    "aiobootstrap.server.face_registry": "the faces found (by name, with importlib): the one door to them",
+    "aiobootstrap.server.face_registry": "the faces found (by name, with importlib): the one way to them",
 }
 """Who may import a face's modules besides the face's own folder and the in-process floor, and why."""
 
@@ -667,9 +667,9 @@ def test_the_bench_check_names_each_import_of_the_suite() -> None:
     ]
 
 
-# -- the registry is the one door -------------------------------------------
+# -- the registry is the only way to the records -----------------------------
 
-DOOR_ROOMS = ("aiobootstrap.server", "aiobootstrap.cli")
+REGISTRY_ROOMS = ("aiobootstrap.server", "aiobootstrap.cli")
 """Rooms that reach records only through the registry (``core/registry/__init__.py``), never its store."""
 
 STORE_VALUES = frozenset(
@@ -696,14 +696,14 @@ STORE_VALUES = frozenset(
         "is_redis_url",
     }
 )
-"""What a door room may import from ``aiobootstrap.store``."""
+"""What a room of REGISTRY_ROOMS may import from ``aiobootstrap.store``."""
 
-DOOR_EXCEPTIONS = {
+STORE_REACHES = {
     ("aiobootstrap.server.app", "open_store"): "the start-up opens the registry's store, and closes it",
     ("aiobootstrap.server.config", "self.store"): "ServerConfig.store is the --store URL, a string",
     ("aiobootstrap.cli.parser", "args.store"): "the --store argument, a string",
 }
-"""The only reaches past the door, and why: each names its module and what it reaches."""
+"""The only reaches past the registry, and why: each names its module and what it reaches."""
 
 
 def _in_store(module: str) -> bool:
@@ -730,16 +730,16 @@ def _store_reaches(module: str, source: str, where: str) -> list[str]:
     return [
         f"{where}:{line} reaches the store: {what}"
         for line, what in sorted(found)
-        if (module, what) not in DOOR_EXCEPTIONS
+        if (module, what) not in STORE_REACHES
     ]
 
 
 def test_the_server_and_the_cli_reach_records_only_through_the_registry() -> None:
-    """No face, metric, host or tool imports a store or reads a ``.store``: the registry is the one door."""
+    """No face, metric, host or tool imports a store or reads a ``.store``: the registry is the only way in."""
     offenders = [
         reach
         for module, path in MODULES.items()
-        if any(module == room or module.startswith(room + ".") for room in DOOR_ROOMS)
+        if any(module == room or module.startswith(room + ".") for room in REGISTRY_ROOMS)
         for reach in _store_reaches(module, path.read_text(), str(path.relative_to(PACKAGE.parent)))
     ]
     assert not offenders, "\n".join(offenders)
@@ -774,7 +774,7 @@ def test_the_test_import_check_names_each_test_module_and_conftest_imported() ->
     ) == ["tests/helpers/example.py:1 imports tests.conftest"]
 
 
-def test_the_door_check_names_each_reach_past_the_registry() -> None:
+def test_the_registry_check_names_each_reach_past_it() -> None:
     """The check is not vacuous: a store imported (absolutely or relatively), a store module imported, and
     ``.store`` read are each named with their line; a value type passes, and an exception holds only in
     its own module."""
