@@ -21,7 +21,7 @@ from aiohttp.test_utils import make_mocked_request
 from aiobootstrap import ServerConfig, create_app
 from aiobootstrap.server.app import GET_REPLIES, REGISTRY
 from aiobootstrap.server.fastpath.eligible import ELIGIBILITY
-from aiobootstrap.server.fastpath.gets import GetReplies, PendingGet
+from aiobootstrap.server.fastpath.gets import FEW_WOKEN, GetReplies, PendingGet
 from aiobootstrap.store import Key, Record
 
 from .helpers.raw_http import VARIANTS, Reply, _closed, _connect, _read_reply, _request, _same
@@ -381,6 +381,34 @@ async def test_a_delivery_writes_the_gets_it_answers_one_loop_turn_later() -> No
     assert due.sent == len(data)
     assert replies.settle(not_due) is None
     assert replies._expecting == {}
+
+
+@pytest.mark.parametrize("woken", [1, FEW_WOKEN, FEW_WOKEN + 1])
+async def test_a_registrations_ok_is_written_with_the_gets_it_woke(woken: int) -> None:
+    """As the registration's handler returns, its OK and the gets it woke are written at once (not a loop
+    turn later, after the rest of the step), each once: a few gets just before the OK, more just after it."""
+    replies = GetReplies(lambda record: b"{}", lambda: "boot")
+    order: list[str] = []
+    key = _record(5).key
+    gets = []
+    for _ in range(woken):
+        request, transport = _mocked_get(replies)
+        transport.write.side_effect = lambda data: order.append("woken")
+        gets.append(replies.expect(request, key, after=4))
+    replies.delivered(key, _record(5))
+    assert order == []  # the step that made the change goes on first
+    put_transport = mock.Mock()
+    put_transport.is_closing.return_value = False
+    writer = mock.Mock(output_size=0, drain=mock.AsyncMock())
+    put = make_mocked_request("PUT", "/register_transfer_engine_info", transport=put_transport, writer=writer)
+    put_transport.write.side_effect = lambda data: order.append("ok")
+    reply = replies.ok_written(put)
+    expected = ["woken"] * woken + ["ok"] if woken <= FEW_WOKEN else ["ok"] + ["woken"] * woken
+    assert order == expected
+    await reply.prepare(put)  # written already: aiohttp's prepare writes nothing more
+    assert [replies.settle(get) for get in gets] == [_record(5)] * woken
+    await asyncio.sleep(0)
+    assert order == expected
 
 
 async def test_a_get_settled_before_its_write_is_never_written() -> None:

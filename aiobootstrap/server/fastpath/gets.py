@@ -30,10 +30,14 @@ allows:
   the get (:meth:`GetReplies.expect`, a :class:`PendingGet`);
   :meth:`GetReplies.delivered`, subscribed to the registry's deliveries,
   hears each record delivered, and the gets it answers are written back to
-  back from one loop callback (each variant's bytes made once for them
-  all), after the registration's own ``200`` and before the waiters'
-  tasks resume: the k-th waiter's first byte waits for k writes, not for k
-  handler completions. As the wait returns, :meth:`GetReplies.settle` says
+  back (each variant's bytes made once for them all) as the registration's
+  own ``200`` is written (:meth:`GetReplies.flush`, by
+  :meth:`GetReplies.ok_written`, which writes that ``OK`` as its handler
+  returns: a few woken gets just before it, more just after it; from one
+  loop callback when the step that made the change wrote no ``OK``), and
+  before the waiters' tasks resume: the k-th waiter's first byte waits for k
+  writes, not for k handler completions, nor for the rest of the
+  registration's step. As the wait returns, :meth:`GetReplies.settle` says
   what was written; nothing is written after it.
 - Every other get (a hit, a wait answered at its deadline) is answered with
   a :class:`GetReply`, a ``web.StreamResponse`` whose ``prepare`` writes them.
@@ -91,6 +95,9 @@ SEPARATE_BODY_OVER = 256 * 1024
 
 _MAX_CACHED = 256
 
+FEW_WOKEN = 4
+"""The most gets a registration wakes whose replies are written before its own ``OK`` (``ok_written``)."""
+
 _VERSION_NAME = VERSION_HEADER.encode()
 
 Encode = Callable[["Record"], bytes]
@@ -126,6 +133,8 @@ class GetReplies:
         """The boot id the bodies were made under."""
         self._expecting: dict[Key, dict[PendingGet, bool]] = {}
         """The gets that may be answered at a delivery, by key, in the order they came."""
+        self._due: list[tuple[list[PendingGet], Record]] = []
+        """The gets delivered, with their record, not written yet (:meth:`flush` writes them)."""
         self._stamp = b""
         """The stamp lines the cached replies carry."""
         # id(body) << 3 | variant -> (body, head, whole): the body is held, so its id is not reused.
@@ -183,8 +192,22 @@ class GetReplies:
                 del peers[pending]
             if not peers:
                 del self._expecting[key]
-            # After the step that made the change (its own reply first), before the woken tasks resume.
-            asyncio.get_running_loop().call_soon(self._answer, due, record)
+            # After the step that made the change, before the woken tasks resume: as that step's reply
+            # leaves (a registration's OK, ok_written), or one loop turn later.
+            if not self._due:
+                asyncio.get_running_loop().call_soon(self.flush)
+            self._due.append((due, record))
+
+    def flush(self) -> None:
+        """Write the gets the deliveries since the last flush answer (see :meth:`delivered`).
+
+        Called as the registration's own ``OK`` is written (:meth:`ok_written`: the
+        waiters at once with it, not after the rest of the step and a turn of
+        the loop), and one loop turn after a delivery whatever that step wrote.
+        """
+        due, self._due = self._due, []
+        for crowd, record in due:
+            self._answer(crowd, record)
 
     def _answer(self, due: list[PendingGet], record: Record) -> None:
         """Write ``record``'s reply to each of ``due``: the bytes made once per variant, for all of them."""
@@ -240,6 +263,29 @@ class GetReplies:
         data = head if variant & _HEAD else head + b"OK"
         self._cache[variant] = (b"OK", data, None)
         return data
+
+    def ok_written(self, request: web.Request) -> GetReply:
+        """A registration's ``OK``, written now with the gets the registration woke (:meth:`flush`), before
+        the rest of the step (the middlewares' return, aiohttp's response handling).
+
+        A few woken gets (:data:`FEW_WOKEN`) are written just before the ``OK``:
+        a client woken by the ``OK`` first reads it before it looks at another
+        connection (tens of µs), and the waiter is the one waiting; the ``OK``
+        waits for those few writes only. More go after the ``OK``, which would
+        otherwise wait for all of them.
+        """
+        data = self.ok(_variant(request))
+        due = self._due
+        if due and sum(len(crowd) for crowd, _ in due) <= FEW_WOKEN:
+            self.flush()
+            due = None
+        if not write(request, data):
+            if due:
+                self.flush()
+            return GetReply(request, self, None)  # its prepare finds the client gone, as any reply's would
+        if due:
+            self.flush()
+        return GetReply(request, self, None, sent=len(data))
 
     def text(self, request: web.Request, text: bytes, version: int | None) -> PrebuiltReply:
         """A text ``200``, naming a record's ``version`` if any (Mooncake's ``metadata updated``), its bytes
@@ -337,11 +383,13 @@ class GetReply(BytesReply):
         record: Record | None,
         pending: PendingGet | None = None,
         whole: bool = False,
+        *,
+        sent: int | None = None,
     ) -> None:
-        written = pending is not None and pending.record is not None
-        super().__init__(
-            request, replies.stamp, sent=pending.sent if pending is not None and written else None
-        )
+        """``sent``: the bytes of its reply written already (a registration's ``OK``, ``ok_written``)."""
+        if pending is not None and pending.record is not None:
+            sent = pending.sent
+        super().__init__(request, replies.stamp, sent=sent)
         self._record = record
         self._replies = replies
         self._whole = whole

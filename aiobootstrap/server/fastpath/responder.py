@@ -107,7 +107,8 @@ def _text(request: web.Request, reply: TextReply) -> web.StreamResponse:
         replies = request.app[GET_REPLIES]
         if replies.eligible(request):
             if reply.version is None and reply.text == _OK:
-                return GetReply(request, replies, None)  # its bytes cached per variant and second
+                # Written now (its bytes cached per variant and second), with the waiters it woke.
+                return replies.ok_written(request)
             return replies.text(request, reply.text.encode(), reply.version)
     if reply.version is None:
         return web.Response(status=reply.status, text=reply.text)
