@@ -30,14 +30,11 @@ allows:
   the get (:meth:`GetReplies.expect`, a :class:`PendingGet`);
   :meth:`GetReplies.delivered`, subscribed to the registry's deliveries,
   hears each record delivered, and the gets it answers are written back to
-  back (each variant's bytes made once for them all) as the registration's
-  own ``200`` is written (:meth:`GetReplies.flush`, by
-  :meth:`GetReplies.ok_written`, which writes that ``OK`` as its handler
-  returns: a few woken gets just before it, more just after it; from one
-  loop callback when the step that made the change wrote no ``OK``), and
-  before the waiters' tasks resume: the k-th waiter's first byte waits for k
-  writes, not for k handler completions, nor for the rest of the
-  registration's step. As the wait returns, :meth:`GetReplies.settle` says
+  back (each variant's bytes made once for them all) with the registration's
+  own ``OK`` as its handler returns (:meth:`GetReplies.ok_written`), or from
+  a loop callback if the step wrote none, before the waiters' tasks resume:
+  the k-th waiter's first byte waits for k writes, not for k handler
+  completions. As the wait returns, :meth:`GetReplies.settle` says
   what was written; nothing is written after it.
 - Every other get (a hit, a wait answered at its deadline) is answered with
   a :class:`GetReply`, a ``web.StreamResponse`` whose ``prepare`` writes them.
@@ -94,7 +91,6 @@ SEPARATE_BODY_OVER = 256 * 1024
 """Bodies larger than this are written apart from their head, never copied per reply or second."""
 
 _MAX_CACHED = 256
-
 FEW_WOKEN = 4
 """The most gets a registration wakes whose replies are written before its own ``OK`` (``ok_written``)."""
 
@@ -133,8 +129,7 @@ class GetReplies:
         """The boot id the bodies were made under."""
         self._expecting: dict[Key, dict[PendingGet, bool]] = {}
         """The gets that may be answered at a delivery, by key, in the order they came."""
-        self._due: list[tuple[list[PendingGet], Record]] = []
-        """The gets delivered, with their record, not written yet (:meth:`flush` writes them)."""
+        self._due: list[tuple[list[PendingGet], Record]] = []  # delivered, not written yet (flush)
         self._stamp = b""
         """The stamp lines the cached replies carry."""
         # id(body) << 3 | variant -> (body, head, whole): the body is held, so its id is not reused.
@@ -192,19 +187,13 @@ class GetReplies:
                 del peers[pending]
             if not peers:
                 del self._expecting[key]
-            # After the step that made the change, before the woken tasks resume: as that step's reply
-            # leaves (a registration's OK, ok_written), or one loop turn later.
+            # After the step that made the change (with its OK, ok_written), before the woken tasks resume.
             if not self._due:
                 asyncio.get_running_loop().call_soon(self.flush)
             self._due.append((due, record))
 
     def flush(self) -> None:
-        """Write the gets the deliveries since the last flush answer (see :meth:`delivered`).
-
-        Called as the registration's own ``OK`` is written (:meth:`ok_written`: the
-        waiters at once with it, not after the rest of the step and a turn of
-        the loop), and one loop turn after a delivery whatever that step wrote.
-        """
+        """Write the gets delivered since the last flush: with a registration's OK, or a loop turn later."""
         due, self._due = self._due, []
         for crowd, record in due:
             self._answer(crowd, record)
@@ -265,27 +254,16 @@ class GetReplies:
         return data
 
     def ok_written(self, request: web.Request) -> GetReply:
-        """A registration's ``OK``, written now with the gets the registration woke (:meth:`flush`), before
-        the rest of the step (the middlewares' return, aiohttp's response handling).
-
-        A few woken gets (:data:`FEW_WOKEN`) are written just before the ``OK``:
-        a client woken by the ``OK`` first reads it before it looks at another
-        connection (tens of µs), and the waiter is the one waiting; the ``OK``
-        waits for those few writes only. More go after the ``OK``, which would
-        otherwise wait for all of them.
-        """
+        """A registration's ``OK``, written now with the gets it woke (:meth:`flush`), before the rest of the
+        step: up to :data:`FEW_WOKEN` just before it (a client woken by the ``OK`` reads it before it looks at
+        another connection, tens of µs), more just after it (the ``OK`` waits for a few writes only)."""
         data = self.ok(_variant(request))
-        due = self._due
-        if due and sum(len(crowd) for crowd, _ in due) <= FEW_WOKEN:
+        if self._due and sum(len(crowd) for crowd, _ in self._due) <= FEW_WOKEN:
             self.flush()
-            due = None
-        if not write(request, data):
-            if due:
-                self.flush()
-            return GetReply(request, self, None)  # its prepare finds the client gone, as any reply's would
-        if due:
+        written = write(request, data)  # if not, its prepare finds the client gone, as any reply's would
+        if self._due:
             self.flush()
-        return GetReply(request, self, None, sent=len(data))
+        return GetReply(request, self, None, sent=len(data) if written else None)
 
     def text(self, request: web.Request, text: bytes, version: int | None) -> PrebuiltReply:
         """A text ``200``, naming a record's ``version`` if any (Mooncake's ``metadata updated``), its bytes
@@ -306,8 +284,7 @@ class GetReplies:
         return PrebuiltReply(request, self.stamp, data, len(body), version=version)
 
     def shared_json(self, request: web.Request, body: bytes) -> PrebuiltReply:
-        """A small JSON ``200`` of ``body``, one object a face hands to many replies (``JsonReply.shared``):
-        its whole bytes made once per variant and second, as a record's (:meth:`parts`), without a version."""
+        """A small JSON ``200`` of one ``body`` a face shares (``JsonReply.shared``), made once per second."""
         if (stamp := self.stamp.lines()) is not self._stamp or len(self._cache) >= _MAX_CACHED:
             self._renew(stamp)
         variant = _variant(request)
@@ -372,7 +349,8 @@ class PendingGet(PendingReply):
 class GetReply(BytesReply):
     """A ``200`` to return from a handler: its bytes are pre-built, written by ``prepare``.
 
-    A get's reply of ``record`` (``whole``: form=object), or with ``None`` a registration's text ``OK``.
+    A get's reply of ``record`` (``whole``: form=object), or with ``None`` a registration's text ``OK``
+    (``sent``: its bytes written already, ``ok_written``).
     When a :class:`PendingGet` already wrote them, ``prepare`` writes nothing.
     """
 
@@ -386,7 +364,6 @@ class GetReply(BytesReply):
         *,
         sent: int | None = None,
     ) -> None:
-        """``sent``: the bytes of its reply written already (a registration's ``OK``, ``ok_written``)."""
         if pending is not None and pending.record is not None:
             sent = pending.sent
         super().__init__(request, replies.stamp, sent=sent)
