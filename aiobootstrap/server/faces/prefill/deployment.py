@@ -71,7 +71,7 @@ class Deployment:
         while True:
             current = await registry.get(key)
             if current is not None:
-                problem = Topology.from_value(current.value).contradiction(rank.topology)
+                problem = made(current).topology.contradiction(rank.topology)  # parsed once per version
                 if problem is None:
                     break
                 if await self.registered() or await registry.wait_until(
