@@ -18,12 +18,12 @@ from typing import Any
 import pytest
 
 from aiobootstrap import ServerConfig, create_app
-from aiobootstrap.server import change_words
 from aiobootstrap.server.appkeys import HISTORY, REGISTRY
 from aiobootstrap.server.faces.encoders.health import ENCODER_HEALTH, add_url
 from aiobootstrap.server.faces.encoders.settings import EncoderSettings
 from aiobootstrap.server.fastpath.eligible import ELIGIBILITY
 from aiobootstrap.store import Change
+from aiobootstrap.wire.watch import encode_watch
 from testbed.redis_server import free_port
 
 from .helpers.raw_http import VARIANTS, Reply, _connect, _read_reply, _request, _same
@@ -47,6 +47,10 @@ def served_config() -> ServerConfig:
 
 def _watchers(served: Served) -> int:
     return served.app[HISTORY].watchers
+
+
+_ENCODE_WATCH = "aiobootstrap.server.change_words.encode_watch"
+"""Where a long-poll's reply is encoded (``ChangeWords.reply``), as the test counts it."""
 
 
 def _looks(served: Served, after: int, wait: float = WAIT) -> str:
@@ -137,13 +141,13 @@ async def test_a_watch_group_is_encoded_once_and_each_answered_once_with_no_task
     await until(lambda: _watchers(fast) == 21)
     with_looks = len(asyncio.all_tasks())
     encoded = []
-    real = change_words.encode_watch
+    real = encode_watch
 
     def counted(*args: Any, **kwargs: Any) -> bytes:
         encoded.append(args)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(change_words, "encode_watch", counted)
+    monkeypatch.setattr(_ENCODE_WATCH, counted)
     parked = await _a_wait_parks(fast)
     bodies = [(await _read_reply(reader)).body for reader, _ in connections[:20]]
     assert len(encoded) == 1
@@ -151,7 +155,7 @@ async def test_a_watch_group_is_encoded_once_and_each_answered_once_with_no_task
     assert json.loads(bodies[0])["waits"] == fast.registry.parking.wait_changes.count
     await _let_go(parked)
     await until(lambda: _watchers(fast) == 1)
-    monkeypatch.setattr(change_words, "encode_watch", real)
+    monkeypatch.setattr(_ENCODE_WATCH, real)
     for _, writer in connections[:20]:
         writer.write(_request(f"/watch?after=0&wait={WAIT}"))
     await until(lambda: _watchers(fast) == 21)

@@ -1,8 +1,8 @@
-"""The client, the CLI and the public names import wire's modules by name, never its facade.
+"""The package, the bench and the tests import wire's modules by name: ``wire/__init__`` is no facade.
 
 ``from ..wire import params`` or ``from ..wire.params import parse_ranks``
 says where a callee lives; ``from .. import wire`` and ``wire.parse_ranks``
-(the facade's re-exports) hide it. Read with ``ast``, like ``test_layout``.
+(a facade's re-exports) hide it. Read with ``ast``, like ``test_layout``.
 """
 
 from __future__ import annotations
@@ -13,17 +13,17 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parent.parent / "aiobootstrap"
 WIRE_MODULES = frozenset(path.stem for path in (PACKAGE / "wire").glob("*.py") if path.stem != "__init__")
 CHECKED = [
-    *sorted((PACKAGE / "client").rglob("*.py")),
-    *sorted((PACKAGE / "cli").rglob("*.py")),
-    PACKAGE / "exceptions.py",
-    PACKAGE / "__init__.py",
+    path
+    for folder in ("aiobootstrap", "bench", "testbed", "tests")
+    for path in sorted((PACKAGE.parent / folder).rglob("*.py"))
+    if path != Path(__file__).resolve()
 ]
-"""The modules held to it (server/, core/ and store/ still use the facade in places)."""
+"""The modules held to it: all of them (but this test, whose strings show the forms it finds)."""
 
 
 def _package_of(path: Path) -> list[str]:
-    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
-    return parts if path.stem == "__init__" else parts[:-1]
+    """The package ``path``'s relative imports start from (``a/b/__init__.py`` and ``a/b/c.py``: ``a.b``)."""
+    return list(path.relative_to(PACKAGE.parent).parts[:-1])
 
 
 def _facade_uses(path: Path, source: str | None = None) -> list[str]:
@@ -45,9 +45,15 @@ def _facade_uses(path: Path, source: str | None = None) -> list[str]:
     return uses
 
 
-def test_the_client_and_the_cli_import_wire_by_module() -> None:
+def test_every_module_imports_wire_by_module() -> None:
     found = {str(path.relative_to(PACKAGE.parent)): uses for path in CHECKED if (uses := _facade_uses(path))}
     assert not found, found
+
+
+def test_wire_init_is_no_facade() -> None:
+    """``wire/__init__`` holds its notes and no name: there is nothing to import through it."""
+    body = ast.parse((PACKAGE / "wire" / "__init__.py").read_text()).body
+    assert [type(node) for node in body] == [ast.Expr]
 
 
 def test_the_check_sees_a_facade_import() -> None:
@@ -56,3 +62,6 @@ def test_the_check_sees_a_facade_import() -> None:
     uses = _facade_uses(PACKAGE / "client" / "calls.py", source)
     assert uses == ["1: import wire", "2: wire.parse_ranks", "3: a lazy name from '.wire'"]
     assert not _facade_uses(PACKAGE / "client" / "calls.py", "from ..wire import params, routes\n")
+    assert _facade_uses(PACKAGE / "server" / "openapi" / "__init__.py", "from ... import wire\n") == [
+        "1: import wire"
+    ]
