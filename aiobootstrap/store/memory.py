@@ -47,7 +47,7 @@ class MemoryStore(LocalStore):
     async def put(self, key: Key, value: dict[str, Any], lease: str | None = None) -> Record:
         held = None if lease is None else self._leases.find(key.namespace, lease)
         record = self._write(key, value)
-        self._leases.attach((key, None), held)
+        self._leases.attach((record.key, None), held)
         return record
 
     async def put_if(
@@ -60,11 +60,8 @@ class MemoryStore(LocalStore):
         return await self.put(key, value, lease)
 
     def _write(self, key: Key, value: dict[str, Any], member: str | None = None) -> Record:
-        tables = self._tables
-        tables.check_room(key)
-        record = Record(key, value, tables.next_version(key.namespace), time.time())
-        tables.apply_put(record)
-        self._listener.changed((Change(key, record.version, record, member=member),))
+        record = self._tables.put_next(key, value, time.time())
+        self._listener.changed((Change(record.key, record.version, record, False, member),))
         return record
 
     async def set_member(

@@ -137,6 +137,35 @@ class Tables:
     def next_version(self, namespace: str) -> int:
         return self.version(namespace) + 1
 
+    def put_next(self, key: Key, value: dict[str, Any], at: float) -> Record:
+        """:meth:`check_room`, :meth:`next_version` and :meth:`apply_put` in one step, the record made here
+        (the memory store's write, which has nothing staged): a key of a table that exists, the common
+        case, takes the short way, a new table or namespace the general one."""
+        namespace = key.namespace
+        groups = self._namespaces.get(namespace)
+        table = None if groups is None else groups.get((key.kind, key.role))
+        if table is None:
+            self.check_room(key)
+            record = Record(key, value, self.next_version(namespace), at)
+            self.apply_put(record)
+            return record
+        slot = key.rank if key.name is None else key.name
+        current = table.get(slot)
+        if current is not None:
+            # A replacement always has room. Its record takes the stored (equal) key: the request's
+            # copy, and its name, are freed with the request rather than held by the watch history's
+            # entry of every change of the key (a smaller, warmer history).
+            key = current.key
+        else:
+            limit = self.limits.rank_cap(key.kind)
+            if limit is not None and len(table) >= limit:
+                raise self.limits.refusal(key.kind, len(table))
+        # The namespace's counter is at or above every version it holds: the new record wins.
+        version = self._versions.get(namespace, self._floor) + 1
+        record = table[slot] = Record(key, value, version, at)
+        self._versions[namespace] = version
+        return record
+
     def apply_put(self, record: Record) -> None:
         """Keep ``record`` (its version already taken); an older version of the key never wins."""
         key = record.key

@@ -67,7 +67,7 @@ from ...exceptions import HistoryGone, ShuttingDown, StoreUnavailable
 from ...store import Change, Store
 from ..parking import Parking
 from ..subscribers import NamespaceListener, Subscribers
-from .change import LoggedChange, logged
+from .change import LoggedChange, Op, logged
 from .fanout import listeners
 from .forgetting import Forgetting
 from .log import MAX_REPLY_CHANGES, Match, WaitEnd, _every, _found, _Log, shed_largest
@@ -173,27 +173,35 @@ class History:
 
     def changed(self, changes: Sequence[Change]) -> None:
         touched: set[str] = set()
-        shown, sets = self._shown, self._sets
+        shown, sets, logs = self._shown, self._sets, self._logs
         for change in changes:
-            namespace = change.key.namespace
-            log = self._logs.get(namespace)
+            key = change.key
+            namespace = key.namespace
+            log = logs.get(namespace)
             if log is None:
                 start = self._start
                 floor = change.version - 1 if start is None else min(start, change.version - 1)
-                log = self._logs[namespace] = _Log(self.forgetting.floor(namespace, floor))
+                log = logs[namespace] = _Log(self.forgetting.floor(namespace, floor))
             if not log.kept:
                 self.forgetting.tombstones.pop(namespace, None)  # the log begins above it
-            log.kept = True
+                log.kept = True
             if change.deleted:
                 self.forgetting.emptied.add(namespace)
-            if change.member is None and sets and change.key.kind in sets:
-                # A set record's change that names no member (a Redis entry written before entries named
-                # them): nobody behind it can be told exactly what changed, so nobody is told a guess.
-                log.floor = max(log.floor, change.version)
+            if change.member is None:
+                if sets and key.kind in sets:
+                    # A set record's change that names no member (a Redis entry written before entries
+                    # named them): nobody behind it can be told exactly what changed, so nobody is told a
+                    # guess.
+                    log.floor = max(log.floor, change.version)
+                    touched.add(namespace)
+                    continue
+                # What ``logged`` makes of it, made here: this is every write's step.
+                op: Op = "delete" if change.deleted else "put"
+                entry = LoggedChange(op, key.kind, change.version, key.role, key.rank, key.name)
             else:
                 entry = logged(change)
-                if shown is None or shown(entry):
-                    self.bytes += log.add(entry, self.limit)
+            if shown is None or shown(entry):
+                self.bytes += log.add(entry, self.limit)
             touched.add(namespace)
         if self.bytes > self.memory:
             self._shed()

@@ -104,11 +104,29 @@ class _Log:
             if at < len(versions) and versions[at] == change.version:
                 return 0
             changes.insert(at, change)
-        before = self.bytes
-        self.bytes += change_bytes(change)
-        if len(changes) > limit:
-            self.shed(len(changes) - limit)
-        return self.bytes - before
+        # change_bytes(change), written out: every write takes this step.
+        size = CHANGE_BYTES + _TEXT_BYTES + len(change.role)
+        if change.name is not None:
+            size += _TEXT_BYTES + len(change.name)
+        if change.member is not None:
+            size += _TEXT_BYTES + len(change.member)
+        self.bytes += size
+        held = len(changes)
+        if held <= limit:
+            return size
+        if held > limit + 1:
+            return size - self.shed(held - limit)
+        # One past the limit, every change of a full log: its oldest goes (shed(1), written out).
+        dropped = changes.popleft()
+        if dropped.version > self.floor:
+            self.floor = dropped.version
+        freed = CHANGE_BYTES + _TEXT_BYTES + len(dropped.role)
+        if dropped.name is not None:
+            freed += _TEXT_BYTES + len(dropped.name)
+        if dropped.member is not None:
+            freed += _TEXT_BYTES + len(dropped.member)
+        self.bytes -= freed
+        return size - freed
 
     def shed(self, count: int) -> int:
         """Drop the ``count`` oldest changes (the floor rises past them); the bytes freed."""
@@ -130,6 +148,8 @@ class _Log:
         self.parked.pop(parked, None)
 
     def wake(self) -> None:
+        if not self.parked:
+            return  # nobody parked (a write's common case): no new dict
         parked, self.parked = self.parked, {}
         for future in parked:
             if not future.done():

@@ -220,7 +220,10 @@ class KeyWaits:
         if change.deleted:
             self._tell(change.key, None)
             return
-        waitlist = self.waitlists.get(change.key)
+        waitlists = self.waitlists
+        if not waitlists:
+            return  # nobody waits (a write's common case): the key is not even hashed
+        waitlist = waitlists.get(change.key)
         if waitlist is None:
             return
         if change.record is not None:
