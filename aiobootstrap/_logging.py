@@ -23,6 +23,7 @@ __all__ = [
     "RateLimited",
     "clipped",
     "http_logger",
+    "loggable",
     "printable",
     "setup_logging",
 ]
@@ -52,6 +53,14 @@ LOGGED_CHARS = 256
 def clipped(text: str, limit: int = LOGGED_CHARS) -> str:
     """``text`` cut to ``limit`` characters, ending ``...[N chars]`` (its full length) when it was longer."""
     return text if len(text) <= limit else f"{text[:limit]}...[{len(text)} chars]"
+
+
+def loggable(text: str) -> str:
+    """A client's text as a log message quotes it: :func:`clipped`, then :func:`printable`.
+
+    A line costs about what a registration of sane ids costs, whatever a body holds.
+    """
+    return printable(clipped(text))
 
 
 class JsonFormatter(logging.Formatter):

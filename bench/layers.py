@@ -80,7 +80,6 @@ _MODULES = [  # first prefix that matches (relative to aiobootstrap/)
     ("server/access.py", "mw: auth"),
     ("server/metrics.py", "metrics counting"),
     ("server/body.py", "body read (server/body.py)"),
-    ("server/faces/log_lines.py", "logging"),
     ("server/faces/engine_info/log_lines.py", "logging"),
     ("_logging.py", "logging"),
     ("server/faces/", "handler glue (faces: routes, common, kinds, records)"),

@@ -7,7 +7,7 @@ from __future__ import annotations
 from aiobootstrap._names import DEFAULT_ROLE, ENCODER_URLS, TRANSFER_ENGINE_INFO
 from aiobootstrap.core.history import LoggedChange
 from aiobootstrap.server.change_words import ChangeWords
-from aiobootstrap.server.faces.encoders.changes import describe_url_change
+from aiobootstrap.server.faces.encoders.face import describe_url_change
 from aiobootstrap.server.kind_spec import KindSpec
 from aiobootstrap.store import NO_RANK
 from aiobootstrap.wire.watch import WatchedChange, encode_watch, sse_event

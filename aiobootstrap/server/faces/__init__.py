@@ -14,8 +14,8 @@ health probe, ``/watch``, the leases, the page). A face's settings
 
 No face imports another: what they share is here, beside them: ``common``
 (what they read from a request, the plain replies they send), ``records``
-(replies from records), ``log_lines`` (the one log line of a change), ``rounds`` (probes every interval, as a task that
-lives with the app), ``engine_variables`` (an engine's variable as a setting's
-default). This package imports none of them: the command line reads the
+(replies from records), ``rounds`` (probes every interval, as a task that
+lives with the app), ``engine_variables`` (an engine's variable as a
+setting's default). This package imports none of them: the command line reads the
 faces' settings before the server (and aiohttp) loads.
 """

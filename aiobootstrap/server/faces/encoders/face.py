@@ -3,7 +3,10 @@ and the prober that evicts dead encoders, started and stopped with the app."""
 
 from __future__ import annotations
 
-from ...._names import ENCODER_URLS
+from typing import Any
+
+from ...._names import DEFAULT_ROLE, ENCODER_URLS
+from ....core.history import LoggedChange
 from ....core.registry import Registry
 from ....store import Record
 from ....wire.results import encode_encoder_urls
@@ -16,13 +19,12 @@ from ....wire.routes import (
 from ...face import Access, Face, Route
 from ...kind_spec import KindSpec, NamespaceCount
 from . import openapi
-from .changes import describe_url_change
 from .health import encoder_health_context
 from .keys import encoder_list_key, encoder_urls
 from .routes import encoder_url_health, list_encoder_urls, register_encoder_url, unregister_encoder_url
 from .settings import EncoderSettings
 
-__all__ = ["FACE"]
+__all__ = ["FACE", "describe_url_change"]
 
 
 def _routes() -> list[Route]:
@@ -36,6 +38,21 @@ def _routes() -> list[Route]:
 
 def _encode_list(record: Record) -> bytes:
     return encode_encoder_urls(encoder_urls(record), record.version)
+
+
+def describe_url_change(change: LoggedChange) -> list[dict[str, Any]]:
+    """How ``GET /watch`` shows a change of the list: ``{"op", "kind", "url", "version"}``.
+
+    The store changes the list one member at a time and tells each change with
+    its member (``Change.member``), which the history keeps: ``put``, the URL
+    joined the list; ``delete``, it left it (unregistered, evicted by the
+    probes, or its lease ended). The evicted set (role ``evicted``: still
+    probed, not listed) is shown to nobody, and neither is a change that names no URL.
+    """
+    url = change.member
+    if url is None or change.role != DEFAULT_ROLE:
+        return []
+    return [{"op": change.op, "kind": change.kind, "url": url, "version": change.version}]
 
 
 async def _listed(registry: Registry, namespace: str) -> int:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import logging
 import time
 
 from aiohttp import web
 
 from ...._json import dumps
+from ...._logging import loggable
 from ...._names import ENCODER_URLS
 from ....store import members_of
 from ....wire.bodies import MISSING_URL_DETAIL, MISSING_URL_ERROR, encoder_url, parse_body, parse_url_body
@@ -17,12 +19,18 @@ from ...body import read_body
 from ...fastpath.replies import JsonReply, RecordReply, Reply, TextReply
 from ...metrics import METRICS, counts_gets
 from ..common import after_of, lease_of_body, namespace_of, wait_seconds
-from ..log_lines import log_encoder_url
 from .health import ENCODER_HEALTH, FAILURES_TO_EVICT, add_url, evicted_key, remove_url
 from .keys import encoder_list_key
 from .settings import EncoderSettings
 
 __all__ = ["encoder_url_health", "list_encoder_urls", "register_encoder_url", "unregister_encoder_url"]
+
+log = logging.getLogger("aiobootstrap")
+
+
+def _log_url(action: str, url: str, namespace: str) -> None:
+    """One line per encoder URL registered or unregistered, the URL clipped (structured fields for JSON logs)."""
+    log.info("%s encoder URL %s", action, loggable(url), extra={"namespace": namespace})
 
 
 async def _encoder_url(request: web.Request) -> str | None:
@@ -49,7 +57,7 @@ async def register_encoder_url(request: web.Request) -> Reply:
     namespace = namespace_of(request)
     await add_url(request.app[REGISTRY], namespace, url, lease=lease)
     request.app[METRICS].count_registration(namespace, ENCODER_URLS)
-    log_encoder_url("registered", url, namespace)
+    _log_url("registered", url, namespace)
     return _OK
 
 
@@ -60,7 +68,7 @@ async def unregister_encoder_url(request: web.Request) -> Reply:
         return _missing_url()
     namespace = namespace_of(request)
     await remove_url(request.app[REGISTRY], namespace, url)
-    log_encoder_url("unregistered", url, namespace)
+    _log_url("unregistered", url, namespace)
     return _OK
 
 

@@ -14,8 +14,7 @@ from ...face import Access, ExpectHandler, Face, Route, RouteAccess
 from ...kind_spec import KindFigures, NamespaceCount
 from . import kinds as _kinds
 from . import openapi
-from .listing import list_ranks
-from .routes import kind_routes
+from .routes import kind_routes, list_ranks
 
 __all__ = ["FACE", "engine_info_face"]
 

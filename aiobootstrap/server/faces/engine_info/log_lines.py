@@ -1,16 +1,15 @@
 """The one log line of each registration or deletion of a per-rank record, with structured fields for
-JSON logs (every field a client chose clipped, as ``faces/log_lines`` says)."""
+JSON logs (every field a client chose clipped: ``_logging.loggable``)."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 
-from ...._logging import clipped, printable
+from ...._logging import clipped, loggable, printable
 from ...._names import DEFAULT_NAMESPACE, DEFAULT_ROLE
 from ....store import Record
 from ....wire.bodies import is_classic, session_id_of
-from ..log_lines import shown
 from .kinds import TRANSFER_ENGINE_INFO_KIND, RecordKind
 
 __all__ = ["log_change"]
@@ -39,13 +38,13 @@ def _log_change(action: str, record: Record, kind: RecordKind) -> None:
     rank = record.rank
     where = "" if key.namespace == DEFAULT_NAMESPACE else f" in namespace {key.namespace}"
     what = "" if kind is TRANSFER_ENGINE_INFO_KIND else f"{kind.noun} "
-    role = "" if key.role == DEFAULT_ROLE else f" role {shown(key.role)}"
+    role = "" if key.role == DEFAULT_ROLE else f" role {loggable(key.role)}"
     session = ""
     extra: dict[str, object] = {"rank": rank, "version": record.version, "namespace": key.namespace}
     if kind is TRANSFER_ENGINE_INFO_KIND:
         value = record.value
         session_id = clipped(session_id_of(value))  # the field as logged; the message escapes it too
-        session = "" if is_classic(value) else f" backend {shown(str(value['backend']))}"
+        session = "" if is_classic(value) else f" backend {loggable(str(value['backend']))}"
         session += f" session {printable(session_id)}" if "session_id" in value else ""
         extra["session_id"] = session_id
     if kind is not TRANSFER_ENGINE_INFO_KIND or key.role != DEFAULT_ROLE:

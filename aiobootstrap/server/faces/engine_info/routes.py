@@ -1,4 +1,5 @@
-"""The per-rank record kinds: register, delete, get and batch get, one set of handlers made for each kind.
+"""The per-rank record kinds: register, delete, get and batch get, one set of handlers made for each
+kind, and their listing (``GET /ranks``).
 
 Each handler returns what it answers (``fastpath/replies.py``): a registration
 its ``OK``, a get a ``RecordWait`` of its key. The fast path's one responder
@@ -21,16 +22,18 @@ from ....wire.bodies import (
     parse_role_param,
 )
 from ....wire.params import parse_form, parse_rank_param, parse_ranks
+from ....wire.routes import JSON_TYPE
 from ...appkeys import CONFIG, REGISTRY
 from ...body import read_body
 from ...face import Access, ExpectHandler, Route
 from ...fastpath.replies import BatchReply, FaceHandler, RecordWait, Reply, TextReply
 from ...metrics import METRICS, counts_gets
+from .. import records
 from ..common import after_of, lease_of_body, namespace_of, not_registered, param, wait_seconds
-from .kinds import RecordKind
+from .kinds import RecordKind, kind_named
 from .log_lines import log_change
 
-__all__ = ["kind_routes"]
+__all__ = ["kind_routes", "list_ranks"]
 
 
 def kind_routes(kind: RecordKind, expect: ExpectHandler | None) -> list[web.RouteDef]:
@@ -122,3 +125,25 @@ def _get_batch(kind: RecordKind) -> FaceHandler:
         return BatchReply(asked, found, version, kind.batch_field, kind.item, whole)
 
     return _named(get_batch, "get_batch", kind)
+
+
+async def list_ranks(request: web.Request) -> web.Response:
+    """``GET /ranks[?kind=K][&role=R]``: one kind and role's records (transfer-engine info, target)."""
+    kind = kind_named(param(request, "kind"))
+    role = parse_role_param(param(request, "role"))
+    namespace = namespace_of(request)
+    registry = request.app[REGISTRY]
+    found = await registry.records(namespace, kind.name, role)
+    body = records.encode_listing(
+        found,
+        await registry.version(namespace),
+        request.app[CONFIG].world_size,
+        registry.parked_in(namespace),
+        time.time(),
+        kind=kind.name,
+        role=role,
+        summary=kind.summary,
+        leases=await registry.leases_of([(record.key, None) for record in found]),
+        waiters_by_rank=registry.parking.by_rank(namespace, kind.name, role),
+    )
+    return web.Response(body=body, content_type=JSON_TYPE)

@@ -1,1 +1,1 @@
-"""aiobootstrap's own routes: ``/watch``, ``/leases``, the probes and listings (``status``), and the page."""
+"""aiobootstrap's own routes: ``/watch``, ``/leases``, the health probe, and the page."""

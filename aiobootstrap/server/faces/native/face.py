@@ -8,16 +8,27 @@ The routes served once for the whole server (``/ready``, ``/metrics``,
 
 from __future__ import annotations
 
+from aiohttp import web
+
+from ...._names import HEALTH_HEADER
+from ...._version import __version__
 from ....wire.routes import HEALTH_PATH, PAGE_PATH
 from ....wire.watch import WATCH_PATH
 from ...bringup_page import page
 from ...face import Access, Face, Route
+from ..common import namespace_of
 from . import openapi
 from .leases import lease_routes
-from .status import health
 from .watch import watch
 
-__all__ = ["FACE"]
+__all__ = ["FACE", "health"]
+
+
+async def health(request: web.Request) -> web.Response:
+    """``GET /health``: ``OK``, with the header that names an aiobootstrap server."""
+    namespace_of(request)  # /ns/<not a namespace>/health is a 400, as on every other route
+    # The header tells a port-clash probe (see portinfo) that an aiobootstrap server holds the port.
+    return web.Response(text="OK", headers={HEALTH_HEADER: __version__})
 
 
 def _routes() -> list[Route]:
