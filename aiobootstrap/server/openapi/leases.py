@@ -3,7 +3,7 @@
 A face whose register body takes a ``lease`` (read with
 ``faces.common.lease_of_body``) describes it with these: :func:`with_lease`
 on its body's schema, :data:`LEASE_REPLIES` among its replies. The lease
-routes themselves are the native face's (``faces/native/openapi_leases.py``).
+routes themselves are the native face's (``faces/native/openapi.py``).
 """
 
 from __future__ import annotations
