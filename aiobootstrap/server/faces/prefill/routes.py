@@ -78,14 +78,15 @@ async def put_route(request: web.Request) -> Reply:
     rank = parse_prefill_rank(payload)
     lease = lease_of_body(payload)
     record = await _deployment(request).register(rank, lease)
-    log.info(
-        "registered prefill rank %s at %s:%s version %d",
-        rank.coords.name,
-        printable(clipped(str(rank.value["rank_ip"]))),
-        rank.value["rank_port"],
-        record.version,
-        extra={"namespace": record.key.namespace, "version": record.version},
-    )
+    if log.isEnabledFor(logging.INFO):  # its fields take a while to make: a topology has thousands of ranks
+        log.info(
+            "registered prefill rank %s at %s:%s version %d",
+            rank.coords.name,
+            printable(clipped(str(rank.value["rank_ip"]))),
+            rank.value["rank_port"],
+            record.version,
+            extra={"namespace": record.key.namespace, "version": record.version},
+        )
     return _OK
 
 
