@@ -84,10 +84,12 @@ async def put_metadata(request: web.Request) -> Reply:
     key = _key(request)
     if isinstance(key, TextReply):
         return key
-    body = await read_body(request, request.app[CONFIG])
-    lease = parse_lease_field({"lease": request.headers.get(LEASE_HEADER) or None})  # empty: no lease
+    app = request.app
+    body = await read_body(request, app[CONFIG])
+    header = request.headers.get(LEASE_HEADER)
+    lease = parse_lease_field({"lease": header}) if header else None  # empty: no lease
     value = encode_value(body)
-    registry = request.app[REGISTRY]
+    registry = app[REGISTRY]
     if not is_rpc_meta(key.name or ""):
         return _updated(await registry.register(key, value, lease))
     while True:
