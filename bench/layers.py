@@ -16,7 +16,8 @@ Then, taking turns between the servers (so all see the same machine load):
    ``/proc/PID/task/*/schedstat`` (nanoseconds);
 2. ``--trials`` one-waiter wake-ups (a lean long-poll parked on a fresh rank, then one ``PUT``):
    the server's CPU from just before the ``PUT`` to the waiter's reply, and the delay from the
-   ``PUT`` leaving the client to the waiter's first byte.
+   ``PUT`` leaving the client to the waiter's first byte (and to the registration's own: this client,
+   woken by one, reads it before it looks at the other connection, tens of µs).
 
 Medians are printed with their ratio to the floor. Last, each server is traced (``--trace-puts``
 registrations, ``--trace-trials`` wake-ups) by a ``sys.setprofile`` hook switched on by a signal:
@@ -385,8 +386,9 @@ async def puts(server: Server, count: int) -> tuple[float, float]:
     return cpu / 1e3 / count, wall * 1e6 / count
 
 
-async def wake(server: Server, trace: bool = False) -> tuple[float, float]:
-    """One waiter parked on a fresh rank, then its registration: server CPU µs, PUT sent → waiter's byte ms."""
+async def wake(server: Server, trace: bool = False) -> tuple[float, float, float]:
+    """One waiter parked on a fresh rank, then its registration: server CPU µs, PUT sent → waiter's byte ms,
+    PUT sent → the registration's own first byte ms."""
     rank = server.fresh()
     waiter = await connect(server.target, keep_body=False)
     registrar = await connect(server.target)
@@ -403,7 +405,11 @@ async def wake(server: Server, trace: bool = False) -> tuple[float, float]:
         raise RuntimeError(f"{server.label}: wake on rank {rank}: {answer.status}, {woken.status}")
     waiter.close()
     registrar.close()
-    return cpu / 1e3, (woken.first_byte_at - answer.sent_at) * 1e3
+    return (
+        cpu / 1e3,
+        (woken.first_byte_at - answer.sent_at) * 1e3,
+        (answer.first_byte_at - answer.sent_at) * 1e3,
+    )
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -429,8 +435,9 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         for index in range(args.trials):
             order = servers if index % 2 == 0 else servers[::-1]
             for server in order:
-                cpu, ms = await wake(server)
-                results["wake"].setdefault(server.label, []).append({"cpu_us": cpu, "sent_to_byte_ms": ms})
+                cpu, ms, own = await wake(server)
+                row = {"cpu_us": cpu, "sent_to_byte_ms": ms, "sent_to_own_byte_ms": own}
+                results["wake"].setdefault(server.label, []).append(row)
         for server in servers:
             await server.trace_on()
             await puts(server, args.trace_puts)
@@ -470,15 +477,17 @@ def _report(results: dict[str, Any]) -> None:
     )
     print(
         f"{'server':>15} | put CPU µs | ÷floor | put wall µs | wake CPU µs | ÷floor | PUT sent→waiter byte ms | ÷floor"
+        " | PUT sent→its own byte ms"
     )
     for label in results["puts"]:
         put_cpu = _median(results["puts"][label], "cpu_us")
         put_wall = _median(results["puts"][label], "wall_us")
         wake_cpu = _median(results["wake"][label], "cpu_us")
         wake_ms = _median(results["wake"][label], "sent_to_byte_ms")
+        own_ms = _median(results["wake"][label], "sent_to_own_byte_ms")
         print(
             f"{label:>15} | {put_cpu:10.1f} | {put_cpu / floor_put:5.2f}× | {put_wall:11.1f} | {wake_cpu:11.1f} | "  # noqa: RUF001
-            f"{wake_cpu / floor_wake:5.2f}× | {wake_ms:23.3f} | {wake_ms / floor_ms:5.2f}×"  # noqa: RUF001
+            f"{wake_cpu / floor_wake:5.2f}× | {wake_ms:23.3f} | {wake_ms / floor_ms:5.2f}× | {own_ms:24.3f}"  # noqa: RUF001
         )
     for label in ("app", "app-warn"):
         if f"{label}-before" not in results["puts"]:
