@@ -19,26 +19,13 @@ The registry and the HTTP layer see only :class:`Store`; nothing here imports
 the wire or the server.
 """
 
-from .interface import (
-    ABSENT,
-    DEFAULT_ROLE,
-    MAX_MEMBERS,
-    MAX_NAME_LENGTH,
-    MEMBERS,
-    NO_RANK,
-    Change,
-    ChangeListener,
-    HeldLease,
-    Key,
-    LeaseState,
-    Record,
-    Store,
-    StoreLimits,
-    check_key_name,
-    members_of,
-    with_member,
-)
+from .._names import DEFAULT_ROLE
+from .interface import ABSENT, ChangeListener, Store
+from .limits import StoreLimits
+from .members import MAX_MEMBERS, MEMBERS, members_of, with_member
 from .memory import MemoryStore
+from .names import MAX_NAME_LENGTH, NO_RANK, check_key_name
+from .records import Change, HeldLease, Key, LeaseState, Record
 from .tables import LocalStore
 from .url import describe, open_store
 

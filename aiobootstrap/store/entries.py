@@ -25,9 +25,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._names import JOURNAL_DEFAULT_KIND
+from .._names import DEFAULT_NAMESPACE, DEFAULT_ROLE, JOURNAL_DEFAULT_KIND
 from .._ranks import MAX_RANK
-from .interface import DEFAULT_NAMESPACE, DEFAULT_ROLE, NO_RANK, Key, Record
 from .journal import encode_line
 from .lease_entries import (
     LEASE_OPS,
@@ -38,6 +37,8 @@ from .lease_entries import (
     replay_put_leases,
 )
 from .leases import Lease, LeaseTable
+from .names import NO_RANK
+from .records import Key, Record
 from .tables import Tables
 
 __all__ = ["Replayed", "delete_entry", "hold_entry", "put_entry", "replay", "snapshot"]

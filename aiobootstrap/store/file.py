@@ -37,10 +37,13 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from .entries import delete_entry, hold_entry, put_entry, replay, snapshot
-from .interface import ABSENT, Change, ChangeListener, Key, Record, StoreLimits, ignore_changes, with_member
+from .interface import ABSENT, ChangeListener, ignore_changes
 from .journal import JournalFile, JournalMissing, StateFileError, encode_line, reason
 from .lease_entries import end_entry, grant_entry, member_leases
 from .leases import Lease
+from .limits import StoreLimits
+from .members import with_member
+from .records import Change, Key, Record
 from .staging import FailureLog, Pending, Staged, not_saved
 from .tables import LocalStore
 

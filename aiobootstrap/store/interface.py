@@ -56,37 +56,11 @@ import abc
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from .._names import DEFAULT_NAMESPACE, DEFAULT_ROLE
 from .._ranks import RankSet
 from ..exceptions import LeasesUnsupported
-from .limits import StoreLimits
-from .members import MAX_MEMBERS, MEMBERS, members_of, with_member
-from .names import MAX_NAME_LENGTH, NO_RANK, check_key_name
-from .records import Change, HeldLease, Key, LeaseState, Record, Target, by_key
+from .records import Change, HeldLease, Key, LeaseState, Record, Target
 
-__all__ = [
-    "ABSENT",
-    "DEFAULT_NAMESPACE",
-    "DEFAULT_ROLE",
-    "MAX_MEMBERS",
-    "MAX_NAME_LENGTH",
-    "MEMBERS",
-    "NO_RANK",
-    "Change",
-    "ChangeListener",
-    "HeldLease",
-    "Key",
-    "LeaseState",
-    "Record",
-    "Store",
-    "StoreLimits",
-    "Target",
-    "by_key",
-    "check_key_name",
-    "ignore_changes",
-    "members_of",
-    "with_member",
-]
+__all__ = ["ABSENT", "ChangeListener", "Store", "ignore_changes"]
 
 READ_BY_KEY = 1024
 """A rank set of at most this many ranks is read key by key (:meth:`Store.records_in`)."""

@@ -27,8 +27,9 @@ from __future__ import annotations
 from typing import Any
 
 from .._names import DEFAULT_NAMESPACE
-from .interface import Key, Record, members_of
 from .leases import Lease, LeaseTable
+from .members import members_of
+from .records import Key, Record
 
 __all__ = [
     "LEASE_OPS",

@@ -33,8 +33,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..exceptions import LeaseNotFound
-from .interface import HeldLease, LeaseState, Target
 from .limits import too_many_leases
+from .records import HeldLease, LeaseState, Target
 
 __all__ = ["HELD_LOOP", "Lease", "LeaseTable", "grace_after_held_loop"]
 

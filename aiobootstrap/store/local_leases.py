@@ -27,8 +27,9 @@ import logging
 import math
 from collections.abc import Awaitable, Callable, Sequence
 
-from .interface import HeldLease, LeaseState, Store, Target
+from .interface import Store
 from .leases import Lease, LeaseTable, grace_after_held_loop
+from .records import HeldLease, LeaseState, Target
 
 __all__ = ["Journal", "LocalLeases", "nothing"]
 

@@ -15,7 +15,10 @@ import secrets
 import time
 from typing import Any
 
-from .interface import ABSENT, Change, ChangeListener, Key, Record, StoreLimits, ignore_changes, with_member
+from .interface import ABSENT, ChangeListener, ignore_changes
+from .limits import StoreLimits
+from .members import with_member
+from .records import Change, Key, Record
 from .tables import LocalStore
 
 __all__ = ["MemoryStore"]

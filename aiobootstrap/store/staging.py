@@ -23,8 +23,8 @@ import time
 from dataclasses import dataclass, field
 
 from ..exceptions import StateFileError
-from .interface import Key, Record
 from .journal import reason
+from .records import Key, Record
 from .tables import Slot, Tables
 
 __all__ = ["FailureLog", "Pending", "Staged", "not_saved"]

@@ -16,10 +16,11 @@ from __future__ import annotations
 from collections.abc import Collection, Coroutine, Sequence
 from typing import Any
 
-from .interface import HeldLease, Key, LeaseState, Record, Store, Target, by_key
+from .interface import Store
 from .leases import LeaseTable
 from .limits import StoreLimits, too_many_namespaces, too_many_roles
 from .local_leases import Journal, LocalLeases, nothing
+from .records import HeldLease, Key, LeaseState, Record, Target, by_key
 
 __all__ = ["LocalStore", "Slot", "Tables"]
 

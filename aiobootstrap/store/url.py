@@ -16,7 +16,8 @@ from urllib.parse import parse_qs, urlsplit
 
 from .._names import check_name
 from .etcd_url import ETCD_SCHEMES, parse_etcd_url
-from .interface import Store, StoreLimits
+from .interface import Store
+from .limits import StoreLimits
 from .memory import MemoryStore
 from .redacted import describe
 from .sentinel_url import SENTINEL_SCHEMES, parse_sentinel_url

@@ -32,7 +32,8 @@ import secrets
 from typing import Protocol
 
 from ...exceptions import StoreUnavailable
-from ..interface import Change, ChangeListener
+from ..interface import ChangeListener
+from ..records import Change
 from ..stopping import stop_task
 from . import messages as m
 from .connection import Connection, reason

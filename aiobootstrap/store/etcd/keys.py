@@ -27,7 +27,8 @@ from typing import Any
 from urllib.parse import quote, unquote
 
 from ... import _json
-from ..interface import NO_RANK, Key, Record
+from ..names import NO_RANK
+from ..records import Key, Record
 
 __all__ = [
     "Global",

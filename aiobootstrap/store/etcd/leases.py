@@ -39,8 +39,8 @@ from collections.abc import Sequence
 
 from ... import _json
 from ...exceptions import LeaseNotFound, StoreUnavailable
-from ..interface import HeldLease, LeaseState, Target
 from ..limits import StoreLimits, too_many_leases
+from ..records import HeldLease, LeaseState, Target
 from ..stopping import stop_task
 from . import messages as m
 from .connection import Connection

@@ -17,7 +17,8 @@ from typing import Any
 
 from ... import _json
 from ...exceptions import LeaseNotFound
-from ..interface import Key, Record, with_member
+from ..members import with_member
+from ..records import Key, Record
 from . import messages as m
 from .keys import Keys, StoredRecord
 from .txn import Plan, State

@@ -27,8 +27,9 @@ from typing import Any
 from ..._names import check_name
 from ...exceptions import StoreUnavailable
 from ..etcd_url import parse_etcd_url
-from ..interface import ChangeListener, HeldLease, Key, LeaseState, Record, Store, Target, by_key
+from ..interface import ChangeListener, Store
 from ..limits import StoreLimits
+from ..records import HeldLease, Key, LeaseState, Record, Target, by_key
 from ..redacted import describe
 from . import messages as m
 from .connection import Connection, etcd_missing, reason

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..interface import Key
 from ..limits import StoreLimits, too_many_namespaces, too_many_roles
+from ..records import Key
 from . import messages as m
 from .keys import Global, Keys, Meta, StoredRecord, table_of
 

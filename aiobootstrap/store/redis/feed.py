@@ -40,7 +40,9 @@ from collections.abc import Iterator, Sequence
 from typing import Any, cast
 
 from ...exceptions import StoreUnavailable
-from ..interface import NO_RANK, Change, ChangeListener, Key
+from ..interface import ChangeListener
+from ..names import NO_RANK
+from ..records import Change, Key
 from ..stopping import stop_task
 from . import lua
 from .connection import Connection, reason, reraise_cancellation

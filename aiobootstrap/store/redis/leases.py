@@ -35,9 +35,9 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ...exceptions import LeaseNotFound, StoreUnavailable
-from ..interface import HeldLease, LeaseState, Target
 from ..leases import grace_after_held_loop
 from ..limits import StoreLimits, too_many_leases
+from ..records import HeldLease, LeaseState, Target
 from ..stopping import stop_task
 from . import lease_lua, lua
 from .batcher import Batcher

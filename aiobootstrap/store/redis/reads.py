@@ -19,7 +19,7 @@ import asyncio
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..interface import Key, Record
+from ..records import Key, Record
 from .keys import decode
 
 if TYPE_CHECKING:

@@ -28,20 +28,10 @@ from ... import _json
 from ..._names import check_name
 from ..._ranks import RankSet
 from ...exceptions import LeaseNotFound, StoreUnavailable
-from ..interface import (
-    READ_BY_KEY,
-    Change,
-    ChangeListener,
-    HeldLease,
-    Key,
-    LeaseState,
-    Record,
-    Store,
-    Target,
-    by_key,
-    with_member,
-)
+from ..interface import READ_BY_KEY, ChangeListener, Store
 from ..limits import StoreLimits, too_many_namespaces, too_many_roles
+from ..members import with_member
+from ..records import Change, HeldLease, Key, LeaseState, Record, Target, by_key
 from ..redacted import describe
 from . import lease_lua, lua
 from .batcher import Batcher
