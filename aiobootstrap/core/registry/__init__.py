@@ -61,7 +61,7 @@ from typing import Any, TypeVar
 from ..._ranks import RankSet
 from ...exceptions import ShuttingDown
 from ...store import Change, ChangeListener, Key, LeaseState, LocalStore, Record, Store
-from ...store.interface import HeldLease, Target
+from ...store.records import HeldLease, Target
 from ..parking import Parking
 from ..subscribers import DeliveryListener, Subscribers
 from .conditions import AtLeast, Condition
