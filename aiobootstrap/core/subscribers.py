@@ -69,16 +69,18 @@ class Subscribers(Generic[L]):
     ``except Exception`` calls :meth:`failed`.
     """
 
-    __slots__ = ("_listeners", "_what")
+    __slots__ = ("_what", "listeners")
 
     def __init__(self, what: str) -> None:
         """``what``: the events, as a log line names them when a listener fails."""
         self._what = what
-        self._listeners: tuple[L, ...] = ()
+        self.listeners: tuple[L, ...] = ()
+        """Who listens now: a tuple, replaced (never changed in place) by each subscription. A publisher on
+        the busiest way (the history, at every write) iterates it without :meth:`__iter__`'s call."""
 
     def subscribe(self, listener: L) -> Callable[[], None]:
         """Tell ``listener`` of each event from now on; call what this returns to stop."""
-        self._listeners = (*self._listeners, listener)
+        self.listeners = (*self.listeners, listener)
         done = False
 
         def unsubscribe() -> None:
@@ -86,21 +88,21 @@ class Subscribers(Generic[L]):
             if done:
                 return
             done = True
-            listeners = list(self._listeners)
+            listeners = list(self.listeners)
             for at, subscribed in enumerate(listeners):
                 if subscribed is listener:
                     del listeners[at]
-                    self._listeners = tuple(listeners)
+                    self.listeners = tuple(listeners)
                     return
 
         return unsubscribe
 
     def __len__(self) -> int:
-        return len(self._listeners)
+        return len(self.listeners)
 
     def __iter__(self) -> Iterator[L]:
         """The listeners subscribed now, in order (a tuple's: a subscription meanwhile is not seen)."""
-        return iter(self._listeners)
+        return iter(self.listeners)
 
     def failed(self) -> None:
         """Log the exception a listener raised (called from the publisher's ``except``): never raised on."""

@@ -210,7 +210,7 @@ class History:
         for namespace in touched:
             if forgetting.forgotten:
                 forgetting.revived(namespace)
-            for listener in changed_namespaces:
+            for listener in changed_namespaces.listeners:
                 try:
                     listener.namespace_changed(namespace)
                 except Exception:
