@@ -34,12 +34,12 @@ from ..store import StoreLimits
 from ..store.url import open_store
 from ..wire.routes import METRICS_PATH, NAMESPACES_PATH, OPENAPI_PATH, READY_PATH, path
 from .access import GUARD, Guard, classify
-from .appkeys import CONFIG, HISTORY, KIND_TABLE, PROBE_CHANGES, REGISTRY
+from .appkeys import CONFIG, HISTORY, KIND_TABLE, PROBE_CHANGES, REGISTRY, WATCH_FIGURES, WatchFigures
 from .auth import UnroutedExpect, auth_middleware, expect_handler
 from .body import BODY_BUDGET, BodyBudget
-from .bringup_metrics import BringUpCollector, kind_figures, waits_by_namespace
 from .bringup_page import PAGE_SCRIPTS, page_scripts
 from .change_words import CHANGE_WORDS, ChangeWords
+from .collectors import BringUpCollector, LeaseCollector, WatchCollector, kind_figures, waits_by_namespace
 from .config import ServerConfig
 from .errors import STORE_REFUSALS, store_refusals
 from .face import ExpectHandler, Face
@@ -50,11 +50,9 @@ from .fastpath.gets import GET_REPLIES, GetReplies
 from .fastpath.watches import WATCH_REPLIES, WatchReplies
 from .front import front_middleware
 from .kind_spec import KindTable
-from .lease_metrics import LeaseCollector
 from .metrics import METRICS, NAMESPACE_FIGURES, Metrics, NamespaceFigures, metrics
 from .openapi import openapi
 from .server_routes import list_namespaces, ready
-from .watch_metrics import WATCH_FIGURES, WatchCollector, WatchFigures
 
 if TYPE_CHECKING:
     from .connections import ConnectionTable

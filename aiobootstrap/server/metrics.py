@@ -63,7 +63,7 @@ class NamespaceFigures:
     counts: Mapping[str, int] = field(default_factory=dict)
     """The faces' named counts (``Face.counts``): ``/namespaces``' fields, and gauges of their own."""
     kinds: tuple[KindFigures, ...] = ()
-    """Per kind and role: registered, world size, oldest wait (``bringup_metrics`` shows them)."""
+    """Per kind and role: registered, world size, oldest wait (``collectors.BringUpCollector`` shows them)."""
 
 
 class _NamespaceCollector:

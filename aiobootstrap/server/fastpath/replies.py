@@ -163,7 +163,7 @@ class EventStream:
     over the limit is refused before it starts), writes each change's events
     (``change_words``), a ping comment when quiet for the config's
     ``watch_ping`` seconds and an ``event: gone`` when the history no longer
-    reaches back, and counts the streams open (``watch_metrics``).
+    reaches back, and counts the streams open (``appkeys.WatchFigures``).
     """
 
     namespace: str

@@ -35,9 +35,8 @@ from ...exceptions import BootstrapError, HistoryGone, NotRegistered, ShuttingDo
 from ...wire.errors import error_body
 from ...wire.routes import JSON_TYPE
 from ...wire.watch import EVENT_STREAM
-from ..appkeys import CONFIG, HISTORY, REGISTRY
+from ..appkeys import CONFIG, HISTORY, REGISTRY, WATCH_FIGURES
 from ..change_words import CHANGE_WORDS
-from ..watch_metrics import WATCH_FIGURES
 from .batches import BATCH_REPLIES, Parts, batch_parts
 from .gets import GET_REPLIES, SEPARATE_BODY_OVER, GetReplies, GetReply
 from .heads import TEXT_TYPE

@@ -1,6 +1,12 @@
-"""The bring-up figures of ``/metrics``: per namespace, kind and role, who is in, who is missing, how long waited.
+"""The series ``/metrics`` reads when scraped, beside ``metrics.Metrics``' own counters.
 
-Read with the namespace figures just before a scrape renders (``app``'s
+- the bring-up figures (:class:`BringUpCollector`): per namespace, kind and role, who is in, who is
+  missing, how long waited;
+- the leases (:class:`LeaseCollector`): held, expired and revoked, read through the registry;
+- the watches (:class:`WatchCollector`): watches parked (the history's) and event streams open (the
+  HTTP side's, ``appkeys.WatchFigures``).
+
+The bring-up figures are read with the namespace figures just before a scrape renders (``app``'s
 ``_namespace_figures``), shown for the namespaces the token covers: so
 "ranks missing for 5 minutes" is one alert rule on
 ``aiobootstrap_missing_ranks > 0 and aiobootstrap_oldest_wait_seconds > 300``.
@@ -11,14 +17,22 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import replace
 
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
+from ..core.history import History
 from ..core.registry import Registry
+from .appkeys import WatchFigures
 from .config import ServerConfig
 from .face import Face
 from .metrics import KindFigures, Metrics
 
-__all__ = ["BringUpCollector", "kind_figures", "waits_by_namespace"]
+__all__ = [
+    "BringUpCollector",
+    "LeaseCollector",
+    "WatchCollector",
+    "kind_figures",
+    "waits_by_namespace",
+]
 
 
 def waits_by_namespace(
@@ -98,3 +112,45 @@ class BringUpCollector:
         yield registered
         yield missing
         yield oldest
+
+
+class LeaseCollector:
+    """A collector for an app's ``CollectorRegistry``: the store's lease figures, nothing for a store without."""
+
+    def __init__(self, registry: Registry) -> None:
+        self._registry = registry
+
+    def collect(self) -> Iterator[Metric]:
+        figures = self._registry.lease_figures()
+        if figures is None:
+            return
+        held, expired, revoked = figures
+        yield GaugeMetricFamily("aiobootstrap_leases", "Leases held right now, every namespace.", value=held)
+        yield CounterMetricFamily(
+            "aiobootstrap_lease_expirations",
+            "Leases expired (not kept alive) since the server started.",
+            value=expired,
+        )
+        yield CounterMetricFamily(
+            "aiobootstrap_lease_revocations", "Leases revoked since the server started.", value=revoked
+        )
+
+
+class WatchCollector:
+    """``/metrics``' watch series, read when scraped: watchers parked, streams open."""
+
+    def __init__(self, history: History, figures: WatchFigures) -> None:
+        self._history = history
+        self._figures = figures
+
+    def collect(self) -> Iterator[Metric]:
+        yield GaugeMetricFamily(
+            "aiobootstrap_watchers",
+            "Watches parked right now, long-polls and event streams between events.",
+            value=self._history.watchers,
+        )
+        yield GaugeMetricFamily(
+            "aiobootstrap_watch_streams",
+            "GET /watch event streams open right now.",
+            value=self._figures.streams,
+        )
