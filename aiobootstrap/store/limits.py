@@ -19,7 +19,6 @@ __all__ = [
     "too_many_leases",
     "too_many_members",
     "too_many_namespaces",
-    "too_many_of_kind",
     "too_many_ranks",
     "too_many_roles",
 ]
@@ -50,7 +49,7 @@ class StoreLimits:
     def refusal(self, kind: str, held: int) -> TooManyRanks:
         """The refusal of a new record of ``kind`` in a table holding ``held`` (at :meth:`rank_cap`)."""
         cap = self.kind_caps.get(kind)
-        return too_many_ranks(held) if cap is None else too_many_of_kind(kind, cap, held)
+        return too_many_ranks(held) if cap is None else TooManyOfKind(kind, cap, held)
 
 
 def too_many_ranks(held: int) -> TooManyRanks:
@@ -59,11 +58,6 @@ def too_many_ranks(held: int) -> TooManyRanks:
         f"The server already stores {held} distinct ranks, its limit; "
         "unregister one, or give the server a world size or a higher rank limit."
     )
-
-
-def too_many_of_kind(kind: str, cap: int, held: int) -> TooManyOfKind:
-    """A write refused under a kind's cap (``StoreLimits.kind_caps``)."""
-    return TooManyOfKind(kind, cap, held)
 
 
 def too_many_roles(held: int) -> TooManyRanks:

@@ -1,10 +1,7 @@
-"""What every handler reads from a request (namespace, parameters, a register body's lease), and the
+"""What every handler reads from a request (namespace, parameters), and the
 not-registered reply: what the faces share, so that no face imports another."""
 
 from __future__ import annotations
-
-from collections.abc import Mapping
-from typing import Any
 
 from aiohttp import web
 
@@ -13,7 +10,6 @@ from ..._ranks import RankSet
 from ...exceptions import BadRequest
 from ...wire.errors import encode_not_registered
 from ...wire.kinds import KindRoutes
-from ...wire.leases import parse_lease_field
 from ...wire.params import parse_after, parse_wait
 from ...wire.routes import check_namespace
 from ..appkeys import CONFIG, REGISTRY
@@ -21,7 +17,6 @@ from ..fastpath.replies import JsonReply
 
 __all__ = [
     "after_of",
-    "lease_of_body",
     "namespace_of",
     "not_registered",
     "param",
@@ -41,11 +36,6 @@ def param(request: web.Request, name: str) -> str | None:
     if len(values) > 1:
         raise BadRequest(f"The {name} parameter is given more than once.")
     return values[0] if values else None
-
-
-def lease_of_body(payload: Mapping[str, Any]) -> str | None:
-    """The ``lease`` a register body names (SPEC section 9), or ``None``: every face's registers read it so."""
-    return parse_lease_field(payload)
 
 
 def after_of(request: web.Request) -> int:

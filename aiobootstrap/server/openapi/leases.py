@@ -1,7 +1,7 @@
 """What a face's register routes say of leases (SPEC section 9): the ``lease`` body field and its replies.
 
 A face whose register body takes a ``lease`` (read with
-``faces.common.lease_of_body``) describes it with these: :func:`with_lease`
+``wire.leases.parse_lease_field``) describes it with these: :func:`with_lease`
 on its body's schema, :data:`LEASE_REPLIES` among its replies. The lease
 routes themselves are the native face's (``faces/native/openapi.py``).
 """

@@ -13,12 +13,13 @@ from ...._names import ENCODER_URLS
 from ....store import members_of
 from ....wire.bodies import MISSING_URL_DETAIL, MISSING_URL_ERROR, encoder_url, parse_body, parse_url_body
 from ....wire.errors import error_body
+from ....wire.leases import parse_lease_field
 from ....wire.results import encode_encoder_urls
 from ...appkeys import CONFIG, REGISTRY
 from ...body import read_body
 from ...fastpath.replies import JsonReply, RecordReply, Reply, TextReply
 from ...metrics import METRICS, counts_gets
-from ..common import after_of, lease_of_body, namespace_of, wait_seconds
+from ..common import after_of, namespace_of, wait_seconds
 from .health import ENCODER_HEALTH, FAILURES_TO_EVICT, add_url, evicted_key, remove_url
 from .keys import encoder_list_key
 from .settings import EncoderSettings
@@ -53,7 +54,7 @@ async def register_encoder_url(request: web.Request) -> Reply:
     url = encoder_url(payload.get("url"))
     if url is None:
         return _missing_url()
-    lease = lease_of_body(payload)
+    lease = parse_lease_field(payload)
     namespace = namespace_of(request)
     await add_url(request.app[REGISTRY], namespace, url, lease=lease)
     request.app[METRICS].count_registration(namespace, ENCODER_URLS)

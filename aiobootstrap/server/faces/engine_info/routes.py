@@ -21,6 +21,7 @@ from ....wire.bodies import (
     parse_role_field,
     parse_role_param,
 )
+from ....wire.leases import parse_lease_field
 from ....wire.params import parse_form, parse_rank_param, parse_ranks
 from ....wire.routes import JSON_TYPE
 from ...appkeys import CONFIG, REGISTRY
@@ -29,7 +30,7 @@ from ...face import Access, ExpectHandler, Route
 from ...fastpath.replies import BatchReply, FaceHandler, RecordWait, Reply, TextReply
 from ...metrics import METRICS, counts_gets
 from .. import records
-from ..common import after_of, lease_of_body, namespace_of, not_registered, param, wait_seconds
+from ..common import after_of, namespace_of, not_registered, param, wait_seconds
 from .kinds import RecordKind, kind_named
 from .log_lines import log_change
 
@@ -63,7 +64,7 @@ def _register(kind: RecordKind) -> FaceHandler:
         rank = parse_rank_field(payload)
         role = parse_role_field(payload)
         value = kind.parse(field_of(payload, kind.field))
-        lease = lease_of_body(payload)
+        lease = parse_lease_field(payload)
         check_world_size(rank, config.world_size)
         key = kind.key(namespace_of(request), role, rank)
         record = await app[REGISTRY].register(key, value, lease)

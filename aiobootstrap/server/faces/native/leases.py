@@ -3,7 +3,7 @@
 The leases are the store's state (``store.leases``); these handlers read the
 request, call the store through the registry's, and write the reply. A
 register naming a lease is the register handlers' (``engine_info``,
-``encoders``), through ``common.lease_of_body``.
+``encoders``), through ``wire.leases.parse_lease_field``.
 """
 
 from __future__ import annotations

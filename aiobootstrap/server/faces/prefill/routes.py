@@ -19,6 +19,7 @@ from aiohttp import web
 
 from ...._logging import clipped, printable
 from ....wire.bodies import parse_body
+from ....wire.leases import parse_lease_field
 from ....wire.prefill import (
     MISSING_INPUTS,
     ROUTE_PARAMS,
@@ -33,7 +34,7 @@ from ....wire.prefill import (
 from ...appkeys import CONFIG, REGISTRY
 from ...body import read_body
 from ...fastpath.replies import JsonReply, RecordReply, Reply, TextReply
-from ..common import lease_of_body, namespace_of, param, wait_seconds
+from ..common import namespace_of, param, wait_seconds
 from .deployment import Deployment
 
 __all__ = ["delete_route", "get_route", "list_prefill", "put_route"]
@@ -76,7 +77,7 @@ async def put_route(request: web.Request) -> Reply:
     """``PUT /route``: a prefill rank's address and layout (``"lease": ID`` puts it on that lease)."""
     payload = parse_body(await read_body(request, request.app[CONFIG]))
     rank = parse_prefill_rank(payload)
-    lease = lease_of_body(payload)
+    lease = parse_lease_field(payload)
     record = await _deployment(request).register(rank, lease)
     if log.isEnabledFor(logging.INFO):  # its fields take a while to make: a topology has thousands of ranks
         log.info(
