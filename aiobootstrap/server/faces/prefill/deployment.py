@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from ...._names import DEFAULT_ROLE
 from ....core.registry import AtLeast, Registry
 from ....exceptions import TopologyConflict
-from ....store import ABSENT, NO_RANK, Key, Record
+from ....store import ABSENT, Key, Record
 from ....wire.prefill import PREFILL_RANK, PREFILL_TOPOLOGY, TOPOLOGY_NAME, Coords, PrefillRank, Topology
 from .parallel_info import made
 
@@ -41,8 +41,7 @@ def topology_key(namespace: str) -> Key:
 
 
 def rank_key(namespace: str, coords: Coords) -> Key:
-    # Coords.name is a key name by its making (dp0-cp0-tp1-pp0): no need to check it again per registration.
-    return Key(namespace, PREFILL_RANK, DEFAULT_ROLE, NO_RANK, coords.name)
+    return Key.named(namespace, PREFILL_RANK, DEFAULT_ROLE, coords.name)
 
 
 @dataclass(slots=True)
