@@ -64,10 +64,11 @@ import contextlib
 from collections.abc import Callable, Collection, Iterator, Sequence
 
 from ...exceptions import HistoryGone, ShuttingDown, StoreUnavailable
-from ...store import Change, ChangeListener, Store
+from ...store import Change, Store
 from ..parking import Parking
 from ..subscribers import NamespaceListener, Subscribers
 from .change import LoggedChange, Op, logged
+from .fanout import listeners
 from .forgetting import Forgetting
 from .log import MAX_REPLY_CHANGES, Match, WaitEnd, _every, _found, _Log, shed_largest
 
@@ -395,18 +396,3 @@ class History:
             pass  # asked again at the next delete: a log held too long costs memory, never a change
         finally:
             self._sweeper = None
-
-
-def listeners(*listening: ChangeListener) -> ChangeListener:
-    """One listener that hands the store's feed to each of ``listening``, in order."""
-
-    class _All:
-        def changed(self, changes: Sequence[Change]) -> None:
-            for listener in listening:
-                listener.changed(changes)
-
-        def resync(self) -> None:
-            for listener in listening:
-                listener.resync()
-
-    return _All()
