@@ -15,7 +15,7 @@ from aiobootstrap._names import DEFAULT_ROLE
 from aiobootstrap._ranks import RankSet
 from aiobootstrap.exceptions import TooManyRanks
 from aiobootstrap.store import Key, Store, StoreLimits
-from aiobootstrap.store.names import MAX_NAME_LENGTH, NO_RANK
+from aiobootstrap.store.records import MAX_NAME_LENGTH, NO_RANK
 
 from .helpers.stores import ODD_VALUE, Feed, OpenStore, exact, heard, put_all
 from .helpers.stores import feed as feed  # the fixtures, made for every store flavor

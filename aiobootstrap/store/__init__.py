@@ -24,8 +24,7 @@ from .interface import ABSENT, ChangeListener, Store
 from .limits import StoreLimits
 from .members import MAX_MEMBERS, MEMBERS, members_of, with_member
 from .memory import MemoryStore
-from .names import MAX_NAME_LENGTH, NO_RANK, check_key_name
-from .records import Change, HeldLease, Key, LeaseState, Record
+from .records import MAX_NAME_LENGTH, NO_RANK, Change, HeldLease, Key, LeaseState, Record, check_key_name
 from .tables import LocalStore
 from .url import describe, open_store
 

@@ -37,8 +37,7 @@ from .lease_entries import (
     replay_put_leases,
 )
 from .leases import Lease, LeaseTable
-from .names import NO_RANK
-from .records import Key, Record
+from .records import NO_RANK, Key, Record
 from .tables import Tables
 
 __all__ = ["Replayed", "delete_entry", "hold_entry", "put_entry", "replay", "snapshot"]

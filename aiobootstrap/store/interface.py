@@ -6,7 +6,7 @@ A store owns every record of every namespace. A record sits under a
 :class:`Key`: a namespace, a record kind, a role, and a *rank* (an integer
 from 0: a worker's record) or a *name* (:meth:`Key.named`: any non-empty
 string, such as Mooncake's ``mooncake/ram/10.0.0.1:1234``, kept exactly;
-``store.names`` has the rule). The name ``"7"`` and the rank 7 are two keys.
+``store.records.check_key_name`` has the rule). The name ``"7"`` and the rank 7 are two keys.
 Both live in one table per (namespace, kind, role), and every call treats a
 name as a rank: put (on a lease or not), delete, the reads, the feed, the
 leases, ``records`` (ranks first, then names) and ``count``; ``max_ranks``

@@ -27,8 +27,7 @@ from typing import Any
 from urllib.parse import quote, unquote
 
 from ... import _json
-from ..names import NO_RANK
-from ..records import Key, Record
+from ..records import NO_RANK, Key, Record
 
 __all__ = [
     "Global",

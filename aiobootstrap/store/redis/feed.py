@@ -41,8 +41,7 @@ from typing import Any, cast
 
 from ...exceptions import StoreUnavailable
 from ..interface import ChangeListener
-from ..names import NO_RANK
-from ..records import Change, Key
+from ..records import NO_RANK, Change, Key
 from ..stopping import stop_task
 from . import lua
 from .connection import Connection, reason, reraise_cancellation

@@ -40,8 +40,7 @@ from dataclasses import dataclass
 
 from ... import _json
 from ..._names import KIND_PATTERN, MAX_ROLE_LENGTH, is_name, is_text
-from ..names import NO_RANK
-from ..records import Key, Record
+from ..records import NO_RANK, Key, Record
 
 __all__ = ["NAMED", "Keys", "TableNames", "decode", "field", "key_at", "text"]
 
