@@ -97,10 +97,13 @@ class BytesReply(web.StreamResponse, abc.ABC):
     writes the bytes.
     """
 
-    def __init__(self, request: web.BaseRequest, stamp: Stamp, *, sent: int | None = None) -> None:
+    def __init__(
+        self, request: web.BaseRequest, stamp: Stamp, *, sent: int | None = None, variant: int | None = None
+    ) -> None:
+        """``variant``: the request's (``heads.variant``), when its maker has it already."""
         super().__init__(status=200)
         self._stamp = stamp
-        self._variant = heads.variant(request)
+        self._variant = heads.variant(request) if variant is None else variant
         self._closing = bool(self._variant & heads.CLOSE)
         self._length = 0 if sent is None else sent
         self._sent = sent is not None
@@ -152,8 +155,9 @@ class PrebuiltReply(BytesReply):
         sent: int | None = None,
         content_type: str = JSON_TYPE,
         version: int | None = None,
+        variant: int | None = None,
     ) -> None:
-        super().__init__(request, stamp, sent=sent)
+        super().__init__(request, stamp, sent=sent, variant=variant)
         self._data = data
         self._body_length = length
         self._reply_type = content_type
