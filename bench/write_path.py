@@ -5,8 +5,9 @@ checkout and the baseline, in alternating rounds of one run.
 own: the baseline (Mooncake's own ``http_metadata_server`` for the Mooncake figures, ``bench.reference``
 for the engine-info ones), aiobootstrap on its memory store from this tree (``after``) and, with
 ``--before TREE``, from that checkout (``git worktree add /tmp/before COMMIT``). Then ``--rounds`` rounds,
-every server in turn in each, of ``wrk -t1 -c64`` for ``--seconds``; each figure is the median of its
-rounds, given as a ratio to the baseline's. A shared machine's noisy minute falls on every server alike;
+every server in turn in each, of ``wrk -t1 -c64`` for ``--seconds``; each rate is the median of its
+rounds, and its ratio to the baseline the median of the rounds' ratios (each round's rate over the
+baseline's in that round). A shared machine's noisy minute falls on every server alike;
 the CPU per request (the server process's own, from ``/proc/PID/task/*/schedstat``) moves less with the
 machine's load than the rate does.
 
@@ -78,10 +79,17 @@ async def _measure(
             samples[label].append(
                 (result.rate, used / 1000 / max(1, result.requests), result.errors["status"])
             )
+    base = samples["baseline"]
     return {
         label: {
             "req/s": round(statistics.median(s[0] for s in runs)),
+            # Each round's ratio to the baseline's rate in that round, then their median: a burst of other
+            # work that slows a whole round moves its rates, much less their ratio.
+            "x baseline": round(statistics.median(s[0] / b[0] for s, b in zip(runs, base, strict=True)), 2),
             "cpu us/req": round(statistics.median(s[1] for s in runs), 1),
+            "cpu x baseline": round(
+                statistics.median(s[1] / b[1] for s, b in zip(runs, base, strict=True)), 2
+            ),
             "req/s per round": [round(s[0]) for s in runs],
             "errors": sum(s[2] for s in runs),
         }
@@ -121,9 +129,7 @@ async def main(
                         continue
                     _, path, make = FIGURES[figure]
                     results = await _measure(targets, path, make and make(), rounds, seconds)
-                    base = results["baseline"]
                     for label, figures_of in results.items():
-                        figures_of["x baseline"] = round(figures_of["req/s"] / base["req/s"], 2)
                         name = "Mooncake's server" if baseline == "mooncake" else "reference"
                         print(
                             json.dumps(
