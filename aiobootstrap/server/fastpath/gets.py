@@ -77,7 +77,7 @@ from .heads import TEXT_LINE as _TEXT
 from .heads import TEXT_TYPE as _TEXT_TYPE
 from .heads import head as _head
 from .heads import variant as _variant
-from .prebuilt import BytesReply, PendingReply, PrebuiltReply, Stamp
+from .prebuilt import BytesReply, PendingReply, PrebuiltReply, Stamp, TextHeads
 from .writes import write, write_sliced
 
 if TYPE_CHECKING:
@@ -134,10 +134,7 @@ class GetReplies:
         """The stamp lines the cached replies carry."""
         # id(body) << 3 | variant -> (body, head, whole): the body is held, so its id is not reused.
         self._cache: dict[int, tuple[bytes, bytes, bytes | None]] = {}
-        self._texts: dict[tuple[bytes, int, bool], tuple[bytes, bytes]] = {}
-        """A text ``200``'s bytes around its version, per text, variant and whether it has one (``text``)."""
-        self._text_stamp = b""
-        """The stamp lines ``_texts`` were made with."""
+        self._texts = TextHeads()  # a text 200's bytes around its version (text)
 
     def body(self, record: Record, whole: bool = False) -> bytes:
         """A get's encoded reply of ``record`` (``whole``: form=object), made once per version for all getters."""
@@ -270,36 +267,12 @@ class GetReplies:
         return GetReply(request, self, None, sent=len(data) if written else None)
 
     def text(self, request: web.Request, text: bytes, version: int | None) -> PrebuiltReply:
-        """A text ``200``, naming a record's ``version`` if any (Mooncake's ``metadata updated``): a face's
-        write answered without aiohttp's header work, as a registration's ``OK`` is. Its bytes around the
-        version's digits, the only part that moves from one reply to the next, are made once per variant
-        and second (:meth:`_text_parts`)."""
+        """A text ``200``, naming a record's ``version`` if any: a face's write's answer, as a registration's ``OK``."""
         variant = _variant(request)
-        before, after = self._text_parts(text, variant, version is not None)
-        data = before if version is None else b"%s%d%s" % (before, version, after)
+        data = self._texts.reply(self.stamp.lines(), text, variant, version)
         return PrebuiltReply(
             request, self.stamp, data, len(text), content_type=_TEXT_TYPE, version=version, variant=variant
         )
-
-    def _text_parts(self, text: bytes, variant: int, versioned: bool) -> tuple[bytes, bytes]:
-        """A text ``200``'s bytes before and after its version's digits (unversioned: all of it, and nothing)."""
-        if (stamp := self.stamp.lines()) is not self._text_stamp:
-            self._texts.clear()
-            self._text_stamp = stamp
-        parts = self._texts.get((text, variant, versioned))
-        if parts is None:
-            if versioned:
-                # The head made as for any version, the digits' place marked (no stamp line holds a NUL).
-                fields = _TEXT + _VERSION_NAME + b": \0\r\n"
-                head = _head(_OK, fields, len(text), stamp, variant)
-                before, _, after = head.partition(b"\0")
-                parts = (before, after if variant & _HEAD else after + text)
-            else:
-                head = _head(_OK, _TEXT, len(text), stamp, variant)
-                parts = (head if variant & _HEAD else head + text, b"")
-            if len(self._texts) < _MAX_CACHED:
-                self._texts[(text, variant, versioned)] = parts
-        return parts
 
     def json(self, request: web.Request, body: bytes, version: int | None = None) -> PrebuiltReply:
         """A small JSON ``200`` (a keepalive's, a listing's), naming ``version`` if any, its bytes made per

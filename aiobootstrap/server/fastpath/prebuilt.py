@@ -41,7 +41,7 @@ from ...wire.routes import JSON_TYPE
 from . import heads
 from .writes import write
 
-__all__ = ["BytesReply", "PendingReply", "PrebuiltReply", "Stamp", "reply_headers"]
+__all__ = ["BytesReply", "PendingReply", "PrebuiltReply", "Stamp", "TextHeads", "reply_headers"]
 
 
 class Stamp:
@@ -68,6 +68,40 @@ class Stamp:
             self.second, self.boot_id = second, boot
             self._lines = heads.stamp_lines(second, boot)
         return self._lines
+
+
+class TextHeads:
+    """A text ``200``'s bytes (Mooncake's ``metadata updated``), made from its bytes around its version's
+    digits, the only part that moves from one reply to the next, kept per text and variant for one stamp."""
+
+    __slots__ = ("_parts", "_stamp")
+
+    def __init__(self) -> None:
+        self._parts: dict[tuple[bytes, int, bool], tuple[bytes, bytes]] = {}
+        self._stamp = b""
+
+    def reply(self, stamp: bytes, text: bytes, variant: int, version: int | None) -> bytes:
+        if stamp is not self._stamp:
+            self._parts.clear()
+            self._stamp = stamp
+        parts = self._parts.get((text, variant, version is None))
+        if parts is None:
+            if version is None:
+                whole = heads.head(heads.OK, heads.TEXT_LINE, len(text), stamp, variant)
+                parts = (whole if variant & heads.HEAD else whole + text, b"")
+            else:
+                # The head made as for any version, the digits' place marked (no stamp line holds a NUL).
+                fields = heads.TEXT_LINE + VERSION_HEADER.encode() + b": \0\r\n"
+                before, _, after = heads.head(heads.OK, fields, len(text), stamp, variant).partition(b"\0")
+                parts = (before, after if variant & heads.HEAD else after + text)
+            if len(self._parts) < _MOST_TEXTS:
+                self._parts[(text, variant, version is None)] = parts
+        before, after = parts
+        return before if version is None else b"%s%d%s" % (before, version, after)
+
+
+_MOST_TEXTS = 256
+"""The most texts and variants a :class:`TextHeads` keeps for one stamp."""
 
 
 def reply_headers(
