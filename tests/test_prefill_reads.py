@@ -33,7 +33,9 @@ def count_reads(store: Any) -> tuple[collections.Counter[str], list[int]]:
         async def call(*args: Any) -> Any:
             calls[name] += 1
             found = await read(*args)
-            records[0] += len([r for r in found if r is not None]) if isinstance(found, list) else found is not None
+            records[0] += (
+                len([r for r in found if r is not None]) if isinstance(found, list) else found is not None
+            )
             return found
 
         return call

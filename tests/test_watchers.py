@@ -17,6 +17,7 @@ from aiobootstrap.core.registry import AtLeast, Registry
 from aiobootstrap.store import Change, Key
 
 from .helpers.registry import open_registry
+from .helpers.stores import Feed
 from .helpers.waits import GUARD, until
 
 NS, KIND, ROLE = "pd", "thing", "default"
@@ -58,20 +59,6 @@ class CountingStore(MemoryStore):
     async def count(self, namespace: str, kind: str, role: str) -> int:
         self.calls["count"] += 1
         return await super().count(namespace, kind, role)
-
-
-class Heard:
-    """A subscriber: every change it was told, and how many times it was told to read again."""
-
-    def __init__(self) -> None:
-        self.changes: list[Change] = []
-        self.resyncs = 0
-
-    def changed(self, changes: Sequence[Change]) -> None:
-        self.changes.extend(changes)
-
-    def resync(self) -> None:
-        self.resyncs += 1
 
 
 def _empty(registry: Registry) -> bool:
@@ -232,7 +219,7 @@ async def test_a_resync_seeds_the_condition_again() -> None:
     """The feed may have missed changes: the condition is read again and answers from what the store holds."""
     store = CountingStore()
     registry = Registry(store)  # the feed is not heard: as if it missed every change
-    await store.open(Heard())
+    await store.open(Feed())
     waiting = asyncio.create_task(registry.wait_until(AtLeast(NS, KIND, ROLE, 1), GUARD))
     await until(lambda: registry.parked == 1)
     await store.put(named("a"), {})
@@ -269,7 +256,7 @@ async def test_closing_wakes_a_condition_wait_with_shutting_down() -> None:
 async def test_a_subscriber_hears_its_kinds_changes_and_parks_no_wait() -> None:
     """Every change of (namespace, kind), with its record, in order; none of another; nothing parked."""
     registry = await open_registry()
-    heard = Heard()
+    heard = Feed()
     unsubscribe = registry.subscribe(NS, KIND, heard)
     assert (registry.parked, registry.watched_kinds) == (0, 1)
     await registry.register(named("a"), {"v": 1})
@@ -290,7 +277,7 @@ async def test_a_subscriber_hears_its_kinds_changes_and_parks_no_wait() -> None:
 async def test_a_failing_subscriber_is_logged_and_the_waiters_still_wake(caplog: Any) -> None:
     registry = await open_registry()
 
-    class Broken(Heard):
+    class Broken(Feed):
         def changed(self, changes: Sequence[Change]) -> None:
             raise RuntimeError("a subscriber's bug")
 
@@ -319,7 +306,7 @@ async def test_a_resync_during_the_seed_read_reads_again() -> None:
     """The feed may have missed changes while the seed was being read: that read is not trusted, one more is made."""
     store = CountingStore()
     registry = Registry(store)  # the feed is not heard: as if it missed every change
-    await store.open(Heard())
+    await store.open(Feed())
     store.pause_records = True
     waiting = asyncio.create_task(registry.wait_until(AtLeast(NS, KIND, ROLE, 1), GUARD))
     await until(lambda: store.calls["records"] == 1)
