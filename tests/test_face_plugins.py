@@ -249,3 +249,23 @@ def test_two_faces_of_one_name_are_an_error(monkeypatch: pytest.MonkeyPatch) -> 
     finally:
         monkeypatch.undo()
         face_registry._found.cache_clear()
+
+
+def test_a_face_whose_entry_point_fails_to_import_is_one_line_naming_it(tmp_path: Path) -> None:
+    """Another package's face that cannot be imported (a bug, a dependency missing) stops the server with one
+    line naming the face and its entry point, not a traceback nor advice to reinstall aiobootstrap."""
+    info = tmp_path / "broken_face-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: broken-face\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text("[aiobootstrap.faces]\nbroken = no_such_module_for_a_face:FACE\n")
+    result = subprocess.run(
+        [sys.executable, "-m", "aiobootstrap", "--port", "0"],
+        capture_output=True, text=True, timeout=GUARD, check=False, env=_environ(tmp_path),
+    )  # fmt: skip
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.count("\n") == 1, result.stderr
+    assert "the face 'broken' (aiobootstrap.faces entry point no_such_module_for_a_face:FACE)" in (
+        result.stderr
+    )
+    assert "failed to load: ModuleNotFoundError" in result.stderr
+    assert "pip install aiobootstrap" not in result.stderr

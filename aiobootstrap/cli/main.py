@@ -163,7 +163,12 @@ def _main(argv: list[str]) -> int:
     elif argv and not argv[0].startswith("-"):
         # The server takes options only: a word is a command mistyped (stat, gett).
         usage_error(PROG, f"unknown command {argv[0]!r}: give one of {', '.join((*TOOLS, 'serve'))}")
-    args = server_parser().parse_args(argv)
+    try:
+        parser = server_parser()  # loads each installed face's settings: another package's may be broken
+    except ValueError as exc:
+        print(f"{PROG}: {exc}", file=sys.stderr)
+        return 2
+    args = parser.parse_args(argv)
     setup_logging(args.log_level, args.log_format)
     tune_collector()
     # Before the config: the default waiter limit fits the raised open file limit.

@@ -149,9 +149,15 @@ def select_names(names: Sequence[str], known: Sequence[str] | None = None) -> No
 
 def _load(found: _Found) -> Face:
     """The ``Face`` at ``found.where``, checked: a ``Face`` (by its fields, see above) of the name it is
-    found under."""
+    found under. An entry point that fails to import is a ``ValueError`` naming the face and where it is."""
     if found.entry_point is not None:
-        face: Any = found.entry_point.load()
+        try:
+            face: Any = found.entry_point.load()
+        except Exception as exc:  # another package's bug or missing dependency: say which face
+            raise ValueError(
+                f"the face {found.name!r} ({ENTRY_POINT_GROUP} entry point {found.where}) failed to load: "
+                f"{type(exc).__name__}: {exc}"
+            ) from exc
     else:
         module, _, attribute = found.where.partition(":")
         face = getattr(importlib.import_module(module), attribute, None)
