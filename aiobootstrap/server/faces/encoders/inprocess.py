@@ -96,13 +96,14 @@ class EncoderBootstrapServer(ThreadedBootstrapServer):
             raise
 
     async def _start(self, initial: list[str]) -> None:
+        # The core tells every change of the encoder lists as it lands (no wait parked to hear them): in
+        # the step that applies it, before the request that made it is answered, so a reader in this
+        # process sees the list changed once the 200 is out. Subscribed before the first read: a change
+        # landing while the read is on its way is heard, and the older read is then ignored (_apply).
+        self._registry.subscribe(self._list_key.namespace, self._list_key.kind, self)
         for url in initial:
             await add_url(self._registry, DEFAULT_NAMESPACE, url)
         self._apply(await self._registry.get(self._list_key))
-        # The core tells every change of the encoder lists as it lands (no wait parked to hear them): in
-        # the step that applies it, before the request that made it is answered, so a reader in this
-        # process sees the list changed once the 200 is out.
-        self._registry.subscribe(self._list_key.namespace, self._list_key.kind, self)
 
     # -- the core's subscription to the encoder lists' changes ----------------
 
