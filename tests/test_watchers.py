@@ -314,3 +314,24 @@ async def test_a_resync_during_the_seed_read_reads_again() -> None:
     registry.resync()
     assert await asyncio.wait_for(waiting, GUARD) is True
     assert store.calls["records"] == 2
+
+
+async def test_closing_wakes_a_condition_wait_whose_seed_the_store_refuses() -> None:
+    """A condition waiting for its seed while the store is unreachable (reading again and again) is answered
+    by close() with ShuttingDown, as every other wait is, not left to run out its time."""
+    from aiobootstrap.exceptions import StoreUnavailable
+
+    class Down(CountingStore):
+        async def records(self, namespace: str, kind: str, role: str) -> list[Record]:
+            self.calls["records"] += 1
+            raise StoreUnavailable("down")
+
+    store = Down()
+    registry = Registry(store)
+    await store.open(Feed())
+    waiting = asyncio.create_task(registry.wait_until(AtLeast(NS, KIND, ROLE, 1), 60.0))
+    await until(lambda: store.calls["records"] >= 2)
+    registry.close()
+    with pytest.raises(ShuttingDown):
+        await asyncio.wait_for(waiting, GUARD)
+    assert _empty(registry)

@@ -311,6 +311,8 @@ class Watchers:
             pause = _RETRY_FIRST
             condition = shared.condition
             while not shared.seeded:
+                if self._closed:  # close() answers every waiter, also one reading again and again
+                    raise ShuttingDown()
                 shared.arrived, resyncs = [], shared.resyncs
                 try:
                     records = await self._store.records(condition.namespace, condition.kind, condition.role)
