@@ -269,3 +269,26 @@ def test_a_face_whose_entry_point_fails_to_import_is_one_line_naming_it(tmp_path
     )
     assert "failed to load: ModuleNotFoundError" in result.stderr
     assert "pip install aiobootstrap" not in result.stderr
+
+
+def test_a_folder_is_a_face_by_its_face_py_alone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A face is a folder with a face.py: found without an __init__.py too (Python imports such a folder), and
+    its FACE served; a folder without face.py, and __pycache__, are no faces."""
+    package = tmp_path / "scratch_faces_pkg"
+    (package / "toy").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "toy" / "face.py").write_text(TOY_MODULE)  # no __init__.py beside it
+    (package / "shared").mkdir()
+    (package / "shared" / "__init__.py").write_text("")  # a package the faces share: no face.py
+    (package / "__pycache__").mkdir()
+    (package / "__pycache__" / "face.cpython-311.pyc").write_bytes(b"")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(face_registry, "FACES_PACKAGE", "scratch_faces_pkg")
+    monkeypatch.setattr(importlib.metadata, "entry_points", lambda group: [])
+    face_registry._found.cache_clear()
+    try:
+        assert face_names() == ("toy",)
+        assert [face_registry._load(found).name for found in face_registry._found()] == ["toy"]
+    finally:
+        monkeypatch.undo()
+        face_registry._found.cache_clear()

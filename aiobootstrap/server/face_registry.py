@@ -29,6 +29,7 @@ from __future__ import annotations
 import functools
 import importlib
 import importlib.metadata
+import os
 import pkgutil
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -81,18 +82,20 @@ def _found() -> tuple[_Found, ...]:
 
 
 def _folders() -> list[_Found]:
-    """The folders of ``FACES_PACKAGE`` holding a ``face.py``, by name (imported: none of them)."""
+    """The folders of ``FACES_PACKAGE`` holding a ``face.py``, by name (imported: none of them). A folder is
+    a face by its ``face.py`` alone, with an ``__init__.py`` or without (Python imports it either way);
+    one without (``__pycache__``, a package the faces share) is none."""
     package = importlib.import_module(FACES_PACKAGE)
     found = []
-    for folder in pkgutil.iter_modules(package.__path__):
-        if not folder.ispkg:
-            continue  # a module the faces share (common, records, ...)
-        path = [f"{getattr(folder.module_finder, 'path', '')}/{folder.name}"]
-        modules = {module.name for module in pkgutil.iter_modules(path)}
-        if "face" in modules:
-            module = f"{FACES_PACKAGE}.{folder.name}"
-            settings = f"{module}.settings" if "settings" in modules else None
-            found.append(_Found(folder.name, f"{module}.face:FACE", settings))
+    for root in package.__path__:
+        for folder in sorted(os.scandir(root), key=lambda entry: entry.name):
+            if not (folder.is_dir() and folder.name.isidentifier()) or folder.name == "__pycache__":
+                continue
+            modules = {module.name for module in pkgutil.iter_modules([folder.path])}
+            if "face" in modules:
+                module = f"{FACES_PACKAGE}.{folder.name}"
+                settings = f"{module}.settings" if "settings" in modules else None
+                found.append(_Found(folder.name, f"{module}.face:FACE", settings))
     return found
 
 
