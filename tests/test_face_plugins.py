@@ -292,3 +292,13 @@ def test_a_folder_is_a_face_by_its_face_py_alone(tmp_path: Path, monkeypatch: py
     finally:
         monkeypatch.undo()
         face_registry._found.cache_clear()
+
+
+def test_the_faces_list_embedders_extended_is_still_there() -> None:
+    """``create_app(faces=(*FACES, yours))`` (docs/embedding.md before the faces were found) still serves the
+    installed faces and one more: ``FACES`` is the installed faces, in their order, naming none of them."""
+    from aiobootstrap.server.faces import FACES
+
+    assert installed_faces() == FACES
+    assert [face.name for face in FACES] == ["engine_info", "encoders", "prefill", "mooncake", "native"]
+    create_app(faces=(*FACES,))

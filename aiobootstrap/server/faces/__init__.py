@@ -19,3 +19,22 @@ lives with the app), ``engine_variables`` (an engine's variable as a
 setting's default). This package imports none of them: the command line reads the
 faces' settings before the server (and aiohttp) loads.
 """
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..face_registry import installed_faces
+
+if TYPE_CHECKING:
+    from ..face import Face
+
+__all__ = ["FACES"]
+
+
+def __getattr__(name: str) -> tuple[Face, ...]:
+    """``FACES``: the installed faces, in the order they are served (``face_registry.installed_faces``), for
+    embedders who serve one more with ``create_app(faces=(*FACES, yours))`` as before they were found."""
+    if name == "FACES":
+        return installed_faces()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
