@@ -31,11 +31,12 @@ import importlib
 import importlib.metadata
 import os
 import pkgutil
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, fields, replace
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from .config import ServerConfig
     from .face import Face, FaceSettings
 
 __all__ = [
@@ -46,6 +47,7 @@ __all__ = [
     "installed_settings",
     "select",
     "select_names",
+    "with_options",
 ]
 
 ENTRY_POINT_GROUP = "aiobootstrap.faces"
@@ -138,6 +140,28 @@ def select(faces: Iterable[Face], names: Sequence[str] | None) -> tuple[Face, ..
         return faces
     select_names(names, [face.name for face in faces])
     return tuple(face for face in faces if face.name in names)
+
+
+def with_options(config: ServerConfig, options: Mapping[str, Any]) -> ServerConfig:
+    """``config`` with keyword ``options``: each a ``ServerConfig`` field, or a field of an installed face's
+    settings class, set in that face's settings (``BootstrapServer(dp_room_ttl=60)`` and the in-process
+    servers' keywords keep working as when the faces' settings were ``ServerConfig`` fields). Any other
+    name is the ``TypeError`` of an unknown keyword argument."""
+    own = {field.name for field in fields(config)}
+    config = replace(config, **{name: value for name, value in options.items() if name in own})
+    rest = {name: value for name, value in options.items() if name not in own}
+    if not rest:
+        return config
+    for kind in installed_settings():
+        names = {field.name for field in fields(kind)} & rest.keys()  # type: ignore[arg-type]
+        if names:
+            given = {name: rest.pop(name) for name in names}
+            config = config.with_settings(replace(config.settings_of(kind), **given))  # type: ignore[type-var]
+    if rest:
+        raise TypeError(
+            f"unexpected keyword argument {next(iter(rest))!r}: neither a ServerConfig field nor a face's setting"
+        )
+    return config
 
 
 def select_names(names: Sequence[str], known: Sequence[str] | None = None) -> None:

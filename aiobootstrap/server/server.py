@@ -11,7 +11,6 @@ import asyncio
 import socket
 import ssl
 from collections.abc import Sequence
-from dataclasses import replace
 from types import TracebackType
 from typing import Any
 
@@ -29,6 +28,7 @@ from .app import REGISTRY, create_app, release_waiters
 from .bind import BACKLOG, AddressInUse, bind_sockets, explain_address_in_use
 from .config import ServerConfig
 from .connections import ConnectionTable
+from .face_registry import with_options
 from .open_files import connection_limit
 from .tokens import TokenSet
 
@@ -108,13 +108,14 @@ class BootstrapServer:
         async with BootstrapServer(port=0) as server:
             print(server.url)
 
-    Keyword arguments are :class:`ServerConfig` fields; pass ``config=`` for a
-    whole config instead.
+    Keyword arguments are :class:`ServerConfig` fields, or fields of a face's
+    settings (``dp_room_ttl=60``: ``face_registry.with_options``); pass
+    ``config=`` for a whole config instead.
     """
 
     def __init__(self, config: ServerConfig | None = None, **options: Any) -> None:
         base = config if config is not None else ServerConfig()
-        self.config = replace(base, **options) if options else base
+        self.config = with_options(base, options) if options else base
         self._runner: web.AppRunner | None = None
         self._port: int | None = None
         self._connections: ConnectionTable | None = None
