@@ -76,6 +76,7 @@ bench: $(BENCH_INSTALLED)
 	$(BIN)/python -m bench.big_readers
 	$(BIN)/python -m bench.prefill
 	$(BIN)/python -m bench.mooncake
+	$(BIN)/python -m bench.write_path
 	$(BIN)/python -m bench.mooncake_engines
 	$(BIN)/python -m bench.mooncake_probes
 
