@@ -68,8 +68,10 @@ def responding(handler: FaceHandler) -> Handler:
     @functools.wraps(handler)
     async def responded(request: web.Request) -> web.StreamResponse:
         result = await handler(request)
-        if isinstance(result, TextReply):  # a registration's OK: no other frame on the busiest way
+        if type(result) is TextReply:  # a registration's OK: no other frame on the busiest way
             return _text(request, result)
+        if type(result) is RecordWait:  # a get: no frame of respond's either
+            return await _record_wait(request, result)
         if isinstance(result, web.StreamResponse):
             return result
         return await respond(request, result)
@@ -187,8 +189,16 @@ async def _record_wait(request: web.Request, get: RecordWait) -> web.StreamRespo
     """Wait for the record; a waiter woken by a registration is written at its delivery, before it resumes."""
     app = request.app
     replies = app[GET_REPLIES]
-    prebuilt = replies.eligible(request)
     key, after, wait, whole = get.key, get.after, get.wait, get.whole
+    if wait <= 0 and get.counted is None:
+        # A read (a Mooncake GET): nothing announced, settled or counted, so an error is the answer as it is.
+        record = await app[REGISTRY].wait(key, 0, after)
+        if record is None:
+            return await respond(request, get.missing())
+        if replies.eligible(request):
+            return GetReply(request, replies, record, None, whole)
+        return await json_reply(request, replies.body(record, whole), record.version)
+    prebuilt = replies.eligible(request)
     pending = replies.expect(request, key, after, whole) if prebuilt and wait > 0 else None
     since = time.time()
     record = None
