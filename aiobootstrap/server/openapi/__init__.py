@@ -35,6 +35,9 @@ _SECURITY_SCHEME = "bearerAuth"
 """The one security scheme: ``Authorization: Bearer <token>``, when the server has a token."""
 _UNAUTHORIZED = json_reply("A token is required and was missing or wrong.")
 _FORBIDDEN = json_reply("The token is known, but its scope does not cover this namespace or this write.")
+_EXPECTATION_FAILED = json_reply(
+    "An Expect header other than 100-continue: the only expectation this server meets (auth.expect_handler)."
+)
 
 
 def document(
@@ -65,6 +68,8 @@ def document(
     paths = {**twinned, **copy.deepcopy(PATHS)}
     for route, item in paths.items():
         for method, operation in item.items():
+            # Every route answers an expectation it cannot meet so, before its handler runs.
+            operation["responses"].setdefault("417", _EXPECTATION_FAILED)
             does = access[method.upper(), route.removeprefix(path("", "{namespace}")) or "/"]
             if does is Access.PROBE:
                 operation["security"] = []
