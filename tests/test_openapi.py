@@ -195,7 +195,8 @@ async def test_every_operation_documents_the_417_every_route_answers(aiohttp_cli
     """An Expect header other than 100-continue is a JSON 417 on any route, before its handler: the document
     says so for each operation (schemathesis sends such headers, and an undocumented status fails it)."""
     operations = [op for item in document()["paths"].values() for op in item.values()]
-    assert operations and all("417" in operation["responses"] for operation in operations)
+    assert operations
+    assert all("417" in operation["responses"] for operation in operations)
     client = await aiohttp_client(create_app())
     for method, route in (("GET", "/health"), ("PUT", "/route"), ("GET", "/metadata?key=k")):
         reply = await client.request(method, route, headers={"Expect": "=Z>"}, data=b"{}")
