@@ -97,6 +97,20 @@ def test_the_line_for_people() -> None:
     assert describe(WatchedChange("delete", "encoder_urls", 8, url="http://e:1")) == (
         "version 8 delete encoder_urls http://e:1"
     )
+    # A named record (a Mooncake key, a prefill rank) is told by its name, not as "rank None role ".
+    assert describe(WatchedChange("put", "metadata", 9, key="mooncake/ram/10.0.0.7:18000")) == (
+        "version 9 put metadata mooncake/ram/10.0.0.7:18000"
+    )
+
+
+def test_a_kind_the_server_does_not_serve_is_its_one_line(url: str) -> None:
+    """--kind is any name; the server's 400 names the kinds it serves (metadata and the prefill kinds among them)."""
+    result = tool("watch", "--url", url, "--kind", "bogus")
+    assert result.returncode != 0
+    assert "metadata" in result.stderr
+    assert "prefill_rank" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
 
 
 @pytest.mark.parametrize(("args", "text"), [(["--after", "-1"], "version"), (["--ranks", "x"], "ranks")])
