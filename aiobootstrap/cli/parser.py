@@ -145,7 +145,8 @@ def server_parser() -> argparse.ArgumentParser:
         help=(
             "where records live: memory:, file:PATH, redis://[user:password@]host[:port][/db], "
             "rediss://..., unix:///path/redis.sock[?db=N], redis+sentinel://host:port[,host:port...]/MASTER"
-            "[?sentinel_password=P], rediss+sentinel://... (or set "
+            "[?sentinel_password=P], rediss+sentinel://..., etcd://[user:password@]host:port[,host:port...]"
+            "[?prefix=NAME], etcds://...[?cacert=PATH] (or set "
             f"{STORE_ENV}, which keeps a URL's passwords out of process listings; default: {DEFAULT_STORE})"
         ),
     )

@@ -12,6 +12,7 @@ reason (malformed, an unknown scheme, its extra not installed), is a
 
 from __future__ import annotations
 
+from importlib.util import find_spec
 from urllib.parse import parse_qs, urlsplit
 
 from .._names import check_name
@@ -31,9 +32,32 @@ _SCHEMES = "memory:, file:PATH, redis://, rediss://, unix://, redis+sentinel://,
 def check_store_url(url: str) -> None:
     """Raise the one-line ``ValueError`` of :func:`open_store` for a URL that names no store; open nothing.
 
-    The config calls it, so a malformed URL fails at start like a taken port.
+    The config calls it, so a malformed URL, or one whose extra is not installed, fails at start like a
+    taken port (before serving: not a traceback from the app's start-up when the store is opened).
     """
-    _parse(url)
+    scheme, _ = _parse(url)
+    extra, modules = _EXTRAS.get(scheme, ("", ()))
+    if any(_missing(module) for module in modules):
+        raise ValueError(_needs(url, extra))
+
+
+_EXTRAS = {
+    **{scheme: ("redis", ("redis",)) for scheme in REDIS_SCHEMES},
+    **{scheme: ("etcd", ("aetcd", "grpc")) for scheme in ETCD_SCHEMES},
+}
+"""The extra each scheme's store needs, and the modules it installs (looked for, not imported: the
+import is the store's, when it is opened)."""
+
+
+def _missing(module: str) -> bool:
+    try:
+        return find_spec(module) is None
+    except (ImportError, ValueError):
+        return True
+
+
+def _needs(url: str, extra: str) -> str:
+    return f"The store URL {describe(url)} needs the {extra} extra: pip install 'aiobootstrap[{extra}]'."
 
 
 def is_redis_url(url: str) -> bool:
@@ -87,18 +111,14 @@ def open_store(
         from .redis import RedisStore, redis_missing
 
         if redis_missing():
-            raise ValueError(
-                f"The store URL {describe(url)} needs the redis extra: pip install 'aiobootstrap[redis]'."
-            )
+            raise ValueError(_needs(url, "redis"))
         return RedisStore(url, prefix=prefix, limits=limits, min_replicas=min_replicas)
     if scheme in ETCD_SCHEMES:
         check_name(prefix, "store prefix")
         from .etcd import EtcdStore, etcd_missing
 
         if etcd_missing():
-            raise ValueError(
-                f"The store URL {describe(url)} needs the etcd extra: pip install 'aiobootstrap[etcd]'."
-            )
+            raise ValueError(_needs(url, "etcd"))
         return EtcdStore(url, prefix=prefix, limits=limits)
     raise AssertionError(f"unreachable: {scheme}")
 
