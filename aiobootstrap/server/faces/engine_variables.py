@@ -1,5 +1,5 @@
-"""What the faces' settings share: an engine's environment variable read as a number of seconds, and an
-option whose default it sets.
+"""What the faces' settings share: an engine's environment variable read as a number of seconds and an option
+whose default it sets, or as a drop-in's default port.
 
 A face's settings (``faces/<name>/settings.py``) read the variables of the
 engine it serves, where the engines' own servers read them, so that a
@@ -14,7 +14,7 @@ import argparse
 import math
 from collections.abc import Mapping
 
-__all__ = ["add_seconds_option", "check_seconds", "seconds_variables"]
+__all__ = ["add_seconds_option", "check_seconds", "port_variable", "seconds_variables"]
 
 
 def seconds_variables(environ: Mapping[str, str], variables: Mapping[str, str]) -> dict[str, float]:
@@ -52,3 +52,15 @@ def check_seconds(value: float, what: str, *, zero: bool) -> None:
         raise ValueError(f"{what} must be a non-negative number of seconds, not {value}")
     if not zero and not (math.isfinite(value) and value > 0):
         raise ValueError(f"{what} must be a positive number of seconds, not {value}")
+
+
+def port_variable(environ: Mapping[str, str], variable: str, default: int) -> int:
+    """The TCP port ``variable`` sets in ``environ`` (a drop-in's default port, as its engine reads it), else
+    ``default``; set but empty means unset; anything but a port number is a one-line ``ValueError`` naming
+    the variable."""
+    text = environ.get(variable, "").strip()
+    if not text:
+        return default
+    if not (text.isascii() and text.isdecimal()) or not 0 <= int(text) <= 65535:
+        raise ValueError(f"{variable} must be a port number from 0 to 65535, not {text!r}")
+    return int(text)
