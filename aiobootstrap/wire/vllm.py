@@ -10,20 +10,25 @@ as JSON gives them (:func:`query_reply`); :func:`read_query` reads it back.
 
 A malformed ``/register`` body is a ``400`` with one sentence
 (:class:`~aiobootstrap.exceptions.BadRequest`), where vLLM's FastAPI answers
-``422`` with a list: the worker stops on either, and logs the sentence.
+``422`` with a list: the worker stops on either, and logs the sentence. A
+registration's lease travels in :data:`LEASE_HEADER` (the body is vLLM's), as
+a Mooncake ``PUT``'s does.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from .._json import loads
 from ..exceptions import BadRequest
+from .metadata import LEASE_HEADER
 
 __all__ = [
     "FIELDS",
+    "LEASE_HEADER",
     "MAX_TEXT",
     "QUERY_PATH",
     "READY_PARAMS",
@@ -41,6 +46,7 @@ __all__ = [
     "parse_readiness",
     "parse_register",
     "query_reply",
+    "ranks_of_name",
     "read_query",
 ]
 
@@ -115,6 +121,15 @@ class Worker:
     def from_value(cls, value: Mapping[str, Any]) -> Worker:
         """A record's value back (what :meth:`as_value` wrote); ``BadRequest`` for anything else."""
         return _worker_of(value, "The vLLM worker record")
+
+
+_NAME = re.compile(r"dp([0-9]{1,7})-tp([0-9]{1,7})-pp([0-9]{1,7})")
+
+
+def ranks_of_name(name: str) -> tuple[int, int, int] | None:
+    """The (dp, tp, pp) ranks a worker record's name says (:attr:`Worker.name`); ``None`` for another name."""
+    match = _NAME.fullmatch(name)
+    return None if match is None else (int(match[1]), int(match[2]), int(match[3]))
 
 
 def claim_name(dp_rank: int) -> str:
