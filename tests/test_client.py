@@ -18,6 +18,7 @@ from aiobootstrap import (
     RankNotRegistered,
     ServerConfig,
     ServerUnavailable,
+    SyncBootstrapClient,
     TransferEngineInfo,
     UnexpectedReply,
 )
@@ -416,9 +417,37 @@ async def test_a_list_of_no_urls_is_refused() -> None:
         BootstrapClient([])
 
 
-@pytest.mark.parametrize("url", ["ftp://127.0.0.1:1", "htp://127.0.0.1:1"])
-async def test_a_url_that_is_not_http_is_refused_at_once_not_retried(url: str) -> None:
-    """A client for a non-HTTP URL raises BootstrapError at once instead of retrying it for ever."""
-    async with BootstrapClient(url) as client:
-        with pytest.raises(BootstrapError, match="Invalid server URL"):
-            await asyncio.wait_for(client.get(0), GUARD)
+@pytest.mark.parametrize("url", ["ftp://127.0.0.1:1", "htp://127.0.0.1:1", "http://"])
+async def test_a_url_that_is_not_http_is_refused_when_the_client_is_made(url: str) -> None:
+    """A client for a non-HTTP URL is a ValueError at once, not a call that fails later (or retries for ever)."""
+    with pytest.raises(ValueError, match="give an http:// or https:// URL"):
+        BootstrapClient(url)
+    with pytest.raises(ValueError, match="not a server URL"):
+        BootstrapClient(["http://127.0.0.1:1", url])
+
+
+@pytest.mark.parametrize("url", ["127.0.0.1:45377", "localhost:6789"])
+def test_an_address_without_its_scheme_is_refused_with_the_url_to_give(url: str) -> None:
+    """``BootstrapClient("127.0.0.1:45377")`` says at once which URL to give, not "Invalid server URL" at the first call."""
+    with pytest.raises(ValueError, match=f"such as http://{url}"):
+        BootstrapClient(url)
+    with pytest.raises(ValueError, match=f"such as http://{url}"):
+        SyncBootstrapClient(url)
+
+
+@pytest.mark.parametrize(
+    ("rank", "error"), [("0", TypeError), (True, TypeError), (1.0, TypeError), (-1, ValueError)]
+)
+async def test_a_rank_that_is_not_one_is_refused_before_any_request(
+    rank: object, error: type[Exception]
+) -> None:
+    """``client.get("0")`` is a TypeError naming the value, not an UnexpectedReply about rank 0's own info."""
+    async with BootstrapClient("http://127.0.0.1:9") as client:  # never asked: nothing listens there
+        for call in (
+            client.get(rank, timeout=0),  # type: ignore[arg-type]
+            client.get_many([0, rank], timeout=0),  # type: ignore[list-item]
+            client.register(rank, session_id="10.0.0.7:18000", weights_info_dict={}, timeout=0),  # type: ignore[arg-type]
+            client.unregister(rank, timeout=0),  # type: ignore[arg-type]
+        ):
+            with pytest.raises(error, match="rank"):
+                await call

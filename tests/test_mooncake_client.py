@@ -69,3 +69,16 @@ async def test_a_value_on_a_lease_leaves_with_it_and_is_put_again_on_a_regrant(c
     async with BootstrapClient(url, namespace="mc") as mooncake:
         with pytest.raises(NotRegistered):
             await mooncake.get_metadata("mooncake/ram/a")
+
+
+async def test_a_value_that_is_not_bytes_is_refused_not_stored_form_encoded(url: str) -> None:
+    """``put_metadata(key, {"a": 1})`` is a TypeError naming the bytes to give; aiohttp would have sent the dict
+    form-encoded (``a=1``) and stored that as the engine's metadata."""
+    async with BootstrapClient(url, namespace="mc") as client:
+        for value in ({"a": 1}, "text", [1]):
+            with pytest.raises(TypeError, match=r"json\.dumps"):
+                await client.put_metadata("mooncake/ram/a", value)  # type: ignore[arg-type]
+        with pytest.raises(NotRegistered):
+            await client.get_metadata("mooncake/ram/a")
+        await client.put_metadata("mooncake/ram/a", b'{"a":1}')
+        assert await client.get_metadata("mooncake/ram/a") == b'{"a":1}'

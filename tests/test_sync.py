@@ -5,6 +5,8 @@ from __future__ import annotations
 import inspect
 import signal
 import socket
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -316,3 +318,20 @@ def test_encoder_urls_through_the_blocking_client(
         changed = waiting.result(timeout=GUARD)
     assert (changed.urls, changed.version) == ([], now.version + 1)
     assert client.wait_encoder_urls(changed.version, timeout=0) == changed
+
+
+def test_a_one_shot_client_never_closed_leaves_no_unclosed_session(server: ThreadedBootstrapServer) -> None:
+    """``SyncBootstrapClient(url).register(...)`` with no close(): the client closes when collected (and at exit),
+    so the process ends with no aiohttp "Unclosed client session" warning and its thread gone."""
+    script = (
+        "import gc, sys, threading\n"
+        "from aiobootstrap import SyncBootstrapClient\n"
+        f"SyncBootstrapClient({server.url!r}).register(0, session_id='10.0.0.7:18000', weights_info_dict={{}})\n"
+        "gc.collect()\n"
+        "print(sorted(t.name for t in threading.enumerate() if t.name.startswith('aiobootstrap client')))\n"
+        f"SyncBootstrapClient({server.url!r}).health()\n"  # this one is left to the exit
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=GUARD)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
+    assert "Unclosed" not in done.stderr, done.stderr

@@ -21,7 +21,7 @@ import asyncio
 from collections.abc import Callable, Iterable, Mapping
 from functools import partial
 
-from .._ranks import RankSet
+from .._ranks import MAX_RANK, RankSet, is_rank
 from ..exceptions import RankNotRegistered
 from ..wire.errors import decode_absent
 from ..wire.kinds import KindRoutes
@@ -31,10 +31,21 @@ from .restarts import Replay
 from .retry import Deadline
 from .transport import Reply, Transport
 
-__all__ = ["READ_TIMEOUT", "get_record", "get_records", "register", "request", "unregister"]
+__all__ = ["READ_TIMEOUT", "checked_rank", "get_record", "get_records", "register", "request", "unregister"]
 
 READ_TIMEOUT = 60.0
 """How long a request that does not park may take to answer."""
+
+
+def checked_rank(rank: object) -> int:
+    """``rank`` if it is one (an ``int`` from 0 to ``MAX_RANK``); a ``TypeError`` or ``ValueError`` naming it
+    otherwise, before any request (``get("0")`` would ask for rank 0 and then refuse its reply as another
+    rank's, since the string is not the number)."""
+    if isinstance(rank, bool) or not isinstance(rank, int):
+        raise TypeError(f"A rank is an int, not {rank!r}.")
+    if not is_rank(rank):
+        raise ValueError(f"A rank is an integer from 0 to {MAX_RANK}, not {rank}.")
+    return rank
 
 
 async def request(
@@ -63,6 +74,7 @@ async def register(
     lease: ClientLease | None = None,
 ) -> None:
     """Register ``rank``'s record of ``kind`` (``body``, on ``lease``), remembered for a restarted server."""
+    checked_rank(rank)
     replay = Replay("PUT", kind.register_path, body)
     await send_registration(transport, (kind.register_path, role, rank), replay, timeout, lease)
 
@@ -71,6 +83,7 @@ async def unregister(
     transport: Transport, kind: KindRoutes, rank: int, role: str, timeout: float | None
 ) -> bool:
     """Remove ``rank``'s record of ``kind``; whether there was one."""
+    checked_rank(rank)
     transport.forget_registration((kind.register_path, role, rank))
     reply = await transport.call(
         "DELETE",
@@ -94,6 +107,7 @@ async def get_record(
     deadline: Deadline,
 ) -> Reply:
     """The ``200`` of a get of one rank's record of ``kind``, or :class:`RankNotRegistered`."""
+    checked_rank(rank)
     reply = await transport.long_poll(kind.get_path, query, deadline, _found(transport, kind))
     if reply.status != 200:
         missing = decode_absent(reply.status, reply.body, kind.noun)
@@ -110,7 +124,7 @@ async def get_records(
 ) -> list[tuple[RankSet, Reply]]:
     """The ``200`` of each batch get of ``ranks``' records of ``kind``, with the ranks it asked for,
     or :class:`RankNotRegistered` naming every rank still missing."""
-    wanted = sorted(set(ranks))
+    wanted = sorted(set(map(checked_rank, ranks)))
     if not wanted:
         return []
     specs = split_rank_specs(wanted)

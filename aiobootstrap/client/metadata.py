@@ -67,7 +67,13 @@ async def put_metadata(
     when the lease ends, and stored again if the lease is found gone and granted again. Retried like
     ``register``, and sent again after a restart with ``reregister=True``.
     """
-    replay = Replay("PUT", METADATA_PATH, value, params={"key": key}, lease_header=LEASE_HEADER)
+    if not isinstance(value, bytes | bytearray | memoryview):
+        # aiohttp would send a dict form-encoded (``a=1``) and Mooncake's engines would read that back.
+        raise TypeError(
+            f"A metadata value is bytes (the JSON text Mooncake stores, such as json.dumps(value).encode()), "
+            f"not {type(value).__name__}."
+        )
+    replay = Replay("PUT", METADATA_PATH, bytes(value), params={"key": key}, lease_header=LEASE_HEADER)
     await send_registration(transport, (METADATA_PATH, key), replay, timeout, lease)
 
 

@@ -10,6 +10,7 @@ import asyncio
 import math
 import random
 from collections.abc import Sequence
+from urllib.parse import urlsplit
 
 __all__ = ["ROUND_TRIP", "Backoff", "Deadline", "Replicas"]
 
@@ -76,7 +77,7 @@ class Replicas:
         listed = [urls] if isinstance(urls, str) else list(urls)
         if not listed:
             raise ValueError("BootstrapClient needs at least one server URL")
-        self.urls = tuple(url.rstrip("/") for url in listed)
+        self.urls = tuple(_checked(url).rstrip("/") for url in listed)
         self._current = 0
 
     @property
@@ -91,3 +92,17 @@ class Replicas:
         if len(self.urls) == 1:
             return f"The server at {self.urls[0]}"
         return f"None of the servers {', '.join(self.urls)}"
+
+
+def _checked(url: str) -> str:
+    """``url`` if it is an ``http://`` or ``https://`` URL with an address; a ``ValueError`` saying how to write
+    it otherwise, when the client is made (``127.0.0.1:6789`` would fail only at the first call, as an invalid
+    URL with no hint of the scheme it lacks)."""
+    parts = urlsplit(url) if isinstance(url, str) else None
+    if parts is not None and parts.scheme in ("http", "https") and parts.netloc:
+        return url
+    if isinstance(url, str) and "://" not in url:
+        raise ValueError(f"{url!r} is not a server URL: give its scheme too, such as http://{url}")
+    raise ValueError(
+        f"{url!r} is not a server URL: give an http:// or https:// URL, such as http://127.0.0.1:6789"
+    )

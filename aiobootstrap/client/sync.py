@@ -21,6 +21,7 @@ import asyncio
 import contextlib
 import functools
 import ssl
+import weakref
 from collections.abc import Callable, Coroutine, Iterable, Iterator, Sequence
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
@@ -95,6 +96,9 @@ class SyncBootstrapClient(LoopThreadOwner):
             max_reply_size=max_reply_size,
         )
         self._loop_thread = LoopThread(f"aiobootstrap client {self._client.url}")
+        # A one-shot ``SyncBootstrapClient(url).register(...)`` is never closed: closed when collected, or at
+        # exit, so that aiohttp has no unclosed session to warn of. The finalizer holds no reference to self.
+        self._closer = weakref.finalize(self, _close, self._loop_thread, self._client)
 
     @property
     def url(self) -> str:
@@ -112,7 +116,7 @@ class SyncBootstrapClient(LoopThreadOwner):
 
     def close(self) -> None:
         """Stop waiting calls, close the connections, stop the thread; idempotent."""
-        self._loop_thread.close(self._client.close)
+        self._closer()
 
     # -- the API: BootstrapClient's, blocking -----------------------------
 
@@ -141,6 +145,10 @@ class SyncBootstrapClient(LoopThreadOwner):
     put_metadata = _blocking(BootstrapClient.put_metadata)
     delete_metadata = _blocking(BootstrapClient.delete_metadata)
     mooncake_engines = _blocking(BootstrapClient.mooncake_engines)
+    register_vllm_worker = _blocking(BootstrapClient.register_vllm_worker)
+    query_vllm_workers = _blocking(BootstrapClient.query_vllm_workers)
+    wait_vllm_workers = _blocking(BootstrapClient.wait_vllm_workers)
+    vllm_status = _blocking(BootstrapClient.vllm_status)
     list_ranks = _blocking(BootstrapClient.list_ranks)
     list_namespaces = _blocking(BootstrapClient.list_namespaces)
 
@@ -213,3 +221,10 @@ class SyncBootstrapClient(LoopThreadOwner):
             "SyncBootstrapClient blocks its caller and would stall this thread's running event loop; "
             "use BootstrapClient (await client.get(...)) here instead."
         )
+
+
+def _close(loop_thread: LoopThread, client: BootstrapClient) -> None:
+    """Close ``client`` and stop its thread; a client collected on its own loop (nothing there holds one) is
+    left to the thread's exit, as that loop cannot wait for itself."""
+    if not loop_thread.in_loop_thread():
+        loop_thread.close(client.close)
