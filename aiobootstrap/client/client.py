@@ -6,7 +6,7 @@ Theory of operation
 lifecycle, its lease and its watch, and every call of every face. A face's
 calls are written in the client's module of that face, each a function of the
 transport (``engine_info``, ``encoders``, ``prefill``, ``metadata``,
-``native``): it builds the request, asks the transport, and decodes the reply.
+``vllm``, ``native``): it builds the request, asks the transport, and decodes the reply.
 The class lists them, and :func:`_method` makes each one of its methods with
 the function's name, signature and docstring, as ``sync`` makes each of those
 a blocking method of :class:`SyncBootstrapClient`. So a method is written once,
@@ -35,7 +35,7 @@ from .._names import DEFAULT_NAMESPACE
 from ..wire.results import EncoderUrls
 from ..wire.routes import DEFAULT_MAX_BODY_SIZE
 from ..wire.watch import WatchedChange
-from . import encoders, engine_info, metadata, native, prefill
+from . import encoders, engine_info, metadata, native, prefill, vllm
 from . import watch as _watch
 from .leases import ClientLease
 from .retry import Backoff
@@ -225,3 +225,9 @@ class BootstrapClient:
     put_metadata = _method(metadata.put_metadata)
     delete_metadata = _method(metadata.delete_metadata)
     mooncake_engines = _method(metadata.mooncake_engines)
+
+    # vLLM's Mooncake connector bootstrap (vllm.py)
+    register_vllm_worker = _method(vllm.register_vllm_worker)
+    query_vllm_workers = _method(vllm.query_vllm_workers)
+    wait_vllm_workers = _method(vllm.wait_vllm_workers)
+    vllm_status = _method(vllm.vllm_status)
