@@ -235,6 +235,10 @@ def test_every_async_method_blocks_with_the_same_signature() -> None:
         "put_metadata",
         "delete_metadata",
         "mooncake_engines",
+        "register_vllm_worker",
+        "query_vllm_workers",
+        "wait_vllm_workers",
+        "vllm_status",
     }
     for name in public:
         method = getattr(SyncBootstrapClient, name)
