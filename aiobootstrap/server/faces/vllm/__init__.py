@@ -1,0 +1,1 @@
+"""The vLLM face: vLLM's Mooncake connector bootstrap (``/register``, ``/query``; SPEC section 15)."""
