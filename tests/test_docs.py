@@ -381,6 +381,24 @@ def test_the_readme_and_the_docs_have_runnable_blocks() -> None:
     assert {"client.md", "embedding.md", "logging.md", "scale-out.md"} <= names.keys(), names
 
 
+_UNBOUNDED_WAIT = re.compile(
+    r"^\$ until .*(listening|/ready|/health|\bping\b|endpoint health|master_link_status|held)"
+)
+
+
+def test_a_wait_for_a_server_to_start_is_bounded() -> None:
+    """A loop that waits for a server the block started ends when the server failed to start (``timeout 30 bash
+    -c 'until ...'``), where a bare ``until`` loop spins for ever in a reader's terminal."""
+    unbounded = [
+        f"{block}: {line}"
+        for path in RUN
+        for block in blocks(path)
+        for line in block.text.splitlines()
+        if _UNBOUNDED_WAIT.search(line)
+    ]
+    assert not unbounded, unbounded
+
+
 def test_every_example_is_run_or_excused() -> None:
     """A console, shell or python block is marked runnable, or NOT_RUN names it with its reason; no excuse outlives its block."""
     found = {str(path.relative_to(ROOT)): [first for _, first in unmarked(path)] for path in DOCUMENTS}

@@ -121,3 +121,29 @@ def test_cli_line_names_an_aiobootstrap_holder() -> None:
     [line] = result.stderr.splitlines()
     assert f"pid {os.getpid()}:" in line
     assert f"an aiobootstrap {__version__} server: it answered GET /health" in line
+
+
+@pytest.fixture
+def connected_port() -> Iterator[int]:
+    """A port this test process holds by an outgoing connection from it, not by listening on it."""
+    with socket.socket() as listener, socket.socket() as outgoing:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        outgoing.connect(listener.getsockname())
+        accepted, _ = listener.accept()
+        with accepted:
+            yield outgoing.getsockname()[1]
+
+
+@needs_proc
+def test_a_port_held_by_a_connection_names_its_holder(connected_port: int) -> None:
+    """A port taken by a connected socket (an ephemeral port of an outgoing connection) names its process too,
+    saying it holds it by a connection; the holder scan read listening sockets only and named nobody."""
+    [holder] = [holder for holder in find_holders(connected_port) if holder.pid == os.getpid()]
+    assert holder.listening is False
+    clause = describe_holder("127.0.0.1", connected_port)
+    assert f"pid {os.getpid()} (this process) by a connection from that port" in clause
+    result = serve_on(connected_port)
+    assert result.returncode == 2
+    [line] = result.stderr.splitlines()
+    assert f"pid {os.getpid()} by a connection from that port" in line

@@ -6,6 +6,9 @@ Two questions, each answered only when it can be found out quickly:
   ``/proc/net/tcp6`` give the listening socket's inode, and the process whose
   ``/proc/PID/fd`` holds ``socket:[INODE]`` is its owner. Other users'
   processes are usually not readable: then the pid is simply not named.
+  With no listener, a socket of any state bound to the port is named: a port
+  in the kernel's ephemeral range (``ip_local_port_range``) is often held by
+  some process's outgoing connection, and the clause says so.
 - Whether it is an aiobootstrap server: one ``GET /health`` with a short
   timeout, sent to the address we tried to bind (loopback for a wildcard
   address), so it never leaves this machine. aiobootstrap marks its reply
@@ -40,10 +43,11 @@ _WILDCARD_PROBE = {"": "127.0.0.1", "0.0.0.0": "127.0.0.1", "::": "::1"}
 
 @dataclass(frozen=True, slots=True)
 class Holder:
-    """A process that listens on the port."""
+    """A process that holds the port: listening on it, or (``listening=False``) by a connection from it."""
 
     pid: int
     command: str
+    listening: bool = True
 
 
 def describe_holder(host: str, port: int, proc: Path = Path("/proc")) -> str:
@@ -52,33 +56,42 @@ def describe_holder(host: str, port: int, proc: Path = Path("/proc")) -> str:
     # this error, and both together stay well inside its one second.
     with ThreadPoolExecutor(1) as pool:
         verdict = pool.submit(_health_verdict, _WILDCARD_PROBE.get(host, host), port)
+        holders = find_holders(port, proc)
         parts = [
-            f"pid {holder.pid}{' (this process)' if holder.pid == os.getpid() else ''}: {holder.command}"
-            for holder in find_holders(port, proc)[:3]
+            f"pid {holder.pid}{' (this process)' if holder.pid == os.getpid() else ''}"
+            f"{'' if holder.listening else ' by a connection from that port'}: {holder.command}"
+            for holder in holders[:3]
         ]
+        if holders and not holders[0].listening:
+            parts.append(_ephemeral_hint(port, proc))
         parts.append(verdict.result())
     return "; ".join(parts)
 
 
 def find_holders(port: int, proc: Path = Path("/proc")) -> list[Holder]:
-    """The processes listening on ``port``, as far as ``/proc`` lets us see."""
-    inodes: set[str] = set()
+    """The processes listening on ``port``, as far as ``/proc`` lets us see; with none, those holding a socket
+    of another state bound to it (``listening=False``)."""
+    tables: list[str] = []
     for table in ("tcp", "tcp6"):
         try:
-            text = (proc / "net" / table).read_text()
+            tables.append((proc / "net" / table).read_text())
         except OSError:
             continue
-        inodes.update(listening_inodes(text, port))
-    if not inodes:
-        return []
-    return [Holder(pid, _command(proc, pid)) for pid in _pids_holding(proc, inodes)]
+    for listening in (True, False):
+        inodes = {
+            inode for text in tables for inode in listening_inodes(text, port, listening_only=listening)
+        }
+        if inodes:
+            return [Holder(pid, _command(proc, pid), listening) for pid in _pids_holding(proc, inodes)]
+    return []
 
 
-def listening_inodes(table: str, port: int) -> Iterator[str]:
-    """The inodes of sockets listening on ``port`` in a ``/proc/net/tcp{,6}`` table."""
+def listening_inodes(table: str, port: int, *, listening_only: bool = True) -> Iterator[str]:
+    """The inodes of sockets listening on ``port`` in a ``/proc/net/tcp{,6}`` table (of any state bound to it,
+    with ``listening_only=False``)."""
     for line in table.splitlines()[1:]:
         fields = line.split()
-        if len(fields) < 10 or fields[3] != _TCP_LISTEN:
+        if len(fields) < 10 or (listening_only and fields[3] != _TCP_LISTEN):
             continue
         _, _, port_hex = fields[1].rpartition(":")
         try:
@@ -127,6 +140,19 @@ def _command(proc: Path, pid: int) -> str:
     command = " ".join(raw.decode(errors="replace").split("\0")).strip() or "no command line"
     command = " ".join(command.split())  # one line, whatever the arguments hold
     return command if len(command) <= _MAX_COMMAND else command[: _MAX_COMMAND - 3] + "..."
+
+
+def _ephemeral_hint(port: int, proc: Path) -> str:
+    try:
+        low, high = map(int, (proc / "sys" / "net" / "ipv4" / "ip_local_port_range").read_text().split())
+    except (OSError, ValueError):
+        return "a connection's port is released when it closes"
+    if low <= port <= high:
+        return (
+            f"{port} is in the kernel's ephemeral range {low}-{high} (ip_local_port_range), from which outgoing "
+            "connections take their ports: serve on a port outside it"
+        )
+    return "a connection's port is released when it closes"
 
 
 def _health_verdict(host: str, port: int) -> str:
