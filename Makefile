@@ -79,6 +79,7 @@ bench: $(BENCH_INSTALLED)
 	$(BIN)/python -m bench.write_path
 	$(BIN)/python -m bench.mooncake_engines
 	$(BIN)/python -m bench.mooncake_probes
+	$(BIN)/python -m bench.vllm
 
 # Real servers on free ports; prints tables for docs/benchmarks.md's Soak section.
 soak: $(INSTALLED)
