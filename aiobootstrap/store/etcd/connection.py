@@ -38,7 +38,15 @@ try:  # the `etcd` extra
 except ImportError:  # pragma: no cover - the extra is installed for the tests
     aetcd = None
 
-__all__ = ["Connection", "Endpoint", "etcd_missing", "map_exceptions", "reason", "token_refused"]
+__all__ = [
+    "Connection",
+    "Endpoint",
+    "etcd_missing",
+    "map_exceptions",
+    "reason",
+    "token_refused",
+    "too_large",
+]
 
 logger = logging.getLogger("aiobootstrap")
 
@@ -159,6 +167,20 @@ def token_refused(exc: BaseException) -> bool:
     return False
 
 
+def too_large(exc: BaseException) -> bool:
+    """True when etcd refused a request for its size (past ``--max-request-bytes``, or past gRPC's limit of
+    a message): refused whole before it was applied, and refused again however often it is sent."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if aetcd is not None and isinstance(seen, grpc.aio.AioRpcError):
+            details = seen.details() or ""
+            return "request is too large" in details or (
+                seen.code() == grpc.StatusCode.RESOURCE_EXHAUSTED and "larger than max" in details
+            )
+        seen = seen.__cause__
+    return False
+
+
 class Connection:
     """The clients of one cluster's members, the current one, and the deadline of every call."""
 
@@ -271,6 +293,8 @@ class Connection:
                         async with asyncio.timeout_at(deadline):
                             await client.reauthenticate()
                     continue
+                if too_large(exc):
+                    raise  # the member is well: the request is what it refused
                 self.failed(client)
                 if tries <= 0 or loop.time() >= deadline:
                     raise

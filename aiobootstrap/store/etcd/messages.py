@@ -22,6 +22,7 @@ except ImportError:  # pragma: no cover
 
 __all__ = [
     "MAX_OPS",
+    "MAX_REQUEST_BYTES",
     "Found",
     "Txn",
     "absent",
@@ -36,6 +37,7 @@ __all__ = [
     "prefix_end",
     "put",
     "read",
+    "request_bytes",
     "revoke",
     "run",
     "time_to_live",
@@ -44,6 +46,11 @@ __all__ = [
 
 MAX_OPS = 128
 """The operations etcd takes in one transaction (``--max-txn-ops``, 128 by default)."""
+
+MAX_REQUEST_BYTES = 1_572_864
+"""The bytes etcd takes in one request (``--max-request-bytes``, 1.5 MiB by default): a larger
+transaction is refused whole, before it is applied (``etcdserver: request is too large``, or gRPC's
+``received message larger than max`` past that and 512 KiB)."""
 
 Op = Any
 """An ``aetcd.rpc.RequestOp``."""
@@ -78,6 +85,11 @@ def prefix_end(prefix: bytes) -> bytes:
             return bytes(end)
         end.pop()
     return b"\x00"
+
+
+def request_bytes(messages: Sequence[Any]) -> int:
+    """About the bytes ``messages`` take in a ``TxnRequest`` (each its own, and its field's tag and length)."""
+    return sum(message.ByteSize() + 6 for message in messages)
 
 
 def get(key: bytes) -> Op:

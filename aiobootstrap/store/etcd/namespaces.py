@@ -13,6 +13,14 @@ and the batch is read and decided again.
 The transaction also puts ``P/c``, the list of its changes, which the feed
 watches; the writes return once the feed has heard its revision (within
 the call's deadline), so when a write returns its change is on the feed.
+
+A batch is kept within etcd's request limit by its bytes too, not only its
+count (:data:`BATCH_BYTES`): the writes that fit go in one transaction,
+the rest in the next. A write alone past the limit (etcd refuses it
+whole, before applying it) is :class:`PayloadTooLarge`, a ``413`` naming
+the limit, for that write alone: it will never be taken, so it is no
+``503`` to retry; and a batch etcd refuses for its size (a cluster with a
+lower ``--max-request-bytes``) is sent again in halves.
 """
 
 from __future__ import annotations
@@ -23,15 +31,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from ...exceptions import StoreUnavailable
+from ...exceptions import PayloadTooLarge, StoreUnavailable
 from ..limits import StoreLimits
 from . import messages as m
-from .connection import Connection
+from .connection import Connection, too_large
 from .feed import Feed
 from .keys import Global, Keys, Meta, encode_changes
 from .txn import Plan, State
 
-__all__ = ["BATCH", "Namespaces"]
+__all__ = ["BATCH", "BATCH_BYTES", "Namespaces"]
 
 _T = TypeVar("_T")
 
@@ -41,6 +49,10 @@ _ATTEMPTS = 10_000
 BATCH = 32
 """Writes one transaction holds at most: each reads up to three keys and writes up to four, within
 etcd's 128 operations a transaction (``--max-txn-ops``)."""
+
+BATCH_BYTES = m.MAX_REQUEST_BYTES - 64 * 1024
+"""The bytes one transaction of several writes holds at most: etcd's default request limit, less room for
+the namespace's own keys and what etcd wraps a request in."""
 
 
 @dataclass(slots=True)
@@ -143,7 +155,16 @@ class Namespaces:
         for _ in range(_ATTEMPTS):
             state = await self.read(namespace, keys, ranges)
             plan = Plan(namespace, copy.deepcopy(state.meta), copy.copy(state.glob), self._limits)
-            outcomes = [_decide(write, state, plan) for write in batch]
+            outcomes, ends = [], []
+            for write in batch:
+                outcomes.append(_decide(write, state, plan))
+                ends.append(len(plan.ops))
+            if len(batch) > 1 and m.request_bytes(plan.ops) > BATCH_BYTES:
+                # Too many bytes for one transaction (large values at once): those that fit, then the rest.
+                fit = _fitting(plan.ops, ends)
+                await self._commit(namespace, batch[:fit])
+                await self._commit(namespace, batch[fit:])
+                return
             if plan.writes:
                 meta_key = k.meta(namespace)
                 compares = [
@@ -171,20 +192,59 @@ class Namespaces:
                     await self._commit(namespace, batch[:half])
                     await self._commit(namespace, batch[half:])
                     return
-                reply = await self._connection.call(m.txn(compares, ops))
+                try:
+                    reply = await self._connection.call(m.txn(compares, ops))
+                except StoreUnavailable as exc:
+                    if not too_large(exc):
+                        raise
+                    if len(batch) > 1:  # a cluster whose limit is below ours: in halves
+                        half = len(batch) // 2
+                        await self._commit(namespace, batch[:half])
+                        await self._commit(namespace, batch[half:])
+                        return
+                    size = m.request_bytes(ops) + m.request_bytes(compares)
+                    _answer(batch[0], None, self._too_large(size, exc))
+                    return
                 if not reply.succeeded:
                     continue
                 if plan.changes:
                     await self._feed.reached(reply.revision, self._connection.timeout)
             for write, (result, error) in zip(batch, outcomes, strict=True):
-                if write.done.done():
-                    continue
-                if error is not None:
-                    write.done.set_exception(error)
-                else:
-                    write.done.set_result(result)
+                _answer(write, result, error)
             return
         raise StoreUnavailable(f"etcd at {self._connection.where}: a write lost {_ATTEMPTS} races in a row.")
+
+    def _too_large(self, size: int, refused: StoreUnavailable) -> PayloadTooLarge:
+        error = PayloadTooLarge(
+            f"The value is too large for etcd at {self._connection.where}: its write is {size:,} bytes as "
+            f"stored (JSON, escapes included), past what etcd takes in one request (--max-request-bytes, "
+            f"{m.MAX_REQUEST_BYTES:,} bytes unless the cluster sets more); nothing was stored."
+        )
+        error.__cause__ = refused
+        return error
+
+
+def _answer(write: _Write, result: Any, error: BaseException | None) -> None:
+    """Settle ``write`` with its outcome (nothing when its caller has gone)."""
+    if write.done.done():
+        return
+    if error is not None:
+        write.done.set_exception(error)
+    else:
+        write.done.set_result(result)
+
+
+def _fitting(ops: list[m.Op], ends: list[int]) -> int:
+    """How many of a batch's first writes fit in :data:`BATCH_BYTES` (write ``i``'s operations end at
+    ``ends[i]``): at least one, and never all (the batch did not fit)."""
+    size, start, fit = 0, 0, 0
+    for end in ends:
+        size += m.request_bytes(ops[start:end])
+        start = end
+        if size > BATCH_BYTES:
+            break
+        fit += 1
+    return min(max(fit, 1), len(ends) - 1)
 
 
 def _take(waiting: list[_Write]) -> list[_Write]:
