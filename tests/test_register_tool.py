@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from testbed.ports import quiet_port
+
 from .helpers.tools import assert_one_line_error, namespace, tool, url
 
 __all__ = ["namespace", "url"]  # the fixtures, shared with test_tools
@@ -80,3 +82,24 @@ def test_register_help_explains_every_option() -> None:
     assert "--rank RANK the rank whose record this is" in register_help
     assert "--session-id SESSION_ID the transfer engine's session id" in register_help
     assert "--world-size N ranks 0 to N-1 are expected" in " ".join(tool("wait", "--help").stdout.split())
+
+
+def test_register_says_at_once_that_it_keeps_trying_a_server_that_does_not_answer() -> None:
+    """register keeps trying for --timeout seconds (10 by default); its first line says so at once, so the wait
+    does not look hung where get gives up after one refused try; then the one-line error, status 3."""
+    port = quiet_port()
+    result = tool(
+        "register",
+        "--url",
+        f"http://127.0.0.1:{port}",
+        "--rank",
+        "0",
+        "--session-id",
+        "s",
+        "--timeout",
+        "0.5",
+    )
+    assert result.returncode == 3
+    notice, error = result.stderr.splitlines()
+    assert notice == f"no answer from http://127.0.0.1:{port} yet; trying for up to 0.5 s (--timeout)"
+    assert "could not be reached" in error

@@ -29,6 +29,14 @@ __all__ = ["register_tool"]
 async def register_tool(client: BootstrapClient, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     send = _registration(client, args)
     rank = _registered(args)
+    if args.timeout and not await client.health():
+        # It keeps trying for --timeout seconds (a server starting beside it comes up meanwhile): said at once,
+        # so that the wait does not look like a hang, where get gives up after one refused try.
+        print(
+            f"no answer from {client.url} yet; trying for up to {args.timeout:g} s (--timeout)",
+            file=err,
+            flush=True,
+        )
     if args.lease_ttl is not None:
         return await _register_on_lease(client, args, send, rank, out)
     await send(None)
