@@ -1,0 +1,86 @@
+"""Helpers for the compat suite: the engines' released servers started as the engines start them.
+
+The engines' servers give no sign when they listen (SGLang's ``CommonKVBootstrapServer`` binds in the
+thread its constructor starts), so :func:`wait_listening` connects until the port answers, within a bound.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import time
+from collections.abc import Iterator
+
+HOST = "127.0.0.1"
+
+
+def free_port() -> int:
+    """A port free now on the loopback (for servers that cannot be given port 0 and tell the port bound)."""
+    with socket.socket() as probe:
+        probe.bind((HOST, 0))
+        return int(probe.getsockname()[1])
+
+
+def wait_listening(port: int, host: str = HOST, within: float = 30.0) -> None:
+    """Return once ``host:port`` accepts a connection; ``TimeoutError`` after ``within`` seconds."""
+    deadline = time.monotonic() + within
+    while True:
+        try:
+            socket.create_connection((host, port), timeout=1).close()
+            return
+        except OSError:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"nothing listens on {host}:{port} after {within} s") from None
+            time.sleep(0.01)
+
+
+@contextlib.contextmanager
+def sglang_prefill_server() -> Iterator[str]:
+    """SGLang's own ``CommonKVBootstrapServer`` as its prefill side starts it; yields its ``host:port``."""
+    from sglang.srt.disaggregation.common.conn import CommonKVBootstrapServer
+
+    port = free_port()
+    server = CommonKVBootstrapServer(HOST, port)
+    try:
+        wait_listening(port)
+        yield f"{HOST}:{port}"
+    finally:
+        server.close()
+
+
+@contextlib.contextmanager
+def aiobootstrap_prefill_server() -> Iterator[str]:
+    """aiobootstrap's drop-in, ``PrefillBootstrapServer(host, port)``; yields its ``host:port``."""
+    from aiobootstrap import PrefillBootstrapServer
+
+    server = PrefillBootstrapServer(HOST, 0)
+    try:
+        yield f"{HOST}:{server.port}"
+    finally:
+        server.close()
+
+
+@contextlib.contextmanager
+def sglang_engine_info_server() -> Iterator[str]:
+    """SGLang's own ``EngineInfoBootstrapServer`` (FastAPI in a thread) as its engine starts it."""
+    from sglang.srt.entrypoints.engine_info_bootstrap_server import EngineInfoBootstrapServer
+
+    port = free_port()
+    server = EngineInfoBootstrapServer(HOST, port)
+    try:
+        wait_listening(port)
+        yield f"{HOST}:{port}"
+    finally:
+        server.close()
+
+
+@contextlib.contextmanager
+def aiobootstrap_engine_info_server() -> Iterator[str]:
+    """aiobootstrap's drop-in for it, ``ThreadedBootstrapServer(host, port)``."""
+    from aiobootstrap import ThreadedBootstrapServer
+
+    server = ThreadedBootstrapServer(HOST, 0)
+    try:
+        yield f"{HOST}:{server.port}"
+    finally:
+        server.close()
