@@ -5,22 +5,25 @@ A prefill rank is four coordinates, (dp, cp, tp, pp); its deployment's
 *topology* is their sizes and what every rank must agree on (page size, KV
 cache dtype). The engines' server reads these bodies with ``data[...]`` and
 ``int()``, so a missing or malformed field was a ``500``: here it is a
-:class:`BadRequest` naming the field, and nothing is stored.
+:class:`BadRequest` naming the field, and nothing is stored. A deployment has
+at most :data:`MAX_RANKS` ranks. The fields passed through to decode are in
+``prefill_fields``; the bootstrap rooms in ``prefill_rooms``.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping, Sequence
+import math
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from ..exceptions import BadRequest
+from .prefill_fields import info_fields, passed_fields, refusal
 
 __all__ = [
     "INTEGER_FIELDS",
-    "MAX_ROOM",
-    "MAX_ROOMS_ASKED",
+    "MAX_RANKS",
     "MISSING_INPUTS",
     "PREFILL_RANK",
     "PREFILL_ROOM",
@@ -34,13 +37,11 @@ __all__ = [
     "Topology",
     "coords_of",
     "encode_address",
-    "encode_rooms",
     "not_found_text",
     "not_ready_text",
     "parse_prefill_rank",
-    "parse_room",
-    "parse_rooms",
     "parse_route_query",
+    "whole",
 ]
 
 PREFILL_RANK = "prefill_rank"
@@ -54,8 +55,6 @@ PREFILL_ROOM = "prefill_room"
 
 MISSING_INPUTS = "Missing inputs for bootstrap server."
 """The engines' text ``400`` of a ``GET /route`` without its four parameters."""
-MAX_ROOMS_ASKED = 65_536
-"""The most rooms one ``/query_dp_ranks`` may ask: what one request makes the server read stays bounded."""
 
 ROUTE_PARAMS = ("prefill_dp_rank", "prefill_cp_rank", "target_tp_rank", "target_pp_rank")
 """``GET``/``DELETE /route``'s four parameters, in the order decode sends them (all four ``-1``: every rank)."""
@@ -68,9 +67,9 @@ _NULLS = (
     "required_prefill_response_num",
 )
 """Keys the engines' parallel info sends as ``null`` (decode fills them itself)."""
-_OPTIONAL_INFO = ("enable_dsa_cache_layer_split", "prefill_http_port")
-"""Keys newer engines add to the parallel info: sent only when the first rank sent them, since an older
-decode builds its dataclass from every key (``PrefillServerInfo(**data)``) and fails on one it lacks."""
+MAX_RANKS = 65_536
+"""The most ranks one prefill deployment may have (the product of its four sizes, as ``--max-ranks``' default):
+a rank saying more is a ``400``, so no reply nor listing is ever made of millions of ranks (issue 41, item 6)."""
 
 
 INTEGER_FIELDS = (
@@ -136,26 +135,44 @@ class Topology:
     page_size: int
     kv_cache_dtype: str
     follow_bootstrap_room: bool
-    optional: tuple[tuple[str, Any], ...] = ()
-    """The parallel info's keys that only newer engines send (:data:`_OPTIONAL_INFO`), as the first rank sent them."""
+    fields: tuple[tuple[str, Any], ...] = ()
+    """The fields passed through to the parallel info (``wire.prefill_fields``): a rank's, as it sent them; a
+    deployment's, as the first rank to send each sent it."""
 
     @property
     def expected(self) -> int:
         """How many ranks make the deployment complete."""
         return self.dp_size * self.cp_size * self.tp_size * self.pp_size
 
-    def coords(self) -> list[Coords]:
-        """Every rank of the topology, in order."""
-        return [
-            Coords(dp, cp, tp, pp)
-            for dp in range(self.dp_size)
-            for cp in range(self.cp_size)
-            for tp in range(self.tp_size)
-            for pp in range(self.pp_size)
-        ]
+    def within(self, coords: Coords) -> bool:
+        """Whether ``coords`` is a rank of this topology."""
+        return (
+            coords.dp < self.dp_size
+            and coords.cp < self.cp_size
+            and coords.tp < self.tp_size
+            and coords.pp < self.pp_size
+        )
+
+    def missing(self, present: set[str], most: int) -> tuple[list[str], int]:
+        """The names of the first ``most`` ranks of the topology not in ``present`` (in order), and how many
+        are missing in all: no list of every rank is made (issue 41, item 6)."""
+        named = {name for name in present if self.within(Coords(**coords_of(name)))}
+        shown: list[str] = []
+        if len(named) < self.expected:
+            for dp in range(self.dp_size):
+                for cp in range(self.cp_size):
+                    for tp in range(self.tp_size):
+                        for pp in range(self.pp_size):
+                            name = Coords(dp, cp, tp, pp).name
+                            if name not in named:
+                                shown.append(name)
+                                if len(shown) >= most:
+                                    return shown, self.expected - len(named)
+        return shown, self.expected - len(named)
 
     def contradiction(self, other: Topology) -> str | None:
-        """The first of sizes, page size and KV dtype ``other`` gives differently, said with both; else ``None``."""
+        """The first of sizes, page size and KV dtype ``other`` gives differently, said with both, or SGLang's
+        refusal of a field every rank must agree on (``prefill_fields.REFUSED``); else ``None``."""
         for field, said in _SAID.items():
             mine, theirs = getattr(self, field), getattr(other, field)
             if mine != theirs:
@@ -163,7 +180,7 @@ class Topology:
                     f"The prefill topology registered has {said} {mine!r}, and this rank says {theirs!r}: "
                     "every rank of a deployment must agree (DELETE /route with all four -1 to start anew)."
                 )
-        return None
+        return refusal(dict(self.fields), dict(other.fields))
 
     def as_value(self) -> dict[str, Any]:
         """The topology as its record keeps it."""
@@ -175,15 +192,15 @@ class Topology:
             "page_size": self.page_size,
             "kv_cache_dtype": self.kv_cache_dtype,
             "follow_bootstrap_room": self.follow_bootstrap_room,
-            "optional": dict(self.optional),
+            "optional": dict(self.fields),  # the passed fields' name in records since issue 28
         }
 
     @classmethod
     def from_value(cls, value: Mapping[str, Any]) -> Topology:
         sizes = (value["dp_size"], value["cp_size"], value["tp_size"], value["pp_size"])
-        optional = tuple(value.get("optional", {}).items())
+        fields = tuple(value.get("optional", {}).items())
         return cls(
-            *sizes, value["page_size"], value["kv_cache_dtype"], value["follow_bootstrap_room"], optional
+            *sizes, value["page_size"], value["kv_cache_dtype"], value["follow_bootstrap_room"], fields
         )
 
     def parallel_info(self) -> bytes:
@@ -196,7 +213,7 @@ class Topology:
             "page_size": self.page_size,
             "kv_cache_dtype": self.kv_cache_dtype,
             "follow_bootstrap_room": self.follow_bootstrap_room,
-            **dict(self.optional),
+            **info_fields(dict(self.fields)),
             **dict.fromkeys(_NULLS),
         }
         return json.dumps(info).encode()
@@ -211,7 +228,7 @@ class PrefillRank:
     value: dict[str, Any]
 
 
-def _whole(value: object) -> int | None:
+def whole(value: object) -> int | None:
     """``value`` as an integer if JSON says it is one (``3``, or ``3.0``, as JSON Schema counts it), else ``None``."""
     if isinstance(value, bool):
         return None
@@ -228,7 +245,7 @@ def _integer(payload: Mapping[str, Any], name: str, *, least: int) -> int:
         return value  # what every rank sends: checked in one step
     if name not in payload:
         raise BadRequest(f"The field {name} is missing.")
-    value = _whole(payload[name])
+    value = whole(payload[name])
     if value is None:
         raise BadRequest(f"The field {name} must be an integer, not {json.dumps(payload[name])[:64]}.")
     if value < least:
@@ -251,12 +268,30 @@ def _rank_within(payload: Mapping[str, Any], rank: str, size: str) -> tuple[int,
     return within, of
 
 
+def _bounded(sizes: Mapping[str, int]) -> None:
+    """A ``400`` unless the topology of ``sizes`` has at most :data:`MAX_RANKS` ranks."""
+    ranks = math.prod(sizes.values())
+    if ranks <= MAX_RANKS:
+        return
+    each = " x ".join(f"{name} {_said(size)}" for name, size in sizes.items())
+    raise BadRequest(
+        f"The prefill topology {each} is {_said(ranks)} ranks: at most {MAX_RANKS} in one deployment."
+    )
+
+
+def _said(number: int) -> str:
+    """``number`` as a sentence says it (one past 18 digits as ``over 10**18``: never thousands of digits)."""
+    return str(number) if number < 10**18 else "over 10**18"
+
+
 def parse_prefill_rank(payload: Mapping[str, Any]) -> PrefillRank:
     """A prefill rank's ``PUT /route`` body (``register_to_bootstrap``'s), checked field by field.
 
     The dp rank and size are ``attn_dp_*`` when ``system_dp_size`` is 1 and
     ``system_dp_*`` otherwise, as the engines' server reads them. Every field
-    sent is kept, but ``lease`` (the registry's, not the engine's).
+    sent is kept in the rank's record, but ``lease`` (the registry's, not the
+    engine's); those decode reads back are the topology's ``fields``
+    (``prefill_fields.passed_fields``, which checks SGLang 0.5.23's six).
     """
     tp, tp_size = _rank_within(payload, "attn_tp_rank", "attn_tp_size")
     cp, cp_size = _rank_within(payload, "attn_cp_rank", "attn_cp_size")
@@ -273,7 +308,7 @@ def parse_prefill_rank(payload: Mapping[str, Any]) -> PrefillRank:
     balance = payload.get("load_balance_method", "follow_bootstrap_room")
     if not isinstance(balance, str):
         raise BadRequest("The field load_balance_method must be a string.")
-    optional = tuple((name, payload[name]) for name in _OPTIONAL_INFO if name in payload)
+    _bounded({"dp": dp_size, "cp": cp_size, "tp": tp_size, "pp": pp_size})
     topology = Topology(
         dp_size,
         cp_size,
@@ -282,7 +317,7 @@ def parse_prefill_rank(payload: Mapping[str, Any]) -> PrefillRank:
         page_size,
         kv_cache_dtype,
         balance == "follow_bootstrap_room",
-        optional,
+        passed_fields(payload),
     )
     value = {name: field for name, field in payload.items() if name != "lease"}
     for name in INTEGER_FIELDS:  # checked whole above: kept as integers (17011, not 17011.0)
@@ -312,39 +347,6 @@ def parse_route_query(param: Callable[[str], str | None]) -> Coords | None:
     return Coords(*values)
 
 
-MAX_ROOM = 2**64 - 1
-"""The largest room: the engines draw rooms below 2**63; a room is a 64-bit number on every side."""
-
-
-def _room(value: object, what: str) -> int:
-    whole = _whole(value)
-    if whole is None or not 0 <= whole <= MAX_ROOM:
-        raise BadRequest(f"{what} must be an integer from 0 to 2**64 - 1, not {json.dumps(value)[:64]}.")
-    return whole
-
-
-def parse_room(payload: Mapping[str, Any]) -> tuple[int, int]:
-    """``POST /register_dp_rank``'s body: the room and its dp rank."""
-    for name in ("bootstrap_room", "dp_rank"):
-        if name not in payload:
-            raise BadRequest(f"The field {name} is missing.")
-    return _room(payload["bootstrap_room"], "The field bootstrap_room"), _room(
-        payload["dp_rank"], "The field dp_rank"
-    )
-
-
-def parse_rooms(payload: Mapping[str, Any]) -> list[int]:
-    """``POST /query_dp_ranks``' body: the rooms asked, at most :data:`MAX_ROOMS_ASKED`."""
-    rooms = payload.get("bootstrap_rooms")
-    if not isinstance(rooms, list):
-        raise BadRequest("The field bootstrap_rooms must be a list of rooms.")
-    if len(rooms) > MAX_ROOMS_ASKED:
-        raise BadRequest(
-            f"The field bootstrap_rooms holds {len(rooms)} rooms: at most {MAX_ROOMS_ASKED} at once."
-        )
-    return list(dict.fromkeys(_room(room, "Each of bootstrap_rooms") for room in rooms))
-
-
 def coords_of(name: str) -> dict[str, int]:
     """A rank record's coordinates from its name (:attr:`Coords.name`): ``{"dp": 0, "cp": 0, "tp": 1, "pp": 0}``."""
     return {part[:2]: int(part[2:]) for part in name.split("-")}
@@ -363,8 +365,3 @@ def not_found_text(coords: Coords) -> str:
 def encode_address(value: Mapping[str, Any]) -> bytes:
     """A rank's ``GET /route`` reply, as the engines' server writes it: ``{"rank_ip": ..., "rank_port": N}``."""
     return json.dumps({"rank_ip": value["rank_ip"], "rank_port": value["rank_port"]}).encode()
-
-
-def encode_rooms(found: Sequence[tuple[int, int]]) -> bytes:
-    """``/query_dp_ranks``' reply: the known rooms, keys as strings, as the engines' server writes it."""
-    return json.dumps({str(room): dp_rank for room, dp_rank in found}).encode()

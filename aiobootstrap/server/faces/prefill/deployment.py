@@ -18,16 +18,20 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from dataclasses import dataclass
+import logging
+from dataclasses import dataclass, replace
 
 from ...._names import DEFAULT_ROLE
 from ....core.registry import AtLeast, Registry
 from ....exceptions import TopologyConflict
 from ....store import ABSENT, Key, Record
 from ....wire.prefill import PREFILL_RANK, PREFILL_TOPOLOGY, TOPOLOGY_NAME, Coords, PrefillRank, Topology
+from ....wire.prefill_fields import differing, joined
 from .parallel_info import made
 
 __all__ = ["LEFT_AFTER", "Deployment", "Readiness", "rank_key", "topology_key"]
+
+log = logging.getLogger("aiobootstrap")
 
 LEFT_AFTER = 2.0
 """Seconds a topology without ranks is given for its first rank to arrive before a contradicting rank replaces
@@ -42,6 +46,19 @@ def topology_key(namespace: str) -> Key:
 
 def rank_key(namespace: str, coords: Coords) -> Key:
     return Key.named(namespace, PREFILL_RANK, DEFAULT_ROLE, coords.name)
+
+
+def _warn_differing(namespace: str, rank: PrefillRank, fixed: Topology) -> None:
+    """The WARNING of a rank whose passed fields differ from those its deployment keeps (SGLang keeps the
+    first silently; a deployment whose ranks disagree is worth a line)."""
+    said = differing(dict(fixed.fields), rank.topology.fields)
+    if said:
+        log.warning(
+            "prefill rank %s sent %s: the first value is kept",
+            rank.coords.name,
+            "; ".join(said),
+            extra={"namespace": namespace},
+        )
 
 
 @dataclass(slots=True)
@@ -66,23 +83,37 @@ class Deployment:
         self.namespace = namespace
 
     async def register(self, rank: PrefillRank, lease: str | None) -> Record:
-        """Store ``rank``, fixing the topology if none is; :class:`TopologyConflict` if it contradicts it."""
+        """Store ``rank``, fixing the topology if none is; :class:`TopologyConflict` if it contradicts it.
+
+        The fields passed through to decode (``wire.prefill_fields``) are fixed by the first rank that sends
+        each: a rank sending one the deployment lacks adds it to the topology record, in the same one step
+        (``register_if`` at the version read) that keeps the first value of every other across replicas."""
         registry, key = self._registry, topology_key(self.namespace)
         while True:
             current = await registry.get(key)
-            if current is not None:
-                problem = made(current).topology.contradiction(rank.topology)  # parsed once per version
+            fixed = None if current is None else made(current).topology  # parsed once per version
+            if fixed is not None:
+                problem = fixed.contradiction(rank.topology)
                 if problem is None:
-                    break
-                if await self.registered() or await registry.wait_until(
+                    fields = joined(dict(fixed.fields), rank.topology.fields)
+                    if fields is None:
+                        break
+                    value = replace(fixed, fields=tuple(fields.items())).as_value()
+                elif await self.registered() or await registry.wait_until(
                     AtLeast(self.namespace, PREFILL_RANK, DEFAULT_ROLE, 1), LEFT_AFTER
                 ):
                     raise TopologyConflict(problem)
-                # No rank came: every rank of the old deployment has gone, and this one starts a new deployment.
+                else:
+                    # No rank came: every rank of the old deployment has gone; this one starts a new deployment.
+                    value = rank.topology.as_value()
+            else:
+                value = rank.topology.as_value()
             version = ABSENT if current is None else current.version
-            if await registry.register_if(key, rank.topology.as_value(), version) is not None:
+            if await registry.register_if(key, value, version) is not None:
                 break
-            # Another rank fixed it meanwhile, here or through another replica: read it again.
+            # Another rank wrote it meanwhile, here or through another replica: read it again.
+        if fixed is not None and problem is None:
+            _warn_differing(self.namespace, rank, fixed)
         return await registry.register(rank_key(self.namespace, rank.coords), rank.value, lease)
 
     async def unregister(self, coords: Coords) -> Record | None:

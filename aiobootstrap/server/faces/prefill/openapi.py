@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ....wire.prefill import MAX_ROOM, MAX_ROOMS_ASKED, REQUIRED_FIELDS
+from ....wire.prefill import MAX_RANKS, REQUIRED_FIELDS
+from ....wire.prefill_rooms import MAX_ROOM, MAX_ROOMS_ASKED
 from ....wire.routes import (
     JSON_TYPE,
     PREFILL_LISTING_PATH,
@@ -67,7 +68,11 @@ PATHS: dict[str, dict[str, Any]] = {
                 "200": text_reply("Registered."),
                 "400": BAD_REQUEST,
                 **BODY_ERRORS,
-                "409": json_reply("Its sizes, page size or KV dtype contradict the registered topology."),
+                "409": json_reply(
+                    "Its sizes, page size or KV dtype contradict the registered topology, or its "
+                    "decode_allocation_policy or dsv41_spec_layout differs from the deployment's (the detail "
+                    "carries SGLang's sentence)."
+                ),
                 "503": UNAVAILABLE,
                 **LEASE_REPLIES,
             },
@@ -180,15 +185,26 @@ SCHEMAS: dict[str, Any] = {
                 "rank_port": {"type": "integer", "minimum": 1, "maximum": 65535},
                 "kv_cache_dtype": {"type": "string", "minLength": 1},
                 "load_balance_method": {"type": "string"},
+                "kv_layout": {"type": ["string", "null"]},
+                "dsv41_spec_layout": {"type": ["object", "null"]},
+                "decode_allocation_policy": {"type": ["string", "null"], "minLength": 1},
+                "enable_dsa_cache_layer_split": {"type": ["boolean", "null"]},
+                "enable_kv_cache_sharding": {"type": ["boolean", "null"]},
+                "prefill_http_port": {"type": ["integer", "null"], "minimum": 1, "maximum": 65535},
             },
-            "description": "Every other field sent is kept. A rank must be below its size.",
+            "description": "A rank must be below its size; a deployment has at most "
+            f"{MAX_RANKS} ranks (the product of its sizes). Every other field sent is kept, and every field "
+            "beyond those the server reads (not null) is carried back in the parallel info, fixed by the first "
+            "rank that sends it (the six above are SGLang 0.5.23's).",
         }
     ),
     "PrefillRoute": {
         "type": "object",
         "description": "The parallel info (attn_tp_size, attn_cp_size, dp_size, pp_size, page_size, "
-        "kv_cache_dtype, follow_bootstrap_room and the keys decode fills, null), or a rank's rank_ip and "
-        "rank_port.",
+        "kv_cache_dtype, follow_bootstrap_room, every other field the prefill ranks sent (SGLang 0.5.23's "
+        "kv_layout, dsv41_spec_layout, decode_allocation_policy, enable_dsa_cache_layer_split, "
+        "enable_kv_cache_sharding, prefill_http_port, and any a later release adds) and the keys decode "
+        "fills, null), or a rank's rank_ip and rank_port.",
     },
     "PrefillRoom": {
         "type": "object",

@@ -22,7 +22,8 @@ from ....core.registry import Registry
 from ....exceptions import LeaseNotFound, TooManyOfKind
 from ....store import Key
 from ....wire.bodies import parse_body
-from ....wire.prefill import PREFILL_ROOM, encode_rooms, parse_room, parse_rooms
+from ....wire.prefill import PREFILL_ROOM
+from ....wire.prefill_rooms import encode_rooms, parse_room, parse_rooms
 from ....wire.routes import JSON_TYPE
 from ...appkeys import CONFIG, REGISTRY
 from ...body import read_body

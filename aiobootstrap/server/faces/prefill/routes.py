@@ -160,8 +160,8 @@ async def list_prefill(request: web.Request) -> Reply:
         for record in records
     ]
     topology = readiness.topology
-    present = {record.name for record in records}
-    missing = [] if topology is None else [c.name for c in topology.coords() if c.name not in present]
+    present = {record.name for record in records if record.name}
+    missing, missing_count = ([], 0) if topology is None else topology.missing(present, _MISSING_SHOWN)
     body = {
         "topology": None
         if topology is None
@@ -170,7 +170,7 @@ async def list_prefill(request: web.Request) -> Reply:
         "registered": readiness.registered,
         "complete": readiness.complete,
         "ranks": ranks,
-        "missing": missing[:_MISSING_SHOWN],
-        "missing_count": len(missing),
+        "missing": missing,
+        "missing_count": missing_count,
     }
     return JsonReply(json.dumps(body).encode())
