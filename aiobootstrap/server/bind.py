@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import errno
 import socket
+from collections.abc import Sequence
 from typing import Any
 
 from .._names import host_port
 from ..exceptions import AddressInUse, BootstrapError
 from .portinfo import describe_holder
 
-__all__ = ["BACKLOG", "AddressInUse", "bind_sockets", "explain_address_in_use"]
+__all__ = ["BACKLOG", "AddressInUse", "bind_each", "bind_sockets", "explain_address_in_use"]
 
 BACKLOG = 4096
 """Room for a whole deployment's ranks connecting at once (the kernel caps it at somaxconn)."""
@@ -60,6 +61,21 @@ def bind_sockets(host: str, port: int) -> list[socket.socket]:
             f"Cannot listen on {host_port(host, port)}: none of its addresses is this machine's."
         )
     return sockets
+
+
+def bind_each(addresses: Sequence[tuple[str, int]]) -> list[list[socket.socket]]:
+    """:func:`bind_sockets` for each ``(host, port)``, in order (the ``--listen`` listeners): the sockets of
+    each. On a failure (raised as :func:`bind_sockets` raises it) those bound already are closed."""
+    bound: list[list[socket.socket]] = []
+    try:
+        for host, port in addresses:
+            bound.append(bind_sockets(host, port))
+    except BaseException:
+        for socks in bound:
+            for sock in socks:
+                sock.close()
+        raise
+    return bound
 
 
 def _listen(

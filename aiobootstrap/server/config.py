@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, TypeVar
 
-from .._names import check_name
+from .._names import check_name, host_port
 from ..store.url import check_store_url, describe, is_redis_url
 from ..wire.routes import BATCH_QUERY_CHARS, DEFAULT_MAX_BODY_SIZE
 from .tokens import TokenSet, is_token
@@ -18,6 +18,7 @@ __all__ = [
     "DEFAULT_MAX_WAITERS",
     "DEFAULT_PORT",
     "DEFAULT_STORE",
+    "NamespaceListener",
     "ServerConfig",
     "merge_settings",
 ]
@@ -34,6 +35,64 @@ _MIN_REQUEST_LINE = BATCH_QUERY_CHARS + 512
 """Room for the client's longest batch query plus the path and the other parameters."""
 
 _S = TypeVar("_S")
+
+
+@dataclass(frozen=True, slots=True)
+class NamespaceListener:
+    """Another listener, of one namespace (``--listen [HOST:]PORT=NAMESPACE``): its port's unprefixed routes
+    are ``namespace``'s, as if every request were under ``/ns/NAMESPACE/`` on the main port.
+
+    For the engines that name their server by ``host:port`` alone. ``port`` 0 lets the system choose;
+    ``host`` ``None`` listens on the server's own ``host``.
+    """
+
+    port: int
+    namespace: str
+    host: str | None = None
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.port <= 65535:
+            raise ValueError(f"{self}: the port must be between 0 and 65535, not {self.port}")
+        try:
+            check_name(self.namespace, "namespace")
+        except ValueError as exc:
+            raise ValueError(f"{self}: {exc}") from None
+        if self.host is not None and not self.host.strip():
+            raise ValueError(f"{self}: the host must be an address, not an empty string")
+
+    @classmethod
+    def parse(cls, spec: str) -> NamespaceListener:
+        """``[HOST:]PORT=NAMESPACE`` (an IPv6 host in brackets: ``[::1]:7001=a``); ``ValueError`` saying what
+        is wrong in one line."""
+        address, equals, namespace = spec.rpartition("=")
+        if not equals or not address:
+            raise ValueError(f"{spec!r} is not [HOST:]PORT=NAMESPACE (a port, then = and a namespace)")
+        if not namespace:
+            raise ValueError(f"{spec!r} names no namespace: give [HOST:]PORT=NAMESPACE")
+        host: str | None = None
+        port = address
+        if address.startswith("["):
+            inside, bracket, rest = address[1:].partition("]")
+            if not bracket or not rest.startswith(":"):
+                raise ValueError(f"{spec!r}: write an IPv6 host as [HOST]:PORT=NAMESPACE")
+            host, port = inside, rest[1:]
+        elif ":" in address:
+            host, _, port = address.rpartition(":")
+            if ":" in host:
+                raise ValueError(f"{spec!r}: write an IPv6 host in brackets, [HOST]:PORT=NAMESPACE")
+        if not (port.isascii() and port.isdigit()):
+            raise ValueError(f"{spec!r}: {port!r} is not a port number")
+        if host is not None and not host:
+            raise ValueError(f"{spec!r}: the host before ':' is empty (leave it out for --host's)")
+        return cls(int(port), namespace, host)
+
+    def address(self, default_host: str) -> tuple[str, int]:
+        """The host and port to bind: the server's host (``default_host``) unless this listener names one."""
+        return (default_host if self.host is None else self.host, self.port)
+
+    def __str__(self) -> str:
+        port = str(self.port) if self.host is None else host_port(self.host, self.port)
+        return f"{port}={self.namespace}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,9 +169,13 @@ class ServerConfig:
     alike compare equal."""
     faces: tuple[str, ...] | None = None
     """The names of the faces to serve, of those installed (or given to ``create_app``); ``None``: all."""
+    listen: tuple[NamespaceListener, ...] = ()
+    """Further listeners, each serving one namespace's routes unprefixed (``--listen``); each its own port
+    (0: the system's choice), none the main ``port``."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "settings", _kept_settings(self.settings))
+        object.__setattr__(self, "listen", _listeners(self.listen, self.port))
         if self.faces is not None:
             object.__setattr__(self, "faces", _face_names(self.faces))
         if not 0 <= self.port <= 65535:
@@ -236,6 +299,25 @@ def _kept_settings(given: Iterable[object]) -> tuple[object, ...]:
         by_class[kind] = settings
     kept = [settings for kind, settings in by_class.items() if settings != kind()]
     return tuple(sorted(kept, key=lambda settings: (type(settings).__module__, type(settings).__qualname__)))
+
+
+def _listeners(given: Iterable[NamespaceListener], main_port: int) -> tuple[NamespaceListener, ...]:
+    """The listeners as a config keeps them: a tuple, each port (but 0) once, none the main port."""
+    if isinstance(given, (str, bytes)) or not isinstance(given, Iterable):
+        raise ValueError(f"listen must be a tuple of NamespaceListener, not {given!r}")
+    listeners = tuple(given)
+    taken = {main_port: "--port"} if main_port else {}
+    for listener in listeners:
+        if not isinstance(listener, NamespaceListener):
+            raise ValueError(f"listen must hold NamespaceListener values, not {listener!r}")
+        if listener.port in taken:
+            raise ValueError(
+                f"--listen {listener} takes port {listener.port}, which {taken[listener.port]} takes "
+                "already: give each listener a port of its own"
+            )
+        if listener.port:
+            taken[listener.port] = f"--listen {listener}"
+    return listeners
 
 
 def _face_names(given: Iterable[str]) -> tuple[str, ...]:

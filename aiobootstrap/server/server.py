@@ -10,9 +10,9 @@ from __future__ import annotations
 import asyncio
 import socket
 import ssl
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
 
 from aiohttp import web
 from aiohttp.log import access_logger
@@ -23,16 +23,19 @@ from ..core.registry import Registry
 from ..exceptions import BootstrapError
 from .access import GUARD
 from .access_log import ACCESS_LOG_FORMAT, RefusalsLimitedAccessLogger
-from .aiohttp_internals import ProtocolSite
+from .aiohttp_internals import ProtocolSite, wrap_request_handler
 from .app import REGISTRY, create_app, release_waiters
-from .bind import BACKLOG, AddressInUse, bind_sockets, explain_address_in_use
+from .bind import BACKLOG, AddressInUse, bind_each, bind_sockets, explain_address_in_use
 from .config import ServerConfig
 from .connections import ConnectionTable
 from .face_registry import with_options
+from .listeners import LISTENING, Listening, route_by_port
 from .open_files import connection_limit
 from .tokens import TokenSet
 
 __all__ = ["AddressInUse", "BootstrapServer", "runner_options", "ssl_context"]
+
+_T = TypeVar("_T")
 
 
 def runner_options(config: ServerConfig) -> dict[str, Any]:
@@ -100,6 +103,24 @@ def _reachable_address(family: socket.AddressFamily) -> str:
     return address if address not in ("0.0.0.0", "::") else loopback
 
 
+def _url(scheme: str, host: str, socks: Sequence[socket.socket]) -> str:
+    """The URL to reach ``socks`` (bound on ``host``) at: for a wildcard host, this machine's address."""
+    if host in _WILDCARDS:
+        host = _reachable_address(
+            socket.AF_INET6 if ":" in host and not _dual_stack(socks) else socket.AF_INET
+        )
+    return f"{scheme}://{host_port(host, int(socks[0].getsockname()[1]))}"
+
+
+async def _bound(bind: Callable[[], _T]) -> _T:
+    """``bind()``; a taken port explained (its holder named), in a worker thread: the probe blocks briefly,
+    and the holder may be a server on this very loop, which must stay free to answer it."""
+    try:
+        return bind()
+    except AddressInUse as exc:
+        raise await asyncio.to_thread(explain_address_in_use, exc) from None
+
+
 class BootstrapServer:
     """An aiobootstrap server running in the current event loop.
 
@@ -119,29 +140,55 @@ class BootstrapServer:
         self._runner: web.AppRunner | None = None
         self._port: int | None = None
         self._connections: ConnectionTable | None = None
-        self._reaches_ipv4 = False
+        self._url = ""
+        self._listeners: tuple[tuple[str, str], ...] = ()
 
-    async def start(self, sock: socket.socket | Sequence[socket.socket] | None = None) -> None:
-        """Bind, then serve; raises :class:`AddressInUse` if the port is taken.
+    async def start(
+        self,
+        sock: socket.socket | Sequence[socket.socket] | None = None,
+        *,
+        listen_socks: Sequence[Sequence[socket.socket]] | None = None,
+    ) -> None:
+        """Bind, then serve; raises :class:`AddressInUse` if a port is taken.
 
         ``sock``, a socket (or several, one port on several addresses) already
         bound and listening (``server.bind.bind_sockets``), is served instead of
-        binding ``host:port``.
+        binding ``host:port``; ``listen_socks``, the sockets of each of
+        ``config.listen`` in its order (``server.bind.bind_each``), instead of
+        binding theirs.
         """
         if self._runner is not None:
             raise RuntimeError("the server is already started")
         tls = ssl_context(self.config)
         if sock is None:
-            try:
-                socks = bind_sockets(self.config.host, self.config.port)
-            except AddressInUse as exc:
-                # In a worker thread: the probe blocks briefly, and the holder may
-                # be a server on this very loop, which must stay free to answer it.
-                raise await asyncio.to_thread(explain_address_in_use, exc) from None
+            socks = await _bound(lambda: bind_sockets(self.config.host, self.config.port))
         else:
             socks = [sock] if isinstance(sock, socket.socket) else list(sock)
+        listening = self.config.listen
+        try:
+            if listen_socks is None:
+                addresses = [listener.address(self.config.host) for listener in listening]
+                listened = await _bound(lambda: bind_each(addresses))
+            elif len(listen_socks) != len(listening):
+                raise ValueError(
+                    f"listen_socks has {len(listen_socks)} entries for {len(listening)} listeners"
+                )
+            else:
+                listened = [list(each) for each in listen_socks]
+        except BaseException:
+            for each in socks:
+                each.close()
+            raise
+        scheme, urls, ports = self.config.scheme, [], {}
+        for listener, bound in zip(listening, listened, strict=True):
+            urls.append((listener.namespace, _url(scheme, listener.address(self.config.host)[0], bound)))
+            ports[int(bound[0].getsockname()[1])] = listener.namespace
+        app = create_app(self.config)
+        if listening:
+            app[LISTENING] = Listening(tuple(urls), ports)
+        everything = [*socks, *(each for bound in listened for each in bound)]
         runner = web.AppRunner(
-            create_app(self.config),
+            app,
             handle_signals=False,
             # A client that hangs up stops its parked wait at once.
             handler_cancellation=True,
@@ -157,20 +204,24 @@ class BootstrapServer:
             await runner.setup()
             assert runner.server is not None  # set up above
             connections = ConnectionTable(runner.server, connection_limit(self.config.max_connections))
-            for each in socks:
+            if listening:
+                # Before any connection opens: each takes the server's request handler as it is made.
+                wrap_request_handler(runner.server, route_by_port(ports))
+            for each in everything:
                 # A site listens again with a backlog of its own (128 unless told): keep ours.
                 await ProtocolSite(
                     runner, each, connections.protocol, ssl_context=tls, backlog=BACKLOG
                 ).start()
         except BaseException:
             await runner.cleanup()
-            for each in socks:
+            for each in everything:
                 each.close()
             raise
         self._runner = runner
         self._connections = connections
         self._port = int(socks[0].getsockname()[1])
-        self._reaches_ipv4 = _dual_stack(socks)
+        self._url = _url(scheme, self.host, socks)
+        self._listeners = tuple(urls)
 
     async def close(self) -> None:
         """Stop listening, answer parked waits with 503, finish in-flight requests.
@@ -221,12 +272,17 @@ class BootstrapServer:
     @property
     def url(self) -> str:
         """The URL to reach the server at: for a wildcard host (``0.0.0.0``, ``::``), this machine's address."""
-        host = self.host
-        if host in _WILDCARDS:
-            host = _reachable_address(
-                socket.AF_INET6 if ":" in host and not self._reaches_ipv4 else socket.AF_INET
-            )
-        return f"{self.config.scheme}://{host_port(host, self.port)}"
+        if self._runner is None:
+            raise RuntimeError("the server is not started")
+        return self._url
+
+    @property
+    def listeners(self) -> tuple[tuple[str, str], ...]:
+        """``(namespace, url)`` of each listener of one namespace (``config.listen``), in its order: the URL
+        whose unprefixed routes are that namespace's, with the real port when 0 asked for one."""
+        if self._runner is None:
+            raise RuntimeError("the server is not started")
+        return self._listeners
 
     @property
     def app(self) -> web.Application:
