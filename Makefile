@@ -6,7 +6,7 @@ INSTALLED := $(VENV)/.installed
 SERVE_INSTALLED := $(VENV)/.installed-serve
 BENCH_INSTALLED := $(VENV)/.installed-bench
 
-.PHONY: help run test lint fmt bench soak screenshots clean
+.PHONY: help run test lint fmt bench soak screenshots compat clean
 
 help:
 	@echo "make run    serve on 127.0.0.1:6789 (ARGS='--port 0 --world-size 8' to change)"
@@ -19,6 +19,8 @@ help:
 	@echo "            memory, /health beside abuse (a few minutes; SOAK_ARGS=--quick for about one);"
 	@echo "            then the server under faults (FAULTS_ARGS='--before TREE' for a before column)"
 	@echo "make screenshots  retake docs/page.png, docs/page-4096.png and docs/page-prefill.png in Chromium"
+	@echo "make compat the engines' released code (compat/engines.txt) beside aiobootstrap, in an environment"
+	@echo "            of its own cached in ~/.cache/aiobootstrap (several GB, built once a pin; COMPAT_ARGS to pytest)"
 	@echo "make clean  remove .venv and caches"
 
 $(BIN)/python:
@@ -90,6 +92,12 @@ soak: $(INSTALLED)
 # its screenshots to tmp_path, so it leaves git clean.
 screenshots: $(INSTALLED)
 	AIOBOOTSTRAP_SCREENSHOTS=docs $(BIN)/python -m pytest -n 0 -q tests/test_page.py tests/test_page_faces.py -k "screenshot or 4096 or prefill"
+
+# The engines as released (compat/engines.txt: SGLang, vLLM) beside aiobootstrap installed as a wheel, in an
+# environment that compat/run.sh builds once a pin outside the checkout (a fresh clone on the same machine
+# reuses it) and runs compat/tests in. Needs no .venv: it is not part of make test.
+compat:
+	bash compat/run.sh $(COMPAT_ARGS)
 
 fmt: $(INSTALLED)
 	$(BIN)/ruff check --fix .
