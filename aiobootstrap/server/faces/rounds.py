@@ -1,5 +1,6 @@
 """Rounds every interval, as a task that lives with the app: how a face probes what its records name
-(the encoder URLs' ``/health``, Mooncake engines' RPC addresses), shared so that no face imports another."""
+(the encoder URLs' ``/health``, Mooncake engines' RPC addresses), shared so that no face imports another;
+and :class:`LoopStalls`, which tells a probe that timed out whether the loop itself held it up."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from typing import Any
 from ...core.registry import Registry
 from ...exceptions import BootstrapError
 
-__all__ = ["every", "running"]
+__all__ = ["LoopStalls", "every", "running"]
 
 log = logging.getLogger("aiobootstrap")
 
@@ -39,3 +40,31 @@ async def running(work: Coroutine[Any, Any, None], name: str) -> AsyncIterator[N
     finally:
         task.cancel()
         await asyncio.wait([task])
+
+
+class LoopStalls:
+    """The seconds the event loop was held up (busy elsewhere, or the process not scheduled) while
+    :meth:`run` ticks: a probe whose timeout fired while the loop was held up did not get its time, and a
+    prober does not count its failure (the reply may be sitting unread in the socket)."""
+
+    def __init__(self, tick: float) -> None:
+        self._tick = tick
+        self._held = 0.0
+        self._last: float | None = None
+
+    def held(self) -> float:
+        """Seconds held up so far, the hold-up in progress included; never decreases."""
+        if self._last is None:
+            return self._held
+        now = asyncio.get_running_loop().time()
+        return self._held + max(0.0, now - self._last - self._tick)
+
+    async def run(self) -> None:
+        """Tick every ``tick`` seconds until cancelled, adding each tick's lateness to :meth:`held`."""
+        loop = asyncio.get_running_loop()
+        self._last = loop.time()
+        while True:
+            await asyncio.sleep(self._tick)
+            now = loop.time()
+            self._held += max(0.0, now - self._last - self._tick)
+            self._last = now

@@ -4,92 +4,78 @@ A transfer engine killed (SIGKILL, a crash, a lost machine) sends nothing:
 its ``rpc_meta`` and ``ram`` keys would stay for ever (Mooncake's issue
 #1078), and an engine restarted under its name is refused as a duplicate
 (#863, #2296). With ``mooncake_probe_interval`` set, every ``rpc_meta`` key of
-every namespace is probed each interval at the address it holds
-(``ip_or_host_name:rpc_port``); after :data:`FAILURES_TO_FORGET` failures in a
-row, that engine's ``rpc_meta`` and ``ram`` keys are deleted (changes that
-wake waiters and watchers), unless it wrote its entry again meanwhile.
+every namespace is probed at the address it holds (``ip_or_host_name:rpc_port``,
+``rpc_probe.py``); after :data:`FAILURES_TO_FORGET` failures in a row, that
+engine's ``rpc_meta`` and ``ram`` keys are deleted (changes that wake waiters
+and watchers), unless it wrote its entry again meanwhile.
 
-The probe is the engines' own: their handshake's probe frame (a little-endian
-``uint64`` length, the type byte, a JSON body), its whole reply read before
-the connection is closed. A bare connect-and-close would make a live engine
-log two warnings a probe; this makes it log nothing.
+Bounded, and the loop never blocked:
+
+- A value's address is read once per version (a namespace's list of entries
+  is read again only when its version moved), and only from a value of at
+  most ``RPC_META_LIMIT`` characters: a big value costs a round nothing.
+- A round starts no probe past its budget (the interval, at least the
+  probe timeout), with up to :func:`probes_at_once` in flight; the entries
+  it did not reach go first next round, and the namespaces take turns, so an
+  engine in a namespace of a few is probed every round however many entries
+  another namespace holds.
+- A failure is not counted when the loop itself was held up for more than a
+  quarter of the probe's timeout meanwhile (``rounds.LoopStalls``): the reply
+  may have been sitting unread in the socket.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import json
+import itertools
 import logging
-import struct
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
+from typing import NamedTuple
 
 from aiohttp import web
 
 from ...._logging import clipped, printable
 from ...._names import DEFAULT_ROLE
 from ....core.registry import Registry
-from ....exceptions import BootstrapError
 from ....store import Key, Record
-from ....wire.metadata import METADATA, decode_value, is_rpc_meta
+from ....wire.metadata import METADATA, is_rpc_meta
 from ...appkeys import CONFIG, REGISTRY
-from ..rounds import every, running
+from ...open_files import open_file_limit
+from ..rounds import LoopStalls, every, running
+from .rpc_probe import Networks, parse_networks, probe, rpc_address
 from .settings import MooncakeSettings
 
-__all__ = ["FAILURES_TO_FORGET", "MOONCAKE_PROBES", "MooncakeProbes", "mooncake_probes_context", "probe"]
+__all__ = [
+    "FAILURES_TO_FORGET",
+    "MOONCAKE_PROBES",
+    "MooncakeProbes",
+    "mooncake_probes_context",
+    "probe",
+    "probes_at_once",
+    "ram_key",
+]
 
 log = logging.getLogger("aiobootstrap")
 
 FAILURES_TO_FORGET = 3
 """Failed probes in a row after which an engine's keys are deleted."""
-_PROBE = 3
-"""The handshake's probe type (Mooncake's ``HandShakeRequestType::Probe``); the reply carries it back."""
-_MAX_REPLY = 1 << 20
-"""The largest reply a probe reads (the engines' own bound on a handshake message)."""
-_AT_ONCE = 64
-"""Probes in flight at once."""
+_STALL_SHARE = 0.25
+"""A failure is not counted when the loop was held up for more than this share of the probe's timeout."""
 
 
-async def probe(host: str, port: int, timeout: float) -> bool:
-    """Whether an engine answers the handshake's probe at ``host:port`` within ``timeout`` seconds."""
-    try:
-        async with asyncio.timeout(timeout):
-            reader, writer = await asyncio.open_connection(host, port)
-            try:
-                body = b"{}\n"
-                writer.write(struct.pack("<Q", len(body) + 1) + bytes([_PROBE]) + body)
-                await writer.drain()
-                head = await reader.readexactly(9)
-                (length,) = struct.unpack("<Q", head[:8])
-                if head[8] != _PROBE or not 1 <= length <= _MAX_REPLY:
-                    return False
-                await reader.readexactly(length - 1)
-                # To the end: the engine shuts its side and waits for ours to close (else it logs).
-                await reader.read()
-                return True
-            finally:
-                writer.close()
-                with contextlib.suppress(OSError):
-                    await writer.wait_closed()
-    except (OSError, asyncio.IncompleteReadError, TimeoutError, ValueError):
-        return False
+def probes_at_once() -> int:
+    """Probes in flight at once: 1,024, or an eighth of the open file limit when that is less (each holds a
+    socket; the server raises its limit at start)."""
+    limit = open_file_limit()
+    return 1024 if limit is None else max(16, min(1024, limit // 8))
 
 
-def _address(record: Record) -> tuple[str, int] | None:
-    """The RPC address an ``rpc_meta`` value holds, or ``None`` when it holds none."""
-    try:
-        value = json.loads(decode_value(record.value))
-        host, port = value["ip_or_host_name"], value["rpc_port"]
-    except (ValueError, TypeError, KeyError, BootstrapError):
-        return None
-    if (
-        not isinstance(host, str)
-        or isinstance(port, bool)
-        or not isinstance(port, int)
-        or not 0 < port < 65536
-    ):
-        return None
-    return host, port
+class _Entry(NamedTuple):
+    """An ``rpc_meta`` key to probe: its key, the version its address was read from, the address."""
+
+    key: Key
+    version: int
+    address: tuple[str, int]
 
 
 def ram_key(rpc: Key) -> Key:
@@ -100,13 +86,33 @@ def ram_key(rpc: Key) -> Key:
 
 
 class MooncakeProbes:
-    """One app's prober: the failures in a row of each RPC entry, by its key and version."""
+    """One app's prober: the failures in a row of each RPC entry, by its key and version.
 
-    def __init__(self, registry: Registry, timeout: float) -> None:
+    ``timeout``: seconds a probe may take; ``round_seconds``: the time after a round's start past which
+    it starts no probe (default: ``timeout``); ``at_once``: probes in flight (default:
+    :func:`probes_at_once`); ``networks``: the only networks probed (default: any address).
+    """
+
+    def __init__(
+        self,
+        registry: Registry,
+        timeout: float,
+        *,
+        round_seconds: float | None = None,
+        at_once: int | None = None,
+        networks: Networks = (),
+    ) -> None:
         self._registry = registry
         self._timeout = timeout
+        self._round_seconds = max(timeout, round_seconds or 0.0)
+        self._at_once = at_once or probes_at_once()
+        self._networks = networks
         self._failures: dict[Key, tuple[int, int]] = {}
-        self._slots = asyncio.Semaphore(_AT_ONCE)
+        self._addresses: dict[Key, tuple[int, tuple[str, int] | None]] = {}
+        self._listings: dict[str, tuple[str, int, list[_Entry]]] = {}
+        self._probed: dict[Key, int] = {}
+        self._rounds = 0
+        self._held_back = 0
 
     def failures(self, key: Key) -> int:
         """The failed probes in a row of the RPC entry under ``key`` (0: answering, or not probed yet)."""
@@ -117,43 +123,104 @@ class MooncakeProbes:
         await every(interval, self.round, self._registry, "Mooncake probe")
 
     async def round(self) -> None:
-        """Probe every RPC entry of every namespace once, and forget the engines that failed too often."""
-        entries: list[Record] = []
-        for namespace in await self._registry.namespaces():
-            records = await self._registry.records(namespace, METADATA, DEFAULT_ROLE)
-            entries += [record for record in records if is_rpc_meta(record.name or "")]
-        answered = await asyncio.gather(*(self._probe(record) for record in entries))
-        seen = {record.key for record in entries}
-        self._failures = {key: held for key, held in self._failures.items() if key in seen}
-        for record, ok in zip(entries, answered, strict=True):
-            if ok:
-                self._failures.pop(record.key, None)
+        """Probe the RPC entries of every namespace once, within the round's budget, and forget the
+        engines that failed too often."""
+        self._rounds += 1
+        listings = [await self._entries(namespace) for namespace in await self._registry.namespaces()]
+        self._keep_only({entry.key for entries in listings for entry in entries})
+        queues = [sorted(entries, key=lambda entry: self._probed.get(entry.key, 0)) for entries in listings]
+        order = [entry for turn in itertools.zip_longest(*queues) for entry in turn if entry is not None]
+        results = await self._probe_all(order)
+        for entry, answered in results:
+            if answered is None:
+                continue  # not probed, or not conclusive: the count stays
+            if answered:
+                self._failures.pop(entry.key, None)
                 continue
-            version, count = self._failures.get(record.key, (record.version, 0))
-            count = count + 1 if version == record.version else 1
-            self._failures[record.key] = (record.version, count)
+            version, count = self._failures.get(entry.key, (entry.version, 0))
+            count = count + 1 if version == entry.version else 1
+            self._failures[entry.key] = (entry.version, count)
             if count >= FAILURES_TO_FORGET:
-                await self._forget(record, count)
+                await self._forget(entry, count)
 
-    async def _probe(self, record: Record) -> bool:
-        address = _address(record)
-        if address is None:
-            return True  # not an address to probe: left alone
-        async with self._slots:
-            return await probe(*address, self._timeout)
+    async def _entries(self, namespace: str) -> list[_Entry]:
+        """The namespace's entries to probe, read again only when its version moved (read first: the
+        records read after it hold every change up to it)."""
+        version = await self._registry.version(namespace)
+        held = self._listings.get(namespace)
+        incarnation = self._registry.incarnation
+        if held is not None and held[:2] == (incarnation, version):
+            return held[2]
+        records = await self._registry.records(namespace, METADATA, DEFAULT_ROLE)
+        entries = [entry for entry in map(self._entry, records) if entry is not None]
+        self._listings[namespace] = (incarnation, version, entries)
+        return entries
 
-    async def _forget(self, record: Record, failures: int) -> None:
-        current = await self._registry.get(record.key)
-        if current is None or current.version != record.version:
+    def _entry(self, record: Record) -> _Entry | None:
+        """The entry of an ``rpc_meta`` record holding an address to probe; its value read once a version."""
+        if not is_rpc_meta(record.name or ""):
+            return None
+        held = self._addresses.get(record.key)
+        if held is None or held[0] != record.version:
+            held = self._addresses[record.key] = (record.version, rpc_address(record.value, self._networks))
+        return None if held[1] is None else _Entry(record.key, record.version, held[1])
+
+    def _keep_only(self, seen: set[Key]) -> None:
+        """Forget what is held of the keys no longer there (``_listings`` of namespaces gone included)."""
+        self._failures = {key: held for key, held in self._failures.items() if key in seen}
+        self._probed = {key: held for key, held in self._probed.items() if key in seen}
+        self._addresses = {key: held for key, held in self._addresses.items() if key in seen}
+        namespaces = {key.namespace for key in seen}
+        self._listings = {name: held for name, held in self._listings.items() if name in namespaces}
+
+    async def _probe_all(self, order: Sequence[_Entry]) -> list[tuple[_Entry, bool | None]]:
+        """Probe ``order`` up to ``at_once`` at a time, starting none past the round's budget."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self._round_seconds
+        stalls = LoopStalls(min(0.05, self._timeout / 8))
+        slots = asyncio.Semaphore(self._at_once)
+        results: list[tuple[_Entry, bool | None]] = []
+        self._held_back = 0
+
+        async def one(entry: _Entry) -> None:
+            try:
+                before = stalls.held()
+                answered = await probe(*entry.address, self._timeout, self._networks)
+                if answered is False and stalls.held() - before > _STALL_SHARE * self._timeout:
+                    answered = None
+                    self._held_back += 1
+                self._probed[entry.key] = self._rounds
+                results.append((entry, answered))
+            finally:
+                slots.release()
+
+        async with running(stalls.run(), "aiobootstrap mooncake loop stalls"), asyncio.TaskGroup() as group:
+            for entry in order:
+                await slots.acquire()
+                if loop.time() >= deadline:
+                    slots.release()
+                    break
+                group.create_task(one(entry))
+        if self._held_back:
+            log.warning(
+                "Mooncake probes: %d failed probes not counted: the server's loop was held up %.1f s meanwhile",
+                self._held_back,
+                stalls.held(),
+            )
+        return results
+
+    async def _forget(self, entry: _Entry, failures: int) -> None:
+        current = await self._registry.get(entry.key)
+        if current is None or current.version != entry.version:
             return  # written again (the engine restarted), or deleted, meanwhile
-        await self._registry.unregister(record.key)
-        await self._registry.unregister(ram_key(record.key))
-        self._failures.pop(record.key, None)
+        await self._registry.unregister(entry.key)
+        await self._registry.unregister(ram_key(entry.key))
+        self._failures.pop(entry.key, None)
         log.warning(
             "forgot Mooncake engine %s after %d failed probes of its RPC address",
-            printable(clipped(record.name or "")),
+            printable(clipped(entry.key.name or "")),
             failures,
-            extra={"namespace": record.key.namespace},
+            extra={"namespace": entry.key.namespace},
         )
 
 
@@ -163,7 +230,12 @@ async def mooncake_probes_context(app: web.Application) -> AsyncIterator[None]:
     if not config.mooncake_probe_interval:
         yield
         return
-    probes = app[MOONCAKE_PROBES] = MooncakeProbes(app[REGISTRY], config.mooncake_probe_timeout)
+    probes = app[MOONCAKE_PROBES] = MooncakeProbes(
+        app[REGISTRY],
+        config.mooncake_probe_timeout,
+        round_seconds=config.mooncake_probe_interval,
+        networks=parse_networks(config.mooncake_probe_networks),
+    )
     async with running(probes.run(config.mooncake_probe_interval), "aiobootstrap mooncake probes"):
         yield
 

@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ..engine_variables import check_seconds
+from .rpc_probe import parse_networks
 
 __all__ = ["SETTINGS", "MooncakeSettings"]
 
@@ -21,6 +22,8 @@ class MooncakeSettings:
     """Seconds between probes of every Mooncake engine's RPC address; 0: no probes (the engines' keys stay)."""
     mooncake_probe_timeout: float = 2.0
     """Seconds a probe may take; a slower one is a failure (3 in a row delete the engine's keys)."""
+    mooncake_probe_networks: tuple[str, ...] = ()
+    """The networks (CIDRs) the probes may connect to; empty: any address an ``rpc_meta`` value names."""
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.mooncake_probe_interval) and self.mooncake_probe_interval >= 0):
@@ -28,6 +31,8 @@ class MooncakeSettings:
                 f"mooncake probe interval must be a number of seconds, 0 or more, not {self.mooncake_probe_interval}"
             )
         check_seconds(self.mooncake_probe_timeout, "mooncake probe timeout", zero=False)
+        shown = tuple(str(network) for network in parse_networks(self.mooncake_probe_networks))
+        object.__setattr__(self, "mooncake_probe_networks", shown)
 
     @classmethod
     def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
@@ -47,10 +52,18 @@ class MooncakeSettings:
             metavar="SECONDS",
             help="seconds a Mooncake probe may take before it counts as failed (default: %(default)g)",
         )
+        parser.add_argument(
+            "--mooncake-probe-networks",
+            default="",
+            metavar="CIDR,...",
+            help="probe only Mooncake RPC addresses in these networks (host names resolved at each probe); "
+            "an address outside is not probed and its keys stay (default: any address)",
+        )
 
     @classmethod
     def from_arguments(cls, args: argparse.Namespace, environ: Mapping[str, str]) -> MooncakeSettings:
-        return cls(args.mooncake_probe_interval, args.mooncake_probe_timeout)
+        networks = tuple(part.strip() for part in args.mooncake_probe_networks.split(",") if part.strip())
+        return cls(args.mooncake_probe_interval, args.mooncake_probe_timeout, networks)
 
 
 SETTINGS = MooncakeSettings
