@@ -49,7 +49,14 @@ async def test_a_contradicting_rank_is_a_topology_conflict_not_a_rank_cap(url: s
     TooManyRanks, the other 409 a registration meets; both with the server's sentence, raised at once."""
     async with BootstrapClient(url) as client:
         await client.register_prefill_rank(rank_body(0, 0))
-        for changed in ({"attn_tp_size": 4}, {"page_size": 16}, {"kv_cache_dtype": "fp8"}):
+        changes: list[dict[str, Any]] = [
+            {"attn_tp_size": 4},
+            {"page_size": 16},
+            {"kv_cache_dtype": "fp8"},
+            {"decode_allocation_policy": "prefill_complete"},  # SGLang 0.5.23's refusals (issue 40)
+            {"dsv41_spec_layout": {"num_draft_tokens": 4}},
+        ]
+        for changed in changes:
             with pytest.raises(TopologyConflict, match=next(iter(changed))) as raised:
                 await client.register_prefill_rank({**rank_body(1, 0), **changed}, timeout=None)
             assert not isinstance(raised.value, TooManyRanks)

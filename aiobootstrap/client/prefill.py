@@ -54,7 +54,10 @@ async def register_prefill_rank(
 ) -> None:
     """Register a prefill rank: ``rank`` is the body SGLang's ``register_to_bootstrap`` sends (its
     sizes, ranks, ``rank_ip``, ``rank_port``, ``page_size``, ``kv_cache_dtype``...). ``lease``: it
-    leaves with the lease. Retried like :meth:`register`; a contradicting topology raises the ``409``."""
+    leaves with the lease. Retried like :meth:`register`; a contradicting topology, or another
+    ``decode_allocation_policy`` or ``dsv41_spec_layout`` than the deployment's, raises
+    :class:`TopologyConflict` (the ``409``, with SGLang's sentence for those two). Every field beyond those
+    the server reads comes back in :func:`prefill_parallel_info`, as the first rank to send it sent it."""
     replay = Replay("PUT", PREFILL_ROUTE_PATH, dumps(dict(rank)))
     key = (PREFILL_ROUTE_PATH, json.dumps([rank.get(name) for name in _IDENTITY]))
     await send_registration(transport, key, replay, timeout, lease)
