@@ -43,8 +43,14 @@ __all__ = ["loop_factory", "main"]
 log = logging.getLogger("aiobootstrap")
 
 
-async def serve(config: ServerConfig, socks: Sequence[socket.socket], token_file: str | None = None) -> int:
-    """Serve on the bound ``socks`` until SIGTERM or SIGINT; the exit status.
+async def serve(
+    config: ServerConfig,
+    socks: Sequence[socket.socket],
+    token_file: str | None = None,
+    listen_socks: Sequence[Sequence[socket.socket]] = (),
+) -> int:
+    """Serve on the bound ``socks`` (and each ``--listen`` listener's ``listen_socks``) until SIGTERM or
+    SIGINT; the exit status.
 
     With a ``token_file``, SIGHUP re-reads it and puts its tokens in force.
     """
@@ -64,12 +70,15 @@ async def serve(config: ServerConfig, socks: Sequence[socket.socket], token_file
 
     server = BootstrapServer(config)
     try:
-        await server.start(socks)
+        await server.start(socks, listen_socks=listen_socks)
     except BootstrapError as exc:
         print(exc.detail, file=sys.stderr)
         return 1
     started.set_result(None)
-    print(f"aiobootstrap listening on {server.url}", flush=True)
+    # The first line is the main listener's, as scripts read it; each other line never matches it.
+    lines = [f"aiobootstrap listening on {server.url}"]
+    lines += [f"namespace {namespace} also listening on {url}" for namespace, url in server.listeners]
+    print("\n".join(lines), flush=True)
     deadline = StopDeadline(loop, config.shutdown_timeout + STOP_GRACE)
     try:
         await stop.wait()
@@ -179,21 +188,26 @@ def _main(argv: list[str]) -> int:
         print(f"{PROG}: {exc}", file=sys.stderr)
         return 2
     # Here, not at the top: a tool binds nothing, and the holder-naming machinery costs it 13 ms to import.
-    from ..server.bind import AddressInUse, bind_sockets, explain_address_in_use
+    from ..server.bind import AddressInUse, bind_each, bind_sockets, explain_address_in_use
 
+    socks: list[socket.socket] = []
+    listen_socks: list[list[socket.socket]] = []
     try:
-        socks = bind_sockets(config.host, config.port)
-    except AddressInUse as exc:
-        print(explain_address_in_use(exc, "pick another with --port").detail, file=sys.stderr)
-        return 2
-    except BootstrapError as exc:
-        print(exc.detail, file=sys.stderr)
-        return 1
-    try:
+        try:
+            remedy = "pick another with --port"
+            socks = bind_sockets(config.host, config.port)
+            remedy = "pick another with --listen"
+            listen_socks = bind_each([listener.address(config.host) for listener in config.listen])
+        except AddressInUse as exc:
+            print(explain_address_in_use(exc, remedy).detail, file=sys.stderr)
+            return 2
+        except BootstrapError as exc:
+            print(exc.detail, file=sys.stderr)
+            return 1
         with asyncio.Runner(loop_factory=loop_factory()) as runner:
-            return runner.run(serve(config, socks, args.auth_token_file))
+            return runner.run(serve(config, socks, args.auth_token_file, listen_socks))
     except KeyboardInterrupt:  # interrupted before the signal handlers were in place
         return 130
     finally:
-        for sock in socks:
+        for sock in [*socks, *(each for bound in listen_socks for each in bound)]:
             sock.close()

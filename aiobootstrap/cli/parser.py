@@ -22,7 +22,7 @@ from .._logging import LOG_FORMATS
 from .._version import __version__
 from ..server import face_registry
 from ..server import open_files as _open_files
-from ..server.config import AUTH_READS, DEFAULT_MAX_WAITERS, DEFAULT_STORE, ServerConfig
+from ..server.config import AUTH_READS, DEFAULT_MAX_WAITERS, DEFAULT_STORE, NamespaceListener, ServerConfig
 from .token_file import read_token_file
 from .tool_parser import add_tool_parsers, bare_rank, namespace_in_url
 from .tools import TOOLS
@@ -90,6 +90,15 @@ def server_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"aiobootstrap {__version__}")
     setting("--host", "address to listen on (default: %(default)s)")
     setting("--port", "port to listen on; 0 picks a free one (default: %(default)s)", type=int)
+    parser.add_argument(
+        "--listen",
+        type=_listener,
+        action="append",
+        default=[],
+        metavar="[HOST:]PORT=NAMESPACE",
+        help="also listen on PORT (of HOST, default --host's) with NAMESPACE's routes unprefixed, for engines "
+        "that name their server by host:port alone; repeatable, each its own port; 0 picks a free one",
+    )
     setting("--world-size", "number of ranks; others are refused (default: any)", type=int, metavar="W")
     setting(
         "--max-wait",
@@ -294,7 +303,16 @@ def server_config(args: argparse.Namespace, environ: Mapping[str, str]) -> Serve
             settings.from_arguments(args, environ) for settings in face_registry.installed_settings()
         ),
         faces=args.faces,
+        listen=tuple(args.listen),
     )
+
+
+def _listener(text: str) -> NamespaceListener:
+    """``--listen [HOST:]PORT=NAMESPACE`` (``argparse`` makes the ``ValueError`` one line)."""
+    try:
+        return NamespaceListener.parse(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _face_names(text: str) -> tuple[str, ...]:
