@@ -100,17 +100,20 @@ async def test_a_big_rpc_meta_is_never_parsed_and_a_small_one_once_per_version(
     client: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A 2 MiB ``rpc_meta`` (port 0: never probed) is read by no round and no ``GET /mooncake``; a live
-    engine's entry is read once across three rounds, and again only when it is written again."""
+    engine's entry (and a small one of port 0) is read once across three rounds, and again only when it is
+    written again."""
     async with listener(answering()) as port:
         live = _rpc(port)
         big = _rpc(0, pad="x" * (2 << 20))
+        idle = _rpc(0, host="10.0.0.9")  # small, and never probed either
+        await _put(client, "mooncake/rpc_meta/idle:1", idle)
         await _put(client, "mooncake/rpc_meta/live:1", live)
         await _put(client, "mooncake/rpc_meta/big:1", big)
         parses = Parses(monkeypatch)
         probes = MooncakeProbes(client.app[REGISTRY], timeout=5)
         for _ in range(3):
             await probes.round()
-        assert parses.of(live) == 1
+        assert (parses.of(live), parses.of(idle)) == (1, 1)
         assert probes.failures(_key("mooncake/rpc_meta/live:1")) == 0
         for _ in range(2):
             listing = await client.get("/mooncake")

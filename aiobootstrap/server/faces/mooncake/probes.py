@@ -37,7 +37,7 @@ from aiohttp import web
 from ...._logging import clipped, printable
 from ...._names import DEFAULT_ROLE
 from ....core.registry import Registry
-from ....store import Key, Record
+from ....store import Key
 from ....wire.metadata import METADATA, is_rpc_meta
 from ...appkeys import CONFIG, REGISTRY
 from ...open_files import open_file_limit
@@ -78,6 +78,15 @@ class _Entry(NamedTuple):
     address: tuple[str, int]
 
 
+class _Listing(NamedTuple):
+    """A namespace's entries as of its version, and the address each ``rpc_meta`` key's version holds."""
+
+    incarnation: str
+    version: int
+    entries: list[_Entry]
+    addresses: dict[Key, tuple[int, tuple[str, int] | None]]
+
+
 def ram_key(rpc: Key) -> Key:
     """The segment key of the engine whose RPC entry is ``rpc`` (``.../rpc_meta/NAME`` -> ``.../ram/NAME``)."""
     name = rpc.name or ""
@@ -108,8 +117,7 @@ class MooncakeProbes:
         self._at_once = at_once or probes_at_once()
         self._networks = networks
         self._failures: dict[Key, tuple[int, int]] = {}
-        self._addresses: dict[Key, tuple[int, tuple[str, int] | None]] = {}
-        self._listings: dict[str, tuple[str, int, list[_Entry]]] = {}
+        self._listings: dict[str, _Listing] = {}
         self._probed: dict[Key, int] = {}
         self._rounds = 0
         self._held_back = 0
@@ -126,8 +134,9 @@ class MooncakeProbes:
         """Probe the RPC entries of every namespace once, within the round's budget, and forget the
         engines that failed too often."""
         self._rounds += 1
-        listings = [await self._entries(namespace) for namespace in await self._registry.namespaces()]
-        self._keep_only({entry.key for entries in listings for entry in entries})
+        namespaces = await self._registry.namespaces()
+        listings = [await self._entries(namespace) for namespace in namespaces]
+        self._keep_only(set(namespaces), {entry.key for entries in listings for entry in entries})
         queues = [sorted(entries, key=lambda entry: self._probed.get(entry.key, 0)) for entries in listings]
         order = [entry for turn in itertools.zip_longest(*queues) for entry in turn if entry is not None]
         results = await self._probe_all(order)
@@ -145,33 +154,33 @@ class MooncakeProbes:
 
     async def _entries(self, namespace: str) -> list[_Entry]:
         """The namespace's entries to probe, read again only when its version moved (read first: the
-        records read after it hold every change up to it)."""
+        records read after it hold every change up to it); each value's address read once a version."""
         version = await self._registry.version(namespace)
         held = self._listings.get(namespace)
         incarnation = self._registry.incarnation
-        if held is not None and held[:2] == (incarnation, version):
-            return held[2]
+        if held is not None and held.incarnation == incarnation and held.version == version:
+            return held.entries
         records = await self._registry.records(namespace, METADATA, DEFAULT_ROLE)
-        entries = [entry for entry in map(self._entry, records) if entry is not None]
-        self._listings[namespace] = (incarnation, version, entries)
+        before = {} if held is None else held.addresses
+        addresses: dict[Key, tuple[int, tuple[str, int] | None]] = {}
+        entries = []
+        for record in records:
+            if not is_rpc_meta(record.name or ""):
+                continue
+            known = before.get(record.key)
+            if known is None or known[0] != record.version:
+                known = (record.version, rpc_address(record.value, self._networks))
+            addresses[record.key] = known
+            if known[1] is not None:
+                entries.append(_Entry(record.key, record.version, known[1]))
+        self._listings[namespace] = _Listing(incarnation, version, entries, addresses)
         return entries
 
-    def _entry(self, record: Record) -> _Entry | None:
-        """The entry of an ``rpc_meta`` record holding an address to probe; its value read once a version."""
-        if not is_rpc_meta(record.name or ""):
-            return None
-        held = self._addresses.get(record.key)
-        if held is None or held[0] != record.version:
-            held = self._addresses[record.key] = (record.version, rpc_address(record.value, self._networks))
-        return None if held[1] is None else _Entry(record.key, record.version, held[1])
-
-    def _keep_only(self, seen: set[Key]) -> None:
-        """Forget what is held of the keys no longer there (``_listings`` of namespaces gone included)."""
-        self._failures = {key: held for key, held in self._failures.items() if key in seen}
-        self._probed = {key: held for key, held in self._probed.items() if key in seen}
-        self._addresses = {key: held for key, held in self._addresses.items() if key in seen}
-        namespaces = {key.namespace for key in seen}
+    def _keep_only(self, namespaces: set[str], keys: set[Key]) -> None:
+        """Forget what is held of the namespaces and the keys no longer there."""
         self._listings = {name: held for name, held in self._listings.items() if name in namespaces}
+        self._failures = {key: held for key, held in self._failures.items() if key in keys}
+        self._probed = {key: held for key, held in self._probed.items() if key in keys}
 
     async def _probe_all(self, order: Sequence[_Entry]) -> list[tuple[_Entry, bool | None]]:
         """Probe ``order`` up to ``at_once`` at a time, starting none past the round's budget."""
