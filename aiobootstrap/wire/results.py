@@ -253,12 +253,16 @@ def namespace_summary(name: str, version: int, waiters: int, counts: Mapping[str
     )
 
 
-def encode_namespaces(namespaces: Sequence[NamespaceSummary], waits: int | None = None) -> bytes:
+def encode_namespaces(
+    namespaces: Sequence[NamespaceSummary], waits: int | None = None, others: Mapping[str, Any] | None = None
+) -> bytes:
     """The reply of ``GET /namespaces``, in order of name; ``waits``: the server's count of moves of parked
-    waits, which a page sends back to be told of the next (``?waits=N&wait=S``)."""
+    waits, which a page sends back to be told of the next (``?waits=N&wait=S``); ``others``: fields of the
+    server's beside them (``wire.listeners``)."""
     return dumps(
         {
             **({} if waits is None else {"waits": waits}),
+            **(others or {}),
             "namespaces": [
                 {
                     "namespace": each.name,

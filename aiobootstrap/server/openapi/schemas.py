@@ -96,6 +96,20 @@ def namespaces_schema(counts: Iterable[NamespaceCount]) -> dict[str, Any]:
                 "minimum": 0,
                 "description": "Moves of parked waits so far (parked or gone), for `?waits=` to follow them.",
             },
+            "listeners": {
+                "type": "array",
+                "description": "With `--listen`: each listener the token may see, whose unprefixed routes are "
+                "one namespace's (on a listener's port, its own alone).",
+                "items": {
+                    "type": "object",
+                    "required": ["namespace", "url"],
+                    "properties": {"namespace": {"type": "string"}, "url": {"type": "string"}},
+                },
+            },
+            "listener": {
+                "type": "string",
+                "description": "On a `--listen` listener's port: the namespace it serves (the only one listed).",
+            },
             "namespaces": {
                 "type": "array",
                 "items": {
