@@ -91,7 +91,8 @@ PATHS: dict[str, dict[str, Any]] = {
         },
         "delete": {
             "operationId": "deleteMetadata",
-            "summary": "Forget a key.",
+            "summary": "Forget a key: an engine's at its normal exit, and both keys of a client whose heartbeat "
+            "timed out, from Mooncake's store master (--enable_metadata_cleanup_on_timeout).",
             "parameters": [_KEY],
             "responses": {
                 "200": text_reply("Deleted.", "metadata deleted"),

@@ -106,7 +106,9 @@ async def put_metadata(request: web.Request) -> Reply:
 
 
 async def delete_metadata(request: web.Request) -> Reply:
-    """``DELETE /metadata?key=K``: forget the key (an engine's at its normal exit)."""
+    """``DELETE /metadata?key=K``: forget the key (an engine's at its normal exit; Mooncake's store master
+    deletes both keys of a client whose heartbeat timed out): Mooncake's ``200`` ``metadata deleted``, or its
+    ``404`` ``metadata not found`` for a key already gone (as Mooncake's own server answers both callers)."""
     key = _key(request)
     if isinstance(key, TextReply):
         return key
