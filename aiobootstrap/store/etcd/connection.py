@@ -269,27 +269,31 @@ class Connection:
         if self._clients and self._clients[self._current % len(self._clients)] is client:
             self._current = (self._current + 1) % len(self._clients)
 
-    async def call(self, operation: Callable[[Any], Awaitable[_T]], *, read: bool = False) -> _T:
+    async def call(
+        self, operation: Callable[[Any], Awaitable[_T]], *, read: bool = False, within: float | None = None
+    ) -> _T:
         """Run ``operation`` with the current member's client under the deadline.
 
         ``read``: it changes nothing, so a failure asks the next member while the deadline lasts.
+        ``within``: a shorter deadline than the store's, in seconds (a lease's keepalive).
         """
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.timeout
+        seconds = self.timeout if within is None else min(within, self.timeout)
+        deadline = loop.time() + seconds
         tries = len(self._clients) if read else 1
         reauthenticated = False
         while True:
             client = self.client()
             tries -= 1
             try:
-                with map_exceptions(self.where, self.timeout):
+                with map_exceptions(self.where, seconds):
                     async with asyncio.timeout_at(deadline):
                         return await operation(client)
             except StoreUnavailable as exc:
                 if token_refused(exc) and not reauthenticated:
                     # Refused before it was applied: a new token, and the same call again (a write too).
                     reauthenticated, tries = True, tries + 1
-                    with map_exceptions(self.where, self.timeout):
+                    with map_exceptions(self.where, seconds):
                         async with asyncio.timeout_at(deadline):
                             await client.reauthenticate()
                     continue

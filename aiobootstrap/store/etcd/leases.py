@@ -36,6 +36,7 @@ import functools
 import logging
 import math
 from collections.abc import Sequence
+from typing import Any
 
 from ... import _json
 from ...exceptions import LeaseNotFound, StoreUnavailable
@@ -51,6 +52,13 @@ from .records import RELEASED_AT_ONCE, Moved, Writes
 __all__ = ["EtcdLeases"]
 
 logger = logging.getLogger("aiobootstrap")
+
+KEEPALIVE_SECONDS = 1.0
+"""A keepalive's deadline (the store's, 3 s by default, when that is shorter): a client keeps a lease alive
+every third of its TTL (2 s at etcd's minimum), so a keepalive that waits longer on a stalled etcd
+(``SIGSTOP``, a stalled disk) answers after the next was due. It is a ``503`` instead, which the client
+retries; the lease lives on while etcd keeps it (etcd counts a stall of its own against a lease's TTL: a
+member stalled past it ends the lease when it runs again, and the keepalive after that is a ``404``)."""
 
 SWEEP_INTERVAL = 10.0
 """Seconds between two sweeps for leases that ended unheard (a backstop: the feed hears each end)."""
@@ -118,17 +126,20 @@ class EtcdLeases:
         """The lease's TTL; ``LeaseNotFound`` when it is gone or another namespace's."""
         key = self._keys.account(lease)
         found = await self._connection.call(lambda client: m.read(client, [m.get(key)]), read=True)
-        if not found.reads[0]:
-            raise LeaseNotFound(lease)
-        data = _json.loads(found.reads[0][0].value)
-        if data.get("ns") != namespace:
-            raise LeaseNotFound(lease)
-        return float(data["ttl"])
+        return _ttl_of(found, namespace, lease)
 
     async def keepalive(self, namespace: str, lease: str) -> LeaseState:
+        """The account's read and etcd's keepalive, together within :data:`KEEPALIVE_SECONDS` (asked of the
+        next member when one fails: a keepalive sent twice only renews twice)."""
         lease_id = _lease_id(lease)
-        ttl = await self._account(namespace, lease)
-        remaining = await self._connection.call(lambda client: m.keepalive(client, lease_id))
+        key = self._keys.account(lease)
+
+        async def alive(client: Any) -> tuple[m.Txn, int]:
+            found = await m.read(client, [m.get(key)])
+            return found, (await m.keepalive(client, lease_id) if found.reads[0] else 0)
+
+        found, remaining = await self._connection.call(alive, read=True, within=KEEPALIVE_SECONDS)
+        ttl = _ttl_of(found, namespace, lease)
         if remaining <= 0:
             raise LeaseNotFound(lease)
         return LeaseState(lease, namespace, ttl, float(remaining))
@@ -242,6 +253,16 @@ class EtcdLeases:
         while True:
             await self._sweep_logged()
             await asyncio.sleep(SWEEP_INTERVAL)
+
+
+def _ttl_of(found: m.Txn, namespace: str, lease: str) -> float:
+    """The TTL of a lease's account as read (``found``); ``LeaseNotFound`` when gone or another namespace's."""
+    if not found.reads[0]:
+        raise LeaseNotFound(lease)
+    data = _json.loads(found.reads[0][0].value)
+    if data.get("ns") != namespace:
+        raise LeaseNotFound(lease)
+    return float(data["ttl"])
 
 
 def _lease_id(lease: str) -> int:
