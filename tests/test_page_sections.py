@@ -13,7 +13,7 @@ import pytest_asyncio
 from aiohttp.test_utils import BaseTestServer, TestServer
 
 from aiobootstrap import BootstrapServer, ServerConfig, create_app
-from aiobootstrap._names import DEFAULT_ROLE
+from aiobootstrap._names import DEFAULT_ROLE, TRANSFER_ENGINE_INFO
 from aiobootstrap.server.appkeys import REGISTRY
 from aiobootstrap.server.bringup_page import page_scripts
 from aiobootstrap.server.face import Face
@@ -130,7 +130,14 @@ class TestInABrowser:
         )
         assert await page.text_content("#toy-list") == "✎ second"
         await text_in(page, "#encoder-count", "0 encoder URLs listed")
-        assert await page.locator("#groups section").count() >= 1
+        # A namespace of notes alone is no engine-info deployment: no empty rank grid beside them (with no
+        # world size there is no missing rank to show either).
+        assert await page.locator("#groups section").count() == 0
+        await registry.register(
+            Key("default", TRANSFER_ENGINE_INFO, DEFAULT_ROLE, 3),
+            {"session_id": "h:1", "weights_info_dict": {}},
+        )
+        await text_in(page, "#groups .counts", "1 registered")
         assert errors == []
         await page.context.close()
 

@@ -204,7 +204,9 @@ async function readGroup(g, { enrich = false } = {}) {
   return listing.version;
 }
 
-function wanted(g) { return g.ranks.size > 0 || g.role === "target" && g.kind === "transfer_engine_info" || g.world !== null && g.kind === "transfer_engine_info"; }
+// A group is drawn once it holds a rank or a wait, or for transfer-engine info of a known world size (its
+// missing ranks are the news); not as an empty grid in a namespace of another face (a PD or Mooncake one).
+function wanted(g) { return g.ranks.size > 0 || g.waiters > 0 || g.world !== null && g.kind === "transfer_engine_info"; }
 
 let refreshing = false, nextRefresh = 0;
 async function refreshDirty() {
