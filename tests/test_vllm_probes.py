@@ -25,7 +25,7 @@ from .helpers.waits import GUARD
 try:
     import zmq
 except ImportError:
-    zmq = None
+    zmq = None  # type: ignore[assignment]
 
 
 @contextlib.contextmanager

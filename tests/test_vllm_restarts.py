@@ -22,7 +22,7 @@ from testbed.redis_server import free_port
 try:
     import zmq
 except ImportError:  # a plain listening socket answers a connect as well
-    zmq = None
+    zmq = None  # type: ignore[assignment]
 
 
 @contextlib.contextmanager

@@ -204,4 +204,8 @@ async def forget(registry: Registry, record: Record) -> Record | None:
     if stored is None or stored.version != record.version:
         return None
     deleted = await registry.unregister(record.key)
-    return deleted if deleted is not None and deleted.version == record.version else None
+    if deleted is not None and deleted.version != record.version:
+        # It registered again between the read and the delete: put it back, unless it did once more.
+        await registry.register_if(record.key, deleted.value, ABSENT)
+        return None
+    return deleted
