@@ -48,6 +48,11 @@ __all__ = ["REAP_INTERVAL", "RedisLeases"]
 
 log = logging.getLogger("aiobootstrap")
 
+KEEPALIVE_SECONDS = 1.0
+"""A keepalive's deadline (the store's, when that is shorter): a client keeps a lease alive every third of
+its TTL, so one waiting out the store's 3 s on a paused Redis would answer after the next was due; it is a
+``503`` instead, which the client retries (``docs/scale-out.md``'s failure matrix)."""
+
 REAP_INTERVAL = 0.25
 """The longest a reaper sleeps between two looks for leases past their deadline (each replica's)."""
 
@@ -56,6 +61,12 @@ _HOLDERS_CHUNK = 4096
 
 _REAP_BATCH = 256
 """Leases ended per look, at most; a longer backlog is taken on at once by the next look."""
+
+
+def _retrieved(future: asyncio.Future[Any]) -> None:
+    """Read the outcome of a call nobody waits for any more (else asyncio logs it as never retrieved)."""
+    if not future.cancelled():
+        future.exception()
 
 
 def _target(blob: bytes | str) -> Target:
@@ -114,8 +125,19 @@ class RedisLeases:
                 return LeaseState(lease, namespace, ttl, ttl)
 
     async def keepalive(self, namespace: str, lease: str) -> LeaseState:
+        """Within :data:`KEEPALIVE_SECONDS` (a ``503`` past it, on a paused Redis): the script may still run
+        later, which only renews the lease once more."""
         keys = self._keys
-        reply = await self._run(lease_lua.KEEPALIVE, [keys.leases, keys.deadlines], [lease, namespace])
+        answer = self._writes.script(lease_lua.KEEPALIVE, [keys.leases, keys.deadlines], [lease, namespace])
+        seconds = min(KEEPALIVE_SECONDS, self._connection.timeout)
+        try:
+            async with asyncio.timeout(seconds):
+                reply = await asyncio.shield(answer)
+        except TimeoutError:
+            answer.add_done_callback(_retrieved)
+            raise StoreUnavailable(
+                f"Redis at {self._connection.where} did not answer within {seconds:g} s."
+            ) from None
         if reply == 0:
             raise LeaseNotFound(lease)
         ttl = float(text(reply))

@@ -1,5 +1,5 @@
-"""A lease kept alive while etcd stalls (issue 41, item 5), against a real member of the test's own that the
-test pauses with SIGSTOP and resumes with SIGCONT.
+"""A lease kept alive while its store stalls (issue 41, item 5), against a real etcd member (and a real Redis)
+of the test's own that the test pauses with SIGSTOP and resumes with SIGCONT.
 
 What a client sees (docs/scale-out.md, the failure matrix over etcd): a keepalive answers a ``503`` within its
 own deadline (1 s), not the store's (3 s), since a client keeps a lease alive every third of its TTL; the
@@ -15,10 +15,14 @@ import contextlib
 import os
 import signal
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
+
+import pytest
 
 from aiobootstrap import ServerConfig, create_app
 from testbed.etcd_server import Cluster, unique_prefix
+from testbed.redis_server import REDIS_SERVER, SKIP_REASON, RedisServer
 
 from .helpers.waits import GUARD
 
@@ -87,3 +91,33 @@ async def test_a_stall_longer_than_the_ttl_ends_the_lease_as_etcd_decides(
         # Released once the replica's feed hears etcd end it: read as a client would.
         while (await client.get(GET)).status != 404:  # noqa: ASYNC110
             await asyncio.sleep(0.05)
+
+
+async def test_a_keepalive_on_a_paused_redis_is_a_quick_503_and_the_lease_lives_on(
+    aiohttp_client: Any, tmp_path: Path
+) -> None:
+    """The same over Redis: its keepalive's own 1 s deadline, then a 200 once Redis runs again."""
+    if REDIS_SERVER is None:
+        pytest.skip(SKIP_REASON)
+    server = RedisServer(tmp_path)
+    server.start()
+    try:
+        client = await aiohttp_client(create_app(ServerConfig(store=server.url)))
+        lease = await _leased_record(client, ttl=30)
+        server.pause()
+        try:
+            async with asyncio.timeout(GUARD):
+                stalled = await client.post(f"/leases/{lease}/keepalive")
+            detail = (await stalled.json())["detail"]
+        finally:
+            server.resume()
+        assert stalled.status == 503, detail
+        assert "Retry-After" in stalled.headers
+        assert "did not answer within 1 s" in detail
+        async with asyncio.timeout(GUARD):
+            while (kept := await client.post(f"/leases/{lease}/keepalive")).status == 503:  # noqa: ASYNC110
+                await asyncio.sleep(0.1)  # a client's retry
+        assert kept.status == 200, await kept.text()
+        assert (await client.get(GET)).status == 200
+    finally:
+        server.stop()
