@@ -33,6 +33,7 @@ from ..exceptions import (
 )
 from ..wire.params import format_ranks
 from ..wire.results import missing_in_world
+from .listening import listener_lines, namespaces_tool, read_listening, shown_namespace
 from .register_tool import register_tool
 from .tool_errors import EXIT_ABSENT, EXIT_SERVER, EXIT_USAGE, ToolError
 from .tool_parser import KINDS
@@ -70,6 +71,7 @@ async def run_tool(args: argparse.Namespace, *, token: str | None, out: TextIO, 
     tool = _TOOLS[args.tool]
     try:
         tls = _tls(args.cacert)
+        args.bearer, args.tls = token or None, tls  # for a read of its own (status's listeners)
         async with BootstrapClient(
             args.url, token=token or None, namespace=args.namespace, ssl=tls
         ) as client:
@@ -128,10 +130,11 @@ async def _get_encoder_urls(client: BootstrapClient, args: argparse.Namespace, o
 
 async def _status(client: BootstrapClient, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     """Exit 0 when every rank of a known world size is in for each kind and role shown, else 1."""
-    if args.namespaces:
-        return await _namespaces(client, out)
     if args.watch:
         return await _status_watch(client, args, out)
+    listening = await read_listening(args.url, args.bearer, args.tls)
+    if args.namespaces:
+        return await namespaces_tool(client, out, listening)
     kinds = args.kind or list(KINDS)
     roles = args.role or [DEFAULT_ROLE]
     sections: list[str] = []
@@ -167,11 +170,12 @@ async def _status(client: BootstrapClient, args: argparse.Namespace, out: TextIO
     if mooncake is not None:
         sections.append(mooncake[0])
         held += mooncake[1]
-    print(f"namespace {client.namespace}, version {version}, {waiters} waiting", file=out)
-    for line in sections:
+    namespace = shown_namespace(client, listening)  # on a listener's port, its namespace
+    print(f"namespace {namespace}, version {version}, {waiters} waiting", file=out)
+    for line in [*listener_lines(namespace, listening), *sections]:
         print(line, file=out)
     if not held:
-        await _hint_namespaces(client, err)
+        await _hint_namespaces(client, namespace, err)
     return 0 if complete else EXIT_ABSENT
 
 
@@ -254,29 +258,16 @@ async def _summary(client: BootstrapClient, args: argparse.Namespace) -> tuple[l
     return lines, version
 
 
-async def _hint_namespaces(client: BootstrapClient, err: TextIO) -> None:
+async def _hint_namespaces(client: BootstrapClient, namespace: str, err: TextIO) -> None:
     """An empty namespace: say so, name the server's namespaces, and the nearest to the one asked."""
     try:
-        names = [each.name for each in await client.list_namespaces() if each.name != client.namespace]
+        names = [each.name for each in await client.list_namespaces() if each.name != namespace]
     except BootstrapError:
         return  # a token that may not list them: the empty listing says enough
-    near = difflib.get_close_matches(client.namespace, names, n=1)
+    near = difflib.get_close_matches(namespace, names, n=1)
     hint = f" (did you mean {printable(near[0])}?)" if near else ""
     shown = ", ".join(printable(name) for name in names) or "none"
-    print(f"namespace {client.namespace} holds nothing; the server's namespaces: {shown}{hint}", file=err)
-
-
-async def _namespaces(client: BootstrapClient, out: TextIO) -> int:
-    """``status --namespaces``: one line per namespace the server shows this token."""
-    namespaces = await client.list_namespaces()
-    print(f"{len(namespaces)} namespaces", file=out)
-    for each in namespaces:
-        print(
-            f"  {each.name}: version {each.version}, {each.ranks} ranks registered, "
-            f"{each.waiters} waiting, {each.encoder_urls} encoder URLs",
-            file=out,
-        )
-    return 0
+    print(f"namespace {namespace} holds nothing; the server's namespaces: {shown}{hint}", file=err)
 
 
 def _ranks_section(listing: RankListing, asked_world_size: int | None) -> tuple[list[str], RankSet | None]:
