@@ -277,3 +277,16 @@ async def test_fields_first_sent_through_two_replicas_at_once_are_both_kept(
         info = await _info(replica)
         assert {name: info[name] for name in RELEASE_FIELDS} == RELEASE_FIELDS
         assert (info["next_a"], info["next_b"]) == (1, 2)
+
+
+async def test_a_deployment_redeployed_after_its_ranks_left_brings_its_own_fields(client: Any) -> None:
+    """Ranks on a lease leave with it, the topology record stays; the next deployment of the same sizes
+    fixes its own fields (a new prefill_http_port), not the gone deployment's."""
+    lease = (await (await client.post("/leases", json={"ttl": 60})).json())["lease"]
+    await _register(client, *(body(tp, **RELEASE_FIELDS, lease=lease) for tp in (0, 1)))
+    assert (await client.delete(f"/leases/{lease}")).status == 200
+    assert (await client.get(f"/route?{ALL}")).status == 503
+    again = {**RELEASE_FIELDS, "prefill_http_port": 30001, "kv_layout": "token_major"}
+    await _register(client, body(0, **again), body(1, **again))
+    info = await _info(client)
+    assert (info["prefill_http_port"], info["kv_layout"]) == (30001, "token_major")

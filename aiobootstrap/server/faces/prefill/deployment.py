@@ -20,6 +20,7 @@ import asyncio
 import functools
 import logging
 from dataclasses import dataclass, replace
+from typing import Any
 
 from ...._names import DEFAULT_ROLE
 from ....core.registry import AtLeast, Registry
@@ -46,6 +47,15 @@ def topology_key(namespace: str) -> Key:
 
 def rank_key(namespace: str, coords: Coords) -> Key:
     return Key.named(namespace, PREFILL_RANK, DEFAULT_ROLE, coords.name)
+
+
+def _stale(fixed: Topology, sent: Topology) -> bool:
+    """Whether a rank that agrees with the deployment's topology still says something else of it (a field
+    passed through, the balance method): kept from the first rank while the deployment has ranks, replaced
+    by the first rank of a new deployment once they have all gone."""
+    return fixed.follow_bootstrap_room != sent.follow_bootstrap_room or dict(fixed.fields) != dict(
+        sent.fields
+    )
 
 
 def _warn_differing(namespace: str, rank: PrefillRank, fixed: Topology) -> None:
@@ -91,30 +101,41 @@ class Deployment:
         registry, key = self._registry, topology_key(self.namespace)
         while True:
             current = await registry.get(key)
-            fixed = None if current is None else made(current).topology  # parsed once per version
-            if fixed is not None:
-                problem = fixed.contradiction(rank.topology)
-                if problem is None:
-                    fields = joined(dict(fixed.fields), rank.topology.fields)
-                    if fields is None:
-                        break
-                    value = replace(fixed, fields=tuple(fields.items())).as_value()
-                elif await self.registered() or await registry.wait_until(
-                    AtLeast(self.namespace, PREFILL_RANK, DEFAULT_ROLE, 1), LEFT_AFTER
-                ):
-                    raise TopologyConflict(problem)
-                else:
-                    # No rank came: every rank of the old deployment has gone; this one starts a new deployment.
-                    value = rank.topology.as_value()
+            value: dict[str, Any] | None
+            kept: Topology | None
+            if current is None:
+                value, kept = rank.topology.as_value(), None
             else:
-                value = rank.topology.as_value()
+                value, kept = await self._next(made(current).topology, rank)  # parsed once per version
             version = ABSENT if current is None else current.version
-            if await registry.register_if(key, value, version) is not None:
+            if value is None or await registry.register_if(key, value, version) is not None:
                 break
             # Another rank wrote it meanwhile, here or through another replica: read it again.
-        if fixed is not None and problem is None:
-            _warn_differing(self.namespace, rank, fixed)
+        if kept is not None:
+            _warn_differing(self.namespace, rank, kept)
         return await registry.register(rank_key(self.namespace, rank.coords), rank.value, lease)
+
+    async def _next(self, kept: Topology, rank: PrefillRank) -> tuple[dict[str, Any] | None, Topology | None]:
+        """The deployment's topology record to write for ``rank`` (``None``: it holds all the rank says), and
+        the topology whose values are kept (``None``: the rank's replaces it); :class:`TopologyConflict`."""
+        problem = kept.contradiction(rank.topology)
+        if problem is None:
+            if not _stale(kept, rank.topology):
+                return None, kept
+            if await self.registered():
+                fields = joined(dict(kept.fields), rank.topology.fields)
+                return (
+                    None if fields is None else replace(kept, fields=tuple(fields.items())).as_value()
+                ), kept
+            # Its ranks have all gone (their leases ended): this rank starts the deployment anew, with its
+            # fields (a new prefill_http_port...).
+            return rank.topology.as_value(), None
+        if await self.registered() or await self._registry.wait_until(
+            AtLeast(self.namespace, PREFILL_RANK, DEFAULT_ROLE, 1), LEFT_AFTER
+        ):
+            raise TopologyConflict(problem)
+        # No rank came: every rank of the old deployment has gone; this one starts a new deployment.
+        return rank.topology.as_value(), None
 
     async def unregister(self, coords: Coords) -> Record | None:
         """Delete one rank; the topology goes with the deployment's last rank."""
