@@ -48,8 +48,11 @@ FLOORS = {
     "aiobootstrap.server": 4,
     "aiobootstrap.client": 4,
     "aiobootstrap.cli": 5,
-    "aiobootstrap.__main__": 6,
-    "aiobootstrap": 6,
+    # The engine plugins: above the in-process servers and the command line (whose reading of the
+    # environment they reuse); the engines import them, nothing of the package does.
+    "aiobootstrap.plugins": 6,
+    "aiobootstrap.__main__": 7,
+    "aiobootstrap": 7,
 }
 """The floor of each room, a folder or a module; a module is on the floor of its longest prefix here."""
 
@@ -119,7 +122,7 @@ def test_the_floor_check_refuses_upward_and_sideways_imports() -> None:
     assert _wrong_imports(graph) == [
         "aiobootstrap.store.memory (floor 2) imports aiobootstrap.server.app (floor 4)",
         "aiobootstrap.server.app (floor 4) imports aiobootstrap.client.client (floor 4)",
-        "aiobootstrap.wire.routes (floor 2) imports aiobootstrap (floor 6)",
+        "aiobootstrap.wire.routes (floor 2) imports aiobootstrap (floor 7)",
     ]
 
 
@@ -409,15 +412,24 @@ FACE_FINDERS = {
 """Who may import a face's modules besides the face's own folder and the in-process floor, and why."""
 
 
+PLUGINS = "aiobootstrap.plugins"
+"""The engine plugins' floor, above the in-process servers: it may import a face's drop-in (``inprocess``), no
+other module of a face."""
+
+
 def _face_outsiders(module: str, imported: list[tuple[int, str]], where: str) -> list[str]:
     """Each import (once a line) by ``module`` (file ``where``) of a face's module from outside that face's
-    folder, unless ``module`` is on the in-process floor or in :data:`FACE_FINDERS`."""
+    folder, unless ``module`` is on the in-process floor or in :data:`FACE_FINDERS`, or it is the drop-in
+    (``inprocess``) a plugin (:data:`PLUGINS`) imports."""
     if module in FACE_FINDERS or _server_floor(module) == 2:
         return []
+    plugin = module == PLUGINS or module.startswith(PLUGINS + ".")
     found = set()
     for line, name in imported:
         other = _in_package(name)
         face = None if other is None else _face_of(other)
+        if plugin and other is not None and _server_floor(other) == 2:
+            continue
         if face is not None and face != _face_of(module):
             found.add((line, f"{where}:{line} imports {other}, of the {face} face"))
     return [text for _, text in sorted(found)]
@@ -450,6 +462,10 @@ def test_the_face_folder_check_names_each_import_from_outside() -> None:
     assert not _face_outsiders(f"{f}.encoders.inprocess", [(1, f"{f}.encoders.health")], "i.py")
     assert not _face_outsiders(THREADED, [(1, f"{f}.engine_info.inprocess")], "t.py")
     assert not _face_outsiders("aiobootstrap", [(1, f"{f}.prefill.inprocess")], "__init__.py")
+    assert not _face_outsiders(f"{PLUGINS}.sglang_targets", [(1, f"{f}.prefill.inprocess")], "s.py")
+    assert _face_outsiders(f"{PLUGINS}.sglang_targets", [(1, f"{f}.prefill.settings")], "s.py") == [
+        f"s.py:1 imports {f}.prefill.settings, of the prefill face"
+    ]
 
 
 # -- the core, the stores and the host name no engine ----------------------
@@ -544,6 +560,12 @@ FUNCTION_IMPORTS = {
     ): "redis-py is an extra, imported when a URL names it",
     ("aiobootstrap.store.url", "aiobootstrap.store.etcd"): "aetcd is an extra, imported when a URL names it",
     ("aiobootstrap", "import_module"): "the public names, each imported on first use (PEP 562)",
+    ("aiobootstrap.plugins.sglang", "import_module"): "installed is not enabled: SGLang runs the plugin in "
+    "every process, which imports the server only once a setting enables it",
+    ("aiobootstrap.plugins.vllm", "import_module"): "installed is not enabled: vLLM runs the plugin in "
+    "every process, which imports the server only once a setting enables it",
+    ("aiobootstrap.plugins.dropins", "import_module"): "an engine's module, named by a target's dotted path "
+    "and imported only once the plugin is enabled (a module the running version lacks is a warning)",
     (
         "aiobootstrap.server.face_registry",
         "import_module",
