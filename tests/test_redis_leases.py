@@ -35,7 +35,7 @@ REGISTER = "/register_transfer_engine_info"
 @pytest.fixture
 async def pair(redis_server: RedisServer) -> AsyncIterator[tuple[Registry, Registry]]:
     """Two registries, A and B, each over its own RedisStore on one Redis."""
-    limits = StoreLimits(max_leases=3)
+    limits = StoreLimits(max_leases=4)
     a = await open_registry(RedisStore(redis_server.url, limits=limits, **FAST))  # type: ignore[arg-type]
     b = await open_registry(RedisStore(redis_server.url, limits=limits, **FAST))  # type: ignore[arg-type]
     try:
@@ -140,14 +140,16 @@ async def test_an_unknown_lease_stores_nothing_and_a_record_moves(pair: tuple[Re
 
 
 async def test_max_leases_is_counted_across_replicas(pair: tuple[Registry, Registry]) -> None:
-    """Three leases allowed: two granted through A and one through B fill it, for both."""
+    """Four leases allowed: two granted through A and two through B fill it, for both (in four namespaces:
+    one holds at most its share, test_lease_share.py)."""
     a, b = pair
     await a.store.grant_lease("default", 30)
-    await a.store.grant_lease("default", 30)
-    await b.store.grant_lease("default", 30)
+    await a.store.grant_lease("blue", 30)
+    await b.store.grant_lease("green", 30)
+    await b.store.grant_lease("red", 30)
     for registry in pair:
-        with pytest.raises(TooManyLeases):
-            await registry.store.grant_lease("default", 30)
+        with pytest.raises(TooManyLeases, match="--max-leases"):
+            await registry.store.grant_lease("white", 30)
 
 
 async def test_a_redis_restart_with_aof_keeps_leases_and_their_records(

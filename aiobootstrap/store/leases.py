@@ -33,7 +33,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..exceptions import LeaseNotFound
-from .limits import too_many_leases
+from .limits import lease_share, too_many_leases, too_many_leases_in
 from .records import HeldLease, LeaseState, Target
 
 __all__ = ["HELD_LOOP", "Lease", "LeaseTable", "grace_after_held_loop"]
@@ -79,6 +79,8 @@ class LeaseTable:
         self._leases: dict[str, Lease] = {}
         self._owner: dict[Target, str] = {}
         self._heap: list[tuple[float, str]] = []
+        self._in: dict[str, int] = {}
+        """Leases held, by namespace: each namespace's share (``limits.lease_share``)."""
         self.expired = 0
         """Leases that ran out, since the table was made."""
         self.revoked = 0
@@ -94,13 +96,18 @@ class LeaseTable:
 
     def grant(self, namespace: str, ttl: float, lease_id: str | None = None, *, limit: bool = True) -> Lease:
         """A new lease (``lease_id`` when reloading one); ``TooManyLeases`` past ``max_leases`` (if ``limit``)."""
-        if limit and self.max_leases is not None and len(self._leases) >= self.max_leases:
-            raise too_many_leases(len(self._leases))
+        if limit and self.max_leases is not None:
+            held, here = len(self._leases), self._in.get(namespace, 0)
+            if held >= self.max_leases:
+                raise too_many_leases(held)
+            if here >= (share := lease_share(self.max_leases, held, here)):
+                raise too_many_leases_in(namespace, here, share)
         while lease_id is None or lease_id in self._leases:
             lease_id = secrets.token_hex(8)
         deadline = self.clock() + ttl
         lease = Lease(lease_id, namespace, ttl, deadline, deadline)
         self._leases[lease_id] = lease
+        self._in[namespace] = self._in.get(namespace, 0) + 1
         heapq.heappush(self._heap, (deadline, lease_id))
         return lease
 
@@ -118,7 +125,7 @@ class LeaseTable:
     def forget(self, lease: Lease) -> None:
         """Take out a lease just granted that could not be kept (its journal line failed)."""
         if self._leases.get(lease.id) is lease:
-            del self._leases[lease.id]
+            self._drop(lease)
 
     def keepalive(self, namespace: str, lease_id: str) -> Lease:
         """Give the lease its full TTL again, from now."""
@@ -157,7 +164,7 @@ class LeaseTable:
     def revoke(self, namespace: str, lease_id: str) -> Lease:
         """Take the lease out of the table now; its targets are the caller's to delete."""
         lease = self.find(namespace, lease_id)
-        del self._leases[lease_id]
+        self._drop(lease)
         self.revoked += 1
         if len(self._heap) > 2 * len(self._leases) + 1024:
             # Revoked leases' entries would wait for their deadlines: rebuild without them.
@@ -178,10 +185,19 @@ class LeaseTable:
                 lease.armed = lease.deadline
                 heapq.heappush(heap, (lease.deadline, lease_id))
                 continue
-            del leases[lease_id]
+            self._drop(lease)
             ended.append(lease)
         self.expired += len(ended)
         return ended
+
+    def _drop(self, lease: Lease) -> None:
+        """Take ``lease`` out of the table and of its namespace's count."""
+        del self._leases[lease.id]
+        left = self._in[lease.namespace] - 1
+        if left:
+            self._in[lease.namespace] = left
+        else:
+            del self._in[lease.namespace]
 
     def next_deadline(self) -> float | None:
         """When the heap's first entry comes due (perhaps a lease kept alive since), or ``None``."""

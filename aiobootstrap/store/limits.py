@@ -16,7 +16,9 @@ from ..exceptions import TooManyLeases, TooManyNamespaces, TooManyOfKind, TooMan
 
 __all__ = [
     "StoreLimits",
+    "lease_share",
     "too_many_leases",
+    "too_many_leases_in",
     "too_many_members",
     "too_many_namespaces",
     "too_many_ranks",
@@ -35,7 +37,8 @@ class StoreLimits:
     max_roles: int | None = None
     """Distinct roles one (namespace, kind) may hold records under; a write to a role held needs no room."""
     max_leases: int | None = None
-    """Leases that may be held at once, every namespace together."""
+    """Leases that may be held at once, every namespace together; one namespace holds at most its share
+    (:func:`lease_share`)."""
     kind_caps: Mapping[str, int] = field(default_factory=dict, hash=False)
     """The most records of a kind one (namespace, role) may hold, by kind (each face declares its own kinds'
     caps, ``KindSpec.cap``). A record of a capped kind counts against its kind's cap, in place of
@@ -81,6 +84,25 @@ def too_many_leases(held: int) -> TooManyLeases:
     return TooManyLeases(
         f"The server already holds {held} leases, its limit (--max-leases); "
         "revoke one before granting another."
+    )
+
+
+def lease_share(max_leases: int, held: int, held_here: int) -> int:
+    """The most leases one namespace may hold, holding ``held_here`` of the ``held`` every namespace holds:
+    half of the room the other namespaces leave (at least one).
+
+    So one namespace (an open one, granting to anyone without a token) never takes more than half of
+    ``--max-leases``, and a namespace holding none finds room while any is left: ``k`` namespaces together
+    hold at most ``1 - 2**-k`` of it. One store counts both figures atomically with the grant.
+    """
+    return max(1, (max_leases - (held - held_here)) // 2)
+
+
+def too_many_leases_in(namespace: str, held_here: int, share: int) -> TooManyLeases:
+    """A grant refused under the namespace's share of ``max_leases`` (:func:`lease_share`)."""
+    return TooManyLeases(
+        f"The namespace {namespace} already holds {held_here} leases, its share of --max-leases ({share}: "
+        "half of what the other namespaces leave); revoke one before granting another."
     )
 
 

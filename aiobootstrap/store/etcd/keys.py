@@ -7,7 +7,7 @@ key splits back into its parts exactly:
 
 ========================  ====================================================
 ``P/boot``                the incarnation (the boot id), made once, put-if-absent
-``P/g``                   ``{"n": namespaces holding records, "f": floor, "l": leases}``
+``P/g``                   ``{"n": namespaces holding records, "f": floor, "l": leases, "L": {NS: leases}}``
 ``P/m/NS``                a namespace holding records: ``{"v": version, "t": {TABLE: records}}``
 ``P/r/NS/KIND/ROLE/AT``   a record (``AT``: the rank, or ``:`` and the quoted name)
 ``P/c``                   the last transaction's changes: the change feed (watched)
@@ -135,16 +135,29 @@ class Global:
     floor: int = 0
     leases: int = 0
     mod: int = 0
+    leases_in: dict[str, int] = field(default_factory=dict)
+    """Leases held, by namespace (``"L"``): each namespace's share of ``--max-leases``."""
 
     @classmethod
     def of(cls, value: bytes | None, mod: int) -> Global:
         if not value:
             return cls(mod=mod)
         data = _json.loads(value)
-        return cls(int(data["n"]), int(data["f"]), int(data["l"]), mod)
+        counts = {str(k): int(v) for k, v in data.get("L", {}).items()}
+        return cls(int(data["n"]), int(data["f"]), int(data["l"]), mod, counts)
 
     def encode(self) -> bytes:
-        return _json.dumps({"n": self.namespaces, "f": self.floor, "l": self.leases})
+        return _json.dumps({"n": self.namespaces, "f": self.floor, "l": self.leases, "L": self.leases_in})
+
+    def __copy__(self) -> Global:
+        return Global(self.namespaces, self.floor, self.leases, self.mod, dict(self.leases_in))
+
+    def lease_ended(self, namespace: str) -> None:
+        """One lease of ``namespace`` fewer."""
+        self.leases = max(0, self.leases - 1)
+        left = self.leases_in.pop(namespace, 0) - 1
+        if left > 0:
+            self.leases_in[namespace] = left
 
 
 @dataclass(slots=True)

@@ -5,8 +5,8 @@ Theory of operation
 A grant asks etcd for a lease (``LeaseGrant``), then records it in one
 transaction: its account ``P/k/LEASE`` (its namespace and TTL, compared by
 its release), its marker ``P/d/LEASE`` *on the etcd lease*, and the count
-in ``P/g`` (``--max-leases``, compared: past it the etcd lease is revoked
-and the grant refused). The id is the etcd lease's, in hex.
+in ``P/g`` (``--max-leases`` and the namespace's share of it, compared: past
+either the etcd lease is revoked and the grant refused). The id is the etcd lease's, in hex.
 
 etcd's TTLs are whole seconds, and etcd raises a TTL below its minimum
 (1.5 election timeouts, rounded up: 2 s with etcd's default 1 s election
@@ -40,7 +40,7 @@ from typing import Any
 
 from ... import _json
 from ...exceptions import LeaseNotFound, StoreUnavailable
-from ..limits import StoreLimits, too_many_leases
+from ..limits import StoreLimits, lease_share, too_many_leases, too_many_leases_in
 from ..records import HeldLease, LeaseState, Target
 from ..stopping import stop_task
 from . import messages as m
@@ -104,9 +104,13 @@ class EtcdLeases:
                 hit = found.reads[0][0] if found.reads[0] else None
                 glob = Global.of(None if hit is None else hit.value, 0 if hit is None else hit.mod_revision)
                 limit = self._limits.max_leases
+                here = glob.leases_in.get(namespace, 0)
                 if limit is not None and glob.leases >= limit:
                     raise too_many_leases(glob.leases)
+                if limit is not None and here >= (share := lease_share(limit, glob.leases, here)):
+                    raise too_many_leases_in(namespace, here, share)
                 glob.leases += 1
+                glob.leases_in[namespace] = here + 1
                 account = _json.dumps({"ns": namespace, "ttl": granted})
                 ops = [
                     m.put(k.account(lease), account),

@@ -187,7 +187,7 @@ class Writes:
                 plan.do(m.put(keys.account(lease), account.value))  # more to come: the account stays
                 return released, False
             plan.do(m.delete_prefix(keys.held_by(lease)), m.delete(keys.account(lease)))
-            plan.glob.leases = max(0, plan.glob.leases - 1)
+            plan.glob.lease_ended(plan.namespace)
             plan.touches_global = True
             return released, True
 

@@ -13,6 +13,7 @@ live in one slot and the scripts stay valid on a cluster:
 ``{P}:feed``                       stream  one entry per change: seq, key, version, op; never a value
 ``{P}:records:NS:KIND:ROLE``       hash    field -> ``"VERSION REGISTERED_AT JSON"``
 ``{P}:leases``                     hash    lease id -> ``"NS TTL"`` (its length: the lease cap's count)
+``{P}:lease_counts``               hash    namespace -> the leases it holds (its share, ``limits.lease_share``)
 ``{P}:deadlines``                  zset    lease id, scored by its deadline (ms, Redis' clock)
 ``{P}:owners``                     hash    target -> the lease holding it (``lease_lua`` says what a target is)
 ``{P}:held:ID``                    set     the targets lease ``ID`` holds

@@ -1,7 +1,8 @@
 """The Redis store's lease scripts: grant, keepalive, read, attach, and the end of a lease.
 
 A lease is a field of ``{P}:leases`` (``ID -> "NS TTL"``: its count is the
-``--max-leases`` count) and a member of ``{P}:deadlines`` (score: its
+``--max-leases`` count; ``{P}:lease_counts`` counts each namespace's, for its
+share) and a member of ``{P}:deadlines`` (score: its
 deadline in milliseconds on Redis' own clock, ``TIME`` in the script, so the
 replicas' clocks never matter). What it holds is the set ``{P}:held:ID`` of
 *targets*, and ``{P}:owners`` says whose each target is (``target -> ID``):
@@ -53,12 +54,21 @@ end
 """
 
 # KEYS: leases deadlines.  ARGV: id namespace ttl max-leases
+# -> {0, held} granted; {-1, held} past max-leases; {-2, held} the id taken; {-3, held, here, share} past the
+# namespace's share (``limits.lease_share``), counted in ``{P}:lease_counts`` (namespace -> leases).
 GRANT = (
     NOW_MS
     + """
 local held, limit = redis.call('HLEN', KEYS[1]), tonumber(ARGV[4])
-if limit >= 0 and held >= limit then return {-1, held} end
+local counts = string.sub(KEYS[1], 1, -7) .. 'lease_counts'
+if limit >= 0 then
+  if held >= limit then return {-1, held} end
+  local here = tonumber(redis.call('HGET', counts, ARGV[2]) or '0')
+  local share = math.max(1, math.floor((limit - (held - here)) / 2))
+  if here >= share then return {-3, held, here, share} end
+end
 if redis.call('HSETNX', KEYS[1], ARGV[1], ARGV[2] .. ' ' .. ARGV[3]) == 0 then return {-2, held} end
+redis.call('HINCRBY', counts, ARGV[2], 1)
 redis.call('ZADD', KEYS[2], now + tonumber(ARGV[3]) * 1000, ARGV[1])
 return {0, held + 1}
 """

@@ -36,7 +36,7 @@ from typing import Any
 
 from ...exceptions import LeaseNotFound, StoreUnavailable
 from ..leases import grace_after_held_loop
-from ..limits import StoreLimits, too_many_leases
+from ..limits import StoreLimits, too_many_leases, too_many_leases_in
 from ..records import HeldLease, LeaseState, Target
 from ..stopping import stop_task
 from . import lease_lua, lua
@@ -119,6 +119,8 @@ class RedisLeases:
             status, self.held = int(reply[0]), int(reply[1])
             if status == -1:
                 raise too_many_leases(self.held)
+            if status == -3:
+                raise too_many_leases_in(namespace, int(reply[2]), int(reply[3]))
             if status == 0:
                 if asyncio.get_running_loop().time() + ttl < self._wake_at:
                     self._wake.set()  # due before the reaper's next look

@@ -201,6 +201,10 @@ end
 redis.call('DEL', KEYS[6])
 redis.call('HDEL', KEYS[9], id)
 redis.call('ZREM', KEYS[11], id)
+local owner = string.match(info, '^(%S+)')
+if redis.call('HINCRBY', prefix .. 'lease_counts', owner, -1) <= 0 then
+  redis.call('HDEL', prefix .. 'lease_counts', owner)
+end
 return {1, incarnation, info, targets}
 """
 )
