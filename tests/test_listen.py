@@ -129,7 +129,7 @@ async def test_namespaces_names_the_listeners_and_a_listener_its_own_namespace(
     """The main port's /namespaces lists every namespace and every listener; a listener's, its own alone,
     with the namespace it serves."""
     urls = dict(server.listeners)
-    for _name, url in urls.items():
+    for url in urls.values():
         assert (await _text(http, "PUT", f"{url}/register_transfer_engine_info", json=_info("x:1")))[0] == 200
     async with http.get(f"{server.url}/namespaces") as reply:
         listing = await reply.json()
