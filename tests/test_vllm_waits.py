@@ -72,6 +72,15 @@ async def test_at_the_deadline_a_503_names_what_is_missing(client: Any) -> None:
 
 
 @pytest.mark.parametrize("store_kind", ["memory"], indirect=True)
+async def test_dp_size_alone_counts_the_dp_ranks(client: Any) -> None:
+    waiting = await parked_get(client, f"/query?wait={GUARD}&dp_size=2")
+    await register(client, dp=0, tp=3)
+    await register(client, dp=1, tp=0)
+    reply = await asyncio.wait_for(waiting, GUARD)
+    assert sorted(json.loads(await reply.read())) == ["0", "1"]
+
+
+@pytest.mark.parametrize("store_kind", ["memory"], indirect=True)
 async def test_after_waits_for_a_change_of_the_workers(client: Any) -> None:
     await register(client, tp=0)
     first = await client.get("/query")
@@ -88,7 +97,7 @@ async def test_after_waits_for_a_change_of_the_workers(client: Any) -> None:
 @pytest.mark.parametrize("store_kind", ["memory"], indirect=True)
 @pytest.mark.parametrize(
     "params",
-    ["tp_size=0", "tp_size=x", "dp_size=2", "tp_size=1&tp_size=2", "tp_size=1&wait=-1", "tp_size=9999999"],
+    ["tp_size=0", "tp_size=x", "tp_size=1&tp_size=2", "tp_size=1&wait=-1", "dp_size=10000000"],
 )
 async def test_a_malformed_parameter_is_a_400(client: Any, params: str) -> None:
     reply = await client.get(f"/query?{params}")

@@ -103,6 +103,14 @@ async def test_another_live_engine_is_vllms_mismatch_sentence(client: Any, unuse
             b'{"engine_id": "e", "dp_rank": 0, "tp_rank": 1.5, "pp_rank": 0, "addr": "tcp://h:1"}',
             "tp_rank must be",
         ),
+        (
+            b'{"engine_id": "e", "dp_rank": "0", "tp_rank": 0, "pp_rank": 0, "addr": "tcp://h:1"}',
+            "dp_rank must be",
+        ),
+        (
+            b'{"engine_id": "\\ud800", "dp_rank": 0, "tp_rank": 0, "pp_rank": 0, "addr": "tcp://h:1"}',
+            "UTF-8",
+        ),
         (b'{"engine_id": "e", "dp_rank": 0, "tp_rank": 0, "pp_rank": 0, "addr": 7}', "addr must be"),
     ],
 )
@@ -145,7 +153,11 @@ def test_the_wire_both_ways() -> None:
 def test_readiness_parameters_and_what_is_missing() -> None:
     assert parse_readiness({}) is None
     assert parse_readiness({"tp_size": "2", "dp_size": "3"}) == Readiness(2, 1, 3)
-    for bad in ({"tp_size": "0"}, {"tp_size": "x"}, {"tp_size": "٣"}, {"dp_size": "2"}):
+    assert parse_readiness({"dp_size": "2"}) == Readiness(
+        None, 1, 2
+    )  # the dp ranks counted, not their workers
+    assert Readiness(None, 1, 2).missing([Worker("e", 0, 5, 0, "a")]) == "1 of 2 dp ranks registered."
+    for bad in ({"tp_size": "0"}, {"tp_size": "x"}, {"tp_size": "٣"}, {"pp_size": "10000000"}):
         with pytest.raises(BadRequest):
             parse_readiness(bad)
     ready = Readiness(2, pp_size=1, dp_size=2)

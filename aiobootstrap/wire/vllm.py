@@ -29,6 +29,7 @@ from .metadata import LEASE_HEADER
 __all__ = [
     "FIELDS",
     "LEASE_HEADER",
+    "MAX_SIZE",
     "MAX_TEXT",
     "QUERY_PATH",
     "READY_PARAMS",
@@ -72,6 +73,8 @@ MAX_RANK = 1 << 20
 """The largest rank taken: far past any deployment, small enough that a record's name stays short."""
 
 READY_PARAMS = ("tp_size", "pp_size", "dp_size")
+MAX_SIZE = 9_999_999
+"""The largest size ``/query`` takes (seven digits)."""
 """``GET /query``'s readiness parameters (aiobootstrap's own; with ``wait=``)."""
 
 
@@ -149,6 +152,15 @@ def parse_register(body: bytes) -> Worker:
 _FIELDS_SAID = "engine_id (a string), dp_rank, tp_rank, pp_rank (integers) and addr (a string)."
 
 
+def _utf8(text: str) -> bool:
+    """Whether ``text`` is text a store can keep (no lone surrogate, which JSON may carry and UTF-8 cannot)."""
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _worker_of(data: Any, what: str) -> Worker:
     if not isinstance(data, Mapping):
         raise BadRequest(f"{what} is not a JSON object: send one with {_FIELDS_SAID}")
@@ -157,15 +169,21 @@ def _worker_of(data: Any, what: str) -> Worker:
         raise BadRequest(f"{what} lacks {', '.join(missing)}: send {_FIELDS_SAID}")
     for field in ("engine_id", "addr"):
         text = data[field]
-        if not isinstance(text, str) or not text or len(text) > MAX_TEXT or not text.isprintable():
+        if not isinstance(text, str) or not text or len(text) > MAX_TEXT or not _utf8(text):
             raise BadRequest(
-                f"{what}'s {field} must be a non-empty printable string of at most {MAX_TEXT} characters."
+                f"{what}'s {field} must be a non-empty UTF-8 string of at most {MAX_TEXT} characters."
             )
-    for field in _RANKS:
-        rank = data[field]
-        if type(rank) is not int or not 0 <= rank <= MAX_RANK:
-            raise BadRequest(f"{what}'s {field} must be an integer from 0 to {MAX_RANK}, not {rank!r:.40}.")
-    return Worker(data["engine_id"], data["dp_rank"], data["tp_rank"], data["pp_rank"], data["addr"])
+    dp, tp, pp = (_rank(data[field], f"{what}'s {field}") for field in _RANKS)
+    return Worker(data["engine_id"], dp, tp, pp, data["addr"])
+
+
+def _rank(value: Any, what: str) -> int:
+    """A rank as vLLM's model takes it: an integer, or a number with no fraction (``3.0``), never a bool."""
+    if type(value) is float and value.is_integer():
+        value = int(value)
+    if type(value) is not int or not 0 <= value <= MAX_RANK:
+        raise BadRequest(f"{what} must be an integer from 0 to {MAX_RANK}, not {value!r:.40}.")
+    return value
 
 
 @dataclass(frozen=True, slots=True)
@@ -217,11 +235,17 @@ def read_query(reply: Any) -> dict[int, Engine]:
 @dataclass(frozen=True, slots=True)
 class Readiness:
     """What ``GET /query?wait=S&tp_size=N[&pp_size=K][&dp_size=M]`` waits for: ``dp_size`` dp ranks (at least
-    one), each with ``tp_size`` tp ranks of ``pp_size`` pp ranks."""
+    one) and, with ``tp_size``, each with ``tp_size`` tp ranks of ``pp_size`` pp ranks."""
 
-    tp_size: int
+    tp_size: int | None
+    """``None``: the dp ranks are counted, not their workers (``pp_size`` counts only with it)."""
     pp_size: int = 1
     dp_size: int = 1
+
+    @property
+    def whole(self) -> int:
+        """The workers a dp rank has when it is whole (0: not counted)."""
+        return 0 if self.tp_size is None else self.tp_size * self.pp_size
 
     def missing(self, workers: Iterable[Worker]) -> str | None:
         """What keeps ``workers`` (one engine's per dp rank) from being ready, in one sentence; ``None`` when
@@ -229,15 +253,15 @@ class Readiness:
         held: dict[int, set[tuple[int, int]]] = {}
         for worker in workers:
             held.setdefault(worker.dp_rank, set()).add((worker.tp_rank, worker.pp_rank))
+        each = "" if self.tp_size is None else f" (each of tp_size={self.tp_size}, pp_size={self.pp_size})"
         if len(held) < self.dp_size:
             return (
-                f"{len(held)} of {self.dp_size} dp rank{'s' if self.dp_size != 1 else ''} registered "
-                f"(each of tp_size={self.tp_size}, pp_size={self.pp_size})."
+                f"{len(held)} of {self.dp_size} dp rank{'s' if self.dp_size != 1 else ''} registered{each}."
             )
         for dp in sorted(held):
             short = [
                 f"tp_rank={tp} pp_rank={pp}"
-                for tp in range(self.tp_size)
+                for tp in range(self.tp_size or 0)
                 for pp in range(self.pp_size)
                 if (tp, pp) not in held[dp]
             ]
@@ -248,20 +272,16 @@ class Readiness:
 
 
 def parse_readiness(query: Mapping[str, str]) -> Readiness | None:
-    """``/query``'s ``tp_size``, ``pp_size`` and ``dp_size`` as a :class:`Readiness`; ``None`` without
-    ``tp_size``; a :class:`BadRequest` naming the parameter otherwise."""
+    """``/query``'s ``tp_size``, ``pp_size`` and ``dp_size`` as a :class:`Readiness`; ``None`` without any; a
+    :class:`BadRequest` naming the parameter otherwise."""
     sizes: dict[str, int] = {}
     for name in READY_PARAMS:
         text = query.get(name)
         if text is None:
             continue
-        if not (text.isascii() and text.isdecimal()) or not 1 <= int(text) <= MAX_RANK + 1:
-            raise BadRequest(f"{name} must be an integer from 1 to {MAX_RANK + 1}, not {text!r:.40}.")
+        if not (text.isascii() and text.isdecimal()) or not 1 <= int(text) <= MAX_SIZE:
+            raise BadRequest(f"{name} must be an integer from 1 to {MAX_SIZE}, not {text!r:.40}.")
         sizes[name] = int(text)
-    if "tp_size" not in sizes:
-        if sizes:
-            raise BadRequest(
-                f"{', '.join(sizes)} needs tp_size: a /query waits for tp_size tp ranks per dp rank."
-            )
+    if not sizes:
         return None
-    return Readiness(sizes["tp_size"], sizes.get("pp_size", 1), sizes.get("dp_size", 1))
+    return Readiness(sizes.get("tp_size"), sizes.get("pp_size", 1), sizes.get("dp_size", 1))

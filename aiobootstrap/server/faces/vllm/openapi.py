@@ -13,8 +13,8 @@ from ...openapi.schemas import RANK, ref
 __all__ = ["PATHS", "SCHEMAS"]
 
 _JSON = JSON_TYPE
-_SIZE = {"type": "string", "pattern": f"^[0-9]{{1,{len(str(MAX_RANK))}}}$"}
-"""A size as the query carries it: 1 to 2**20 + 1 (a larger one, or 0, is a 400)."""
+_SIZE = {"type": "string", "pattern": "^[1-9][0-9]{0,6}$"}
+"""A size as the query carries it: 1 to 9,999,999."""
 _TEXT = {"type": "string", "minLength": 1, "maxLength": MAX_TEXT}
 _RANK = {"type": "integer", "minimum": 0, "maximum": MAX_RANK}
 _COUNT = {"type": "integer", "minimum": 0}
@@ -56,13 +56,15 @@ PATHS: dict[str, dict[str, Any]] = {
             "parameters": [
                 query(
                     "wait",
-                    "Seconds to hold the request until the deployment is whole (with tp_size) or a worker "
-                    "changed after `after`; clamped to --max-wait. Without either, ignored.",
+                    "Seconds to hold the request until the deployment is whole (with tp_size, pp_size or dp_size) "
+                    "or a worker changed after `after`; clamped to --max-wait. Without either, ignored.",
                     SECONDS,
                 ),
                 query("tp_size", "The tp ranks each dp rank must have.", _SIZE),
-                query("pp_size", "The pp ranks each tp rank must have (default 1; needs tp_size).", _SIZE),
-                query("dp_size", "The dp ranks there must be (default 1; needs tp_size).", _SIZE),
+                query(
+                    "pp_size", "The pp ranks each tp rank must have (default 1; counted with tp_size).", _SIZE
+                ),
+                query("dp_size", "The dp ranks there must be (default 1).", _SIZE),
                 query(
                     "after",
                     "A version (from X-Aiobootstrap-Version): with wait, hold until a worker changes after it.",

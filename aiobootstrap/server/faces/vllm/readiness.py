@@ -49,12 +49,13 @@ class QueryReady(Condition):
             self._add(change.key)
 
     def _whole(self) -> int:
-        readiness = self.readiness
-        return 0 if readiness is None else readiness.tp_size * readiness.pp_size
+        return 0 if self.readiness is None else self.readiness.whole
 
     def _is_inside(self, tp: int, pp: int) -> bool:
         readiness = self.readiness
-        return readiness is not None and tp < readiness.tp_size and pp < readiness.pp_size
+        if readiness is None or readiness.tp_size is None:
+            return False
+        return tp < readiness.tp_size and pp < readiness.pp_size
 
     def _add(self, key: Key) -> None:
         ranks = ranks_of_name(key.name or "")
@@ -91,4 +92,6 @@ class QueryReady(Condition):
         if readiness is None:
             return True
         held = len(self._per_dp)
+        if readiness.tp_size is None:
+            return held >= readiness.dp_size
         return held >= readiness.dp_size and self._complete == held

@@ -76,9 +76,13 @@ async def query(request: web.Request) -> Reply:
     ``wait=S&tp_size=N`` (or ``after=V``), once the deployment is whole (or changed), else a ``503``."""
     registry = request.app[REGISTRY]
     namespace = namespace_of(request)
-    readiness = parse_readiness({name: text for name in READY_PARAMS if (text := param(request, name))})
-    wait = wait_seconds(request) if readiness is not None or "after" in request.query else 0.0
-    after = after_of(request) if wait else 0
+    readiness = parse_readiness(
+        {name: text for name in READY_PARAMS if (text := param(request, name)) is not None}
+    )
+    wait = wait_seconds(request)  # parsed either way: a malformed one is a 400
+    after = after_of(request)
+    if readiness is None and not after:
+        wait = 0.0  # nothing to wait for: vLLM's query, at once
     loop = asyncio.get_running_loop()
     deadline = loop.time() + wait
     while True:

@@ -79,7 +79,7 @@ async def answers(addr: str, timeout: float) -> bool:
     """Whether something accepts a TCP connection at ``addr`` within ``timeout`` seconds (closed at once)."""
     address = tcp_address(addr)
     if address is None:
-        return True  # not an address to connect to: left alone, as a live one
+        return False  # not an address anything answers at (vLLM's worker registers tcp://host:port)
     try:
         async with asyncio.timeout(timeout):
             _, writer = await asyncio.open_connection(*address)
