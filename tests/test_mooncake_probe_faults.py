@@ -19,8 +19,7 @@ from aiobootstrap.cli.parser import server_config, server_parser
 from aiobootstrap.server.appkeys import REGISTRY
 from aiobootstrap.server.faces.mooncake import probes as probes_module
 from aiobootstrap.server.faces.mooncake.probes import MooncakeProbes
-from aiobootstrap.server.faces.mooncake.rpc_probe import parse_networks
-from aiobootstrap.server.faces.mooncake.settings import MooncakeSettings
+from aiobootstrap.server.faces.mooncake.settings import MooncakeSettings, parse_networks
 from aiobootstrap.store import Key
 
 from .helpers.waits import GUARD

@@ -8,7 +8,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
-from typing import Any
+from typing import Any, TypeVar
 
 from ...core.registry import Registry
 from ...exceptions import BootstrapError
@@ -16,6 +16,8 @@ from ...exceptions import BootstrapError
 __all__ = ["LoopStalls", "every", "running"]
 
 log = logging.getLogger("aiobootstrap")
+
+T = TypeVar("T")
 
 
 async def every(interval: float, round: Callable[[], Awaitable[None]], registry: Registry, what: str) -> None:
@@ -68,3 +70,42 @@ class LoopStalls:
             now = loop.time()
             self._held += max(0.0, now - self._last - self._tick)
             self._last = now
+
+
+class HeldUp(TimeoutError):
+    """The work did not end, and the loop was held up for as long again as the work was given: it never
+    had its time, so this is no answer either way."""
+
+
+async def in_own_time(work: Coroutine[Any, Any, T], seconds: float) -> T:
+    """``work``'s result, given ``seconds`` of the loop's own time, not of the clock's.
+
+    A wake-up at the deadline that comes late means the loop was held up
+    (busy elsewhere, the process not scheduled) across it: a reply may be
+    sitting unread in its socket. So the deadline moves on by that lateness,
+    up to ``seconds`` more in all. ``TimeoutError`` when the work had its
+    time; :class:`HeldUp` when the loop kept it from having it. The work is
+    cancelled, and waited for, when it does not end in time.
+    """
+    loop = asyncio.get_running_loop()
+    task = loop.create_task(work)
+    punctual = min(0.01, seconds / 10)
+    try:
+        deadline = loop.time() + seconds
+        extra = 0.0
+        while True:
+            done, _ = await asyncio.wait({task}, timeout=max(0.0, deadline - loop.time()))
+            if done:
+                return task.result()
+            late = loop.time() - deadline
+            if late <= punctual:
+                raise TimeoutError
+            if extra >= seconds:
+                raise HeldUp
+            grant = min(late, seconds - extra)
+            extra += grant
+            deadline = loop.time() + grant
+    finally:
+        if not task.done():
+            task.cancel()
+            await asyncio.wait({task})

@@ -19,9 +19,10 @@ Bounded, and the loop never blocked:
   it did not reach go first next round, and the namespaces take turns, so an
   engine in a namespace of a few is probed every round however many entries
   another namespace holds.
-- A failure is not counted when the loop itself was held up for more than a
-  quarter of the probe's timeout meanwhile (``rounds.LoopStalls``): the reply
-  may have been sitting unread in the socket.
+- A probe has its timeout of the loop's own time (``rounds.in_own_time``):
+  a loop held up past its deadline (a reply may be sitting unread in the
+  socket) moves the deadline on; one that never gives it its time is not
+  counted either way.
 """
 
 from __future__ import annotations
@@ -41,9 +42,9 @@ from ....store import Key
 from ....wire.metadata import METADATA, is_rpc_meta
 from ...appkeys import CONFIG, REGISTRY
 from ...open_files import open_file_limit
-from ..rounds import LoopStalls, every, running
-from .rpc_probe import Networks, parse_networks, probe, rpc_address
-from .settings import MooncakeSettings
+from ..rounds import HeldUp, every, running
+from .rpc_probe import probe, rpc_address
+from .settings import MooncakeSettings, Networks, parse_networks
 
 __all__ = [
     "FAILURES_TO_FORGET",
@@ -59,8 +60,6 @@ log = logging.getLogger("aiobootstrap")
 
 FAILURES_TO_FORGET = 3
 """Failed probes in a row after which an engine's keys are deleted."""
-_STALL_SHARE = 0.25
-"""A failure is not counted when the loop was held up for more than this share of the probe's timeout."""
 
 
 def probes_at_once() -> int:
@@ -120,7 +119,6 @@ class MooncakeProbes:
         self._listings: dict[str, _Listing] = {}
         self._probed: dict[Key, int] = {}
         self._rounds = 0
-        self._held_back = 0
 
     def failures(self, key: Key) -> int:
         """The failed probes in a row of the RPC entry under ``key`` (0: answering, or not probed yet)."""
@@ -186,35 +184,33 @@ class MooncakeProbes:
         """Probe ``order`` up to ``at_once`` at a time, starting none past the round's budget."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self._round_seconds
-        stalls = LoopStalls(min(0.05, self._timeout / 8))
         slots = asyncio.Semaphore(self._at_once)
         results: list[tuple[_Entry, bool | None]] = []
-        self._held_back = 0
+        held_up = 0
 
         async def one(entry: _Entry) -> None:
+            nonlocal held_up
             try:
-                before = stalls.held()
                 answered = await probe(*entry.address, self._timeout, self._networks)
-                if answered is False and stalls.held() - before > _STALL_SHARE * self._timeout:
-                    answered = None
-                    self._held_back += 1
-                self._probed[entry.key] = self._rounds
-                results.append((entry, answered))
+            except HeldUp:
+                answered = None
+                held_up += 1
             finally:
                 slots.release()
+            self._probed[entry.key] = self._rounds
+            results.append((entry, answered))
 
-        async with running(stalls.run(), "aiobootstrap mooncake loop stalls"), asyncio.TaskGroup() as group:
+        async with asyncio.TaskGroup() as group:
             for entry in order:
                 await slots.acquire()
                 if loop.time() >= deadline:
                     slots.release()
                     break
                 group.create_task(one(entry))
-        if self._held_back:
+        if held_up:
             log.warning(
-                "Mooncake probes: %d failed probes not counted: the server's loop was held up %.1f s meanwhile",
-                self._held_back,
-                stalls.held(),
+                "Mooncake probes: %d probes not judged: the server's loop was held up as long as they were given",
+                held_up,
             )
         return results
 

@@ -23,13 +23,13 @@ import ipaddress
 import json
 import socket
 import struct
-from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["REPLY_LIMIT", "RPC_META_LIMIT", "Networks", "parse_networks", "probe", "rpc_address", "rpc_value"]
+from ..rounds import HeldUp, in_own_time
+from .settings import Networks
 
-Network = ipaddress.IPv4Network | ipaddress.IPv6Network
-Networks = tuple[Network, ...]
+__all__ = ["REPLY_LIMIT", "RPC_META_LIMIT", "probe", "rpc_address", "rpc_value"]
+
 
 _PROBE = 3
 """The handshake's probe type (Mooncake's ``HandShakeRequestType::Probe``); the reply carries it back."""
@@ -38,22 +38,6 @@ REPLY_LIMIT = 1024
 RPC_META_LIMIT = 4096
 """The longest ``rpc_meta`` value (characters) the probes and ``GET /mooncake`` read: an engine's is ~60;
 a longer one is not probed and its keys are left alone."""
-
-
-def parse_networks(text: str | Sequence[str]) -> Networks:
-    """``CIDR,CIDR,...`` (or a sequence of them) as networks; a one-line ``ValueError`` for one that is not."""
-    items = text.split(",") if isinstance(text, str) else list(text)
-    networks = []
-    for item in (part.strip() for part in items):
-        if not item:
-            continue
-        try:
-            networks.append(ipaddress.ip_network(item, strict=False))
-        except ValueError:
-            raise ValueError(
-                f"mooncake probe networks: {item!r} is not a network (give CIDRs such as 10.0.0.0/8,fd00::/8)"
-            ) from None
-    return tuple(networks)
 
 
 def _ip(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
@@ -113,30 +97,36 @@ async def _allowed(host: str, port: int, networks: Networks) -> str | None:
 
 
 async def probe(host: str, port: int, timeout: float, networks: Networks = ()) -> bool | None:
-    """Whether an engine answers the handshake's probe at ``host:port`` within ``timeout`` seconds;
-    ``None`` when ``networks`` keep the probe from connecting (a host name resolving outside them)."""
+    """Whether an engine answers the handshake's probe at ``host:port`` within ``timeout`` seconds of the
+    loop's own time (``rounds.in_own_time``); ``None`` when ``networks`` keep the probe from connecting (a
+    host name resolving outside them). :class:`~..rounds.HeldUp` when the loop never gave it its time."""
     try:
-        async with asyncio.timeout(timeout):
-            if networks:
-                allowed = await _allowed(host, port, networks)
-                if allowed is None:
-                    return None
-                host = allowed
-            reader, writer = await asyncio.open_connection(host, port, limit=4 * REPLY_LIMIT)
-            try:
-                body = b"{}\n"
-                writer.write(struct.pack("<Q", len(body) + 1) + bytes([_PROBE]) + body)
-                await writer.drain()
-                head = await reader.readexactly(9)
-                (length,) = struct.unpack("<Q", head[:8])
-                if head[8] != _PROBE or not 1 <= length <= REPLY_LIMIT:
-                    return False
-                await reader.readexactly(length - 1)
-                # Then the end: the engine shuts its side first. More bytes: no engine; closed at once.
-                return await reader.read(REPLY_LIMIT) == b""
-            finally:
-                writer.close()
-                with contextlib.suppress(OSError):
-                    await writer.wait_closed()
+        return await in_own_time(_exchange(host, port, networks), timeout)
+    except HeldUp:
+        raise
     except (OSError, asyncio.IncompleteReadError, TimeoutError, ValueError):
         return False
+
+
+async def _exchange(host: str, port: int, networks: Networks) -> bool | None:
+    if networks:
+        allowed = await _allowed(host, port, networks)
+        if allowed is None:
+            return None
+        host = allowed
+    reader, writer = await asyncio.open_connection(host, port, limit=4 * REPLY_LIMIT)
+    try:
+        body = b"{}\n"
+        writer.write(struct.pack("<Q", len(body) + 1) + bytes([_PROBE]) + body)
+        await writer.drain()
+        head = await reader.readexactly(9)
+        (length,) = struct.unpack("<Q", head[:8])
+        if head[8] != _PROBE or not 1 <= length <= REPLY_LIMIT:
+            return False
+        await reader.readexactly(length - 1)
+        # Then the end: the engine shuts its side first. More bytes: no engine; closed at once.
+        return await reader.read(REPLY_LIMIT) == b""
+    finally:
+        writer.close()
+        with contextlib.suppress(OSError):
+            await writer.wait_closed()

@@ -4,14 +4,16 @@ no aiohttp: the command line reads these options before it loads the server."""
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from ..engine_variables import check_seconds
-from .rpc_probe import parse_networks
 
-__all__ = ["SETTINGS", "MooncakeSettings"]
+__all__ = ["SETTINGS", "MooncakeSettings", "Networks", "parse_networks"]
+
+Networks = tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +66,22 @@ class MooncakeSettings:
     def from_arguments(cls, args: argparse.Namespace, environ: Mapping[str, str]) -> MooncakeSettings:
         networks = tuple(part.strip() for part in args.mooncake_probe_networks.split(",") if part.strip())
         return cls(args.mooncake_probe_interval, args.mooncake_probe_timeout, networks)
+
+
+def parse_networks(text: str | Sequence[str]) -> Networks:
+    """``CIDR,CIDR,...`` (or a sequence of them) as networks; a one-line ``ValueError`` for one that is not."""
+    items = text.split(",") if isinstance(text, str) else list(text)
+    networks = []
+    for item in (part.strip() for part in items):
+        if not item:
+            continue
+        try:
+            networks.append(ipaddress.ip_network(item, strict=False))
+        except ValueError:
+            raise ValueError(
+                f"mooncake probe networks: {item!r} is not a network (give CIDRs such as 10.0.0.0/8,fd00::/8)"
+            ) from None
+    return tuple(networks)
 
 
 SETTINGS = MooncakeSettings
