@@ -10,6 +10,7 @@ spec in one line; ``status`` and ``/namespaces`` name the listeners.
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import subprocess
 from collections.abc import AsyncIterator, Iterator
@@ -26,6 +27,7 @@ from testbed.ports import quiet_port
 from .helpers.cli import LISTENING, launch
 from .helpers.prefill import ALL, rank_body, route
 from .helpers.tools import GUARD, assert_one_line_error, tool
+from .helpers.waits import until
 
 ALSO = "namespace {} also listening on "
 
@@ -309,3 +311,24 @@ def test_status_names_the_listener_it_was_pointed_at_and_the_listeners(served: l
     result = tool("get", "--url", a, "--namespace", "b", "--rank", "0")
     assert result.returncode != 0
     assert "serves namespace a alone" in result.stderr
+
+
+async def test_a_wait_parked_on_a_listener_is_woken_by_a_registration_on_the_main_port(
+    server: BootstrapServer, http: aiohttp.ClientSession
+) -> None:
+    """A get parked on a's port is answered by a registration through the main port's /ns/a/ (the one
+    registry), and one parked there when the server stops gets the 503 every parked wait gets."""
+    a = dict(server.listeners)["a"]
+    waiting = asyncio.create_task(_text(http, "GET", f"{a}/get_transfer_engine_info?rank=0&wait=30"))
+    await until(lambda: server.registry.parked_in("a") == 1)
+    register = f"{server.url}/ns/a/register_transfer_engine_info"
+    assert (await _text(http, "PUT", register, json=_info("a:1")))[0] == 200
+    status, text = await asyncio.wait_for(waiting, GUARD)
+    assert status == 200
+    assert '["a:1"' in text
+    stopped = asyncio.create_task(_text(http, "GET", f"{a}/get_transfer_engine_info?rank=1&wait=30"))
+    await until(lambda: server.registry.parked_in("a") == 1)
+    await server.close()
+    status, text = await asyncio.wait_for(stopped, GUARD)
+    assert status == 503
+    assert "shutting down" in text
