@@ -332,3 +332,27 @@ async def test_a_wait_parked_on_a_listener_is_woken_by_a_registration_on_the_mai
     status, text = await asyncio.wait_for(stopped, GUARD)
     assert status == 503
     assert "shutting down" in text
+
+
+async def test_two_vllm_deployments_with_dp_rank_0_each_on_their_own_port(
+    server: BootstrapServer, http: aiohttp.ClientSession
+) -> None:
+    """vLLM's bootstrap_server_address names host:port alone: two deployments' workers, each dp rank 0 of an
+    engine of its own, register on their own listeners without an Engine ID mismatch, and each /query
+    (on its port, or the main port's /ns/NAME/) shows its own."""
+    urls = dict(server.listeners)
+    for name, url in urls.items():
+        worker = {
+            "engine_id": f"engine-{name}",
+            "dp_rank": 0,
+            "tp_rank": 0,
+            "pp_rank": 0,
+            "addr": f"tcp://{name}:1",
+        }
+        assert (await _text(http, "POST", f"{url}/register", json=worker))[0] == 200
+    for name, url in urls.items():
+        for base in (url, f"{server.url}/ns/{name}"):
+            async with http.get(f"{base}/query") as reply:
+                assert await reply.json() == {
+                    "0": {"engine_id": f"engine-{name}", "worker_addr": {"0": {"0": f"tcp://{name}:1"}}}
+                }
