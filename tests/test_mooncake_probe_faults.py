@@ -20,6 +20,7 @@ from aiobootstrap.server.appkeys import REGISTRY
 from aiobootstrap.server.faces.mooncake import probes as probes_module
 from aiobootstrap.server.faces.mooncake.probes import MooncakeProbes
 from aiobootstrap.server.faces.mooncake.settings import MooncakeSettings, parse_networks
+from aiobootstrap.server.faces.rounds import HeldUp, in_own_time
 from aiobootstrap.store import Key
 
 from .helpers.waits import GUARD
@@ -160,6 +161,24 @@ async def test_a_failure_while_the_loop_was_held_up_is_not_counted(client: Any) 
         assert probes.failures(_key("mooncake/rpc_meta/live:1")) == 0
         assert (await client.get("/metadata?key=mooncake/rpc_meta/live:1")).status == 200
         assert (await client.get("/metadata?key=mooncake/ram/live:1")).status == 200
+
+
+async def test_work_the_loop_never_gives_its_time_is_held_up_not_timed_out() -> None:
+    """A loop held up across every deadline (a hog blocking it 0.3 s a turn) gives a 0.1 s probe none of
+    its time: ``HeldUp`` (not counted), where a plain timeout would have called the peer dead."""
+
+    async def hog() -> None:
+        while True:
+            time.sleep(0.3)  # noqa: ASYNC251 (the hold-up itself)
+            await asyncio.sleep(0)
+
+    hogging = asyncio.create_task(hog())
+    try:
+        with pytest.raises(HeldUp):
+            await in_own_time(asyncio.Event().wait(), 0.1)
+    finally:
+        hogging.cancel()
+        await asyncio.wait({hogging})
 
 
 # -- item 7: a probe reads a few bytes, however much a peer sends ----------------------------------
