@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     from .server.config import ServerConfig
     from .server.faces.encoders.inprocess import EncoderBootstrapServer
     from .server.faces.prefill.inprocess import PrefillBootstrapServer
+    from .server.faces.vllm.inprocess import VllmBootstrapServer
     from .server.server import BootstrapServer
     from .server.threaded import ThreadedBootstrapServer
     from .server.tokens import Scope, TokenSet
@@ -86,6 +87,7 @@ _LAZY = {
     "TokenSet": ".server.tokens",
     "EncoderBootstrapServer": ".server.faces.encoders.inprocess",
     "PrefillBootstrapServer": ".server.faces.prefill.inprocess",
+    "VllmBootstrapServer": ".server.faces.vllm.inprocess",
 }
 
 
@@ -147,6 +149,7 @@ __all__ = [
     "TransferEngineInfo",
     "Unauthorized",
     "UnexpectedReply",
+    "VllmBootstrapServer",
     "WatchedChange",
     "__version__",
     "create_app",

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+import aiobootstrap
 from aiobootstrap import (
     BadRequest,
     BootstrapClient,
@@ -20,6 +21,7 @@ from aiobootstrap import (
 )
 from aiobootstrap.client.vllm import VllmWorkers
 from aiobootstrap.server.app import REGISTRY
+from aiobootstrap.server.faces.vllm.inprocess import VllmBootstrapServer
 from aiobootstrap.wire.vllm import Engine, mismatch_detail
 
 from .helpers.clients import _restart
@@ -189,3 +191,9 @@ async def test_the_sync_client(url: str) -> None:
 
     workers = await asyncio.to_thread(blocking)
     assert workers.engines == {0: Engine(ENGINE, {0: {0: "tcp://10.0.0.7:40100"}})}
+
+
+def test_the_drop_in_is_a_public_name() -> None:
+    """``aiobootstrap.VllmBootstrapServer`` is the vLLM face's in-process drop-in, listed in ``__all__``."""
+    assert "VllmBootstrapServer" in aiobootstrap.__all__
+    assert aiobootstrap.VllmBootstrapServer is VllmBootstrapServer
