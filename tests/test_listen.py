@@ -290,11 +290,14 @@ def test_the_start_up_lines_name_each_listener_after_the_main_one(served: list[s
 
 
 def test_status_names_the_listener_it_was_pointed_at_and_the_listeners(served: list[str]) -> None:
-    """status at a listener's URL reports that listener's namespace and its URL; at the main URL,
-    --namespace a does the same, and --namespaces lists every listener."""
+    """register, wait and status at a listener's URL report that listener's namespace (status its URL too);
+    at the main URL, status --namespace a does the same, and --namespaces lists every listener."""
     main = _url_after(served[0], LISTENING)
     a, b = _url_after(served[1], ALSO.format("a")), _url_after(served[2], ALSO.format("b"))
-    assert tool("register", "--url", a, "--rank", "0", "--session-id", "a:1").returncode == 0
+    registered = tool("register", "--url", a, "--rank", "0", "--session-id", "a:1")
+    assert registered.stdout == "registered rank 0 in namespace a\n"
+    waited = tool("wait", "--url", a, "--world-size", "1", "--timeout", "5")
+    assert waited.stdout == "all 1 ranks registered in namespace a\n"
     for args in (("--url", a), ("--url", main, "--namespace", "a")):
         result = tool("status", *args)
         assert result.returncode == 0, result.stderr

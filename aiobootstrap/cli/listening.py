@@ -9,6 +9,7 @@ as the server's start-up words them (``also listening on URL``).
 
 from __future__ import annotations
 
+import argparse
 import ssl
 from typing import TYPE_CHECKING, TextIO
 
@@ -20,7 +21,7 @@ from ..wire.routes import NAMESPACES_PATH
 if TYPE_CHECKING:
     from ..client.client import BootstrapClient
 
-__all__ = ["listener_lines", "namespaces_tool", "read_listening", "shown_namespace"]
+__all__ = ["addressed", "listener_lines", "namespaces_tool", "read_listening", "shown_namespace"]
 
 _READ_TIME = 10.0
 """The longest the read of the listeners may take; past it ``status`` says nothing of them."""
@@ -53,6 +54,14 @@ def shown_namespace(client: BootstrapClient, listening: ListenerListing) -> str:
     if listening.here is not None and client.namespace == DEFAULT_NAMESPACE:
         return listening.here
     return client.namespace
+
+
+async def addressed(client: BootstrapClient, args: argparse.Namespace) -> str:
+    """The namespace a tool's ``client`` addresses, as its report names it: on a listener's port with no
+    ``--namespace``, the listener's (one read of ``/namespaces``)."""
+    if client.namespace != DEFAULT_NAMESPACE:
+        return client.namespace
+    return shown_namespace(client, await read_listening(args.url, args.bearer, args.tls))
 
 
 def listener_lines(namespace: str, listening: ListenerListing) -> list[str]:

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 from .. import _json
 from .._logging import printable
 from .._names import DEFAULT_ROLE, PARALLELISM_CONFIG, TRANSFER_ENGINE_INFO
+from .listening import addressed
 from .tool_errors import ToolError
 
 if TYPE_CHECKING:
@@ -40,7 +41,7 @@ async def register_tool(client: BootstrapClient, args: argparse.Namespace, out: 
     if args.lease_ttl is not None:
         return await _register_on_lease(client, args, send, rank, out)
     await send(None)
-    print(f"registered {rank} in namespace {client.namespace}", file=out)
+    print(f"registered {rank} in namespace {await addressed(client, args)}", file=out)
     return 0
 
 
@@ -91,7 +92,7 @@ async def _register_on_lease(
         async with client.lease(ttl=args.lease_ttl, timeout=args.timeout) as lease:
             await send(lease)
             print(
-                f"registered {rank} in namespace {client.namespace} on lease {lease.id} "
+                f"registered {rank} in namespace {await addressed(client, args)} on lease {lease.id} "
                 f"(ttl {args.lease_ttl:g} s); keeping it alive until interrupted",
                 file=out,
                 flush=True,

@@ -33,7 +33,7 @@ from ..exceptions import (
 )
 from ..wire.params import format_ranks
 from ..wire.results import missing_in_world
-from .listening import listener_lines, namespaces_tool, read_listening, shown_namespace
+from .listening import addressed, listener_lines, namespaces_tool, read_listening, shown_namespace
 from .register_tool import register_tool
 from .tool_errors import EXIT_ABSENT, EXIT_SERVER, EXIT_USAGE, ToolError
 from .tool_parser import KINDS
@@ -356,7 +356,7 @@ async def _wait(client: BootstrapClient, args: argparse.Namespace, out: TextIO, 
     what = (
         "" if (kind, role) == (TRANSFER_ENGINE_INFO, DEFAULT_ROLE) else f" {kind} of role {printable(role)}"
     )
-    print(f"all {world_size} ranks registered{what} in namespace {client.namespace}", file=out)
+    print(f"all {world_size} ranks registered{what} in namespace {await addressed(client, args)}", file=out)
     return 0
 
 
