@@ -16,7 +16,7 @@ from ...face import Access, Face, Route
 from ...kind_spec import KindFigures, KindSpec, NamespaceCount
 from . import openapi
 from .probes import vllm_probes_context
-from .routes import list_vllm, query, register_worker
+from .routes import list_vllm, query, query_bodies_context, register_worker
 from .settings import VllmSettings
 
 __all__ = ["FACE", "describe_change"]
@@ -79,7 +79,7 @@ FACE = Face.of_routes(
     _routes,
     paths=lambda: openapi.PATHS,
     schemas=lambda: openapi.SCHEMAS,
-    contexts=(vllm_probes_context,),
+    contexts=(query_bodies_context, vllm_probes_context),
     kinds=KINDS,
     figures=_figures,
     counts=(WORKERS,),

@@ -16,6 +16,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections import OrderedDict
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
 
 from aiohttp import web
 
@@ -28,6 +31,7 @@ from ....wire.vllm import (
     READY_PARAMS,
     REGISTER_OK,
     VLLM_WORKER,
+    Worker,
     parse_readiness,
     parse_register,
     query_reply,
@@ -41,7 +45,7 @@ from .readiness import QueryReady
 from .settings import VllmSettings
 from .workers import current, register, workers_of
 
-__all__ = ["list_vllm", "query", "register_worker"]
+__all__ = ["QUERY_BODIES", "QueryBodies", "list_vllm", "query", "query_bodies_context", "register_worker"]
 
 log = logging.getLogger("aiobootstrap")
 
@@ -85,20 +89,75 @@ async def query(request: web.Request) -> Reply:
         wait = 0.0  # nothing to wait for: vLLM's query, at once
     loop = asyncio.get_running_loop()
     deadline = loop.time() + wait
+    bodies = request.app[QUERY_BODIES]
     while True:
         left = deadline - loop.time()
         if left > 0:
             await registry.wait_until(QueryReady(namespace, readiness, after), left)
         version = await registry.version(namespace)
-        workers = current(await registry.records(namespace, VLLM_WORKER, DEFAULT_ROLE))
-        missing = None if readiness is None else readiness.missing(workers)
+        made = bodies.get(namespace, version)
+        if made is None:
+            workers = current(await registry.records(namespace, VLLM_WORKER, DEFAULT_ROLE))
+            made = bodies.keep(namespace, version, workers)
+        if readiness is None:
+            return JsonReply(made.body, version=version, shared=True)  # one bytes object per version
+        workers = made.workers
+        missing = readiness.missing(workers)
         if missing is None or deadline - loop.time() <= 0:
             break
-        # Whole by the records' names, not by their engines (a takeover between two writes): wait on.
+        # Whole by the records' names, not by their engines (a takeover between two writes): wait for a
+        # change after what was read.
+        after = max(after, version)
     if missing is not None:
         detail = NOT_COMPLETE + missing
         return JsonReply(error_body(detail, registered=len(workers)), status=503, version=version)
-    return JsonReply(dumps(query_reply(workers)), version=version)
+    return JsonReply(made.body, version=version, shared=True)
+
+
+@dataclass(frozen=True, slots=True)
+class Made:
+    """A namespace's ``/query`` as of a version: its workers and its body."""
+
+    version: int
+    workers: list[Worker]
+    body: bytes
+
+
+class QueryBodies:
+    """Each namespace's last ``/query`` body, by the namespace's version it was read at: decode's and a
+    proxy's queries between two changes cost a version read (the records are read, and the body made, once
+    per version). At most :data:`_KEPT` namespaces, the least recently asked dropped first."""
+
+    def __init__(self) -> None:
+        self._made: OrderedDict[str, Made] = OrderedDict()
+
+    def get(self, namespace: str, version: int) -> Made | None:
+        made = self._made.get(namespace)
+        if made is None or made.version != version:
+            return None
+        self._made.move_to_end(namespace)
+        return made
+
+    def keep(self, namespace: str, version: int, workers: list[Worker]) -> Made:
+        """``workers``, read at or after ``version``, kept with their body (records read after a newer change
+        are kept under the older version: a later query reads the newer version, and makes its own)."""
+        made = self._made[namespace] = Made(version, workers, dumps(query_reply(workers)))
+        self._made.move_to_end(namespace)
+        if len(self._made) > _KEPT:
+            self._made.popitem(last=False)
+        return made
+
+
+_KEPT = 4096
+
+
+async def query_bodies_context(app: web.Application) -> AsyncIterator[None]:
+    """``cleanup_ctx``: the app's :class:`QueryBodies`."""
+    app[QUERY_BODIES] = QueryBodies()
+    yield
+
+
+QUERY_BODIES = web.AppKey("vllm_query_bodies", QueryBodies)
 
 
 _SHOWN = 4096
