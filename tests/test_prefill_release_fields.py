@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from aiobootstrap import ServerConfig, create_app
+from aiobootstrap.server.faces.prefill import deployment
 from testbed.etcd_server import Cluster, unique_prefix
 
 from .helpers.prefill import ALL, rank_body
@@ -279,9 +280,13 @@ async def test_fields_first_sent_through_two_replicas_at_once_are_both_kept(
         assert (info["next_a"], info["next_b"]) == (1, 2)
 
 
-async def test_a_deployment_redeployed_after_its_ranks_left_brings_its_own_fields(client: Any) -> None:
+async def test_a_deployment_redeployed_after_its_ranks_left_brings_its_own_fields(
+    client: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Ranks on a lease leave with it, the topology record stays; the next deployment of the same sizes
-    fixes its own fields (a new prefill_http_port), not the gone deployment's."""
+    fixes its own fields (a new prefill_http_port), not the gone deployment's (once no rank of the old one
+    came within LEFT_AFTER, shortened here)."""
+    monkeypatch.setattr(deployment, "LEFT_AFTER", 0.05)
     lease = (await (await client.post("/leases", json={"ttl": 60})).json())["lease"]
     await _register(client, *(body(tp, **RELEASE_FIELDS, lease=lease) for tp in (0, 1)))
     assert (await client.delete(f"/leases/{lease}")).status == 200
@@ -290,3 +295,13 @@ async def test_a_deployment_redeployed_after_its_ranks_left_brings_its_own_field
     await _register(client, body(0, **again), body(1, **again))
     info = await _info(client)
     assert (info["prefill_http_port"], info["kv_layout"]) == (30001, "token_major")
+
+
+async def test_first_ranks_at_once_each_the_first_to_send_a_field_keep_them_all(client: Any) -> None:
+    """Three first ranks at once, each sending a field no other sends: the deployment keeps all three (one
+    that finds the topology written but no rank yet waits for the first rank, not taking it for gone)."""
+    bodies = [{**rank_body(tp, 0, tp_size=3, dp_size=1), f"next_{tp}": tp} for tp in range(3)]
+    sent = await asyncio.gather(*(client.put("/route", json=body) for body in bodies))
+    assert [reply.status for reply in sent] == [200, 200, 200]
+    info = await _info(client)
+    assert [info.get(f"next_{tp}") for tp in range(3)] == [0, 1, 2]

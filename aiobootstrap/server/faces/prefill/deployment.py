@@ -12,6 +12,11 @@ first rank are two writes, so a topology without ranks may be one whose first
 rank is being stored right now (through another replica, on a loaded
 machine): a contradicting rank waits up to ``LEFT_AFTER`` seconds for a rank to
 arrive (a core condition, no polling) before it takes the deployment for gone.
+The fields passed through to decode (``wire.prefill_fields``) live in the
+topology record: a rank that agrees with the topology but sends a field the
+deployment lacks adds it in the same one step; one that sends another value
+of a field is told apart the same way (kept first value and a WARNING while
+the deployment has ranks; a new deployment once it has none).
 """
 
 from __future__ import annotations
@@ -49,12 +54,14 @@ def rank_key(namespace: str, coords: Coords) -> Key:
     return Key.named(namespace, PREFILL_RANK, DEFAULT_ROLE, coords.name)
 
 
-def _stale(fixed: Topology, sent: Topology) -> bool:
-    """Whether a rank that agrees with the deployment's topology still says something else of it (a field
-    passed through, the balance method): kept from the first rank while the deployment has ranks, replaced
-    by the first rank of a new deployment once they have all gone."""
-    return fixed.follow_bootstrap_room != sent.follow_bootstrap_room or dict(fixed.fields) != dict(
-        sent.fields
+def _says_more(kept: Topology, sent: Topology) -> bool:
+    """Whether a rank that agrees with the deployment's topology says something else of it: a field passed
+    through that the deployment lacks or holds with another value, or another balance method (kept from the
+    first rank while the deployment has ranks; the first rank of a new deployment, once they have all gone,
+    brings its own)."""
+    fields = dict(kept.fields)
+    return kept.follow_bootstrap_room != sent.follow_bootstrap_room or any(
+        name not in fields or fields[name] != value for name, value in sent.fields
     )
 
 
@@ -119,23 +126,23 @@ class Deployment:
         """The deployment's topology record to write for ``rank`` (``None``: it holds all the rank says), and
         the topology whose values are kept (``None``: the rank's replaces it); :class:`TopologyConflict`."""
         problem = kept.contradiction(rank.topology)
-        if problem is None:
-            if not _stale(kept, rank.topology):
-                return None, kept
-            if await self.registered():
-                fields = joined(dict(kept.fields), rank.topology.fields)
-                return (
-                    None if fields is None else replace(kept, fields=tuple(fields.items())).as_value()
-                ), kept
-            # Its ranks have all gone (their leases ended): this rank starts the deployment anew, with its
-            # fields (a new prefill_http_port...).
+        if problem is None and not _says_more(kept, rank.topology):
+            return None, kept
+        if await self._left():
+            # Every rank of the deployment has gone (a DELETE, their leases): this rank starts it anew, with its
+            # own sizes and fields (a redeployed prefill's new prefill_http_port...).
             return rank.topology.as_value(), None
-        if await self.registered() or await self._registry.wait_until(
-            AtLeast(self.namespace, PREFILL_RANK, DEFAULT_ROLE, 1), LEFT_AFTER
-        ):
+        if problem is not None:
             raise TopologyConflict(problem)
-        # No rank came: every rank of the old deployment has gone; this one starts a new deployment.
-        return rank.topology.as_value(), None
+        fields = joined(dict(kept.fields), rank.topology.fields)
+        return (None if fields is None else replace(kept, fields=tuple(fields.items())).as_value()), kept
+
+    async def _left(self) -> bool:
+        """Whether the deployment has no rank, and none comes within ``LEFT_AFTER`` seconds (a topology without
+        ranks may be one whose first rank is being stored right now, through another replica)."""
+        return not await self.registered() and not await self._registry.wait_until(
+            AtLeast(self.namespace, PREFILL_RANK, DEFAULT_ROLE, 1), LEFT_AFTER
+        )
 
     async def unregister(self, coords: Coords) -> Record | None:
         """Delete one rank; the topology goes with the deployment's last rank."""
