@@ -4,8 +4,10 @@ aiobootstrap in its own process (``--mooncake-probe-interval``/``--mooncake-prob
 process, peers on loopback that the server probes: an engine that answers as Mooncake's do, peers that
 stream bytes after their reply, a port that accepts and never answers. Printed, one JSON line a scenario:
 
-- ``big``: a live engine, then a 40 MiB ``rpc_meta`` of port 0 stored beside it: whether the live
-  engine keeps its keys, ``/health``'s latency (max, median) and ``GET /mooncake``'s, before and after.
+- ``big``: a live engine, then a 40 MiB ``rpc_meta`` of port 0 stored beside it (named to sort after
+  it, so a round that parses every value does so while the live engine's probe is in flight): whether
+  the live engine keeps its keys, ``/health``'s latency (max, median) and ``GET /mooncake``'s (read every
+  0.5 s, as the page does), before and after.
 - ``stream``: four ``rpc_meta`` at peers that stream after a valid reply: the server's RSS and
   ``/health``'s latency, beside the same run with four answering engines.
 - ``hang``: ``--entries`` (10,000) ``rpc_meta`` at a port that accepts and never answers, in one
@@ -13,7 +15,8 @@ stream bytes after their reply, a port that accepts and never answers. Printed, 
   gone, beside the same engine alone; and with ``--mooncake-probe-networks 10.0.0.0/8``, the connections
   made to the port in two rounds.
 
-``python -m bench.mooncake_probe_faults [--only big,stream,hang] [--entries N] [--give-up S]``
+``python -m bench.mooncake_probe_faults [--only big,stream,hang] [--timeout S] [--entries N] [--give-up S]``
+(issue 41's figures: ``--only big --timeout 0.3``, then ``--only stream,hang``)
 """
 
 from __future__ import annotations
@@ -126,7 +129,7 @@ async def big(interval: float, timeout: float) -> dict[str, Any]:
             await _put(http, server.url, "mooncake/rpc_meta/live:1", _rpc(port))
             await _put(http, server.url, "mooncake/ram/live:1", b'{"buffers":[],"protocol":"tcp"}')
             baseline = await _latencies(http, server.url, 4 * interval)
-            await _put(http, server.url, "mooncake/rpc_meta/big:1", _rpc(0, pad="x" * (40 << 20)))
+            await _put(http, server.url, "mooncake/rpc_meta/zz-big:1", _rpc(0, pad="x" * (40 << 20)))
             probed = engine.connections
             after = await _latencies(http, server.url, 8 * interval)
             kept = await _exists(http, server.url, "mooncake/rpc_meta/live:1")
