@@ -17,6 +17,7 @@ import pytest
 
 from aiobootstrap import ServerConfig, create_app
 from aiobootstrap.server.faces.prefill import deployment
+from aiobootstrap.wire.prefill_fields import differing
 from testbed.etcd_server import Cluster, unique_prefix
 
 from .helpers.prefill import ALL, rank_body
@@ -305,3 +306,13 @@ async def test_first_ranks_at_once_each_the_first_to_send_a_field_keep_them_all(
     assert [reply.status for reply in sent] == [200, 200, 200]
     info = await _info(client)
     assert [info.get(f"next_{tp}") for tp in range(3)] == [0, 1, 2]
+
+
+def test_the_warning_shows_a_clients_names_and_values_escaped_and_cut() -> None:
+    """A field's name and values come from any client: the WARNING's words quote and escape them (no line
+    of its own in the log) and cut a long one."""
+    said = differing({"odd\nname": 1, "layout": "a" * 100}, [("odd\nname", 2), ("layout", "b" * 100)])
+    assert said == [
+        '"odd\\nname" 2 (the deployment keeps 1)',
+        f'layout "{"b" * 63}...[102 chars] (the deployment keeps "{"a" * 63}...[102 chars])',
+    ]

@@ -123,6 +123,12 @@ def _shown(value: Any) -> str:
     return text if len(text) <= _SHOWN else f"{text[:_SHOWN]}...[{len(text)} chars]"
 
 
+def _named(name: str) -> str:
+    """A field's name as a sentence (and the log) says it: as it is when it is a short identifier, else as
+    :func:`_shown` shows a value (quoted, escaped, cut)."""
+    return name if name.isidentifier() and len(name) <= _SHOWN else _shown(name)
+
+
 def refusal(fixed: Mapping[str, Any], sent: Mapping[str, Any]) -> str | None:
     """SGLang's sentence, with both values, when ``sent`` (a rank's fields) differs from ``fixed`` (the
     deployment's) in a :data:`REFUSED` field; else ``None``."""
@@ -146,7 +152,7 @@ def joined(fixed: Mapping[str, Any], sent: Iterable[tuple[str, Any]]) -> dict[st
 def differing(fixed: Mapping[str, Any], sent: Iterable[tuple[str, Any]]) -> list[str]:
     """Each field ``sent`` with another value than the deployment keeps, said with both (for the WARNING)."""
     return [
-        f"{name} {_shown(value)} (the deployment keeps {_shown(fixed[name])})"
+        f"{_named(name)} {_shown(value)} (the deployment keeps {_shown(fixed[name])})"
         for name, value in sent
         if name in fixed and fixed[name] != value
     ]
