@@ -26,6 +26,7 @@ from aiobootstrap.store import Key
 from .helpers.waits import GUARD
 
 MEMORY = pytest.mark.parametrize("store_kind", ["memory"], indirect=True)
+STORES = pytest.mark.parametrize("store_kind", ["memory", "redis"], indirect=True)
 _REPLY = b'{"status":"success"}\n'  # an engine's reply to the probe
 _FRAME = struct.pack("<Q", len(_REPLY) + 1) + bytes([3]) + _REPLY
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Any]
@@ -95,7 +96,7 @@ class Parses:
 # -- item 3: a big value costs the rounds and the listing nothing; a stalled loop is no failure --------
 
 
-@MEMORY
+@STORES
 async def test_a_big_rpc_meta_is_never_parsed_and_a_small_one_once_per_version(
     client: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -125,6 +126,33 @@ async def test_a_big_rpc_meta_is_never_parsed_and_a_small_one_once_per_version(
             await probes.round()
         assert parses.of(live) == 1 + 2 + 1  # the rounds' two reads, and one by each GET /mooncake
         assert parses.above(1 << 20) == 0
+
+
+@STORES
+async def test_a_namespace_is_read_again_only_when_its_version_moved(
+    client: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The rounds read a namespace's records (on Redis, every value over the network) once per version of
+    the namespace, not once a round."""
+    registry = client.app[REGISTRY]
+    reads: list[str] = []
+    records = registry.records
+
+    def counting(namespace: str, kind: str, role: str) -> Any:
+        reads.append(namespace)
+        return records(namespace, kind, role)
+
+    monkeypatch.setattr(registry, "records", counting)
+    async with listener(answering()) as port:
+        await _put(client, "mooncake/rpc_meta/live:1", _rpc(port))
+        probes = MooncakeProbes(registry, timeout=5)
+        for _ in range(3):
+            await probes.round()
+        assert reads == ["default"]
+        await _put(client, "mooncake/ram/live:1", b"{}")
+        for _ in range(2):
+            await probes.round()
+        assert reads == ["default", "default"]
 
 
 @MEMORY
@@ -234,7 +262,7 @@ def hanging(accepted: list[int]) -> Handler:
     return handle
 
 
-@MEMORY
+@STORES
 async def test_a_round_starts_no_probe_past_its_budget_and_namespaces_take_turns(client: Any) -> None:
     """40 entries at a port that accepts and never answers in one namespace, one dead engine in another:
     a round starts at most ``at_once`` probes a timeout's worth (before: all 41), and the other
