@@ -86,6 +86,8 @@ async def test_the_release_body_registers_and_gets_every_field_back(client: Any)
     assert list(info) == [*BASE_KEYS, *RELEASE_FIELDS, *NULL_KEYS]
     assert {name: info[name] for name in RELEASE_FIELDS} == RELEASE_FIELDS
     assert (info["attn_tp_size"], info["dp_size"], info["follow_bootstrap_room"]) == (2, 1, False)
+    listed = (await (await client.get("/prefill")).json())["topology"]
+    assert listed["fields"] == RELEASE_FIELDS  # what the page and status read
 
 
 @pytest.mark.parametrize("name", list(RELEASE_FIELDS))

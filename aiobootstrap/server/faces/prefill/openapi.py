@@ -152,7 +152,11 @@ SCHEMAS: dict[str, Any] = {
         "type": "object",
         "required": ["topology", "expected", "registered", "complete", "ranks", "missing", "missing_count"],
         "properties": {
-            "topology": {"type": ["object", "null"]},
+            "topology": {
+                "type": ["object", "null"],
+                "description": "dp_size, cp_size, tp_size, pp_size, page_size, kv_cache_dtype, "
+                "follow_bootstrap_room, and fields: those passed through to decode in the parallel info.",
+            },
             "expected": {"type": ["integer", "null"]},
             "registered": _INTEGER,
             "complete": {"type": "boolean"},

@@ -14,6 +14,7 @@ import asyncio
 import json
 import logging
 import time
+from typing import Any
 
 from aiohttp import web
 
@@ -25,12 +26,14 @@ from ....wire.prefill import (
     ROUTE_PARAMS,
     Coords,
     MissingInputs,
+    Topology,
     coords_of,
     not_found_text,
     not_ready_text,
     parse_prefill_rank,
     parse_route_query,
 )
+from ....wire.prefill_fields import info_fields
 from ...appkeys import CONFIG, REGISTRY
 from ...body import read_body
 from ...fastpath.replies import JsonReply, RecordReply, Reply, TextReply
@@ -142,6 +145,13 @@ _MISSING_SHOWN = 1024
 """The most missing ranks a listing names (a topology of millions of ranks still lists briefly)."""
 
 
+def _listed(topology: Topology) -> dict[str, Any]:
+    """The topology as the listing shows it: its sizes, page size, KV dtype and balance, and ``fields``, those
+    passed through to decode as the parallel info carries them (which ``decode_allocation_policy``...)."""
+    shown = {name: value for name, value in topology.as_value().items() if name != "optional"}
+    return {**shown, "fields": info_fields(dict(topology.fields))}
+
+
 async def list_prefill(request: web.Request) -> Reply:
     """``GET /prefill``: the deployment as the page and ``status`` show it: its topology, each rank
     registered (coordinates, address, version, age), and the ones still missing."""
@@ -163,9 +173,7 @@ async def list_prefill(request: web.Request) -> Reply:
     present = {record.name for record in records if record.name}
     missing, missing_count = ([], 0) if topology is None else topology.missing(present, _MISSING_SHOWN)
     body = {
-        "topology": None
-        if topology is None
-        else {k: v for k, v in topology.as_value().items() if k != "optional"},
+        "topology": None if topology is None else _listed(topology),
         "expected": None if topology is None else topology.expected,
         "registered": readiness.registered,
         "complete": readiness.complete,
