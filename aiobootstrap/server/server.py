@@ -112,6 +112,16 @@ def _url(scheme: str, host: str, socks: Sequence[socket.socket]) -> str:
     return f"{scheme}://{host_port(host, int(socks[0].getsockname()[1]))}"
 
 
+def _listening(config: ServerConfig, listened: Sequence[Sequence[socket.socket]]) -> Listening:
+    """The listeners of ``config.listen``, bound on ``listened`` (theirs, in order): each namespace's URL,
+    and the namespace of each real port."""
+    urls, ports = [], {}
+    for listener, bound in zip(config.listen, listened, strict=True):
+        urls.append((listener.namespace, _url(config.scheme, listener.address(config.host)[0], bound)))
+        ports[int(bound[0].getsockname()[1])] = listener.namespace
+    return Listening(tuple(urls), ports)
+
+
 async def _bound(bind: Callable[[], _T]) -> _T:
     """``bind()``; a taken port explained (its holder named), in a worker thread: the probe blocks briefly,
     and the holder may be a server on this very loop, which must stay free to answer it."""
@@ -179,14 +189,16 @@ class BootstrapServer:
             for each in socks:
                 each.close()
             raise
-        scheme, urls, ports = self.config.scheme, [], {}
-        for listener, bound in zip(listening, listened, strict=True):
-            urls.append((listener.namespace, _url(scheme, listener.address(self.config.host)[0], bound)))
-            ports[int(bound[0].getsockname()[1])] = listener.namespace
-        app = create_app(self.config)
-        if listening:
-            app[LISTENING] = Listening(tuple(urls), ports)
         everything = [*socks, *(each for bound in listened for each in bound)]
+        try:
+            served = _listening(self.config, listened)
+            app = create_app(self.config)
+        except BaseException:
+            for each in everything:
+                each.close()
+            raise
+        if listening:
+            app[LISTENING] = served
         runner = web.AppRunner(
             app,
             handle_signals=False,
@@ -206,7 +218,7 @@ class BootstrapServer:
             connections = ConnectionTable(runner.server, connection_limit(self.config.max_connections))
             if listening:
                 # Before any connection opens: each takes the server's request handler as it is made.
-                wrap_request_handler(runner.server, route_by_port(ports))
+                wrap_request_handler(runner.server, route_by_port(served.ports))
             for each in everything:
                 # A site listens again with a backlog of its own (128 unless told): keep ours.
                 await ProtocolSite(
@@ -220,8 +232,8 @@ class BootstrapServer:
         self._runner = runner
         self._connections = connections
         self._port = int(socks[0].getsockname()[1])
-        self._url = _url(scheme, self.host, socks)
-        self._listeners = tuple(urls)
+        self._url = _url(self.config.scheme, self.host, socks)
+        self._listeners = served.listeners
 
     async def close(self) -> None:
         """Stop listening, answer parked waits with 503, finish in-flight requests.
