@@ -12,13 +12,16 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import ssl
 import subprocess
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 
 import aiohttp
 import pytest
+import trustme
 
-from aiobootstrap import BootstrapServer, ServerConfig
+from aiobootstrap import BootstrapClient, BootstrapServer, ServerConfig
 from aiobootstrap.exceptions import AddressInUse
 from aiobootstrap.server.config import NamespaceListener
 from aiobootstrap.server.tokens import TokenSet
@@ -359,3 +362,23 @@ async def test_two_vllm_deployments_with_dp_rank_0_each_on_their_own_port(
                 assert await reply.json() == {
                     "0": {"engine_id": f"engine-{name}", "worker_addr": {"0": {"0": f"tcp://{name}:1"}}}
                 }
+
+
+async def test_a_listener_speaks_tls_as_the_main_port_does(tmp_path: Path) -> None:
+    """With a certificate, a listener's URL is https:// and a client trusting the CA registers and gets
+    through it, unprefixed, in the listener's namespace."""
+    ca = trustme.CA()
+    issued = ca.issue_cert("127.0.0.1")
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    cert.write_bytes(b"".join(blob.bytes() for blob in issued.cert_chain_pems))
+    issued.private_key_pem.write_to_path(str(key))
+    trusting = ssl.create_default_context()
+    ca.configure_trust(trusting)
+    config = ServerConfig(port=0, tls_cert=str(cert), tls_key=str(key), listen=_listeners("a"))
+    async with BootstrapServer(config) as server:
+        a = dict(server.listeners)["a"]
+        assert a.startswith("https://127.0.0.1:")
+        async with BootstrapClient(a, ssl=trusting) as client:
+            await client.register(0, session_id="tls", weights_info_dict={})
+        async with BootstrapClient(server.url, namespace="a", ssl=trusting) as client:
+            assert (await client.get(0, timeout=GUARD)).session_id == "tls"
