@@ -44,12 +44,13 @@ import time
 import types
 import uuid
 import zipfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 
-from ._servers import SERVERS, RunningServer, ServerKind
+from ._servers import SERVERS, RunningServer, ServerKind, cpu_clock_seconds
 from ._wire import Target
 from ._wrk import WrkResult, find_wrk
 from ._wrk import run_wrk as run_get_wrk
@@ -242,32 +243,61 @@ def moving() -> list[bytes]:
     ]
 
 
-async def wrk_in_turn(
-    targets: dict[str, Target], path: str, bodies: list[bytes] | None, rounds: int, seconds: float
-) -> dict[str, list[WrkResult]]:
-    """Each target under wrk, ``rounds`` times, the order reversed every other round."""
-    results: dict[str, list[WrkResult]] = {name: [] for name in targets}
+@dataclass(frozen=True)
+class Load:
+    """One server under one load: where it listens, its process (whose CPU is read), the bodies it is sent."""
+
+    target: Target
+    pid: int
+    bodies: list[bytes] | None = None
+
+
+@dataclass(frozen=True)
+class Run:
+    wrk: WrkResult
+    cpu: float
+    """The server's CPU seconds over the run (all its threads)."""
+
+    @property
+    def per_cpu(self) -> float:
+        """Requests per CPU second of the server: the figure least moved by a busy machine."""
+        return self.wrk.requests / self.cpu if self.cpu else 0.0
+
+
+async def wrk_in_turn(loads: dict[str, Load], path: str, rounds: int, seconds: float) -> dict[str, list[Run]]:
+    """Each load under wrk, ``rounds`` times, the order reversed every other round."""
+    results: dict[str, list[Run]] = {name: [] for name in loads}
     for index in range(rounds):
-        order = list(targets.items()) if index % 2 == 0 else list(targets.items())[::-1]
-        for name, target in order:
-            result = await run_wrk(target, path, bodies, seconds)
+        order = list(loads.items()) if index % 2 == 0 else list(loads.items())[::-1]
+        for name, load in order:
+            before = cpu_clock_seconds(load.pid)
+            result = await run_wrk(load.target, path, load.bodies, seconds)
+            cpu = cpu_clock_seconds(load.pid) - before
             if result.errors.get("status") or result.requests == 0:
                 raise RuntimeError(f"{name}: {path} under wrk: {result.errors}")
-            results[name].append(result)
+            results[name].append(Run(result, cpu))
     return results
 
 
-def print_rates(figure: str, results: dict[str, list[WrkResult]], base: str) -> dict[str, Any]:
-    """Medians of each target's rate and p99, and the paired ratio (round by round) of each to ``base``."""
+def print_rates(figure: str, results: dict[str, list[Run]], base: str) -> dict[str, Any]:
+    """Medians of each load's rate, p99 and requests per server CPU second, and the paired ratios (round by
+    round) of each to ``base``'s."""
     line: dict[str, Any] = {"figure": figure, "rounds": len(results[base])}
     for name, runs in results.items():
-        line[f"{name} /s"] = round(statistics.median(run.rate for run in runs))
-        line[f"{name} p99 ms"] = round(statistics.median(run.p99 for run in runs) * 1000, 2)
+        line[f"{name} /s"] = round(statistics.median(run.wrk.rate for run in runs))
+        line[f"{name} p99 ms"] = round(statistics.median(run.wrk.p99 for run in runs) * 1000, 2)
+        line[f"{name} per CPU s"] = round(statistics.median(run.per_cpu for run in runs))
     for name, runs in results.items():
         if name != base:
-            paired = [ours.rate / theirs.rate for ours, theirs in zip(runs, results[base], strict=True)]
+            paired = [
+                ours.wrk.rate / theirs.wrk.rate for ours, theirs in zip(runs, results[base], strict=True)
+            ]
             line[f"{name} / {base}, paired"] = round(statistics.median(paired), 2)
             line[f"{name} / {base}, range"] = [round(min(paired), 2), round(max(paired), 2)]
+            per_cpu = [
+                ours.per_cpu / theirs.per_cpu for ours, theirs in zip(runs, results[base], strict=True)
+            ]
+            line[f"{name} / {base}, per CPU s, paired"] = round(statistics.median(per_cpu), 2)
     print(json.dumps(line), flush=True)
     return line
 
@@ -319,23 +349,24 @@ async def main(quick: bool, only: set[str], rounds: int, seconds: float) -> None
         async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as http:
             for base in (ours.url, theirs.url):
                 await register_deployment(http, base)
-            targets = {"aiobootstrap": ours.target, "vllm": theirs.target}
             if find_wrk() is None:
                 print("wrk is not installed (Debian's package wrk): no throughput figures", file=sys.stderr)
             else:
                 if "query" in only:
-                    results = await wrk_in_turn(targets, "/query", None, rounds, seconds)
+                    loads = {
+                        "aiobootstrap": Load(ours.target, ours.pid),
+                        "vllm": Load(theirs.target, theirs.pid),
+                    }
+                    results = await wrk_in_turn(loads, "/query", rounds, seconds)
                     print_rates(f"GET /query, {DP * TP} workers, wrk -t1 -c64", results, "vllm")
                 if "register" in only:
-                    results = await wrk_in_turn(targets, "/register", same_again(), rounds, seconds)
-                    moved = await wrk_in_turn(
-                        {"aiobootstrap, each at a new address": ours.target},
-                        "/register",
-                        moving(),
-                        rounds,
-                        seconds,
-                    )
-                    print_rates("POST /register, the 64 workers again, wrk -t1 -c64", results | moved, "vllm")
+                    loads = {
+                        "aiobootstrap": Load(ours.target, ours.pid, same_again()),
+                        "vllm": Load(theirs.target, theirs.pid, same_again()),
+                        "aiobootstrap, each at a new address": Load(ours.target, ours.pid, moving()),
+                    }
+                    results = await wrk_in_turn(loads, "/register", rounds, seconds)
+                    print_rates("POST /register of the 64 workers, wrk -t1 -c64", results, "vllm")
             if "learn" in only:
                 # Each run a dp rank of its own past the deployment's (one namespace per run on aiobootstrap).
                 waited = [
