@@ -5,7 +5,8 @@ const { optional, $, main } = aiobootstrap;
 const section = document.createElement("section");
 section.id = "prefill";
 section.hidden = true;
-section.innerHTML = "<h2>prefill deployment</h2><div id='prefill-count' class='counts muted'></div><div id='prefill-grid'></div>";
+section.innerHTML = "<h2>prefill deployment</h2><div id='prefill-count' class='counts muted'></div>"
+  + "<div id='prefill-fields' class='counts muted'></div><div id='prefill-grid'></div>";
 main.append(section);
 
 let dirty = false;
@@ -20,6 +21,13 @@ async function readPrefill() {
   $("prefill-count").textContent = listing.registered + " of " + listing.expected + " ranks registered (dp "
     + topology.dp_size + " x cp " + topology.cp_size + " x tp " + topology.tp_size + " x pp " + topology.pp_size
     + (listing.complete ? "): complete" : "): " + listing.missing_count + " missing");
+  // The fields decode gets back beside the topology (decode_allocation_policy, prefill_http_port...), each
+  // value as JSON, cut short: what the prefill ranks told decode.
+  const fields = Object.entries(topology.fields || {}).map(([name, value]) => {
+    const text = JSON.stringify(value);
+    return name + " " + (text.length > 64 ? text.slice(0, 64) + "…" : text);
+  });
+  $("prefill-fields").textContent = fields.length ? "decode also reads: " + fields.join(", ") : "";
   const grid = $("prefill-grid");
   grid.replaceChildren();
   for (let dp = 0; dp < topology.dp_size && dp < 256; dp++) {
