@@ -176,7 +176,7 @@ NOT_RUN: dict[str, list[tuple[str, str]]] = {
         *[("from aiobootstrap import SyncBootstrapClient", _ENGINE)] * 2,
         ("with SyncBootstrapClient(url) as client:", _ENGINE),
         ("from aiobootstrap import PrefillBootstrapServer", _ENGINE),
-        ("$ MC_METADATA_SERVER=", _ENGINE),
+        ("$ export MC_METADATA_SERVER=", _ENGINE),
     ],
     "docs/operations.md": [('async with BootstrapClient("http://10.0.0.1:6789", namespace=', _FRAGMENT)],
     "docs/scale-out.md": [("$ .venv/bin/python -m bench.store_redis", _BENCH)],
