@@ -160,11 +160,12 @@ async def _take_over(registry: Registry, namespace: str, worker: Worker, holder:
 
 async def register(
     registry: Registry, namespace: str, worker: Worker, lease: str | None, timeout: float
-) -> Record:
-    """Store ``worker``; ``BadRequest`` (vLLM's mismatch) when another live engine holds its dp rank.
+) -> Record | None:
+    """Store ``worker`` (its record); ``BadRequest`` (vLLM's mismatch) when another live engine holds its dp
+    rank.
 
-    The same worker at the same address, without a lease, changes nothing (its record is returned); at a
-    new address it replaces the old (a ``WARNING`` naming both)."""
+    The same worker at the same address, without a lease, changes nothing (``None``); at a new address it
+    replaces the old (a ``WARNING`` naming both)."""
     key, ckey = worker_key(namespace, worker), claim_key(namespace, worker.dp_rank)
     claimed = {"engine_id": worker.engine_id, "addr": worker.addr}
     while True:
@@ -182,7 +183,7 @@ async def register(
             stored = await registry.get(key)
         break
     if stored is not None and stored.value == worker.as_value() and lease is None:
-        return stored
+        return None
     record = await registry.register(key, worker.as_value(), lease)
     old = None if stored is None else stored.value.get("addr")
     if old is not None and old != worker.addr and stored is not None:
