@@ -12,46 +12,36 @@ watch that asks for the changes after a version below the floor cannot be
 answered whole: that is :class:`~aiobootstrap.exceptions.HistoryGone` (a
 ``410``).
 
-A log is made for every namespace holding records when the history opens
-(its floor: the namespace's version then), and for any other namespace by
-its first change heard or its first watcher: its floor is then the store's
-floor at open (a namespace that held nothing then has had no change since
-that the history did not hear; what it had before is numbered at or below
-that floor). After the feed said it may have missed changes (below), nothing
-is vouched for: a log made by a change has that version less one for floor,
-one made by a watcher the namespace's version as the store says it then (a
-change on its way at or below it is dropped). Trimming the oldest change
-raises the floor to its version. So the floor is never below a change the
-history did not hear.
+A log is made for every namespace holding records when the history opens (its floor: the namespace's version
+then), and for any other namespace by its first change heard or its first watcher: its floor is then the
+store's floor at open (a namespace that held nothing then has had no change since that the history did not
+hear; what it had before is numbered at or below that floor). After the feed said it may have missed changes
+(below), nothing is vouched for: a log made by a change has that version less one for floor, one made by a
+watcher the namespace's version as the store says it then (a change on its way at or below it is dropped).
+Trimming the oldest change raises the floor to its version. So the floor is never below a change the history
+did not hear.
 
-The history logs store-level changes (``change``): a record put or
-deleted, by its key (a rank's, or a named record's name), or a set record's
-member added or removed (``Change.member``, which every store tells with
-the change: no diff; one that names none, which an older replica's Redis
-entry may, raises the log's floor: a watcher behind it is told ``410``,
-never a guess). Its host may say which changes its watchers are told
-of at all (``shown``; the encoder face's evicted set is shown to nobody):
-the others wake the namespace's watchers but are not kept. How a change is
-shown on the wire is the host's, per kind.
+The history logs store-level changes (``change``): a record put or deleted, by its key (a rank's, or a named
+record's name), or a set record's member added or removed (``Change.member``, which every store tells with the
+change: no diff; one that names none, which an older replica's Redis entry may, raises the log's floor: a
+watcher behind it is told ``410``, never a guess). Its host may say which changes its watchers are told of at
+all (``shown``; the encoder face's evicted set is shown to nobody): the others are not kept, and wake no
+watcher. How a change is shown on the wire is the host's, per kind.
 
-The feed saying it may have missed changes (:meth:`History.resync`) drops
-every log: each is made again as above, so a watcher that may have missed a
-change is told ``410`` (over Redis: every reconnect of the feed).
+The feed saying it may have missed changes (:meth:`History.resync`) drops every log: each is made again as
+above, so a watcher that may have missed a change is told ``410`` (over Redis: every reconnect of the feed).
 
-Watchers park on a future of their own, kept by their log, which a change
-resolves (every one, then a new set for the next); a watch parks in the step
-that read the log, so no change slips between. Its owner may end its wait
-too (:class:`WaitEnd`: the fast path, having answered it itself). Just before a
-change wakes its log, :attr:`History.changed_namespaces`' listeners hear the
-namespace (``server/fastpath/watches.py`` answers its groups from :meth:`History.now`).
-A parked watch counts against ``--max-waiters``; a stream (:meth:`History.hold`) once.
+Watchers park on a future of their own, kept by their log by filter (``filters``), which a change resolves
+when it matches the filter (its floor moved, or the close: every one); a watch parks in the step that read the
+log, so no change slips between. Its owner may end its wait too (:class:`WaitEnd`: the fast path, having
+answered it itself). Just before a change wakes its log, :attr:`History.changed_namespaces`' listeners hear
+the namespace (``server/fastpath/watches.py`` answers its groups from :meth:`History.now`). A parked watch
+counts against ``--max-waiters``; a stream (:meth:`History.hold`) once.
 
-A namespace the store forgot (its last record deleted) has its log freed
-once nobody watches it and its grace has passed (``forgetting``). A log made
-by a watcher and never changed is dropped with its last watcher, so probing
-namespaces leaves nothing behind. All logs together keep within a memory
-budget (``memory``): past it the largest lose their oldest changes first.
-:meth:`History.close` wakes every watcher with
+A namespace the store forgot (its last record deleted) has its log freed once nobody watches it and its grace
+has passed (``forgetting``). A log made by a watcher and never changed is dropped with its last watcher, so
+probing namespaces leaves nothing behind. All logs together keep within a memory budget (``memory``): past it
+the largest lose their oldest changes first. :meth:`History.close` wakes every watcher with
 :class:`~aiobootstrap.exceptions.ShuttingDown`.
 
 This module is pure asyncio: it knows nothing of HTTP.
@@ -69,13 +59,15 @@ from ..parking import Parking
 from ..subscribers import NamespaceListener, Subscribers
 from .change import LoggedChange, Op, logged
 from .fanout import listeners
+from .filters import Filter, Match
 from .forgetting import Forgetting
-from .log import MAX_REPLY_CHANGES, Match, WaitEnd, _every, _found, _Log, shed_largest
+from .log import MAX_REPLY_CHANGES, WaitEnd, _every, _found, _Log, shed_largest
 
 __all__ = [
     "DEFAULT_WATCH_HISTORY",
     "DEFAULT_WATCH_HISTORY_MEMORY",
     "MAX_REPLY_CHANGES",
+    "Filter",
     "History",
     "LoggedChange",
     "Match",
@@ -125,6 +117,8 @@ class History:
         self._start: int | None = None
         """The store's floor at open; ``None`` before, and once the feed may have missed a change."""
         self._watchers = 0
+        self.woken = 0
+        """Parked watches the changes woke, ever: what changes cost the watchers (``filters``)."""
         self._closed = False
         self._parking = parking
         self.changed_namespaces: Subscribers[NamespaceListener] = Subscribers(
@@ -172,7 +166,8 @@ class History:
     # -- the feed ----------------------------------------------------------
 
     def changed(self, changes: Sequence[Change]) -> None:
-        touched: set[str] = set()
+        # Each namespace touched: its floor before, and the changes logged (whom they match is woken).
+        touched: dict[str, tuple[int, list[LoggedChange]]] = {}
         shown, sets, logs = self._shown, self._sets, self._logs
         for change in changes:
             key = change.key
@@ -182,6 +177,9 @@ class History:
                 start = self._start
                 floor = change.version - 1 if start is None else min(start, change.version - 1)
                 log = logs[namespace] = _Log(self.forgetting.floor(namespace, floor))
+            added = touched.get(namespace)
+            if added is None:
+                added = touched[namespace] = (log.floor, [])
             if not log.kept:
                 self.forgetting.tombstones.pop(namespace, None)  # the log begins above it
                 log.kept = True
@@ -193,7 +191,6 @@ class History:
                     # named them): nobody behind it can be told exactly what changed, so nobody is told a
                     # guess.
                     log.floor = max(log.floor, change.version)
-                    touched.add(namespace)
                     continue
                 # What ``logged`` makes of it, made here: this is every write's step.
                 op: Op = "delete" if change.deleted else "put"
@@ -202,12 +199,12 @@ class History:
                 entry = logged(change)
             if shown is None or shown(entry):
                 self.bytes += log.add(entry, self.limit)
-            touched.add(namespace)
+                added[1].append(entry)
         if self.bytes > self.memory:
             self._shed()
         changed_namespaces = self.changed_namespaces
         forgetting = self.forgetting
-        for namespace in touched:
+        for namespace, (floor, entries) in touched.items():
             if forgetting.forgotten:
                 forgetting.revived(namespace)
             for listener in changed_namespaces.listeners:
@@ -215,7 +212,9 @@ class History:
                     listener.namespace_changed(namespace)
                 except Exception:
                     changed_namespaces.failed()
-            self._logs[namespace].wake()
+            log = self._logs[namespace]
+            # The floor moved (the log full, a set's change it cannot tell): every watch looks (a 410 for some).
+            self.woken += log.wake(None if log.floor != floor else entries)
         if forgetting.emptied and not self._closed:
             if self._sweeper is None:
                 self._sweeper = asyncio.get_running_loop().create_task(self._sweep())
@@ -276,7 +275,7 @@ class History:
                 remaining = deadline - loop.time()
                 if remaining <= 0 or (end is not None and end.ended):
                     return [], seen
-                if not await self._park(log, remaining, not held, end):
+                if not await self._park(log, remaining, not held, end, match):
                     return [], max(seen, log.high)
             finally:
                 # Made by a watch, never changed: made again, it vouches for the same.
@@ -329,13 +328,15 @@ class History:
         # A change heard during the read made the log already.
         return self._logs.setdefault(namespace, _Log(floor, kept=False))
 
-    async def _park(self, log: _Log, timeout: float, counted: bool, end: WaitEnd | None) -> bool:
+    async def _park(
+        self, log: _Log, timeout: float, counted: bool, end: WaitEnd | None, match: Match = _every
+    ) -> bool:
         """Wait for the log's next change (or ``end``); ``False`` when ``timeout`` ran out first.
         ``counted``: against the limit."""
         parking = self._parking if counted else None
         if parking is not None:
             parking.hold()
-        parked = log.park()
+        parked = log.park(match)
         if end is not None:
             end.parked = parked
         log.watchers += 1

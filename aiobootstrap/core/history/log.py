@@ -6,9 +6,10 @@ import asyncio
 import bisect
 import collections
 import heapq
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 
 from .change import LoggedChange
+from .filters import Match, Parked, every
 
 __all__ = ["CHANGE_BYTES", "MAX_REPLY_CHANGES", "Match", "WaitEnd", "change_bytes", "shed_largest"]
 
@@ -31,12 +32,7 @@ def change_bytes(change: LoggedChange) -> int:
     return size
 
 
-Match = Callable[[LoggedChange], bool]
-"""A watcher's filter: which changes it wants."""
-
-
-def _every(change: LoggedChange) -> bool:
-    return True
+_every = every
 
 
 class WaitEnd:
@@ -67,8 +63,9 @@ class _Log:
         self.changes: collections.deque[LoggedChange] = collections.deque()
         self.floor = floor
         """Every change with a version above this is in ``changes``."""
-        self.parked: dict[asyncio.Future[None], None] = {}
-        """One future per parked watch (rather than one event for all): a :class:`WaitEnd` ends one of them."""
+        self.parked: Parked[asyncio.Future[None]] = Parked()
+        """One future per parked watch (rather than one event for all: a :class:`WaitEnd` ends one of them),
+        by its filter: a change wakes only the watches it matches (:meth:`wake`)."""
         self.watchers = 0
         self.kept = kept
         """``False`` for a log made by a watcher and never changed: dropped with its last watcher."""
@@ -138,22 +135,37 @@ class _Log:
         self.bytes -= freed
         return freed
 
-    def park(self) -> asyncio.Future[None]:
-        """A future :meth:`wake` resolves; its parker drops it (:meth:`unpark`) when it stops waiting."""
+    def park(self, match: Match = _every) -> asyncio.Future[None]:
+        """A future :meth:`wake` resolves for a change ``match`` accepts; its parker drops it (:meth:`unpark`)
+        when it stops waiting."""
         parked: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self.parked[parked] = None
+        self.parked.add(parked, match)
         return parked
 
     def unpark(self, parked: asyncio.Future[None]) -> None:
-        self.parked.pop(parked, None)
+        self.parked.remove(parked)
 
-    def wake(self) -> None:
+    def wake(self, changes: list[LoggedChange] | None = None) -> int:
+        """Wake the watches parked for one of ``changes`` (just added); ``None``: every watch (the floor
+        moved, a resync, the close: each must look again).
+
+        A watch whose filter none of them matches stays parked: with thousands parked with filters of
+        their own, a change wakes the few it concerns, not every watch of the namespace to look and park
+        again (issue 41, item 11: 3,000 such watches cut registrations from 774 a second to 10).
+        """
         if not self.parked:
-            return  # nobody parked (a write's common case): no new dict
-        parked, self.parked = self.parked, {}
-        for future in parked:
+            return 0  # nobody parked (a write's common case): no new dict
+        if changes is None:
+            woken = list(self.parked)
+            self.parked = Parked()
+        else:
+            woken = self.parked.matching(changes)
+            for future in woken:
+                self.parked.remove(future)
+        for future in woken:
             if not future.done():
                 future.set_result(None)
+        return len(woken)
 
 
 _SHED_BATCH = 64

@@ -26,7 +26,7 @@ from collections.abc import Hashable
 from aiohttp import web
 
 from ...._ranks import RankSet
-from ....core.history import LoggedChange, Match
+from ....core.history import Filter, Match
 from ....exceptions import BadRequest, HistoryGone
 from ....wire.bodies import parse_role_param
 from ....wire.params import parse_after, parse_ranks
@@ -57,19 +57,9 @@ def _match(request: web.Request) -> tuple[Match | None, Hashable]:
     key = (kind, role, ranks_text)
     if kind is None and role is None and ranks is None:
         return None, key
-
-    def match(change: LoggedChange) -> bool:
-        if kind is not None and change.kind != kind:
-            return False
-        if change.member is not None or change.name is not None:
-            # A set record's member (an encoder URL), or a named record's change (a prefill rank, a Mooncake
-            # key), is shown without role or rank: only a kind filter selects it.
-            return role is None and ranks is None
-        if role is not None and change.role != role:
-            return False
-        return ranks is None or (change.rank is not None and change.rank in ranks)
-
-    return match, key
+    # A set record's member (an encoder URL), or a named record's change (a prefill rank, a Mooncake key), is
+    # shown without role or rank: only a kind filter selects it. The core indexes a Filter's watches by it.
+    return Filter(kind, role, ranks), key
 
 
 def _wants_stream(request: web.Request) -> bool:
