@@ -11,8 +11,10 @@ and each caller imports the module that holds a name
 - ``results``: the public result types and their decoders, read through ``reading``;
 - ``kinds``: what a client needs of each per-rank kind (``KindRoutes``);
 - ``leases``, ``watch``: the lease routes and bodies; ``/watch``'s changes, replies and SSE framing;
-- ``encoder_health``, ``prefill``, ``metadata``: the encoders' health reply, SGLang's prefill
-  bootstrap and Mooncake's metadata protocol.
+- ``encoder_health``, ``prefill`` (with ``prefill_fields``, the fields a release adds, passed through,
+  and ``prefill_rooms``, the bootstrap rooms), ``metadata``, ``vllm``: the encoders' health reply,
+  SGLang's prefill bootstrap, Mooncake's metadata protocol and vLLM's Mooncake connector bootstrap;
+- ``listeners``: ``/namespaces``' fields naming the ``--listen`` listeners.
 
 Nothing here does I/O, imports aiohttp or knows the store. On the server's
 side a malformed value raises :class:`~aiobootstrap.exceptions.BadRequest`
