@@ -7,9 +7,13 @@ thread its constructor starts), so :func:`wait_listening` connects until the por
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import socket
 import time
 from collections.abc import Iterator
+from typing import Any
+
+import requests
 
 HOST = "127.0.0.1"
 
@@ -32,6 +36,28 @@ def wait_listening(port: int, host: str = HOST, within: float = 30.0) -> None:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"nothing listens on {host}:{port} after {within} s") from None
             time.sleep(0.01)
+
+
+@dataclasses.dataclass(frozen=True)
+class Reply:
+    """A reply as the engines' clients read it: the status, and the JSON when it is JSON, else the text."""
+
+    status: int
+    body: Any
+
+    @classmethod
+    def of(cls, response: requests.Response) -> Reply:
+        if response.headers.get("Content-Type", "").startswith("application/json"):
+            try:
+                return cls(response.status_code, response.json())
+            except ValueError:
+                pass
+        return cls(response.status_code, response.text)
+
+
+def ask(addr: str, method: str, path: str, json: Any = None) -> Reply:
+    """One request to the server at ``addr`` (``host:port``), with ``requests`` as SGLang's clients send it."""
+    return Reply.of(requests.request(method, f"http://{addr}{path}", json=json, timeout=30))
 
 
 @contextlib.contextmanager
@@ -61,26 +87,27 @@ def aiobootstrap_prefill_server() -> Iterator[str]:
 
 
 @contextlib.contextmanager
-def sglang_engine_info_server() -> Iterator[str]:
-    """SGLang's own ``EngineInfoBootstrapServer`` (FastAPI in a thread) as its engine starts it."""
+def sglang_engine_info_server() -> Iterator[tuple[str, Any]]:
+    """SGLang's own ``EngineInfoBootstrapServer`` (FastAPI in a thread) as its engine starts it; yields its
+    ``host:port`` and the object (the engine reads it in-process too)."""
     from sglang.srt.entrypoints.engine_info_bootstrap_server import EngineInfoBootstrapServer
 
     port = free_port()
     server = EngineInfoBootstrapServer(HOST, port)
     try:
         wait_listening(port)
-        yield f"{HOST}:{port}"
+        yield f"{HOST}:{port}", server
     finally:
         server.close()
 
 
 @contextlib.contextmanager
-def aiobootstrap_engine_info_server() -> Iterator[str]:
+def aiobootstrap_engine_info_server() -> Iterator[tuple[str, Any]]:
     """aiobootstrap's drop-in for it, ``ThreadedBootstrapServer(host, port)``."""
     from aiobootstrap import ThreadedBootstrapServer
 
     server = ThreadedBootstrapServer(HOST, 0)
     try:
-        yield f"{HOST}:{server.port}"
+        yield f"{HOST}:{server.port}", server
     finally:
         server.close()

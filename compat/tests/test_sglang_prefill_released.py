@@ -27,7 +27,7 @@ from typing import Any
 
 import pytest
 import requests
-from released import HOST, aiobootstrap_prefill_server, sglang_prefill_server
+from released import HOST, Reply, aiobootstrap_prefill_server, sglang_prefill_server
 from sglang.srt.disaggregation.base.conn import KVArgs
 from sglang.srt.disaggregation.common import conn
 
@@ -99,21 +99,6 @@ ALL = "/route?prefill_dp_rank=-1&prefill_cp_rank=-1&target_tp_rank=-1&target_pp_
 
 def rank(tp: int) -> str:
     return f"/route?prefill_dp_rank=0&prefill_cp_rank=0&target_tp_rank={tp}&target_pp_rank=0"
-
-
-@dataclasses.dataclass(frozen=True)
-class Reply:
-    status: int
-    body: Any  # the JSON when the reply is JSON, else the text
-
-    @classmethod
-    def of(cls, response: requests.Response) -> Reply:
-        if response.headers.get("Content-Type", "").startswith("application/json"):
-            try:
-                return cls(response.status_code, response.json())
-            except ValueError:
-                pass
-        return cls(response.status_code, response.text)
 
 
 @dataclasses.dataclass(frozen=True)
