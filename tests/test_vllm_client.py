@@ -16,6 +16,7 @@ from aiobootstrap import (
     BadRequest,
     BootstrapClient,
     BootstrapServer,
+    ServerConfig,
     ServerUnavailable,
     SyncBootstrapClient,
 )
@@ -102,6 +103,22 @@ async def test_a_wait_that_runs_out_names_what_is_missing(url: str) -> None:
         assert (await client.wait_vllm_workers(tp_size=1, timeout=GUARD)).engines[0].tp_size == 1
         with pytest.raises(ValueError, match="need tp_size"):
             await client.wait_vllm_workers(dp_size=2)
+
+
+@pytest.mark.parametrize("config", [ServerConfig(max_wait=0.05)])
+async def test_a_wait_outlasts_the_servers_max_wait(client: Any, url: str) -> None:
+    """A server whose ``--max-wait`` is shorter than the call answers ``503`` (not complete) at its own
+    deadline; the client asks again, and answers once the deployment is complete."""
+    registry = client.server.app[REGISTRY]
+    async with BootstrapClient(url) as vllm:
+        await vllm.register_vllm_worker(ENGINE, 0, 0, 0, "tcp://10.0.0.7:40100")
+        waiting = asyncio.create_task(vllm.wait_vllm_workers(tp_size=2, timeout=GUARD))
+        await until(lambda: registry.parked == 1)
+        await until(lambda: registry.parked == 0)  # the server's 503
+        await until(lambda: registry.parked == 1)  # asked again
+        assert not waiting.done()
+        await vllm.register_vllm_worker(ENGINE, 0, 1, 0, "tcp://10.0.0.8:40101")
+        assert (await asyncio.wait_for(waiting, GUARD)).engines[0].tp_size == 2
 
 
 async def test_after_waits_for_a_change_and_answers_unchanged_at_the_deadline(client: Any, url: str) -> None:
