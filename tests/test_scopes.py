@@ -78,6 +78,7 @@ _URL = {"url": "http://encoder-9:8000"}
 _NO_LEASE = "no-such-lease"
 
 _PREFILL_RANK = rank_body(0, 0, tp_size=1, dp_size=1)
+_VLLM_WORKER = {"engine_id": "e", "dp_rank": 0, "tp_rank": 1, "pp_rank": 0, "addr": "tcp://10.0.0.9:5557"}
 _ALL_PREFILL = "prefill_dp_rank=-1&prefill_cp_rank=-1&target_tp_rank=-1&target_pp_rank=-1"
 
 ROUTES: list[tuple[str, str, dict[str, Any] | None, Access]] = [
@@ -112,6 +113,10 @@ ROUTES: list[tuple[str, str, dict[str, Any] | None, Access]] = [
     ("GET", f"{_NS}/metadata?key=mooncake/ram/a", None, Access.READ),
     ("DELETE", f"{_NS}/metadata?key=mooncake/ram/a", None, Access.WRITE),
     ("GET", f"{_NS}/mooncake", None, Access.READ),
+    # vLLM's Mooncake connector bootstrap: a prefill worker registers, decode queries.
+    ("POST", f"{_NS}/register", _VLLM_WORKER, Access.WRITE),
+    ("GET", f"{_NS}/query", None, Access.READ),
+    ("GET", f"{_NS}/vllm", None, Access.READ),
     # The page (SPEC section 11): a read; a client that does not ask for HTML gets the JSON refusals.
     ("GET", f"{_NS}/", None, Access.READ),
     ("POST", f"{_NS}/leases", {"ttl": 10}, Access.WRITE),
@@ -163,6 +168,7 @@ async def _state(client: TestClient[web.Request, web.Application]) -> list[Any]:
         "/list_encoder_urls",
         f"/route?{_ALL_PREFILL}",
         "/metadata?key=mooncake/ram/a",
+        "/query",
     ]:
         reply = await client.get(f"{_NS}{path}", headers=admin)
         assert reply.status == 200
