@@ -119,9 +119,10 @@ async def _prepare(response: web.StreamResponse, request: web.BaseRequest, names
     (a trailing ``/``) points at the path the client asked, without the ``/ns/NAME`` it never sent."""
     if response.prepared:
         return
-    location = response.headers.get("Location", "")
-    if 300 <= response.status < 400 and location.startswith(f"{NAMESPACE_PREFIX}{namespace}/"):
-        response.headers["Location"] = location[len(NAMESPACE_PREFIX) + len(namespace) :]
+    if 300 <= response.status < 400:  # the status first: a pre-built reply's headers are made when read
+        location = response.headers.get("Location", "")
+        if location.startswith(f"{NAMESPACE_PREFIX}{namespace}/"):
+            response.headers["Location"] = location[len(NAMESPACE_PREFIX) + len(namespace) :]
     try:
         await response.prepare(request)
     except ConnectionError:
