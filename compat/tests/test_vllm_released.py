@@ -2,7 +2,7 @@
 
 Both servers are started the way vLLM starts its own, in a thread of this process: vLLM's
 ``MooncakeBootstrapServer(host, port).start()`` from the release's ``mooncake_utils.py``, and aiobootstrap's
-drop-in ``VllmBootstrapServer(host, port).start()``. Three checks:
+drop-in ``VllmBootstrapServer(host, port).start()``. The checks:
 
 - vLLM's server module imports with FastAPI, uvicorn and pydantic once its two vLLM imports are given
   (``EngineId``, ``init_logger``), and nothing else of vLLM or torch (in a child interpreter);
@@ -18,6 +18,8 @@ drop-in ``VllmBootstrapServer(host, port).start()``. Three checks:
   (:class:`Equivalents`, not vLLM's code); where ``mooncake_connector`` does not import (it needs more of
   vLLM's dependencies than vLLM's own server does: ``cbor2``, ``openai>=2.25``...), the released variant is
   skipped with the import's error, and the equivalents alone stand for vLLM's functions.
+- the same functions through ``--listen``: two deployments, each with dp rank 0, on one aiobootstrap, each
+  at a listener's ``host:port`` (all vLLM can name), each decode learning its own deployment alone.
 
 The workers' side channels are real ZMQ ROUTER sockets (``pyzmq``), bound to random ports as vLLM's worker
 binds its own: aiobootstrap connects to them to tell a live engine from a dead one.
@@ -42,7 +44,7 @@ from typing import Any
 import httpx
 import pytest
 import zmq
-from released import HOST
+from released import HOST, free_port
 
 UTILS = "vllm/distributed/kv_transfer/kv_connector/v1/mooncake/mooncake_utils.py"
 CONNECTOR = "vllm.distributed.kv_transfer.kv_connector.v1.mooncake.mooncake_connector"
@@ -516,3 +518,30 @@ async def test_decode_behind_a_proxy_learns_the_whole_deployment(
     assert sizes == {"E_dp0": 2}
     assert agents == {"E_dp0": {tp: {0: f"tcp://{HOST}:{port}"} for tp, port in enumerate(ports)}}
     assert elsewhere == ({"F_dp0": {0: {0: f"tcp://{HOST}:{ports[0]}"}}}, {"F_dp0": 1})
+
+
+async def test_two_deployments_share_one_aiobootstrap_through_listen(
+    calls: Calls, channels: SideChannels
+) -> None:
+    """vLLM names its bootstrap server by ``host:port`` alone (``bootstrap_server_address``): two deployments,
+    each with its own engine on dp rank 0, register through a listener each of one aiobootstrap (``--listen
+    PORT=NAMESPACE``), and decode's query of each listener learns its own deployment alone. One vLLM server
+    would refuse the second engine (``Engine ID mismatch for dp_rank=0``)."""
+    from aiobootstrap import VllmBootstrapServer
+    from aiobootstrap.server.config import NamespaceListener
+
+    ports = {"pd-a": free_port(), "pd-b": free_port()}
+    server = VllmBootstrapServer(
+        HOST, 0, listen=tuple(NamespaceListener(p, name) for name, p in ports.items())
+    )
+    server.start()
+    try:
+        learned = {}
+        for name, port in ports.items():
+            addr, side = channels.open()
+            assert await calls.register(f"{HOST}:{port}", f"{name}_dp0", 0, 0, side) == Registered(200)
+            learned[name] = (addr, await calls.query(f"http://{HOST}:{port}"))
+    finally:
+        server.shutdown()
+    for name, (addr, found) in learned.items():
+        assert found == ({f"{name}_dp0": {0: {0: addr}}}, {f"{name}_dp0": 1})
