@@ -101,8 +101,14 @@ async def test_a_wait_that_runs_out_names_what_is_missing(url: str) -> None:
         with pytest.raises(ServerUnavailable, match="1 of 2 dp ranks registered"):
             await client.wait_vllm_workers(tp_size=1, dp_size=2, timeout=0.2)
         assert (await client.wait_vllm_workers(tp_size=1, timeout=GUARD)).engines[0].tp_size == 1
-        with pytest.raises(ValueError, match="need tp_size"):
-            await client.wait_vllm_workers(dp_size=2)
+        with pytest.raises(ServerUnavailable, match="1 of 2 dp ranks registered"):
+            await client.wait_vllm_workers(dp_size=2, timeout=0.2)  # dp ranks counted, not their workers
+        with pytest.raises(ValueError, match="pp_size needs tp_size"):
+            await client.wait_vllm_workers(pp_size=2)
+        with pytest.raises(TypeError, match="tp_size is an int"):
+            await client.wait_vllm_workers(tp_size="2")  # type: ignore[arg-type]
+        with pytest.raises(TypeError, match="dp_rank is an int"):
+            await client.register_vllm_worker(ENGINE, "0", 0, 0, "tcp://10.0.0.7:40100")  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("config", [ServerConfig(max_wait=0.05)])

@@ -54,7 +54,16 @@ async def register_vllm_worker(
     registered again if the lease is found gone and granted again. Retried like ``register``, and sent
     again to a restarted server with ``reregister=True``.
     """
-    worker = Worker(engine_id, dp_rank, tp_rank, pp_rank, addr)
+    for name, text in (("engine_id", engine_id), ("addr", addr)):
+        if not isinstance(text, str):
+            raise TypeError(f"A vLLM worker's {name} is a str, not {text!r:.60}.")
+    worker = Worker(
+        engine_id,
+        _integer("dp_rank", dp_rank),
+        _integer("tp_rank", tp_rank),
+        _integer("pp_rank", pp_rank),
+        addr,
+    )
     replay = Replay("POST", REGISTER_PATH, dumps(worker.as_value()), lease_header=LEASE_HEADER)
     await send_registration(transport, (REGISTER_PATH, worker.name), replay, timeout, lease)
 
@@ -70,25 +79,28 @@ async def wait_vllm_workers(
     transport: Transport,
     *,
     tp_size: int | None = None,
-    pp_size: int = 1,
-    dp_size: int = 1,
+    pp_size: int | None = None,
+    dp_size: int | None = None,
     after: int = 0,
     timeout: float | None = 60.0,
 ) -> VllmWorkers:
     """The workers once the deployment is complete, waiting up to ``timeout`` seconds (``GET
-    /query?wait=&tp_size=``): ``dp_size`` dp ranks (at least one), each with ``tp_size`` tp ranks of
-    ``pp_size`` pp ranks. At the deadline, :class:`ServerUnavailable` with the server's sentence.
+    /query?wait=&tp_size=``): at least ``dp_size`` dp ranks (1 when not given), each with ``tp_size`` tp
+    ranks of ``pp_size`` pp ranks (1 when not given); ``dp_size`` alone counts the dp ranks, not their
+    workers. At the deadline, :class:`ServerUnavailable` with the server's sentence.
 
     ``after=V`` also waits for a change after version ``V`` (the ``version`` of an earlier answer): when
     the time runs out with no change, the workers as they are (their ``version`` equal to ``after``), as
     :meth:`wait_encoder_urls` answers. A version below ``after`` (a restarted in-memory server) is a change.
-    Without ``tp_size``, only ``after`` is waited for.
+    With no size, only ``after`` is waited for.
     """
-    if tp_size is None and (pp_size != 1 or dp_size != 1):
-        raise ValueError("pp_size and dp_size need tp_size: the readiness is tp_size tp ranks per dp rank")
-    sizes: dict[str, str] = {}
-    if tp_size is not None:
-        sizes = {"tp_size": str(tp_size), "pp_size": str(pp_size), "dp_size": str(dp_size)}
+    if pp_size is not None and tp_size is None:
+        raise ValueError(
+            "pp_size needs tp_size: a dp rank is whole with tp_size tp ranks of pp_size pp ranks"
+        )
+    given = {"tp_size": tp_size, "pp_size": pp_size, "dp_size": dp_size}
+    sizes = {name: str(_integer(name, size)) for name, size in given.items() if size is not None}
+    _integer("after", after)
 
     def query(wait: float) -> Mapping[str, str]:
         return {**sizes, "after": str(after), "wait": f"{wait:g}"}
@@ -113,6 +125,14 @@ class VllmWorkers:
     ``tp_size`` is what vLLM's decode takes for the engine's TP size."""
     version: int
     """The namespace's version when it was read; ``after=`` this to wait for the next change."""
+
+
+def _integer(name: str, value: object) -> int:
+    """``value`` if it is an ``int``; a ``TypeError`` naming ``name`` before any request otherwise (the server
+    checks the range: a ``BadRequest``)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} is an int, not {value!r:.60}.")
+    return value
 
 
 def _answered(transport: Transport, after: int) -> Callable[[str, Reply], bool]:
