@@ -220,3 +220,18 @@ def test_the_drop_in_is_a_public_name() -> None:
     """``aiobootstrap.VllmBootstrapServer`` is the vLLM face's in-process drop-in, listed in ``__all__``."""
     assert "VllmBootstrapServer" in aiobootstrap.__all__
     assert aiobootstrap.VllmBootstrapServer is VllmBootstrapServer
+
+
+async def test_watch_tells_each_workers_change_by_its_name(url: str) -> None:
+    """``client.watch(kind="vllm_worker")`` yields a worker's registration, and its move to a new address,
+    each named by the worker's ranks (``dp0-tp1-pp0``)."""
+    async with BootstrapClient(url) as client:
+        await client.register_vllm_worker(ENGINE, 0, 1, 0, "tcp://10.0.0.8:40101")
+        await client.register_vllm_worker(ENGINE, 0, 1, 0, "tcp://10.0.0.8:40201")
+        changes = client.watch(kind="vllm_worker")
+        try:
+            seen = [await asyncio.wait_for(anext(changes), GUARD) for _ in range(2)]
+        finally:
+            await changes.aclose()  # type: ignore[attr-defined]
+    assert [(change.op, change.key) for change in seen] == [("put", "dp0-tp1-pp0")] * 2
+    assert seen[0].version < seen[1].version
