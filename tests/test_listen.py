@@ -23,6 +23,7 @@ import trustme
 
 from aiobootstrap import BootstrapClient, BootstrapServer, ServerConfig
 from aiobootstrap.exceptions import AddressInUse
+from aiobootstrap.server.bind import bind_each, bind_sockets
 from aiobootstrap.server.config import NamespaceListener
 from aiobootstrap.server.tokens import TokenSet
 from testbed.ports import quiet_port
@@ -382,3 +383,25 @@ async def test_a_listener_speaks_tls_as_the_main_port_does(tmp_path: Path) -> No
             await client.register(0, session_id="tls", weights_info_dict={})
         async with BootstrapClient(server.url, namespace="a", ssl=trusting) as client:
             assert (await client.get(0, timeout=GUARD)).session_id == "tls"
+
+
+async def test_a_server_serves_listener_sockets_bound_already(http: aiohttp.ClientSession) -> None:
+    """start(socks, listen_socks=...) serves the sockets the caller bound (as the CLI binds them before
+    aiohttp loads), each listener on its own; a count that does not match config.listen is a ValueError
+    that closes them."""
+    listen = _listeners("a", "b")
+    socks = bind_sockets("127.0.0.1", 0)
+    bound = bind_each([("127.0.0.1", 0), ("127.0.0.1", 0)])
+    server = BootstrapServer(port=0, listen=listen)
+    await server.start(socks, listen_socks=bound)
+    try:
+        ports = [str(each[0].getsockname()[1]) for each in bound]
+        assert [url.rpartition(":")[2] for _, url in server.listeners] == ports
+        a = dict(server.listeners)["a"]
+        assert (await _text(http, "PUT", f"{a}/register_transfer_engine_info", json=_info("a:1")))[0] == 200
+    finally:
+        await server.close()
+    socks, bound = bind_sockets("127.0.0.1", 0), bind_each([("127.0.0.1", 0)])
+    with pytest.raises(ValueError, match="1 entries for 2 listeners"):
+        await BootstrapServer(port=0, listen=listen).start(socks, listen_socks=bound)
+    assert all(sock.fileno() == -1 for sock in [*socks, *bound[0]])

@@ -186,7 +186,7 @@ class BootstrapServer:
             else:
                 listened = [list(each) for each in listen_socks]
         except BaseException:
-            for each in socks:
+            for each in [*socks, *(sock for bound in listen_socks or () for sock in bound)]:
                 each.close()
             raise
         everything = [*socks, *(each for bound in listened for each in bound)]
