@@ -64,6 +64,8 @@ class VllmProbes:
         seen = {record.key for record, _ in held}
         self._failures = {key: kept for key, kept in self._failures.items() if key in seen}
         for (record, addr), ok in zip(held, answered, strict=True):
+            if ok is None:
+                continue  # the loop was held up past the connect's time: no answer, counted neither way
             if ok:
                 self._failures.pop(record.key, None)
                 continue
@@ -80,7 +82,7 @@ class VllmProbes:
                     extra={"namespace": record.key.namespace},
                 )
 
-    async def _probe(self, addr: str) -> bool:
+    async def _probe(self, addr: str) -> bool | None:
         async with self._slots:
             return await answers(addr, self._timeout)
 

@@ -33,6 +33,7 @@ from ....core.registry import Registry
 from ....exceptions import BadRequest
 from ....store import ABSENT, Key, Record
 from ....wire.vllm import VLLM_CLAIM, VLLM_WORKER, Worker, claim_name, mismatch_detail
+from ..rounds import HeldUp, in_own_time
 
 __all__ = [
     "CLAIM_GRACE",
@@ -75,14 +76,17 @@ def tcp_address(addr: str) -> tuple[str, int] | None:
     return host, int(port)
 
 
-async def answers(addr: str, timeout: float) -> bool:
-    """Whether something accepts a TCP connection at ``addr`` within ``timeout`` seconds (closed at once)."""
+async def answers(addr: str, timeout: float) -> bool | None:
+    """Whether something accepts a TCP connection at ``addr`` within ``timeout`` seconds of the loop's own
+    time (closed at once); ``None`` when the loop was held up so long that the connect never had its time
+    (``rounds.in_own_time``): no answer either way."""
     address = tcp_address(addr)
     if address is None:
         return False  # not an address anything answers at (vLLM's worker registers tcp://host:port)
     try:
-        async with asyncio.timeout(timeout):
-            _, writer = await asyncio.open_connection(*address)
+        _, writer = await in_own_time(asyncio.open_connection(*address), timeout)
+    except HeldUp:
+        return None
     except (OSError, TimeoutError, ValueError):
         return False
     writer.close()
@@ -92,12 +96,13 @@ async def answers(addr: str, timeout: float) -> bool:
 
 
 async def any_answers(addrs: Iterable[str], timeout: float) -> bool:
-    """Whether one of ``addrs`` answers (:func:`answers`), told as soon as one does."""
+    """Whether one of ``addrs`` answers (:func:`answers`), told as soon as one does; a connect the loop kept
+    from its time counts as an answer (a worker that may live is never taken over)."""
     pending = {asyncio.ensure_future(answers(addr, timeout)) for addr in set(addrs)}
     try:
         while pending:
             done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
-            if any(task.result() for task in done):
+            if any(task.result() is not False for task in done):
                 return True
         return False
     finally:
