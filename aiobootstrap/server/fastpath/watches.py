@@ -174,6 +174,13 @@ class WatchReplies:
         group = groups.get(key)
         if group is None:
             group = groups[key] = _WatchGroup(namespace, key, match)
+            # Its handler reads the log next, before anything else runs, when the namespace has one: it answers
+            # a change of the group's there (and settles), or parks having seen up to the log's newest. So
+            # the group's first look starts there, not at ``after`` (3,000 new groups at ``after=0`` each
+            # matched the namespace's whole log once, a second's stall: issue 41, item 11).
+            latest = self._history.latest(namespace)
+            if latest is not None:
+                group.seen = max(group.seen, latest)
             self._by_filter.setdefault(namespace, Parked()).add(group, every if match is None else match)
             self._fresh.setdefault(namespace, {})[group] = None
             if waits is not None or findings is not None:
