@@ -39,4 +39,7 @@ async def test_the_vllm_workers_are_listed_and_follow(browser: Any, server: Any)
         await text_in(page, "#vllm-list", "✓ dp0-tp1-pp0 — tcp://10.0.0.7:6001")
         await text_in(page, "#vllm-count", "3 workers on 2 dp ranks")
         assert await page.is_hidden("#mooncake")  # another face's section stays hidden: nothing of it here
+        groups = await page.text_content("#groups") or ""
+        assert "undefined" not in groups  # named records are no rank's: no group of them
+        assert "vllm" not in groups
         await page.context.close()
