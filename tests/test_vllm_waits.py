@@ -8,9 +8,15 @@ import asyncio
 import json
 from typing import Any
 
+import hypothesis.strategies as st
 import pytest
+from hypothesis import given, settings
 
+from aiobootstrap._names import DEFAULT_ROLE
 from aiobootstrap.server.appkeys import REGISTRY
+from aiobootstrap.server.faces.vllm.readiness import QueryReady
+from aiobootstrap.store import Change, Key
+from aiobootstrap.wire.vllm import VLLM_WORKER, Readiness, Worker
 
 from .helpers.waits import GUARD, parked_get
 
@@ -125,3 +131,32 @@ async def test_the_workers_are_not_read_again_per_arrival(
     assert (
         reads.count("vllm_worker") <= 3
     )  # the seed, the reply's read (a resync's aside), never one per worker
+
+
+_SIZES = st.tuples(st.integers(1, 3), st.integers(1, 2), st.integers(1, 3))
+_STEPS = st.lists(
+    st.tuples(st.booleans(), st.integers(0, 3), st.integers(0, 3), st.integers(0, 2)), max_size=40
+)
+
+
+@settings(max_examples=80, deadline=None)
+@given(sizes=_SIZES, steps=_STEPS, tp_given=st.booleans())
+def test_the_condition_kept_change_by_change_agrees_with_a_reading_of_every_worker(
+    sizes: tuple[int, int, int], steps: list[tuple[bool, int, int, int]], tp_given: bool
+) -> None:
+    """The condition counts as workers come and go; at each step it says what reading every worker says."""
+    tp_size, pp_size, dp_size = sizes
+    readiness = Readiness(tp_size if tp_given else None, pp_size, dp_size)
+    condition = QueryReady("ns", readiness, 0)
+    condition.seed([])
+    present: dict[Key, Worker] = {}
+    for version, (put, dp, tp, pp) in enumerate(steps, start=1):
+        held = Worker("e", dp, tp, pp, "tcp://h:1")
+        key = Key.named("ns", VLLM_WORKER, DEFAULT_ROLE, held.name)
+        if put:
+            present[key] = held
+            condition.changed(Change(key, version, None))
+        else:
+            present.pop(key, None)
+            condition.changed(Change(key, version, None, deleted=True))
+        assert condition.met == (readiness.missing(present.values()) is None)
