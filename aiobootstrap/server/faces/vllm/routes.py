@@ -126,10 +126,11 @@ class Made:
 class QueryBodies:
     """Each namespace's last ``/query`` body, by the namespace's version it was read at: decode's and a
     proxy's queries between two changes cost a version read (the records are read, and the body made, once
-    per version). At most :data:`_KEPT` namespaces, the least recently asked dropped first."""
+    per version). At most :data:`_KEPT_BYTES` of bodies, the least recently asked namespace's dropped first."""
 
     def __init__(self) -> None:
         self._made: OrderedDict[str, Made] = OrderedDict()
+        self._bytes = 0
 
     def get(self, namespace: str, version: int) -> Made | None:
         made = self._made.get(namespace)
@@ -141,14 +142,18 @@ class QueryBodies:
     def keep(self, namespace: str, version: int, workers: list[Worker]) -> Made:
         """``workers``, read at or after ``version``, kept with their body (records read after a newer change
         are kept under the older version: a later query reads the newer version, and makes its own)."""
-        made = self._made[namespace] = Made(version, workers, dumps(query_reply(workers)))
-        self._made.move_to_end(namespace)
-        if len(self._made) > _KEPT:
-            self._made.popitem(last=False)
+        made = Made(version, workers, dumps(query_reply(workers)))
+        old = self._made.pop(namespace, None)
+        self._bytes += len(made.body) - (0 if old is None else len(old.body))
+        self._made[namespace] = made
+        while self._bytes > _KEPT_BYTES and len(self._made) > 1:
+            _, dropped = self._made.popitem(last=False)
+            self._bytes -= len(dropped.body)
         return made
 
 
-_KEPT = 4096
+_KEPT_BYTES = 64 << 20
+"""The most bytes of ``/query`` bodies kept (the namespace asked last is always kept)."""
 
 
 async def query_bodies_context(app: web.Application) -> AsyncIterator[None]:
