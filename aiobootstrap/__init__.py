@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from .client.sync import SyncBootstrapClient
     from .core.registry import Registry
     from .server.app import create_app
-    from .server.config import ServerConfig
+    from .server.config import NamespaceListener, ServerConfig
     from .server.faces.encoders.inprocess import EncoderBootstrapServer
     from .server.faces.prefill.inprocess import PrefillBootstrapServer
     from .server.faces.vllm.inprocess import VllmBootstrapServer
@@ -66,6 +66,7 @@ _LAZY = {
     "Backoff": ".client.retry",
     "BootstrapClient": ".client.client",
     "ServerConfig": ".server.config",
+    "NamespaceListener": ".server.config",
     "EncoderHealthReport": ".wire.encoder_health",
     "EncoderUrlHealth": ".wire.encoder_health",
     "EncoderUrls": ".wire.results",
@@ -121,6 +122,7 @@ __all__ = [
     "LeaseNotFound",
     "LeasesUnsupported",
     "MemoryStore",
+    "NamespaceListener",
     "NamespaceSummary",
     "NotRegistered",
     "ParallelismConfig",
