@@ -4,11 +4,8 @@ while a live worker (a real ZMQ ROUTER, as vLLM binds one) is left alone and is 
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import logging
-import socket
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -20,30 +17,8 @@ from aiobootstrap.server.faces.vllm.settings import VllmSettings
 from aiobootstrap.server.faces.vllm.workers import tcp_address
 from testbed.redis_server import free_port
 
+from .helpers.side_channel import router
 from .helpers.waits import GUARD
-
-try:
-    import zmq
-except ImportError:
-    zmq = None  # type: ignore[assignment]
-
-
-@contextlib.contextmanager
-def router() -> Iterator[tuple[str, Any]]:
-    """A live side channel (a ZMQ ROUTER, or a listening socket without pyzmq): its addr, and a check that
-    nothing was sent to it."""
-    if zmq is None:
-        with socket.create_server(("127.0.0.1", 0)) as server:
-            yield f"tcp://127.0.0.1:{server.getsockname()[1]}", lambda: True
-        return
-    context = zmq.Context()
-    sock = context.socket(zmq.ROUTER)
-    try:
-        port = sock.bind_to_random_port("tcp://127.0.0.1")
-        yield f"tcp://127.0.0.1:{port}", lambda: sock.poll(0) == 0  # no message for vLLM's loop to read
-    finally:
-        sock.close(linger=0)
-        context.term()
 
 
 def worker(addr: str, tp: int = 0) -> dict[str, Any]:

@@ -1,7 +1,7 @@
 """Restarts vLLM's own server refuses, which aiobootstrap lets back in: a worker restarted at a new address
 replaces its old one (a WARNING naming both); an engine relaunched under a new engine_id takes its dp rank
 over when no worker of its predecessor answers, and is vLLM's mismatch while one does (a real ZMQ ROUTER,
-as vLLM's side channel is, when pyzmq is installed); a dp rank whose last worker left is gone from /query
+as vLLM's side channel is); a dp rank whose last worker left is gone from /query
 and free for another engine. Leases and /watch see each of it."""
 
 from __future__ import annotations
@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import socket
 from collections.abc import Iterator
 from typing import Any
 
@@ -19,27 +18,14 @@ from aiobootstrap.server.appkeys import REGISTRY
 from aiobootstrap.server.faces.vllm.workers import claim_key
 from testbed.redis_server import free_port
 
-try:
-    import zmq
-except ImportError:  # a plain listening socket answers a connect as well
-    zmq = None  # type: ignore[assignment]
+from .helpers.side_channel import router
 
 
 @contextlib.contextmanager
 def side_channel() -> Iterator[str]:
     """A live worker's side channel: a ZMQ ROUTER bound to a port, as vLLM's worker binds one; its addr."""
-    if zmq is None:
-        with socket.create_server(("127.0.0.1", 0)) as server:
-            yield f"tcp://127.0.0.1:{server.getsockname()[1]}"
-        return
-    context = zmq.Context()
-    router = context.socket(zmq.ROUTER)
-    try:
-        port = router.bind_to_random_port("tcp://127.0.0.1")
-        yield f"tcp://127.0.0.1:{port}"
-    finally:
-        router.close(linger=0)
-        context.term()
+    with router() as (addr, _):
+        yield addr
 
 
 def worker(engine: str, addr: str, dp: int = 0, tp: int = 0) -> dict[str, Any]:
