@@ -4,12 +4,14 @@ wait for the parallel info and a rank's address, register rooms and wait for the
 from __future__ import annotations
 
 import asyncio
+from functools import partial
 from typing import Any
 
 import pytest
 
 from aiobootstrap import (
     BootstrapClient,
+    RankNotRegistered,
     ServerConfig,
     ServerUnavailable,
     SyncBootstrapClient,
@@ -73,11 +75,31 @@ async def test_the_rank_cap_on_the_route_stays_too_many_ranks(url: str) -> None:
         assert not isinstance(raised.value, TopologyConflict)
 
 
-async def test_an_incomplete_deployment_at_the_deadline_says_how_far_it_got(url: str) -> None:
+async def test_an_incomplete_deployment_at_the_deadline_is_not_registered_naming_the_missing(
+    url: str,
+) -> None:
+    """Both waits of an incomplete deployment end as a get of a missing rank does (issue 41 item 15): a
+    RankNotRegistered (a NotRegistered and a TimeoutError, never ServerUnavailable, which is left to a server
+    that does not answer) with the server's sentence and the missing ranks by name."""
     async with BootstrapClient(url) as client:
         await client.register_prefill_rank(rank_body(0, 0))
-        with pytest.raises(ServerUnavailable, match=r"not fully registered yet \(1 workers registered\)"):
+        for call in (client.prefill_parallel_info, partial(client.prefill_rank_address, 0, 0, 0, 0)):
+            with pytest.raises(RankNotRegistered) as raised:
+                await call(timeout=0.3)
+            assert not isinstance(raised.value, ServerUnavailable)
+            assert isinstance(raised.value, TimeoutError)
+            assert raised.value.detail == (
+                "Prefill server not fully registered yet (1 workers registered). "
+                "Missing 3 of 4 prefill ranks: dp0-cp0-tp1-pp0, dp1-cp0-tp0-pp0, dp1-cp0-tp1-pp0."
+            )
+
+
+async def test_a_server_that_does_not_answer_stays_server_unavailable() -> None:
+    """Nothing listening: the prefill waits' ServerUnavailable, not a not-registered error."""
+    async with BootstrapClient("http://127.0.0.1:9") as client:  # the discard port: nothing listens there
+        with pytest.raises(ServerUnavailable) as raised:
             await client.prefill_parallel_info(timeout=0.3)
+        assert not isinstance(raised.value, NotRegistered)
 
 
 async def test_rooms_through_the_sync_client(url: str) -> None:

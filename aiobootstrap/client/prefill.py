@@ -4,9 +4,10 @@ prefill rank, and wait for the deployment's parallel info, a rank's address, and
 Each is a function of the transport that :class:`BootstrapClient` makes one of
 its methods. A wait is one request the server holds (``wait=``), asked again
 past its ``--max-wait``; one that runs out before the deployment is complete
-raises :class:`ServerUnavailable` with the server's sentence ("Prefill server
-not fully registered yet (N workers registered)."). A rank that contradicts
-the deployment's topology raises :class:`TopologyConflict`.
+raises :class:`RankNotRegistered`, as a ``get`` of a rank not registered does: the server's sentence
+("Prefill server not fully registered yet (N workers registered).") and the ranks still missing, by name
+(``dp0-cp0-tp1-pp0``). :class:`ServerUnavailable` is left to a server that does not answer. A rank that
+contradicts the deployment's topology raises :class:`TopologyConflict`.
 """
 
 from __future__ import annotations
@@ -16,8 +17,8 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from .._json import dumps
-from ..exceptions import NotRegistered
-from ..wire.prefill import Coords
+from ..exceptions import BootstrapError, RankNotRegistered, ServerUnavailable
+from ..wire.prefill import Coords, not_ready_text
 from ..wire.routes import (
     PREFILL_LISTING_PATH,
     PREFILL_QUERY_ROOMS_PATH,
@@ -41,6 +42,14 @@ __all__ = [
 
 _ALL = Coords(-1, -1, -1, -1)
 """The route query of the parallel info: all four ``-1``."""
+_NOT_READY = not_ready_text(0).partition(" (")[0]
+"""How the server's ``503`` of an incomplete deployment begins ("Prefill server not fully registered yet")."""
+_NOUN = "prefill rank"
+"""What a :class:`RankNotRegistered` of this face names as missing."""
+_NAMED = 8
+"""The missing ranks an incomplete deployment's error names (then a count of the rest)."""
+_NAMING_READ = 2.0
+"""Seconds the read of the missing ranks may take, past a wait's deadline."""
 _IDENTITY = ("attn_dp_rank", "system_dp_rank", "attn_cp_rank", "attn_tp_rank", "pp_rank")
 """The fields that tell one prefill rank's registration from another's (for re-registering on a restart)."""
 
@@ -64,7 +73,8 @@ async def register_prefill_rank(
 
 
 async def prefill_parallel_info(transport: Transport, *, timeout: float | None = 60.0) -> dict[str, Any]:
-    """The deployment's parallel info (``GET /route`` with the four ``-1``), once every rank registered."""
+    """The deployment's parallel info (``GET /route`` with the four ``-1``), once every rank registered;
+    :class:`RankNotRegistered` naming the missing ranks when ``timeout`` runs out first."""
     reply = await _route(transport, _ALL, timeout)
     info: dict[str, Any] = json.loads(reply.body)
     return info
@@ -74,10 +84,11 @@ async def prefill_rank_address(
     transport: Transport, dp: int, cp: int, tp: int, pp: int, *, timeout: float | None = 60.0
 ) -> tuple[str, int]:
     """A prefill rank's ``(rank_ip, rank_port)``, once the deployment is complete and the rank is in it;
-    :class:`NotRegistered` when the deployment is complete without it at the deadline."""
+    :class:`RankNotRegistered` when the deadline comes first: naming the missing ranks of an incomplete
+    deployment, or this rank, of a complete deployment without it."""
     reply = await _route(transport, Coords(dp, cp, tp, pp), timeout)
     if reply.status == 404:
-        raise NotRegistered(reply.body.decode(errors="replace"))
+        raise RankNotRegistered((), reply.body.decode(errors="replace"), noun=_NOUN)
     address = json.loads(reply.body)
     return str(address["rank_ip"]), int(address["rank_port"])
 
@@ -124,12 +135,34 @@ async def _route(transport: Transport, coords: Coords, timeout: float | None) ->
         "target_tp_rank": str(coords.tp),
         "target_pp_rank": str(coords.pp),
     }
-    return await transport.long_poll(
-        PREFILL_ROUTE_PATH,
-        lambda wait: {**query, "wait": f"{wait:g}"},
-        Deadline(timeout),
-        _answered(transport),
-    )
+    try:
+        return await transport.long_poll(
+            PREFILL_ROUTE_PATH,
+            lambda wait: {**query, "wait": f"{wait:g}"},
+            Deadline(timeout),
+            _answered(transport),
+        )
+    except ServerUnavailable as exc:
+        if type(exc) is not ServerUnavailable or not exc.detail.startswith(_NOT_READY):
+            raise  # no answer, or a server that is stopping or full: not the deployment's incompleteness
+        raise await _incomplete(transport, exc.detail) from None
+
+
+async def _incomplete(transport: Transport, sentence: str) -> RankNotRegistered:
+    """The error of a wait that ended before the deployment was complete: the server's ``sentence`` and the
+    ranks ``GET /prefill`` lists as missing (the sentence alone if that read fails)."""
+    try:
+        status = await prefill_status(transport, timeout=_NAMING_READ)
+    except BootstrapError:
+        return RankNotRegistered((), sentence, noun=_NOUN)
+    missing, count = list(status.get("missing") or []), int(status.get("missing_count") or 0)
+    if not count:
+        return RankNotRegistered((), sentence, noun=_NOUN)  # complete since: the sentence says what was
+    named = ", ".join(str(name) for name in missing[:_NAMED])
+    more = count - min(len(missing), _NAMED)
+    tail = f" and {more} more" if more > 0 else ""
+    detail = f"{sentence} Missing {count} of {status.get('expected')} prefill ranks: {named}{tail}."
+    return RankNotRegistered((), detail, noun=_NOUN)
 
 
 def _answered(transport: Transport) -> Callable[[str, Reply], bool]:
