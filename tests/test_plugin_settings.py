@@ -18,15 +18,18 @@ import subprocess
 import sys
 import tomllib
 from pathlib import Path
+from typing import Any
 
 import pytest
+import requests
 
-from aiobootstrap import PrefillBootstrapServer
+from aiobootstrap import PrefillBootstrapServer, ThreadedBootstrapServer
 from aiobootstrap.cli.parser import STORE_ENV, server_config, server_parser
 from aiobootstrap.plugins import settings, sglang, switch, vllm
 from aiobootstrap.plugins.dropins import drop_in, is_drop_in
 from aiobootstrap.server.config import ServerConfig
 from aiobootstrap.server.faces.prefill.settings import PrefillSettings
+from testbed.ports import quiet_port
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -168,7 +171,6 @@ def test_what_the_engine_decides_is_not_read() -> None:
             "the AIOBOOTSTRAP_* settings: The store URL bogus: has an unknown scheme",
         ),
         ({"AIOBOOTSTRAP_FACES": "nope"}, "AIOBOOTSTRAP_FACES: no face is named 'nope'"),
-        ({"AIOBOOTSTRAP_NAMESPACE": "pd-0"}, "AIOBOOTSTRAP_NAMESPACE is not supported yet"),
     ],
 )
 def test_a_bad_setting_is_one_line_naming_it(environ: dict[str, str], detail: str) -> None:
@@ -177,13 +179,20 @@ def test_a_bad_setting_is_one_line_naming_it(environ: dict[str, str], detail: st
     assert "\n" not in str(refused.value)
 
 
+def test_the_namespace_is_the_plugins_own_setting() -> None:
+    assert settings.engine_namespace({}) is None
+    assert settings.engine_namespace({"AIOBOOTSTRAP_NAMESPACE": "default"}) is None
+    assert settings.engine_namespace({"AIOBOOTSTRAP_NAMESPACE": " pd-7 "}) == "pd-7"
+    with pytest.raises(ValueError, match=r"^AIOBOOTSTRAP_NAMESPACE: Invalid namespace 'pd 7'"):
+        settings.engine_namespace({"AIOBOOTSTRAP_NAMESPACE": "pd 7"})
+
+
 def test_every_variable_is_in_the_docs_table() -> None:
     """docs/migrating.md's one table lists every variable the plugins read, and each option not read."""
     text = (ROOT / "docs" / "migrating.md").read_text()
     names = [variable.name for variable in settings.variables()]
     assert len(names) == len(set(names))
     assert not [name for name in names if f"`{name}`" not in text]
-    assert f"`{settings.NAMESPACE_ENV}`" in text
     flags = ["--" + dest.replace("_", "-") for dest in settings.NOT_READ if dest not in ("help", "version")]
     assert not [flag for flag in flags if f"`{flag}`" not in text and dest_present(flag)]
 
@@ -293,3 +302,29 @@ def test_a_drop_in_is_the_engines_class_and_aiobootstraps_server() -> None:
     assert not issubclass(
         drop_in(EnginesServer, PrefillBootstrapServer, config, inherit=False), EnginesServer
     )
+
+
+def test_a_drop_in_serves_the_namespace_on_the_engines_address() -> None:
+    """With AIOBOOTSTRAP_NAMESPACE the engine's (host, port) is that namespace's listener: a rank registering
+    there, unprefixed as the engines do, is the namespace's; the server's own listener is on the loopback."""
+    config = settings.engine_config({})
+    made = drop_in(EnginesServer, ThreadedBootstrapServer, config, namespace="pd-7")
+    port = quiet_port()
+    server = made(host="127.0.0.1", port=port)
+    try:
+        engines = f"http://127.0.0.1:{port}"
+        info: dict[str, Any] = {
+            "tp_rank": 0,
+            "transfer_engine_info": {"session_id": "s-0", "weights_info_dict": {}},
+        }
+        assert requests.put(f"{engines}/register_transfer_engine_info", json=info, timeout=30).text == "OK"
+        assert requests.get(f"{engines}/get_transfer_engine_info?rank=0", timeout=30).status_code == 200
+        assert (
+            requests.get(f"{server.url}/ns/pd-7/get_transfer_engine_info?rank=0", timeout=30).status_code
+            == 200
+        )
+        assert requests.get(f"{server.url}/get_transfer_engine_info?rank=0", timeout=30).status_code == 404
+        assert server.url.startswith("http://127.0.0.1:")
+        assert server.port != port
+    finally:
+        server.close()

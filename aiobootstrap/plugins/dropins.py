@@ -6,7 +6,10 @@ and ``issubclass`` answer as they did: SGLang 0.5.23 asks
 registry) whose method resolution finds aiobootstrap's in-process server
 first: the engine's constructor never runs, and the arguments the engine
 passes (its signature is the drop-in's) start aiobootstrap's server on the
-plugins' :class:`ServerConfig`. :func:`missing` is the one ``WARNING`` for a
+plugins' :class:`ServerConfig`. With a namespace (``AIOBOOTSTRAP_NAMESPACE``)
+the engine's ``(host, port)`` becomes a listener of that namespace
+(``--listen``'s), and the server's own listener is on the loopback, on a
+port the system chooses. :func:`missing` is the one ``WARNING`` for a
 target the running engine lacks.
 """
 
@@ -16,9 +19,13 @@ import importlib
 import importlib.metadata
 import logging
 import types
+from dataclasses import replace
 from typing import Any
 
-from ..server.config import ServerConfig
+from ..server.config import NamespaceListener, ServerConfig
+
+LOOPBACK = "127.0.0.1"
+"""Where a drop-in serving a namespace has its own listener (the engine's address is the namespace's)."""
 
 __all__ = ["drop_in", "is_drop_in", "missing", "resolve", "version_of"]
 
@@ -28,13 +35,29 @@ _CONFIG = "_aiobootstrap_config"
 """The attribute a drop-in class keeps its config under (and by which :func:`is_drop_in` knows one)."""
 
 
-def drop_in(original: type, server: type[Any], config: ServerConfig, *, inherit: bool = True) -> type:
+def drop_in(
+    original: type,
+    server: type[Any],
+    config: ServerConfig,
+    *,
+    namespace: str | None = None,
+    inherit: bool = True,
+) -> type:
     """A class named as ``original`` whose constructor is ``server``'s, given the engine's arguments and
-    ``config=config``; a subclass of ``original`` too unless ``inherit`` is false (for a class whose own
+    ``config=config`` (the engine's ``host`` and ``port``, its first two, a listener of ``namespace`` when
+    one is given); a subclass of ``original`` too unless ``inherit`` is false (for a class whose own
     methods would run on it, such as a ``__del__``)."""
 
     def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
-        server.__init__(self, *args, config=config, **kwargs)
+        if namespace is None:
+            server.__init__(self, *args, config=config, **kwargs)
+            return
+        rest, given = list(args), dict(kwargs)
+        host = rest.pop(0) if rest else given.pop("host")
+        port = rest.pop(0) if rest else given.pop("port")
+        listener = NamespaceListener(int(port), namespace, host)
+        listening = replace(config, listen=(*config.listen, listener))
+        server.__init__(self, LOOPBACK, 0, *rest, config=listening, **given)
 
     def body(namespace: dict[str, Any]) -> None:
         namespace.update(

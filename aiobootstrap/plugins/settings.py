@@ -7,7 +7,9 @@ is the variable ``AIOBOOTSTRAP_NAME``, dashes as underscores (``--max-wait`` is
 ``AIOBOOTSTRAP_MAX_WAIT``; a flag's value is ``1`` or ``0``), handed to
 ``serve``'s parser as that option. ``AIOBOOTSTRAP_STORE`` and
 ``AIOBOOTSTRAP_AUTH_TOKEN`` are the command line's own variables, read by it;
-``AIOBOOTSTRAP_TOKEN_FILE`` is ``--auth-token-file``. The options the engine
+``AIOBOOTSTRAP_TOKEN_FILE`` is ``--auth-token-file``. ``AIOBOOTSTRAP_NAMESPACE``
+(:func:`engine_namespace`) is the plugins' own: the namespace an engine's
+servers serve on the address the engine gives them. The options the engine
 decides (where each server listens, its logging) and those an engine's
 clients could not follow (TLS; a further listener, which every server of one
 process would bind) are not read (:data:`NOT_READ`). :func:`variables` lists
@@ -20,16 +22,25 @@ import argparse
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
+from .._names import DEFAULT_NAMESPACE, check_name
 from ..cli.parser import STORE_ENV, TOKEN_ENV, server_config, server_parser
 from ..server.config import ServerConfig
 from .switch import ENGINE_ENV, switch_word
 
-__all__ = ["NAMESPACE_ENV", "NOT_READ", "PREFIX", "RENAMED", "Variable", "engine_config", "variables"]
+__all__ = [
+    "NAMESPACE_ENV",
+    "NOT_READ",
+    "PREFIX",
+    "RENAMED",
+    "Variable",
+    "engine_config",
+    "engine_namespace",
+    "variables",
+]
 
 PREFIX = "AIOBOOTSTRAP_"
 NAMESPACE_ENV = "AIOBOOTSTRAP_NAMESPACE"
-"""The namespace an engine's servers would serve on their unprefixed routes: refused until the in-process
-servers can (docs/migrating.md)."""
+"""The namespace an engine's servers serve on their unprefixed routes (the engines know no ``/ns/`` prefix)."""
 RENAMED = {"auth_token_file": "AIOBOOTSTRAP_TOKEN_FILE"}
 """Options read under another name than the pattern's, by dest."""
 NOT_READ = {
@@ -69,6 +80,9 @@ def variables() -> list[Variable]:
         Variable(ENGINE_ENV, "", "1 enables the plugins; 0 keeps them off, whatever else is set"),
         Variable(STORE_ENV, "--store", "where records live; set alone, it enables the plugins"),
         Variable(TOKEN_ENV, "", "one token that every route but the probes needs"),
+        Variable(
+            NAMESPACE_ENV, "", "the namespace the engine's servers serve where the engine has them listen"
+        ),
     ]
     for name, action in _read(server_parser()):
         found.append(Variable(name, action.option_strings[-1], (action.help or "") % vars(action)))
@@ -78,11 +92,6 @@ def variables() -> list[Variable]:
 def engine_config(environ: Mapping[str, str]) -> ServerConfig:
     """The config of every in-process server the plugins start, from ``environ``'s ``AIOBOOTSTRAP_*``
     variables; a one-line ``ValueError``, naming the variable where one is at fault."""
-    if environ.get(NAMESPACE_ENV, "").strip():
-        raise ValueError(
-            f"{NAMESPACE_ENV} is not supported yet: an engine's in-process server serves the default "
-            "namespace on its unprefixed routes"
-        )
     parser = server_parser()
     parser.exit_on_error = False  # a bad value is an ArgumentError here, told by its variable below
     argv: list[str] = []
@@ -112,3 +121,15 @@ def _variable_of(parser: argparse.ArgumentParser, option: str | None) -> str:
         if any(flag in flags for flag in action.option_strings):
             return name
     return f"the {PREFIX}* settings"
+
+
+def engine_namespace(environ: Mapping[str, str]) -> str | None:
+    """``AIOBOOTSTRAP_NAMESPACE``: the namespace the engines' servers serve, ``None`` for the default one; a
+    one-line ``ValueError`` for a name the server would refuse."""
+    name = environ.get(NAMESPACE_ENV, "").strip()
+    if not name or name == DEFAULT_NAMESPACE:
+        return None
+    try:
+        return check_name(name, "namespace")
+    except ValueError as exc:
+        raise ValueError(f"{NAMESPACE_ENV}: {exc}") from None

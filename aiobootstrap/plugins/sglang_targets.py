@@ -21,6 +21,11 @@
   asks ``issubclass(cls, CommonKVBootstrapServer)`` of the same answer and
   decides as it would: with ``SGLANG_RUST_SERVER`` its Rust server serves the
   registry on the API port and no prefill bootstrap server is constructed.
+
+With ``AIOBOOTSTRAP_NAMESPACE`` the engine-info and prefill servers serve that
+namespace where SGLang has them listen; the encoder server is left SGLang's
+(one ``WARNING``): SGLang's receiver reads the list it keeps in place, which
+aiobootstrap's keeps for the default namespace only.
 """
 
 from __future__ import annotations
@@ -33,7 +38,7 @@ from ..server.faces.encoders.inprocess import EncoderBootstrapServer
 from ..server.faces.prefill.inprocess import PrefillBootstrapServer
 from ..server.threaded import ThreadedBootstrapServer
 from .dropins import drop_in, is_drop_in, missing, resolve
-from .settings import engine_config
+from .settings import NAMESPACE_ENV, engine_config, engine_namespace
 
 __all__ = ["COMMON_SERVER", "ENCODER", "ENGINE_INFO", "KV_CLASS", "install"]
 
@@ -58,7 +63,7 @@ def install(environ: Mapping[str, str]) -> None:
     if _installed:
         return
     try:
-        config = engine_config(environ)
+        config, namespace = engine_config(environ), engine_namespace(environ)
     except ValueError as exc:
         log.error("aiobootstrap plugin: %s; SGLang's own servers keep running", exc)
         return
@@ -66,16 +71,21 @@ def install(environ: Mapping[str, str]) -> None:
     if registry is None or hook_type is None:
         return
     _installed = True
-    for target, server in ((ENGINE_INFO, ThreadedBootstrapServer), (ENCODER, EncoderBootstrapServer)):
+    replaced = {ENGINE_INFO: ThreadedBootstrapServer, ENCODER: EncoderBootstrapServer}
+    if namespace is not None:
+        del replaced[ENCODER]
+        missing(ENCODER, ENGINE, f"{NAMESPACE_ENV}: its in-process list is the default namespace's")
+    for target, server in replaced.items():
         original = resolve(target, ENGINE)
         if isinstance(original, type) and not is_drop_in(original):
-            registry.register(target, drop_in(original, server, config), hook_type.REPLACE)
-    prefill = _prefill_hook(config)
+            made = drop_in(original, server, config, namespace=namespace)
+            registry.register(target, made, hook_type.REPLACE)
+    prefill = _prefill_hook(config, namespace)
     if prefill is not None:
         registry.register(KV_CLASS, prefill, hook_type.AFTER)
 
 
-def _prefill_hook(config: Any) -> Callable[..., type | None] | None:
+def _prefill_hook(config: Any, namespace: str | None) -> Callable[..., type | None] | None:
     """The ``AFTER`` hook of ``get_kv_class``, or ``None`` (after a ``WARNING``) when a target is missing."""
     common, kinds = resolve(COMMON_SERVER, ENGINE), resolve(KV_CLASS_TYPE, ENGINE)
     if common is None or kinds is None or resolve(KV_CLASS, ENGINE) is None:
@@ -102,7 +112,7 @@ def _prefill_hook(config: Any) -> Callable[..., type | None] | None:
                 )
             return None
         if result not in made:
-            made[result] = drop_in(result, PrefillBootstrapServer, config)
+            made[result] = drop_in(result, PrefillBootstrapServer, config, namespace=namespace)
         return made[result]
 
     return bootstrap_server

@@ -9,7 +9,7 @@ where SGLang does: ``start_disagg_service()`` for the Mooncake and the NIXL back
 prefill instance's ``ServerArgs`` (a tiny model's config on disk; the CPU as its device), the engine
 module's ``EngineInfoBootstrapServer(host=, port=)``, and ``EncoderBootstrapServer(host=, port=, urls=)`` of
 ``sglang.srt.disaggregation.encoder.receiver``, read from the module when called, as the tokenizer manager
-imports it. It prints one line ``REPORT {json}``, then answers ``urls`` (the list the encoder server keeps in
+imports it (unless ``SPEC["encoder"]`` is false). It prints one line ``REPORT {json}``, then answers ``urls`` (the list the encoder server keeps in
 place, which SGLang's receiver reads) and stops at ``stop`` or at the end of its input.
 """
 
@@ -110,10 +110,14 @@ def main() -> None:
             (model / "config.json").write_text(json.dumps(TINY_MODEL))
             for backend, port in spec["prefill_ports"].items():
                 servers[f"prefill_{backend}"] = prefill_server(backend, port, model)
-        servers["engine_info"] = engine.EngineInfoBootstrapServer(host=HOST, port=0)
-        servers["encoder"] = receiver.EncoderBootstrapServer(host=HOST, port=0, urls=urls)
+        servers["engine_info"] = engine.EngineInfoBootstrapServer(
+            host=HOST, port=spec.get("engine_info_port", 0)
+        )
+        if spec.get("encoder", True):
+            servers["encoder"] = receiver.EncoderBootstrapServer(host=HOST, port=0, urls=urls)
         report["servers"] = {
-            name: {"mro": mro_of(type(server)), "port": server.port} for name, server in servers.items()
+            name: {"mro": mro_of(type(server)), "port": server.port, "url": getattr(server, "url", None)}
+            for name, server in servers.items()
         }
     print("REPORT " + json.dumps(report), flush=True)
     for line in sys.stdin:

@@ -337,3 +337,34 @@ def test_the_encoder_list_sglang_reads_follows_the_registry(fleet: list[tuple[Ch
             break
         time.sleep(0.05)
     assert encoder in first_child.ask("urls", "URLS")
+
+
+def test_a_namespace_is_served_where_sglang_has_its_servers_listen(redis_url: str) -> None:
+    """With AIOBOOTSTRAP_NAMESPACE the address SGLang gives each server is that namespace's: a rank
+    registering there, unprefixed as SGLang's ranks do, is the namespace's in the store; the encoder server
+    stays SGLang's (its in-process list is the default namespace's), with one WARNING naming it."""
+    ports = {"mooncake": free_port()}
+    engine_info_port = free_port()
+    spec = {"serve": True, "prefill_ports": ports, "engine_info_port": engine_info_port, "encoder": False}
+    environ = environment(AIOBOOTSTRAP_STORE=redis_url, AIOBOOTSTRAP_NAMESPACE="pd-7")
+    with children((spec, environ)) as [(child, report)]:
+        assert report["encoder"][0] == "sglang.srt.disaggregation.encoder.receiver.EncoderBootstrapServer"
+        assert report["kv"]["mooncake"][0] == f"{DROP_IN}.MooncakeKVBootstrapServer"
+        assert [line for line in child.warnings() if "EncoderBootstrapServer is not replaced" in line]
+        engine_info = report["servers"]["engine_info"]
+        registered = {"tp_rank": 0, "transfer_engine_info": {"session_id": "s-0", "weights_info_dict": {}}}
+        reply = requests.put(
+            f"http://{HOST}:{engine_info_port}/register_transfer_engine_info", json=registered, timeout=30
+        )
+        assert reply.text == "OK"
+        own = engine_info["url"]
+        assert requests.get(f"{own}/ns/pd-7/get_transfer_engine_info?rank=0", timeout=30).status_code == 200
+        assert requests.get(f"{own}/get_transfer_engine_info?rank=0", timeout=30).status_code == 404
+        prefill = f"http://{HOST}:{ports['mooncake']}"
+        for tp_rank in (0, 1):
+            put = requests.put(f"{prefill}/route", json=prefill_body(tp_rank, 17000 + tp_rank), timeout=30)
+            assert put.status_code == 200
+        rank = "/route?prefill_dp_rank=0&prefill_cp_rank=0&target_tp_rank=0&target_pp_rank=0"
+        assert requests.get(f"{prefill}{rank}", timeout=30).json()["rank_port"] == 17000
+        main = report["servers"]["prefill_mooncake"]["url"]
+        assert requests.get(f"{main}/ns/pd-7{rank}", timeout=30).json()["rank_port"] == 17000
