@@ -5,8 +5,6 @@ mismatch as ``BadRequest``, a worker on a lease, and a registration replayed to 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -26,6 +24,7 @@ from aiobootstrap.server.faces.vllm.inprocess import VllmBootstrapServer
 from aiobootstrap.wire.vllm import Engine, mismatch_detail
 
 from .helpers.clients import _restart
+from .helpers.side_channel import router
 from .helpers.waits import GUARD, until
 
 ENGINE = "3f1c9a52-8d0e-4b6e-9a57-0c2d4e6f8a10_dp0"
@@ -34,22 +33,6 @@ ENGINE = "3f1c9a52-8d0e-4b6e-9a57-0c2d4e6f8a10_dp0"
 @pytest.fixture
 def url(client: Any) -> str:
     return str(client.make_url("")).rstrip("/")
-
-
-@contextlib.asynccontextmanager
-async def side_channel() -> AsyncIterator[str]:
-    """A live worker's side channel: something that accepts TCP connections (vLLM's is a ZMQ ROUTER), as
-    ``tcp://127.0.0.1:PORT``."""
-
-    async def drop(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        writer.close()
-
-    server = await asyncio.start_server(drop, "127.0.0.1", 0)
-    try:
-        yield f"tcp://127.0.0.1:{server.sockets[0].getsockname()[1]}"
-    finally:
-        server.close()
-        await server.wait_closed()
 
 
 async def test_a_registered_worker_is_read_back_as_decode_reads_it(url: str) -> None:
@@ -149,12 +132,13 @@ async def test_another_engine_on_a_live_dp_rank_is_vllms_mismatch(url: str) -> N
     """While a worker of the engine holding dp rank 0 answers, another engine there raises :class:`BadRequest`
     with vLLM's sentence, and nothing changes; once none answers, the new engine takes the dp rank over."""
     async with BootstrapClient(url) as client:
-        async with side_channel() as addr:
+        with router() as (addr, quiet):
             await client.register_vllm_worker("old", 0, 0, 0, addr)
             with pytest.raises(BadRequest) as refused:
                 await client.register_vllm_worker("new", 0, 0, 0, "tcp://127.0.0.1:9")
             assert str(refused.value) == mismatch_detail(0, "old", "new")
             assert (await client.query_vllm_workers()).engines[0].engine_id == "old"
+            assert quiet()  # connected to, never sent a message its worker's loop would read
         await client.register_vllm_worker("new", 0, 0, 0, "tcp://127.0.0.1:9")
         assert (await client.query_vllm_workers()).engines == {
             0: Engine("new", {0: {0: "tcp://127.0.0.1:9"}})

@@ -527,8 +527,7 @@ async def test_two_deployments_share_one_aiobootstrap_through_listen(
     each with its own engine on dp rank 0, register through a listener each of one aiobootstrap (``--listen
     PORT=NAMESPACE``), and decode's query of each listener learns its own deployment alone. One vLLM server
     would refuse the second engine (``Engine ID mismatch for dp_rank=0``)."""
-    from aiobootstrap import VllmBootstrapServer
-    from aiobootstrap.server.config import NamespaceListener
+    from aiobootstrap import NamespaceListener, VllmBootstrapServer
 
     ports = {"pd-a": free_port(), "pd-b": free_port()}
     server = VllmBootstrapServer(
