@@ -26,7 +26,7 @@ from typing import Any
 
 import pytest
 import requests
-from released import HOST
+from released import HOST, free_port
 
 CHILD = Path(__file__).with_name("vllm_plugin_child.py")
 STARTUP = 600.0
@@ -106,20 +106,27 @@ def test_the_connectors_class_is_aiobootstraps(connector_first: bool) -> None:
         assert report["plugin_lines"] == []
 
 
-def parked(base: str) -> float:
-    """The gets parked on the server at ``base`` right now (its ``/metrics``)."""
+def parked(base: str, namespace: str) -> float:
+    """The gets parked in ``namespace`` on the server at ``base`` right now (its ``/metrics``)."""
     for line in requests.get(f"{base}/metrics", timeout=30).text.splitlines():
-        if line.startswith('aiobootstrap_parked_waiters{namespace="default"}'):
+        if line.startswith(f'aiobootstrap_parked_waiters{{namespace="{namespace}"}}'):
             return float(line.rsplit(" ", 1)[1])
     return 0.0
 
 
-def test_the_server_the_connector_starts_serves_vllms_wire_and_waits() -> None:
+@pytest.mark.parametrize("namespace", [None, "vllm-3"], ids=["unprefixed", "AIOBOOTSTRAP_NAMESPACE"])
+def test_the_server_the_connector_starts_serves_vllms_wire_and_waits(namespace: str | None) -> None:
     """As the connector's prefill side starts it; a decode's /query waiting for a TP 2 engine is answered once
-    both workers registered, with vLLM's reply."""
-    with child({"serve": True}, environment(AIOBOOTSTRAP_ENGINE="1")) as report:
+    both workers registered, with vLLM's reply. With AIOBOOTSTRAP_NAMESPACE the address vLLM gives it is
+    that namespace's."""
+    port = free_port()
+    settings = {"AIOBOOTSTRAP_ENGINE": "1"} | (
+        {} if namespace is None else {"AIOBOOTSTRAP_NAMESPACE": namespace}
+    )
+    with child({"serve": True, "port": port}, environment(**settings)) as report:
         assert report["server"]["mro"][:2] == OURS
-        base = f"http://{HOST}:{report['server']['port']}"
+        base = f"http://{HOST}:{port}"
+        own = report["server"]["url"]
         replies: list[requests.Response] = []
         waiting = threading.Thread(
             target=lambda: replies.append(
@@ -127,7 +134,7 @@ def test_the_server_the_connector_starts_serves_vllms_wire_and_waits() -> None:
             )
         )
         waiting.start()
-        while not parked(base) and waiting.is_alive():
+        while not parked(own, namespace or "default") and waiting.is_alive():
             time.sleep(0.02)  # another process's server: its /metrics is how it tells a get has parked
         for tp_rank in (0, 1):
             worker = {
@@ -141,9 +148,13 @@ def test_the_server_the_connector_starts_serves_vllms_wire_and_waits() -> None:
             assert reply.status_code == 200, reply.text
         waiting.join(WAIT + 60)
         assert replies[0].status_code == 200
-        assert replies[0].json() == {
+        engines = {
             "0": {
                 "engine_id": "e-1",
                 "worker_addr": {"0": {"0": "10.0.0.1:17000"}, "1": {"0": "10.0.0.1:17001"}},
             }
         }
+        assert replies[0].json() == engines
+        if namespace is not None:
+            assert requests.get(f"{own}/ns/{namespace}/query", timeout=30).json() == engines
+            assert requests.get(f"{own}/query", timeout=30).json() == {}

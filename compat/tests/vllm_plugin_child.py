@@ -43,9 +43,13 @@ def main() -> None:
     }
     server = None
     if spec.get("serve"):
-        server = connector.MooncakeBootstrapServer(HOST, 0)
+        server = connector.MooncakeBootstrapServer(HOST, spec.get("port", 0))
         server.start()
-        report["server"] = {"mro": mro_of(type(server)), "port": server.port}
+        report["server"] = {
+            "mro": mro_of(type(server)),
+            "port": server.port,
+            "url": getattr(server, "url", None),
+        }
     print("REPORT " + json.dumps(report), flush=True)
     for line in sys.stdin:
         if line.strip() == "stop":
