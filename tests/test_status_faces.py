@@ -41,4 +41,4 @@ def test_status_shows_the_mooncake_engines(url: str, namespace: str) -> None:
         with urllib.request.urlopen(request) as reply:
             assert reply.status == 200
     result = tool("status", "--url", url, "--namespace", namespace)
-    assert "mooncake: 1 engines (1 with a segment), 2 keys" in result.stdout
+    assert "mooncake: 1 engine (1 with a segment), 2 keys" in result.stdout

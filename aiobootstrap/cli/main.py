@@ -125,7 +125,7 @@ EXIT_BROKEN_PIPE = 141
 
 def _tool(argv: Sequence[str]) -> int:
     """Run one tool to its end; Ctrl-C is exit status 130, a reader gone is 141, never a traceback."""
-    args = parse_tool_args(argv)
+    args = parse_tool_args(argv, os.environ)
     token = tool_token(args.token, os.environ)
     try:
         status = asyncio.run(run_tool(args, token=token, out=sys.stdout, err=sys.stderr))

@@ -1,7 +1,7 @@
 """What the command line is asked: argv and the environment, read into a config.
 
 The only reader of the environment (``AIOBOOTSTRAP_STORE``,
-``AIOBOOTSTRAP_AUTH_TOKEN``; the faces' settings read their engines' variables,
+``AIOBOOTSTRAP_AUTH_TOKEN``, the tools' ``AIOBOOTSTRAP_URL``; the faces' settings read their engines' variables,
 each in its face's folder). ``serve``'s options take their defaults from
 :class:`ServerConfig`, and each installed face adds its own (``Face.settings``:
 ``add_arguments``, ``from_arguments``), so ``--help`` cannot disagree with
@@ -24,13 +24,22 @@ from ..server import face_registry
 from ..server import open_files as _open_files
 from ..server.config import AUTH_READS, DEFAULT_MAX_WAITERS, DEFAULT_STORE, NamespaceListener, ServerConfig
 from .token_file import read_token_file
-from .tool_parser import add_tool_parsers, bare_rank, namespace_in_url
+from .tool_parser import (
+    DEFAULT_URL,
+    TOKEN_ENV,
+    URL_ENV,
+    add_tool_parsers,
+    bare_rank,
+    is_tool_url,
+    namespace_in_url,
+)
 from .tools import TOOLS
 
 __all__ = [
     "PROG",
     "STORE_ENV",
     "TOKEN_ENV",
+    "URL_ENV",
     "OneLineParser",
     "parse_tool_args",
     "server_config",
@@ -43,7 +52,6 @@ PROG = "python -m aiobootstrap"
 
 _LOG_LEVELS = ("debug", "info", "warning", "error")
 
-TOKEN_ENV = "AIOBOOTSTRAP_AUTH_TOKEN"
 STORE_ENV = "AIOBOOTSTRAP_STORE"
 
 
@@ -361,14 +369,19 @@ def tool_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def parse_tool_args(argv: Sequence[str]) -> argparse.Namespace:
-    """A tool's arguments; one it does not know is refused naming the tool (``... get: ...``)."""
+def parse_tool_args(argv: Sequence[str], environ: Mapping[str, str] | None = None) -> argparse.Namespace:
+    """A tool's arguments; one it does not know is refused naming the tool (``... get: ...``). The server
+    is ``--url``, else ``environ``'s ``AIOBOOTSTRAP_URL``, else the server's default address."""
     rank = bare_rank(argv)
     if rank is not None:
         usage_error(f"{PROG} {argv[0]}", f"unrecognized arguments: {rank}; did you mean --rank {rank}?")
     args, extras = tool_parser().parse_known_args(argv)
     if extras:
         usage_error(f"{PROG} {args.tool}", f"unrecognized arguments: {' '.join(extras)}")
+    if args.url is None:
+        args.url = (environ or {}).get(URL_ENV, "").strip() or DEFAULT_URL
+        if not is_tool_url(args.url):
+            usage_error(f"{PROG} {args.tool}", f"{URL_ENV}={args.url!r} is not an http:// or https:// URL")
     try:
         args.url, args.namespace = namespace_in_url(args.url, args.namespace)
     except ValueError as exc:

@@ -17,11 +17,20 @@ from .. import _json
 from .._names import DEFAULT_NAMESPACE, DEFAULT_ROLE, ENCODER_URLS, RANK_KINDS, TRANSFER_ENGINE_INFO
 from ..exceptions import BadRequest
 from ..server.config import DEFAULT_HOST, DEFAULT_PORT
+from ..wire.metadata import METADATA
 from ..wire.params import parse_ranks, parse_seconds
+from ..wire.prefill import PREFILL_RANK
 from ..wire.routes import NAMESPACE_PREFIX
 from .watch_tool import add_watch_parser
 
-__all__ = ["KINDS", "add_tool_parsers"]
+__all__ = ["DEFAULT_URL", "KINDS", "TOKEN_ENV", "URL_ENV", "add_tool_parsers", "is_tool_url"]
+
+TOKEN_ENV = "AIOBOOTSTRAP_AUTH_TOKEN"
+"""The variable holding the bearer token: the server's one token, and the tools' unless ``--token``."""
+URL_ENV = "AIOBOOTSTRAP_URL"
+"""The variable holding the tools' server, unless ``--url``."""
+DEFAULT_URL = f"http://{DEFAULT_HOST}:{DEFAULT_PORT}"
+"""The tools' server without ``--url`` or ``$AIOBOOTSTRAP_URL``: the server's own default address."""
 
 
 def _non_negative(what: str) -> Callable[[str], int]:
@@ -45,9 +54,14 @@ def _count(text: str) -> int:
     return int(text)
 
 
-def _url(text: str) -> str:
+def is_tool_url(text: str) -> bool:
+    """Whether ``text`` is a server's URL a tool can ask: ``http://`` or ``https://`` and a host."""
     parts = urllib.parse.urlsplit(text)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
+    return parts.scheme in ("http", "https") and bool(parts.hostname)
+
+
+def _url(text: str) -> str:
+    if not is_tool_url(text):
         raise argparse.ArgumentTypeError(f"{text!r} is not an http:// or https:// URL")
     return text
 
@@ -80,6 +94,12 @@ def _session_id(text: str) -> str:
     return text
 
 
+def _key(text: str) -> str:
+    if not text:
+        raise argparse.ArgumentTypeError("a metadata key is a non-empty string, such as mooncake/ram/h:18000")
+    return text
+
+
 def _field(text: str) -> tuple[str, Any]:
     key, equals, value = text.partition("=")
     if not equals or not key:
@@ -93,7 +113,9 @@ def _field(text: str) -> tuple[str, Any]:
 
 
 KINDS = (*RANK_KINDS, ENCODER_URLS)
-"""What ``--kind`` of ``get`` and ``status`` may name."""
+"""What ``--kind`` of ``get`` and ``status`` may name (``get`` also a metadata key's, ``--key``)."""
+WAIT_KINDS = (*RANK_KINDS, PREFILL_RANK)
+"""What ``wait --kind`` may name: a per-rank kind of a world size, or a prefill deployment's ranks."""
 
 
 RANK_TOOLS = ("get", "register")
@@ -137,8 +159,8 @@ def add_tool_parsers(parser: argparse.ArgumentParser) -> None:
     common.add_argument(
         "--url",
         type=_url,
-        default=f"http://{DEFAULT_HOST}:{DEFAULT_PORT}",
-        help="the server (default: %(default)s)",
+        default=None,
+        help=f"the server (default: ${URL_ENV}, else {DEFAULT_URL})",
     )
     common.add_argument(
         "--namespace",
@@ -148,7 +170,7 @@ def add_tool_parsers(parser: argparse.ArgumentParser) -> None:
     common.add_argument(
         "--token",
         default=None,
-        help="bearer token, if the server requires one (default: $AIOBOOTSTRAP_AUTH_TOKEN)",
+        help=f"bearer token, if the server requires one (default: ${TOKEN_ENV})",
     )
     common.add_argument(
         "--cacert",
@@ -168,29 +190,38 @@ def add_tool_parsers(parser: argparse.ArgumentParser) -> None:
     get = tools.add_parser(
         "get",
         parents=[common, role],
-        help="print a rank's info, parallelism config, or the encoder URL list as JSON",
-        description="Print a rank's record of one kind, or the encoder URL list, as JSON.",
+        help="print a rank's info, parallelism config, or the encoder URL list as JSON; or a metadata "
+        "key's value",
+        description="Print a rank's record of one kind, or the encoder URL list, as JSON; or, with --key, "
+        "a Mooncake metadata key's value, its bytes as stored.",
     )
-    get.add_argument("--rank", type=_rank, help="the rank (every kind but encoder_urls)")
+    get.add_argument("--rank", type=_rank, help="the rank (every kind but encoder_urls and metadata)")
+    get.add_argument(
+        "--key",
+        type=_key,
+        metavar="KEY",
+        help=f"a metadata key, such as mooncake/ram/10.0.0.7:18000: print its value (--kind {METADATA})",
+    )
     get.add_argument(
         "--kind",
-        choices=KINDS,
-        default=TRANSFER_ENGINE_INFO,
-        help="what to get (default: %(default)s)",
+        choices=(*KINDS, METADATA),
+        default=None,
+        help=f"what to get (default: {TRANSFER_ENGINE_INFO}, {METADATA} with --key)",
     )
     get.add_argument(
         "--wait",
         type=_seconds,
         default=0.0,
         metavar="SECONDS",
-        help="wait this long for the rank to register, or the encoder URL list to change (default: do not wait)",
+        help="wait this long for the rank or key to register, or the encoder URL list to change "
+        "(default: do not wait)",
     )
     get.add_argument(
         "--after",
         type=_version,
         default=0,
         metavar="VERSION",
-        help="only a record (or list) newer than this version (default: any)",
+        help="only a record (list, value) newer than this version (default: any)",
     )
 
     register = tools.add_parser(
@@ -291,7 +322,10 @@ def add_tool_parsers(parser: argparse.ArgumentParser) -> None:
         parents=[common, role],
         help="exit 0 once every rank is registered",
         description="Wait until ranks 0 to N-1 have all registered a record of the kind and role, then "
-        "exit 0 (for scripts and init containers). Exit 1 if the timeout runs out first.",
+        "exit 0 (for scripts and init containers). Exit 1 if the timeout runs out first. Without a world "
+        f"size (--world-size, or the server's), a namespace holding a prefill deployment is waited for "
+        f"until every rank of its topology registered, as --kind {PREFILL_RANK} asks (which also waits "
+        "for its first rank).",
     )
     wait.add_argument(
         "--world-size",
@@ -302,9 +336,10 @@ def add_tool_parsers(parser: argparse.ArgumentParser) -> None:
     )
     wait.add_argument(
         "--kind",
-        choices=RANK_KINDS,
-        default=TRANSFER_ENGINE_INFO,
-        help="what each rank registers (default: %(default)s)",
+        choices=WAIT_KINDS,
+        default=None,
+        help=f"what each rank registers (default: {TRANSFER_ENGINE_INFO}; {PREFILL_RANK} without a world "
+        "size in a namespace holding a prefill deployment)",
     )
     wait.add_argument(
         "--timeout",

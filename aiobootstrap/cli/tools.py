@@ -1,9 +1,12 @@
 """The operator's tools: ``get``, ``status`` and ``wait`` here; ``register`` and ``watch`` in rooms of
-their own (``register_tool``, ``watch_tool``).
+their own (``register_tool``, ``watch_tool``), and what they do with the faces' own records in
+``face_tools``.
 
 ``get``, ``status`` and ``wait`` cover every kind of record (``--kind``:
 transfer-engine info, parallelism configs, and for ``get`` and ``status`` the
-encoder URL list) and role (``--role``).
+encoder URL list) and role (``--role``); ``get --key`` a metadata key's value,
+``status`` a prefill deployment, Mooncake engines and vLLM workers in a line
+each, ``wait`` a prefill deployment.
 
 Each is a thin layer over :class:`BootstrapClient`. Their arguments are
 ``tool_parser``'s; ``main`` reads the environment and hands over the token and
@@ -14,7 +17,6 @@ status (see ``EXIT_*``), never a traceback.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import difflib
 import json
 import ssl
@@ -29,14 +31,14 @@ from ..exceptions import (
     Forbidden,
     RankNotRegistered,
     Unauthorized,
-    UnexpectedReply,
 )
-from ..wire.params import format_ranks
-from ..wire.results import missing_in_world
-from .listening import addressed, listener_lines, namespaces_tool, read_listening, shown_namespace
+from ..wire.metadata import METADATA
+from .face_tools import get_metadata_tool, mooncake_line, prefill_line, vllm_line
+from .listening import listener_lines, namespaces_tool, read_listening, shown_namespace
 from .register_tool import register_tool
 from .tool_errors import EXIT_ABSENT, EXIT_SERVER, EXIT_USAGE, ToolError
-from .tool_parser import KINDS
+from .tool_parser import KINDS, TOKEN_ENV
+from .wait_tool import missing_ranks, wait_tool
 from .watch_tool import describe, watch_tool
 
 if TYPE_CHECKING:
@@ -49,10 +51,8 @@ if TYPE_CHECKING:
 
 __all__ = ["EXIT_ABSENT", "EXIT_SERVER", "EXIT_USAGE", "TOOLS", "format_age", "run_tool"]
 
-_PROGRESS_EVERY = 1.0
-"""Seconds between progress lines of a ``wait`` shown on a terminal."""
 _NAMED = 8
-"""The missing ranks a ``wait`` progress line names (then a count of the rest)."""
+"""The missing ranks a ``status --watch`` line names (then a count of the rest)."""
 
 
 def _tls(cacert: str | None) -> ssl.SSLContext | bool:
@@ -83,7 +83,11 @@ async def run_tool(args: argparse.Namespace, *, token: str | None, out: TextIO, 
         if getattr(args, "after", 0):
             # The rank may well be registered, at a version the caller already has.
             message = f"{message} newer than version {args.after}"
-    except (BadRequest, Unauthorized, Forbidden) as exc:
+    except Unauthorized as exc:
+        # The server's sentence, then the tool's remedy: where a token is given, or that it was refused.
+        told = f"give one with --token or {TOKEN_ENV}" if not token else f"the --token or {TOKEN_ENV} given"
+        message, status = f"{exc.detail} ({told})", EXIT_USAGE
+    except (BadRequest, Forbidden) as exc:
         message, status = exc.detail, EXIT_USAGE
     except BootstrapError as exc:
         message, status = exc.detail, EXIT_SERVER
@@ -92,6 +96,13 @@ async def run_tool(args: argparse.Namespace, *, token: str | None, out: TextIO, 
 
 
 async def _get(client: BootstrapClient, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    args.kind = args.kind or (METADATA if args.key is not None else TRANSFER_ENGINE_INFO)
+    if args.kind == METADATA:
+        if args.key is None:
+            raise ToolError(f"--key is required for --kind {METADATA}")
+        return await get_metadata_tool(client, args, out)
+    if args.key is not None:
+        raise ToolError(f"--key does not apply to --kind {args.kind}")
     if args.kind == ENCODER_URLS:
         return await _get_encoder_urls(client, args, out)
     if args.rank is None:
@@ -140,11 +151,21 @@ async def _status(client: BootstrapClient, args: argparse.Namespace, out: TextIO
     sections: list[str] = []
     version = waiters = held = 0
     complete, warned = True, False
+    faces: list[str] = []  # the faces' own lines: a prefill deployment, Mooncake engines, vLLM workers
+    prefill = await prefill_line(client)
+    if prefill is not None:
+        line, ready, registered = prefill
+        faces.append(line)
+        complete, held = complete and ready, held + registered
+    for each in (await mooncake_line(client), await vllm_line(client)):
+        if each is not None:
+            faces.append(each[0])
+            held += each[1]
     for kind in (kind for kind in KINDS if kind in kinds and kind in RANK_KINDS):
         for role in dict.fromkeys(roles):
             listing = await client.list_ranks(kind=kind, role=role)
             version, waiters, held = max(version, listing.version), listing.waiters, held + len(listing.ranks)
-            if not listing.ranks and args.kind is None and kind != TRANSFER_ENGINE_INFO:
+            if args.kind is None and not _used(listing, args.world_size, bool(faces)):
                 continue  # a kind the deployment does not use: shown when --kind asks for it
             server_size, asked = listing.world_size, args.world_size
             if not warned and None not in (server_size, asked) and server_size != asked:
@@ -159,17 +180,10 @@ async def _status(client: BootstrapClient, args: argparse.Namespace, out: TextIO
     if ENCODER_URLS in kinds:
         urls = await client.wait_encoder_urls(timeout=0)
         version, held = max(version, urls.version), held + len(urls.urls)
-        sections.append(f"{ENCODER_URLS}: {len(urls.urls)} listed, version {urls.version}")
-        sections += [f"  {printable(url)}" for url in urls.urls]
-    prefill = await _prefill_section(client)
-    if prefill is not None:
-        line, ready, registered = prefill
-        sections.append(line)
-        complete, held = complete and ready, held + registered
-    mooncake = await _mooncake_section(client)
-    if mooncake is not None:
-        sections.append(mooncake[0])
-        held += mooncake[1]
+        if urls.urls or args.kind is not None or not faces:  # an empty list is news in no face's namespace
+            sections.append(f"{ENCODER_URLS}: {len(urls.urls)} listed, version {urls.version}")
+            sections += [f"  {printable(url)}" for url in urls.urls]
+    sections += faces
     namespace = shown_namespace(client, listening)  # on a listener's port, its namespace
     print(f"namespace {namespace}, version {version}, {waiters} waiting", file=out)
     for line in [*listener_lines(namespace, listening), *sections]:
@@ -179,42 +193,15 @@ async def _status(client: BootstrapClient, args: argparse.Namespace, out: TextIO
     return 0 if complete else EXIT_ABSENT
 
 
-async def _prefill_section(client: BootstrapClient) -> tuple[str, bool, int] | None:
-    """The prefill deployment's line (its ranks, the missing ones), whether it is complete, and how many
-    ranks it holds; ``None`` when the namespace holds none (or the server predates the prefill face)."""
-    try:
-        listing = await client.prefill_status()
-    except UnexpectedReply:
-        return None
-    topology = listing["topology"]
-    if topology is None:
-        return None
-    sizes = " x ".join(f"{axis} {topology[f'{axis}_size']}" for axis in ("dp", "cp", "tp", "pp"))
-    line = f"prefill: {listing['registered']} of {listing['expected']} ranks registered ({sizes})"
-    if listing["missing_count"]:
-        shown = ", ".join(listing["missing"][:_NAMED])
-        more = listing["missing_count"] - min(len(listing["missing"]), _NAMED)
-        line += f", missing: {shown}" + (f" and {more} more" if more > 0 else "")
-    return line, bool(listing["complete"]), int(listing["registered"])
-
-
-async def _mooncake_section(client: BootstrapClient) -> tuple[str, int] | None:
-    """The namespace's Mooncake engines in one line, and how many keys it holds; ``None`` for none."""
-    try:
-        listing = await client.mooncake_engines()
-    except UnexpectedReply:
-        return None
-    if not listing["keys"]:
-        return None
-    engines = listing["engines"]
-    with_segment = sum(1 for engine in engines if engine["segment"])
-    line = (
-        f"mooncake: {listing['engine_count']} engines ({with_segment} with a segment), {listing['keys']} keys"
+def _used(listing: RankListing, asked_world_size: int | None, other_faces: bool) -> bool:
+    """Whether ``status`` shows a kind and role it was not asked for by ``--kind``: it holds a rank or a
+    wait, or it is transfer-engine info of a known world size (its missing ranks are the news), or of a
+    namespace holding nothing of another face. Not an empty heading in a namespace of another face (a
+    prefill, Mooncake or vLLM one), as the page draws none."""
+    world_size = asked_world_size if asked_world_size is not None else listing.world_size
+    return bool(listing.ranks or listing.waiters_by_rank) or (
+        listing.kind == TRANSFER_ENGINE_INFO and (world_size is not None or not other_faces)
     )
-    failing = [engine["name"] for engine in engines if engine.get("probe_failures")]
-    if failing:
-        line += f", failing probes: {', '.join(printable(name) for name in failing[:_NAMED])}"
-    return line, int(listing["keys"])
 
 
 async def _status_watch(client: BootstrapClient, args: argparse.Namespace, out: TextIO) -> int:
@@ -246,10 +233,11 @@ async def _summary(client: BootstrapClient, args: argparse.Namespace) -> tuple[l
             listing = await client.list_ranks(kind=kind, role=role)
             version = max(version, listing.version)
             if not listing.ranks and args.kind is None and kind != TRANSFER_ENGINE_INFO:
-                continue  # as plain status: a kind the deployment does not use is shown when --kind asks
+                # As plain status, but engine info's line kept: a line to redraw at the first change.
+                continue
             line = f"{kind}, role {printable(role)}: {len(listing.ranks)} registered"
             world_size = args.world_size if args.world_size is not None else listing.world_size
-            missing = _missing(listing, world_size)
+            missing = missing_ranks(listing, world_size)
             if missing is not None:
                 more = len(missing.ranges) - _NAMED
                 named = missing.format(_NAMED) + (f" and {more} more ranges" if more > 0 else "")
@@ -294,22 +282,13 @@ def _ranks_section(listing: RankListing, asked_world_size: int | None) -> tuple[
         for *cells, age in rows:
             padded = [cell.ljust(width) for cell, width in zip(cells, widths, strict=True)]
             lines.append("  " + "  ".join([*padded, age]))
-    missing = _missing(listing, world_size)
+    missing = missing_ranks(listing, world_size)
     if missing is not None:
         # Who waits for which missing rank, as ranges: "(2 waiting on 3; 1 waiting on 0-2,7)".
         waited = [(ranks.without(ranks.without(missing)), waits) for ranks, waits in listing.waiters_by_rank]
         shown = "; ".join(f"{waits} waiting on {ranks}" for ranks, waits in waited if ranks)
         lines.append(f"  missing: {missing or 'none'}" + (f" ({shown})" if shown else ""))
     return lines, missing
-
-
-def _missing(listing: RankListing, world_size: int | None) -> RankSet | None:
-    """The ranks of ``[0, world_size)`` the listing lacks; ``None`` without a world size."""
-    if world_size is None:
-        return None
-    if listing.missing_ranks is not None and world_size == listing.world_size:
-        return listing.missing_ranks
-    return missing_in_world(world_size, (rank.rank for rank in listing.ranks))
 
 
 def format_age(seconds: float) -> str:
@@ -326,64 +305,11 @@ def format_age(seconds: float) -> str:
     return f"{days}d{hours:02d}h"
 
 
-async def _wait(client: BootstrapClient, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    kind, role = args.kind, args.role
-    world_size: int | None = args.world_size
-    if world_size is None:  # the server's, as status reads it
-        world_size = (await client.list_ranks(kind=kind, role=role)).world_size
-        if world_size is None:
-            raise ToolError("the server has no --world-size: give wait --world-size N")
-    progress = (
-        asyncio.create_task(_show_progress(client, world_size, kind, role, err)) if err.isatty() else None
-    )
-    try:
-        if kind == PARALLELISM_CONFIG:
-            await client.get_parallelism_configs(range(world_size), timeout=args.timeout, role=role)
-        else:
-            await client.get_many(range(world_size), timeout=args.timeout, role=role)
-    except RankNotRegistered as exc:
-        missing = format_ranks(exc.ranks)
-        raise ToolError(
-            f"{len(exc.ranks)} of {world_size} ranks still missing after {args.timeout:g}s: {missing}",
-            EXIT_ABSENT,
-        ) from None
-    finally:
-        if progress is not None:
-            progress.cancel()
-            # wait(), unlike await, leaves the task's CancelledError inside the task.
-            await asyncio.wait({progress})
-            print(file=err)
-    what = (
-        "" if (kind, role) == (TRANSFER_ENGINE_INFO, DEFAULT_ROLE) else f" {kind} of role {printable(role)}"
-    )
-    print(f"all {world_size} ranks registered{what} in namespace {await addressed(client, args)}", file=out)
-    return 0
-
-
-async def _show_progress(client: BootstrapClient, world_size: int, kind: str, role: str, err: TextIO) -> None:
-    """Rewrite one line with the count registered so far, until cancelled."""
-    while True:
-        try:
-            listing = await client.list_ranks(kind=kind, role=role)
-        except BootstrapError:
-            shown = "server not answering yet"
-        else:
-            count = sum(1 for rank in listing.ranks if rank.rank < world_size)
-            shown = f"{count}/{world_size} ranks registered"
-            missing = _missing(listing, world_size)
-            if missing:
-                first = missing.head(_NAMED)
-                more = f" and {len(missing) - len(first)} more" if len(missing) > len(first) else ""
-                shown += f", missing {','.join(map(str, first))}{more}"
-        print(f"\r{shown:<60}", end="", file=err, flush=True)
-        await asyncio.sleep(_PROGRESS_EVERY)
-
-
 _TOOLS: dict[str, _Tool] = {
     "get": _get,
     "register": register_tool,
     "status": _status,
-    "wait": _wait,
+    "wait": wait_tool,
     "watch": watch_tool,
 }
 TOOLS = tuple(_TOOLS)
