@@ -40,7 +40,7 @@ def _hold_rank_writes(client: Any) -> None:
     registry.register = held  # type: ignore[method-assign]
 
 
-@pytest.mark.parametrize("store_kind", ["memory", "redis"], indirect=True)
+@pytest.mark.parametrize("store_kind", ["memory", "redis", "etcd"], indirect=True)
 async def test_a_contradicting_first_rank_while_the_first_ranks_write_is_in_flight_is_a_409(
     client: Any,
 ) -> None:
