@@ -146,7 +146,8 @@ def server_parser() -> argparse.ArgumentParser:
     )
     setting(
         "--max-leases",
-        "most leases held at once, every namespace together; past it a grant is a 409 (default: %(default)d)",
+        "most leases held at once, every namespace together, a namespace at most half of what the others leave "
+        "free; past either a grant is a 409 (default: %(default)d)",
         type=int,
         metavar="N",
     )

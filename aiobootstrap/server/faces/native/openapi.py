@@ -196,7 +196,10 @@ _LEASE_PATHS: dict[str, dict[str, Any]] = {
             {
                 "200": json_reply("The lease.", "Lease"),
                 "400": BAD_REQUEST,
-                "409": json_reply("The server holds --max-leases leases."),
+                "409": json_reply(
+                    "The server holds --max-leases leases, or this namespace its share of them (half of what the "
+                    "other namespaces leave free)."
+                ),
                 **BODY_ERRORS,
             },
             requestBody=_body("LeaseGrant"),
