@@ -81,6 +81,48 @@ def test_wait_without_any_size_says_both_ways_out(url: str, namespace: str) -> N
     assert_one_line_error(both, 2, "--world-size and --role do not apply to --kind prefill_rank")
 
 
+def _vllm(url: str, namespace: str, tp: int, dp: int = 0) -> None:
+    worker = {
+        "engine_id": f"e-{dp}",
+        "dp_rank": dp,
+        "tp_rank": tp,
+        "pp_rank": 0,
+        "addr": f"tcp://h:{5000 + tp}",
+    }
+    _send(url, "POST", f"/ns/{namespace}/register", json.dumps(worker).encode())
+
+
+def test_wait_for_a_vllm_deployment_of_the_sizes_given(url: str, namespace: str) -> None:
+    """vLLM's workers do not say their deployment's sizes: without them wait says which to give; with
+    --tp-size it waits for the deployment, and a timeout is status 1 with the server's sentence."""
+    _vllm(url, namespace, 0)
+    unsized = tool("wait", "--url", url, "--namespace", namespace, "--timeout", "1")
+    assert_one_line_error(unsized, 2, "the namespace holds vLLM workers, which do not say their deployment's")
+    late = tool("wait", "--url", url, "--namespace", namespace, "--tp-size", "2", "--timeout", "0.3")
+    assert_one_line_error(
+        late,
+        1,
+        "gave up after 0.3s: The vLLM deployment is not complete: dp_rank=0 lacks tp_rank=1 pp_rank=0.",
+    )
+    _vllm(url, namespace, 1)
+    done = tool("wait", "--url", url, "--namespace", namespace, "--tp-size", "2", "--dp-size", "1")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == f"2 vLLM workers registered on 1 dp rank (tp 2, dp 1) in namespace {namespace}\n"
+
+
+def test_wait_refuses_sizes_and_kinds_that_do_not_go_together(url: str, namespace: str) -> None:
+    for args, text in (
+        (("--kind", "vllm_worker"), "--kind vllm_worker needs the deployment's sizes: give --tp-size N"),
+        (("--tp-size", "2", "--kind", "parallelism_config"), "are a vLLM deployment's (--kind vllm_worker)"),
+        (
+            ("--tp-size", "2", "--world-size", "2"),
+            "--world-size and --role do not apply to --kind vllm_worker",
+        ),
+        (("--pp-size", "2"), "--pp-size needs --tp-size"),
+    ):
+        assert_one_line_error(tool("wait", "--url", url, "--namespace", namespace, *args), 2, text)
+
+
 # -- get --key ----------------------------------------------------------------------------------------
 
 

@@ -13,13 +13,21 @@ from typing import TYPE_CHECKING, TextIO
 
 from .._logging import printable
 from .._names import DEFAULT_ROLE
-from ..exceptions import NotRegistered, RankNotRegistered, UnexpectedReply
+from ..exceptions import BootstrapError, NotRegistered, RankNotRegistered, ServerUnavailable, UnexpectedReply
 from .tool_errors import EXIT_ABSENT, ToolError
 
 if TYPE_CHECKING:
     from ..client.client import BootstrapClient
 
-__all__ = ["get_metadata_tool", "mooncake_line", "plural", "prefill_line", "vllm_line", "wait_prefill"]
+__all__ = [
+    "get_metadata_tool",
+    "mooncake_line",
+    "plural",
+    "prefill_line",
+    "vllm_line",
+    "wait_prefill",
+    "wait_vllm",
+]
 
 _NAMED = 8
 """The missing ranks or failing engines a line names (then a count of the rest)."""
@@ -110,6 +118,34 @@ async def wait_prefill(client: BootstrapClient, timeout: float | None) -> str:
         count *= int(size) if isinstance(size, int) else 1
     shown = " x ".join(f"{axis} {size}" for axis, size in sizes.items())
     return f"all {plural(count, 'prefill rank')} registered ({shown})"
+
+
+async def wait_vllm(client: BootstrapClient, sizes: dict[str, int], timeout: float | None) -> str:
+    """Wait until the namespace's vLLM deployment has the workers ``sizes`` (``tp_size``, ``pp_size``,
+    ``dp_size``) make complete; the line saying so. :class:`ToolError` (exit 1) with the server's sentence
+    (``dp_rank=0 lacks tp_rank=3 pp_rank=0.``) when ``timeout`` runs out first."""
+    if "pp_size" in sizes and "tp_size" not in sizes:
+        raise ToolError(
+            "--pp-size needs --tp-size: a dp rank is whole with tp_size tp ranks of pp_size pp ranks"
+        )
+    try:
+        workers = await client.wait_vllm_workers(**sizes, timeout=timeout)
+    except ServerUnavailable as exc:
+        try:
+            await client.vllm_status(timeout=_ASKED_AGAIN)
+        except BootstrapError:
+            raise exc from None  # the server is not answering: that is the failure
+        # The server's sentence says it: "The vLLM deployment is not complete: dp_rank=0 lacks tp_rank=3 ...".
+        after = "" if timeout is None else f" after {timeout:g}s"
+        raise ToolError(f"gave up{after}: {exc.detail}", EXIT_ABSENT) from None
+    engines = workers.engines.values()
+    count = sum(len(pps) for engine in engines for pps in engine.worker_addr.values())
+    shown = ", ".join(f"{name.removesuffix('_size')} {size}" for name, size in sizes.items())
+    return f"{plural(count, 'vLLM worker')} registered on {plural(len(engines), 'dp rank')} ({shown})"
+
+
+_ASKED_AGAIN = 2.0
+"""Seconds a read may take that tells a deployment not complete from a server not answering."""
 
 
 _PREFILL_SIZES = {"dp": "dp_size", "cp": "attn_cp_size", "tp": "attn_tp_size", "pp": "pp_size"}

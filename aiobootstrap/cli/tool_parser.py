@@ -21,6 +21,7 @@ from ..wire.metadata import METADATA
 from ..wire.params import parse_ranks, parse_seconds
 from ..wire.prefill import PREFILL_RANK
 from ..wire.routes import NAMESPACE_PREFIX
+from ..wire.vllm import VLLM_WORKER
 from .watch_tool import add_watch_parser
 
 __all__ = ["DEFAULT_URL", "KINDS", "TOKEN_ENV", "URL_ENV", "add_tool_parsers", "is_tool_url"]
@@ -114,8 +115,9 @@ def _field(text: str) -> tuple[str, Any]:
 
 KINDS = (*RANK_KINDS, ENCODER_URLS)
 """What ``--kind`` of ``get`` and ``status`` may name (``get`` also a metadata key's, ``--key``)."""
-WAIT_KINDS = (*RANK_KINDS, PREFILL_RANK)
-"""What ``wait --kind`` may name: a per-rank kind of a world size, or a prefill deployment's ranks."""
+WAIT_KINDS = (*RANK_KINDS, PREFILL_RANK, VLLM_WORKER)
+"""What ``wait --kind`` may name: a per-rank kind of a world size, a prefill deployment's ranks, or a
+vLLM deployment's workers (of the sizes given)."""
 
 
 RANK_TOOLS = ("get", "register")
@@ -325,7 +327,8 @@ def add_tool_parsers(parser: argparse.ArgumentParser) -> None:
         "exit 0 (for scripts and init containers). Exit 1 if the timeout runs out first. Without a world "
         f"size (--world-size, or the server's), a namespace holding a prefill deployment is waited for "
         f"until every rank of its topology registered, as --kind {PREFILL_RANK} asks (which also waits "
-        "for its first rank).",
+        "for its first rank); --tp-size N (--dp-size, --pp-size) waits for a vLLM deployment of those "
+        "sizes.",
     )
     wait.add_argument(
         "--world-size",
@@ -348,3 +351,12 @@ def add_tool_parsers(parser: argparse.ArgumentParser) -> None:
         metavar="SECONDS",
         help="give up after this long (default: wait for ever)",
     )
+    for axis in ("tp", "pp", "dp"):
+        wait.add_argument(
+            f"--{axis}-size",
+            type=_count,
+            default=None,
+            metavar="N",
+            help=f"a vLLM deployment's {axis} size: wait for its workers (--kind {VLLM_WORKER}; "
+            "--tp-size with --pp-size, dp ranks counted alone with --dp-size)",
+        )
