@@ -24,15 +24,7 @@ from ..server import face_registry
 from ..server import open_files as _open_files
 from ..server.config import AUTH_READS, DEFAULT_MAX_WAITERS, DEFAULT_STORE, NamespaceListener, ServerConfig
 from .token_file import read_token_file
-from .tool_parser import (
-    DEFAULT_URL,
-    TOKEN_ENV,
-    URL_ENV,
-    add_tool_parsers,
-    bare_rank,
-    is_tool_url,
-    namespace_in_url,
-)
+from .tool_parser import TOKEN_ENV, URL_ENV, add_tool_parsers, bare_rank, namespace_in_url, tool_url
 from .tools import TOOLS
 
 __all__ = [
@@ -379,12 +371,8 @@ def parse_tool_args(argv: Sequence[str], environ: Mapping[str, str] | None = Non
     args, extras = tool_parser().parse_known_args(argv)
     if extras:
         usage_error(f"{PROG} {args.tool}", f"unrecognized arguments: {' '.join(extras)}")
-    if args.url is None:
-        args.url = (environ or {}).get(URL_ENV, "").strip() or DEFAULT_URL
-        if not is_tool_url(args.url):
-            usage_error(f"{PROG} {args.tool}", f"{URL_ENV}={args.url!r} is not an http:// or https:// URL")
     try:
-        args.url, args.namespace = namespace_in_url(args.url, args.namespace)
+        args.url, args.namespace = namespace_in_url(tool_url(args.url, environ or {}), args.namespace)
     except ValueError as exc:
         usage_error(f"{PROG} {args.tool}", str(exc))
     return args

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import urllib.parse
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from .. import _json
@@ -24,7 +24,7 @@ from ..wire.routes import NAMESPACE_PREFIX
 from ..wire.vllm import VLLM_WORKER
 from .watch_tool import add_watch_parser
 
-__all__ = ["DEFAULT_URL", "KINDS", "TOKEN_ENV", "URL_ENV", "add_tool_parsers", "is_tool_url"]
+__all__ = ["DEFAULT_URL", "KINDS", "TOKEN_ENV", "URL_ENV", "add_tool_parsers", "is_tool_url", "tool_url"]
 
 TOKEN_ENV = "AIOBOOTSTRAP_AUTH_TOKEN"
 """The variable holding the bearer token: the server's one token, and the tools' unless ``--token``."""
@@ -59,6 +59,17 @@ def is_tool_url(text: str) -> bool:
     """Whether ``text`` is a server's URL a tool can ask: ``http://`` or ``https://`` and a host."""
     parts = urllib.parse.urlsplit(text)
     return parts.scheme in ("http", "https") and bool(parts.hostname)
+
+
+def tool_url(given: str | None, environ: Mapping[str, str]) -> str:
+    """The tools' server: ``--url`` (``given``), else ``environ``'s ``AIOBOOTSTRAP_URL``, else the server's
+    default address; a ``ValueError`` when the variable's is not a URL a tool can ask."""
+    if given is not None:
+        return given
+    url = environ.get(URL_ENV, "").strip() or DEFAULT_URL
+    if not is_tool_url(url):
+        raise ValueError(f"{URL_ENV}={url!r} is not an http:// or https:// URL")
+    return url
 
 
 def _url(text: str) -> str:
