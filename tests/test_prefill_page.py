@@ -26,7 +26,7 @@ async def test_the_page_shows_the_fields_decode_reads(browser, server):
         async with http.put(base + "/route", json=rank_body(0, 0, tp_size=1, dp_size=1, **fields)) as reply:
             assert reply.status == 200
         page, _ = await open_page(browser, base + "/")
-        await text_in(page, "#prefill-count", "1 of 1 ranks registered (dp 1 x cp 1 x tp 1 x pp 1): complete")
+        await text_in(page, "#prefill-count", "1 of 1 rank registered (dp 1 x cp 1 x tp 1 x pp 1): complete")
         await text_in(
             page,
             "#prefill-fields",

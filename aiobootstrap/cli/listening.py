@@ -17,6 +17,7 @@ from .._names import DEFAULT_NAMESPACE
 from ..exceptions import UnexpectedReply
 from ..wire.listeners import ListenerListing, decode_listening
 from ..wire.routes import NAMESPACES_PATH
+from .face_tools import plural
 
 if TYPE_CHECKING:
     from ..client.client import BootstrapClient
@@ -72,11 +73,11 @@ def listener_lines(namespace: str, listening: ListenerListing) -> list[str]:
 async def namespaces_tool(client: BootstrapClient, out: TextIO, listening: ListenerListing) -> int:
     """``status --namespaces``: one line per namespace the server shows this token, then its listeners."""
     namespaces = await client.list_namespaces()
-    print(f"{len(namespaces)} namespaces", file=out)
+    print(plural(len(namespaces), "namespace"), file=out)
     for each in namespaces:
         print(
-            f"  {each.name}: version {each.version}, {each.ranks} ranks registered, "
-            f"{each.waiters} waiting, {each.encoder_urls} encoder URLs",
+            f"  {each.name}: version {each.version}, {plural(each.ranks, 'rank')} registered, "
+            f"{each.waiters} waiting, {plural(each.encoder_urls, 'encoder URL')}",
             file=out,
         )
     if listening.listeners:

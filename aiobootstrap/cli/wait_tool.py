@@ -72,7 +72,8 @@ async def wait_tool(client: BootstrapClient, args: argparse.Namespace, out: Text
     what = (
         "" if (kind, role) == (TRANSFER_ENGINE_INFO, DEFAULT_ROLE) else f" {kind} of role {printable(role)}"
     )
-    print(f"all {world_size} ranks registered{what} in namespace {await addressed(client, args)}", file=out)
+    every = "rank 0 registered" if world_size == 1 else f"all {world_size} ranks registered"
+    print(f"{every}{what} in namespace {await addressed(client, args)}", file=out)
     return 0
 
 

@@ -18,7 +18,7 @@ async function readPrefill() {
   section.hidden = !topology;
   if (!topology) return;
   const at = new Map(listing.ranks.map((r) => [[r.dp, r.cp, r.tp, r.pp].join("-"), r]));
-  $("prefill-count").textContent = listing.registered + " of " + listing.expected + " ranks registered (dp "
+  $("prefill-count").textContent = listing.registered + " of " + listing.expected + (listing.expected === 1 ? " rank" : " ranks") + " registered (dp "
     + topology.dp_size + " x cp " + topology.cp_size + " x tp " + topology.tp_size + " x pp " + topology.pp_size
     + (listing.complete ? "): complete" : "): " + listing.missing_count + " missing");
   // The fields decode gets back beside the topology (decode_allocation_policy, prefill_http_port...), each
