@@ -222,6 +222,8 @@ def test_a_folders_settings_are_read_without_its_face_and_are_its_faces() -> Non
 def test_select_keeps_the_order_and_names_the_known_faces() -> None:
     faces = installed_faces()
     assert [face.name for face in select(faces, ("native", "mooncake"))] == ["mooncake", "native"]
+    # The native face (Face.always) is served whatever --faces names: the health probe, /watch, leases, page.
+    assert [face.name for face in select(faces, ("mooncake",))] == ["mooncake", "native"]
     assert select(faces, None) == faces
     with pytest.raises(ValueError, match="no face is named 'nope': the faces are encoders, engine_info"):
         select(faces, ("nope",))

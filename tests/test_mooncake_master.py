@@ -73,7 +73,9 @@ async def test_the_masters_deletes_need_no_token_in_an_open_namespace(aiohttp_cl
     assert (await guarded.delete(_path(RPC_KEY, namespace="team-b"))).status == 401
 
 
-@pytest.mark.parametrize("faces", [None, ("mooncake", "native")], ids=["every face", "mooncake,native"])
+@pytest.mark.parametrize(
+    "faces", [None, ("mooncake",), ("mooncake", "native")], ids=["every face", "mooncake", "mooncake,native"]
+)
 async def test_health_is_the_masters_200_ok(aiohttp_client: Any, faces: tuple[str, ...] | None) -> None:
     """GET /health on a Mooncake deployment: 200 text OK, as the master's embedded server answers, in every
     namespace, without a token (a probe)."""

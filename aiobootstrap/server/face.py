@@ -131,6 +131,9 @@ class Face:
     order: int = 100
     """Where it is served among the faces, lower first (ties by name): the order of the routes, of the
     OpenAPI paths and of what the page and ``/metrics`` show."""
+    always: bool = False
+    """Served whatever ``--faces`` names: the routes every record relies on, whichever face wrote it (the
+    native face's health probe, ``/watch``, leases and page), which a server of one engine's face keeps."""
     page_script: Callable[[], str] | None = None
     """Its section of the page (``GET /``): the text of a script that pushes its section to
     ``aiobootstrap.sections``, run after the page's own (``bringup_page``). ``None``: the ``page.js`` its

@@ -133,13 +133,13 @@ def installed_settings() -> tuple[type[FaceSettings], ...]:
 
 
 def select(faces: Iterable[Face], names: Sequence[str] | None) -> tuple[Face, ...]:
-    """Those of ``faces`` that ``names`` names, in their order; ``None``: all. A name none of them has is
-    a one-line ``ValueError`` naming the known ones."""
+    """Those of ``faces`` that ``names`` names, and those served always (``Face.always``), in their order;
+    ``None``: all. A name none of them has is a one-line ``ValueError`` naming the known ones."""
     faces = tuple(faces)
     if names is None:
         return faces
     select_names(names, [face.name for face in faces])
-    return tuple(face for face in faces if face.name in names)
+    return tuple(face for face in faces if face.name in names or face.always)
 
 
 def with_options(config: ServerConfig, options: Mapping[str, Any]) -> ServerConfig:

@@ -42,5 +42,8 @@ def _routes() -> list[Route]:
     ]
 
 
-FACE = Face.of_routes("native", _routes, paths=openapi.paths, schemas=openapi.schemas, order=1000)
-"""The probe, the watch, the leases and the page."""
+FACE = Face.of_routes(
+    "native", _routes, paths=openapi.paths, schemas=openapi.schemas, order=1000, always=True
+)
+"""The probe, the watch, the leases and the page: served whatever ``--faces`` names, as every record has them
+(``--faces mooncake`` answers ``/health`` as Mooncake's master's server does)."""
