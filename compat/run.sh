@@ -1,51 +1,69 @@
 #!/usr/bin/env bash
-# `make compat`: aiobootstrap beside the engines' released code (compat/engines.txt), in an environment of
-# its own, kept between runs outside the checkout (a fresh clone on the same machine finds it):
-#   ${XDG_CACHE_HOME:-~/.cache}/aiobootstrap/compat-HASH/sglang  the engines' imports, SGLang, aiobootstrap
-#   ${XDG_CACHE_HOME:-~/.cache}/aiobootstrap/compat-HASH/vllm    vLLM alone, layered over the first by a .pth
-# HASH is that of engines.txt, requirements.txt and the Python version: another pin is another environment.
-# aiobootstrap is built and installed anew (not editable: the engines find its plugins through its
-# installed entry points) on every run. Arguments go to both pytest runs (e.g. -k, -x).
-#   bash compat/run.sh path    prints the environment's folder (built if missing) and runs nothing
+# `make compat`: aiobootstrap beside the engines' released code (compat/engines.txt), in environments of their
+# own, kept between runs outside the checkout (a fresh clone on the same machine finds them):
+#   ${XDG_CACHE_HOME:-~/.cache}/aiobootstrap/compat-KEY/sglang       SGLang, its imports (requirements.txt),
+#                                                                     aiobootstrap and the test tools
+#   ${XDG_CACHE_HOME:-~/.cache}/aiobootstrap/compat-KEY/vllm-LAYER   vLLM and its imports (requirements-vllm.txt)
+#                                                                     alone, layered over the first by a .pth line
+# KEY hashes SGLang's pin, requirements.txt and the Python version; LAYER hashes vLLM's pin and
+# requirements-vllm.txt: another pin is another environment (or only another layer), built on first use.
+# aiobootstrap is built and installed anew on every run, not editable: the engines find its plugins through
+# its installed entry points. compat/tests/test_vllm_*.py run with the layer's Python, the rest with the
+# first's (SGLang imports vLLM where it finds one). Arguments go to both pytest runs (e.g. -x, -k NAME).
+#   bash compat/run.sh path|layer   prints the first environment's folder, or the layer's (building what is
+#                                   missing), and runs nothing
 set -euo pipefail
 cd "$(dirname "$0")"
 compat=$PWD
 root=$(dirname "$compat")
 python=${COMPAT_PYTHON:-python3.11}
-key=$(cat engines.txt requirements.txt <("$python" --version) | sha256sum | cut -c1-12)
 cache=${XDG_CACHE_HOME:-$HOME/.cache}/aiobootstrap
-env=$cache/compat-$key
+
+# One pin of engines.txt by its name (the only place an engine's version is written).
+pin() { grep -E "^$1==" engines.txt; }
+digest() { sha256sum | cut -c1-12; }
+
+env=$cache/compat-$(cat <(pin sglang) requirements.txt <("$python" --version) | digest)
+layer=$env/vllm-$(cat <(pin vllm) requirements-vllm.txt | digest)
 mkdir -p "$cache"
 
-# One pin of engines.txt by its name (the only place a version is written).
-pin() { grep -E "^$1==" engines.txt; }
+purelib() { "$1/bin/python" -c 'import sysconfig; print(sysconfig.get_path("purelib"))'; }
 
 build() {
     rm -rf "$env"
-    echo "compat: building $env (once per pin; several GB)" >&2
+    echo "compat: building $env (once per pin; about 7 GB; pip reports the engines' unmet dependencies:" \
+        "they are installed without them on purpose)" >&2
     "$python" -m venv "$env/sglang"
-    "$env/sglang/bin/pip" install -q -r requirements.txt
-    "$env/sglang/bin/pip" install -q --no-deps "$(pin sglang)"
-    # vLLM in a layer: its own venv whose site-packages end with the first one's (a .pth line), so vLLM's
-    # tests see both and SGLang's, run from the first, never find vLLM.
-    "$python" -m venv "$env/vllm"
-    local base layer
-    base=$("$env/sglang/bin/python" -c 'import sysconfig; print(sysconfig.get_path("purelib"))')
-    layer=$("$env/vllm/bin/python" -c 'import sysconfig; print(sysconfig.get_path("purelib"))')
-    echo "$base" >"$layer/aiobootstrap-compat-base.pth"
-    "$env/vllm/bin/pip" install -q --no-deps "$(pin vllm)"
+    "$env/sglang/bin/python" -m pip install -q -r requirements.txt
+    "$env/sglang/bin/python" -m pip install -q --no-deps "$(pin sglang)"
     touch "$env/.complete"
+}
+
+# vLLM's layer: a venv whose site-packages end with the first one's (a .pth line), so that vLLM's tests see
+# both while SGLang's, run from the first, never find vLLM. pip leaves the first's packages alone.
+build_layer() {
+    rm -rf "$layer" "$env"/vllm-*
+    echo "compat: building $layer" >&2
+    "$python" -m venv "$layer"
+    purelib "$env/sglang" >"$(purelib "$layer")/aiobootstrap-compat-base.pth"
+    "$layer/bin/python" -m pip install -q --no-deps "$(pin vllm)"
+    "$layer/bin/python" -m pip install -q -r requirements-vllm.txt
+    touch "$layer/.complete"
 }
 
 # Concurrent runs (several checkouts on one machine) build once, one at a time.
 exec 9>"$env.lock"
 flock 9
 [[ -e $env/.complete ]] || build
-if [[ ${1:-} == path ]]; then
-    echo "$env"
-    exit 0
-fi
-"$env/sglang/bin/pip" install -q --no-build-isolation --no-deps --force-reinstall "$root"
+[[ -e $layer/.complete ]] || build_layer
+# Environments of other pins unused for a week go (each is several GB).
+touch "$env/.complete"
+find "$cache" -maxdepth 2 -name .complete -mtime +7 -path "$cache/compat-*" -printf '%h\n' | xargs -r rm -rf
+case ${1:-} in
+path) echo "$env" && exit 0 ;;
+layer) echo "$layer" && exit 0 ;;
+esac
+"$env/sglang/bin/python" -m pip install -q --no-build-isolation --no-deps --force-reinstall "$root"
 flock -u 9
 
 # From compat/ (not the checkout's root), so that neither pytest nor a `python -m aiobootstrap` subprocess
@@ -55,6 +73,6 @@ status=0
 shopt -s nullglob
 vllm_tests=(tests/test_vllm_*.py)
 if ((${#vllm_tests[@]})); then
-    "$env/vllm/bin/python" -m pytest "${vllm_tests[@]}" "$@" || status=$?
+    "$layer/bin/python" -m pytest "${vllm_tests[@]}" "$@" || status=$?
 fi
 exit $status
