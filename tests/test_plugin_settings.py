@@ -14,6 +14,7 @@ import json
 import logging
 import os
 import re
+import socket
 import subprocess
 import sys
 import tomllib
@@ -27,6 +28,7 @@ from aiobootstrap import PrefillBootstrapServer, ThreadedBootstrapServer
 from aiobootstrap.cli.parser import STORE_ENV, server_config, server_parser
 from aiobootstrap.plugins import settings, sglang, switch, vllm
 from aiobootstrap.plugins.dropins import drop_in, is_drop_in
+from aiobootstrap.plugins.sglang_targets import ServedElsewhere
 from aiobootstrap.server.config import ServerConfig
 from aiobootstrap.server.faces.prefill.settings import PrefillSettings
 from testbed.ports import quiet_port
@@ -187,6 +189,14 @@ def test_the_namespace_is_the_plugins_own_setting() -> None:
         settings.engine_namespace({"AIOBOOTSTRAP_NAMESPACE": "pd 7"})
 
 
+def test_the_external_prefill_switch() -> None:
+    assert settings.external_prefill({}) is False
+    assert settings.external_prefill({"AIOBOOTSTRAP_EXTERNAL_PREFILL": "1"}) is True
+    assert settings.external_prefill({"AIOBOOTSTRAP_EXTERNAL_PREFILL": "0"}) is False
+    with pytest.raises(ValueError, match=r"^AIOBOOTSTRAP_EXTERNAL_PREFILL must be 1 \(on\) or 0 \(off\)"):
+        settings.external_prefill({"AIOBOOTSTRAP_EXTERNAL_PREFILL": "elsewhere"})
+
+
 def test_every_variable_is_in_the_docs_table() -> None:
     """docs/migrating.md's one table lists every variable the plugins read, and each option not read."""
     text = (ROOT / "docs" / "migrating.md").read_text()
@@ -328,3 +338,17 @@ def test_a_drop_in_serves_the_namespace_on_the_engines_address() -> None:
         assert server.port != port
     finally:
         server.close()
+
+
+def test_a_prefill_server_served_elsewhere_binds_nothing() -> None:
+    """AIOBOOTSTRAP_EXTERNAL_PREFILL's class: constructed with the engine's address, it leaves the address free
+    (an external aiobootstrap listens there) and closes."""
+    port = quiet_port()
+    made = drop_in(EnginesServer, ServedElsewhere, settings.engine_config({}))
+    server = made(host="127.0.0.1", port=port)
+    assert isinstance(server, EnginesServer)
+    assert isinstance(server, ServedElsewhere)
+    assert (server.host, server.port) == ("127.0.0.1", port)
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", port))  # nothing took it
+    server.close()

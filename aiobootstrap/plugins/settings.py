@@ -28,6 +28,7 @@ from ..server.config import ServerConfig
 from .switch import ENGINE_ENV, switch_word
 
 __all__ = [
+    "EXTERNAL_PREFILL_ENV",
     "NAMESPACE_ENV",
     "NOT_READ",
     "PREFIX",
@@ -35,10 +36,14 @@ __all__ = [
     "Variable",
     "engine_config",
     "engine_namespace",
+    "external_prefill",
     "variables",
 ]
 
 PREFIX = "AIOBOOTSTRAP_"
+EXTERNAL_PREFILL_ENV = "AIOBOOTSTRAP_EXTERNAL_PREFILL"
+"""``1``: SGLang's prefill instances construct no bootstrap server; an external aiobootstrap serves the address
+their ranks register at (``--listen HOST:PORT=NAMESPACE``)."""
 NAMESPACE_ENV = "AIOBOOTSTRAP_NAMESPACE"
 """The namespace an engine's servers serve on their unprefixed routes (the engines know no ``/ns/`` prefix)."""
 RENAMED = {"auth_token_file": "AIOBOOTSTRAP_TOKEN_FILE"}
@@ -82,6 +87,11 @@ def variables() -> list[Variable]:
         Variable(TOKEN_ENV, "", "one token that every route but the probes needs"),
         Variable(
             NAMESPACE_ENV, "", "the namespace the engine's servers serve where the engine has them listen"
+        ),
+        Variable(
+            EXTERNAL_PREFILL_ENV,
+            "",
+            "1: SGLang's prefill instances bind no bootstrap server, for an external one listening there",
         ),
     ]
     for name, action in _read(server_parser()):
@@ -133,3 +143,9 @@ def engine_namespace(environ: Mapping[str, str]) -> str | None:
         return check_name(name, "namespace")
     except ValueError as exc:
         raise ValueError(f"{NAMESPACE_ENV}: {exc}") from None
+
+
+def external_prefill(environ: Mapping[str, str]) -> bool:
+    """``AIOBOOTSTRAP_EXTERNAL_PREFILL``: whether an external server serves SGLang's prefill side (``1``/``0``)."""
+    value = environ.get(EXTERNAL_PREFILL_ENV, "")
+    return bool(value.strip()) and switch_word(EXTERNAL_PREFILL_ENV, value)

@@ -22,6 +22,11 @@
   decides as it would: with ``SGLANG_RUST_SERVER`` its Rust server serves the
   registry on the API port and no prefill bootstrap server is constructed.
 
+With ``AIOBOOTSTRAP_EXTERNAL_PREFILL=1`` the prefill server's replacement binds
+nothing (:class:`ServedElsewhere`): an external aiobootstrap listens where the
+prefill ranks register (``--listen HOST:PORT=NAMESPACE``), and SGLang's own
+server is kept from taking that address.
+
 With ``AIOBOOTSTRAP_NAMESPACE`` the engine-info and prefill servers serve that
 namespace where SGLang has them listen; the encoder server is left SGLang's
 (one ``WARNING``): SGLang's receiver reads the list it keeps in place, which
@@ -38,9 +43,9 @@ from ..server.faces.encoders.inprocess import EncoderBootstrapServer
 from ..server.faces.prefill.inprocess import PrefillBootstrapServer
 from ..server.threaded import ThreadedBootstrapServer
 from .dropins import drop_in, is_drop_in, missing, resolve
-from .settings import NAMESPACE_ENV, engine_config, engine_namespace
+from .settings import NAMESPACE_ENV, engine_config, engine_namespace, external_prefill
 
-__all__ = ["COMMON_SERVER", "ENCODER", "ENGINE_INFO", "KV_CLASS", "install"]
+__all__ = ["COMMON_SERVER", "ENCODER", "ENGINE_INFO", "KV_CLASS", "ServedElsewhere", "install"]
 
 log = logging.getLogger("aiobootstrap")
 
@@ -56,6 +61,22 @@ RUST_SERVER = "sglang.srt.environ.envs"
 _installed = False
 
 
+class ServedElsewhere:
+    """The prefill bootstrap server of an instance whose address an external aiobootstrap serves: it binds
+    nothing, says so once, and closes as the engine's does."""
+
+    def __init__(self, host: str, port: int, **_options: Any) -> None:
+        self.host, self.port = host, port
+        log.info(
+            "aiobootstrap plugin: the prefill bootstrap server at %s:%s is an external aiobootstrap's",
+            host,
+            port,
+        )
+
+    def close(self) -> None:
+        """Nothing to stop."""
+
+
 def install(environ: Mapping[str, str]) -> None:
     """Register a hook for each target the running SGLang has, on the config ``environ`` gives; once a
     process."""
@@ -64,6 +85,7 @@ def install(environ: Mapping[str, str]) -> None:
         return
     try:
         config, namespace = engine_config(environ), engine_namespace(environ)
+        elsewhere = external_prefill(environ)
     except ValueError as exc:
         log.error("aiobootstrap plugin: %s; SGLang's own servers keep running", exc)
         return
@@ -80,12 +102,15 @@ def install(environ: Mapping[str, str]) -> None:
         if isinstance(original, type) and not is_drop_in(original):
             made = drop_in(original, server, config, namespace=namespace)
             registry.register(target, made, hook_type.REPLACE)
-    prefill = _prefill_hook(config, namespace)
+    if elsewhere:  # the external server's listener is the namespace's: this one binds nothing
+        prefill = _prefill_hook(config, None, ServedElsewhere)
+    else:
+        prefill = _prefill_hook(config, namespace, PrefillBootstrapServer)
     if prefill is not None:
         registry.register(KV_CLASS, prefill, hook_type.AFTER)
 
 
-def _prefill_hook(config: Any, namespace: str | None) -> Callable[..., type | None] | None:
+def _prefill_hook(config: Any, namespace: str | None, server: type) -> Callable[..., type | None] | None:
     """The ``AFTER`` hook of ``get_kv_class``, or ``None`` (after a ``WARNING``) when a target is missing."""
     common, kinds = resolve(COMMON_SERVER, ENGINE), resolve(KV_CLASS_TYPE, ENGINE)
     if common is None or kinds is None or resolve(KV_CLASS, ENGINE) is None:
@@ -112,7 +137,7 @@ def _prefill_hook(config: Any, namespace: str | None) -> Callable[..., type | No
                 )
             return None
         if result not in made:
-            made[result] = drop_in(result, PrefillBootstrapServer, config, namespace=namespace)
+            made[result] = drop_in(result, server, config, namespace=namespace)
         return made[result]
 
     return bootstrap_server

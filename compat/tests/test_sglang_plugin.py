@@ -368,3 +368,55 @@ def test_a_namespace_is_served_where_sglang_has_its_servers_listen(redis_url: st
         assert requests.get(f"{prefill}{rank}", timeout=30).json()["rank_port"] == 17000
         main = report["servers"]["prefill_mooncake"]["url"]
         assert requests.get(f"{main}/ns/pd-7{rank}", timeout=30).json()["rank_port"] == 17000
+
+
+@contextlib.contextmanager
+def external_server(listen: str) -> Iterator[str]:
+    """``python -m aiobootstrap --port 0 --listen LISTEN`` (the installed one): its main URL once it listens."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "aiobootstrap", "--port", "0", "--listen", listen],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        cwd=CHILD.parent,
+    )
+    try:
+        assert process.stdout is not None
+        main = process.stdout.readline().strip()
+        assert main.startswith("aiobootstrap listening on "), main
+        assert "also listening on" in process.stdout.readline()
+        yield main.removeprefix("aiobootstrap listening on ")
+    finally:
+        process.terminate()
+        process.wait(timeout=60)
+        if process.stdout is not None:
+            process.stdout.close()
+
+
+def test_an_external_server_serves_the_prefill_side_sglang_binds_nothing() -> None:
+    """With AIOBOOTSTRAP_EXTERNAL_PREFILL=1 what start_disagg_service() constructs binds nothing (still a
+    subclass of SGLang's class, its Rust-server decision unchanged): an external aiobootstrap listening on
+    the address SGLang's prefill ranks register at (--listen) serves the deployment in its namespace."""
+    port = free_port()
+    spec = {"serve": True, "prefill_ports": {"mooncake": port}, "encoder": False}
+    with external_server(f"{HOST}:{port}=pd-9") as main:
+        environ = environment(AIOBOOTSTRAP_ENGINE="1", AIOBOOTSTRAP_EXTERNAL_PREFILL="1")
+        with children((spec, environ)) as [(child, report)]:
+            assert report["servers"]["prefill_mooncake"]["mro"][:2] == [
+                f"{DROP_IN}.MooncakeKVBootstrapServer",
+                "aiobootstrap.plugins.sglang_targets.ServedElsewhere",
+            ]
+            assert (
+                "sglang.srt.disaggregation.mooncake.conn.MooncakeKVBootstrapServer"
+                in report["kv"]["mooncake"]
+            )
+            assert report["rust_server_serves"]["mooncake"] is True
+            assert child.warnings() == []
+            prefill = f"http://{HOST}:{port}"
+            for tp_rank in (0, 1):
+                put = requests.put(
+                    f"{prefill}/route", json=prefill_body(tp_rank, 17000 + tp_rank), timeout=30
+                )
+                assert put.status_code == 200
+            assert requests.get(f"{prefill}{ALL}", timeout=30).json()["attn_tp_size"] == 2
+            assert requests.get(f"{main}/ns/pd-9{ALL}", timeout=30).json()["attn_tp_size"] == 2
