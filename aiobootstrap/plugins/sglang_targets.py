@@ -39,6 +39,7 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from ..server.config import ServerConfig
 from ..server.faces.encoders.inprocess import EncoderBootstrapServer
 from ..server.faces.prefill.inprocess import PrefillBootstrapServer
 from ..server.threaded import ThreadedBootstrapServer
@@ -56,7 +57,6 @@ ENCODER = "sglang.srt.disaggregation.encoder.receiver.EncoderBootstrapServer"
 KV_CLASS = "sglang.srt.disaggregation.utils.get_kv_class"
 KV_CLASS_TYPE = "sglang.srt.disaggregation.utils.KVClassType"
 COMMON_SERVER = "sglang.srt.disaggregation.common.conn.CommonKVBootstrapServer"
-RUST_SERVER = "sglang.srt.environ.envs"
 
 _installed = False
 
@@ -110,7 +110,9 @@ def install(environ: Mapping[str, str]) -> None:
         registry.register(KV_CLASS, prefill, hook_type.AFTER)
 
 
-def _prefill_hook(config: Any, namespace: str | None, server: type) -> Callable[..., type | None] | None:
+def _prefill_hook(
+    config: ServerConfig, namespace: str | None, server: type
+) -> Callable[..., type | None] | None:
     """The ``AFTER`` hook of ``get_kv_class``, or ``None`` (after a ``WARNING``) when a target is missing."""
     common, kinds = resolve(COMMON_SERVER, ENGINE), resolve(KV_CLASS_TYPE, ENGINE)
     if common is None or kinds is None or resolve(KV_CLASS, ENGINE) is None:
