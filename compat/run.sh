@@ -67,12 +67,26 @@ esac
 flock -u 9
 
 # From compat/ (not the checkout's root), so that neither pytest nor a `python -m aiobootstrap` subprocess
-# imports the checkout's aiobootstrap in place of the installed one.
-status=0
-"$env/sglang/bin/python" -m pytest tests --ignore-glob='tests/test_vllm_*' "$@" || status=$?
+# imports the checkout's aiobootstrap in place of the installed one. SGLang's tests and vLLM's run at once
+# (most of their time is engine processes importing torch, one at a time in each run), each into a file
+# printed whole when both are done; a run still going after 20 minutes is stopped (a hang fails, in CI too).
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
 shopt -s nullglob
 vllm_tests=(tests/test_vllm_*.py)
+timeout 1200 "$env/sglang/bin/python" -m pytest tests --ignore-glob='tests/test_vllm_*' "$@" >"$out/sglang" 2>&1 &
+sglang=$!
 if ((${#vllm_tests[@]})); then
-    "$layer/bin/python" -m pytest "${vllm_tests[@]}" "$@" || status=$?
+    timeout 1200 "$layer/bin/python" -m pytest "${vllm_tests[@]}" "$@" >"$out/vllm" 2>&1 &
+    vllm=$!
+fi
+status=0
+wait $sglang || status=$?
+echo "compat: SGLang's tests (compat/tests but test_vllm_*.py, in $env/sglang)"
+cat "$out/sglang"
+if ((${#vllm_tests[@]})); then
+    wait "$vllm" || status=$?
+    echo "compat: vLLM's tests (compat/tests/test_vllm_*.py, in $layer)"
+    cat "$out/vllm"
 fi
 exit $status
