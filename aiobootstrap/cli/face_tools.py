@@ -42,7 +42,7 @@ async def prefill_line(client: BootstrapClient) -> tuple[str, bool, int] | None:
     """The prefill deployment's line (its ranks, the missing ones), whether it is complete, and how many
     ranks it holds; ``None`` when the namespace holds none (or the server predates the prefill face)."""
     try:
-        listing = await client.prefill_status()
+        listing = await client.prefill_status(timeout=0)  # asked once, as the listings: status never waits
     except UnexpectedReply:
         return None
     topology = listing["topology"]
@@ -61,7 +61,7 @@ async def prefill_line(client: BootstrapClient) -> tuple[str, bool, int] | None:
 async def mooncake_line(client: BootstrapClient) -> tuple[str, int] | None:
     """The namespace's Mooncake engines in one line, and how many keys it holds; ``None`` for none."""
     try:
-        listing = await client.mooncake_engines()
+        listing = await client.mooncake_engines(timeout=0)
     except UnexpectedReply:
         return None
     if not listing["keys"]:
@@ -83,7 +83,7 @@ async def vllm_line(client: BootstrapClient) -> tuple[str, int] | None:
     failing probes), and how many it holds; ``None`` for none. Their completeness is not known: a vLLM
     worker does not say its deployment's sizes, decode does (``client.wait_vllm_workers(tp_size=...)``)."""
     try:
-        listing = await client.vllm_status()
+        listing = await client.vllm_status(timeout=0)
     except UnexpectedReply:
         return None
     count = int(listing["worker_count"])
