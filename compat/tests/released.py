@@ -9,6 +9,8 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import socket
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -84,6 +86,29 @@ def aiobootstrap_prefill_server() -> Iterator[str]:
         yield f"{HOST}:{server.port}"
     finally:
         server.close()
+
+
+LISTENING = "aiobootstrap listening on "
+
+
+@contextlib.contextmanager
+def aiobootstrap_cli_server() -> Iterator[str]:
+    """``python -m aiobootstrap`` as an operator runs an external server (every face, the default namespace), on
+    a port of its choosing; yields its ``host:port``."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "aiobootstrap", "--host", HOST, "--port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        assert process.stdout is not None
+        line = process.stdout.readline()
+        assert line.startswith(LISTENING), f"python -m aiobootstrap did not start: {line!r}"
+        yield line.removeprefix(LISTENING).strip().removeprefix("http://")
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
 
 
 @contextlib.contextmanager

@@ -27,11 +27,22 @@ from typing import Any
 
 import pytest
 import requests
-from released import HOST, Reply, aiobootstrap_prefill_server, sglang_prefill_server
+from released import (
+    HOST,
+    Reply,
+    aiobootstrap_cli_server,
+    aiobootstrap_prefill_server,
+    ask,
+    sglang_prefill_server,
+)
 from sglang.srt.disaggregation.base.conn import KVArgs
 from sglang.srt.disaggregation.common import conn
 
-SERVERS = {"sglang": sglang_prefill_server, "aiobootstrap": aiobootstrap_prefill_server}
+AIOBOOTSTRAPS = {
+    "PrefillBootstrapServer": aiobootstrap_prefill_server,
+    "python -m aiobootstrap": aiobootstrap_cli_server,
+}
+"""aiobootstrap's prefill face as the engine's drop-in (in process), and as an external server."""
 
 # ---- The bodies: what register_to_bootstrap sends (conn.py), for a 2-rank TP deployment ----
 
@@ -230,17 +241,20 @@ def both() -> Iterator[dict[str, str]]:
         yield {"sglang": theirs, "aiobootstrap": ours}
 
 
+@pytest.fixture(params=AIOBOOTSTRAPS)
+def both_ways(request: pytest.FixtureRequest) -> Iterator[dict[str, str]]:
+    """As ``both``, with aiobootstrap in process and as ``python -m aiobootstrap`` in turn."""
+    with sglang_prefill_server() as theirs, AIOBOOTSTRAPS[request.param]() as ours:
+        yield {"sglang": theirs, "aiobootstrap": ours}
+
+
 @pytest.mark.parametrize("release", RELEASES)
-def test_the_same_requests_get_the_same_replies(both: dict[str, str], release: str) -> None:
+def test_the_same_requests_get_the_same_replies(both_ways: dict[str, str], release: str) -> None:
     """The scripted sequence against both servers: every step's replies agree as the step says."""
+    both = both_ways
     table = []
     for step in script(RELEASES[release]):
-        replies = [
-            Reply.of(
-                requests.request(step.method, f"http://{both[side]}{step.path}", json=step.json, timeout=30)
-            )
-            for side in ("sglang", "aiobootstrap")
-        ]
+        replies = [ask(both[side], step.method, step.path, step.json) for side in ("sglang", "aiobootstrap")]
         problem = disagreement(step, *replies)
         if problem:
             table.append(
@@ -254,17 +268,17 @@ def test_the_same_requests_get_the_same_replies(both: dict[str, str], release: s
     )
 
 
-def test_readiness_counts_ranks_not_registrations(both: dict[str, str]) -> None:
+def test_readiness_counts_ranks_not_registrations(both_ways: dict[str, str]) -> None:
     """SPEC 13 on purpose: one rank registering twice is not a complete TP 2 deployment (SGLang's server counts
     PUTs and calls it complete, then answers 404 for the rank that never came)."""
-    for addr in both.values():
+    for addr in both_ways.values():
         for _ in range(2):
             assert (
                 requests.put(f"http://{addr}/route", json=body(0, RELEASE_DEFAULTS), timeout=30).status_code
                 == 200
             )
     statuses = {
-        side: requests.get(f"http://{addr}{ALL}", timeout=30).status_code for side, addr in both.items()
+        side: requests.get(f"http://{addr}{ALL}", timeout=30).status_code for side, addr in both_ways.items()
     }
     assert statuses == {"sglang": 200, "aiobootstrap": 503}
 
