@@ -534,3 +534,21 @@ def test_the_rooms_dp_ranks_through_the_released_methods(both: dict[str, str]) -
         concluded[side] = conn.CommonKVReceiver.query_prefill_dp_ranks(addr, [11, 12, 13, 2**63 - 1])
     assert concluded["sglang"] == {"11": 0, "12": 1, str(2**63 - 1): 1}
     assert concluded["aiobootstrap"] == concluded["sglang"]
+
+
+def test_every_field_the_prefill_sent_reaches_the_decode(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Through aiobootstrap alone, field by field: what 0.5.23's ``register_to_bootstrap`` sent with every added
+    field away from its default is what its decode's ``PrefillServerInfo`` holds; a mid-2026 prefill's
+    reply carries none of them (an older decode's ``PrefillServerInfo(**reply)`` would raise on one)."""
+    with aiobootstrap_prefill_server() as addr:
+        register_deployment(monkeypatch, addr, RELEASE_DSV4)
+        manager = decode_manager(DECODES["TP 2, rank 1"], RELEASE_DSV4)
+        assert manager.try_ensure_parallel_info(addr)
+        info = manager.prefill_info_table[addr]
+        assert {field: getattr(info, field) for field in RELEASE_DSV4} == RELEASE_DSV4
+    with aiobootstrap_prefill_server() as addr:
+        for tp_rank in (0, 1):
+            assert ask(addr, "PUT", "/route", body(tp_rank, MID_2026)).status == 200
+        reply = ask(addr, "GET", ALL)
+        assert reply.status == 200
+        assert set(reply.body) & set(RELEASE_DEFAULTS) == set()
