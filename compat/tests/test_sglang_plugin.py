@@ -30,7 +30,7 @@ from typing import Any
 
 import pytest
 import requests
-from released import HOST, free_port
+from released import HOST
 
 CHILD = Path(__file__).with_name("sglang_plugin_child.py")
 CHECKOUT = Path(__file__).resolve().parents[2]
@@ -96,6 +96,20 @@ class Child:
     def warnings(self) -> list[str]:
         """The aiobootstrap plugin's own lines on the child's stderr."""
         return [line for line in self.stderr if "aiobootstrap plugin" in line]
+
+
+TAKEN: set[int] = set()
+"""The ports this module's servers were given."""
+
+
+def free_port() -> int:
+    """A port below the ephemeral range (the checkout's ``testbed.ports``): the port a child is told to bind
+    cannot be taken meanwhile by another child's connection or ``port=0`` server."""
+    if str(CHECKOUT) not in sys.path:
+        sys.path.append(str(CHECKOUT))  # after the installed packages: aiobootstrap stays the wheel's
+    from testbed.ports import quiet_port
+
+    return quiet_port(TAKEN)
 
 
 def environment(**settings: str) -> dict[str, str]:
