@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 import aiobootstrap
-from aiobootstrap import EncoderBootstrapServer
+from aiobootstrap import BadRequest, EncoderBootstrapServer
 from aiobootstrap.server.faces.encoders.settings import EncoderSettings
 from testbed.redis_server import free_port
 
@@ -169,3 +169,27 @@ def test_a_variable_that_is_not_a_number_is_refused(monkeypatch: pytest.MonkeyPa
     monkeypatch.setenv("SGLANG_ENCODER_BOOTSTRAP_HEALTH_CHECK_TIMEOUT", "soon")
     with pytest.raises(ValueError, match="SGLANG_ENCODER_BOOTSTRAP_HEALTH_CHECK_TIMEOUT"):
         EncoderBootstrapServer("127.0.0.1", 0)
+
+
+def test_a_namespaces_list_is_kept_in_place_for_its_deployment() -> None:
+    """``namespace=``: ``urls`` is that deployment's list (the engine plugin's AIOBOOTSTRAP_NAMESPACE); the
+    default namespace's registrations, on the same server, are not in it."""
+    urls: list[str] = []
+    server = EncoderBootstrapServer(
+        host="127.0.0.1", port=0, urls=urls, health_check_interval=0, namespace="pd-7"
+    )
+    try:
+        assert send(server, "POST", "/ns/pd-7/register_encoder_url", {"url": "http://10.0.0.9:8000"}) == (
+            200,
+            "OK",
+        )
+        assert send(server, "POST", "/register_encoder_url", {"url": "http://10.0.0.10:8000"}) == (200, "OK")
+        wait_until(lambda: urls == ["http://10.0.0.9:8000"])
+        assert server.register("http://10.0.0.11:8000") is True
+        assert urls == ["http://10.0.0.9:8000", "http://10.0.0.11:8000"]
+        status, listed = send(server, "GET", "/ns/pd-7/list_encoder_urls", None)
+        assert (status, json.loads(listed)["encoder_urls"]) == (200, urls)
+    finally:
+        server.close()
+    with pytest.raises(BadRequest, match="namespace"):
+        EncoderBootstrapServer(host="127.0.0.1", port=0, namespace="pd 7")

@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 import requests
 
-from aiobootstrap import PrefillBootstrapServer, ThreadedBootstrapServer
+from aiobootstrap import EncoderBootstrapServer, PrefillBootstrapServer, ThreadedBootstrapServer
 from aiobootstrap.cli.parser import STORE_ENV, server_config, server_parser
 from aiobootstrap.plugins import settings, sglang, switch, vllm
 from aiobootstrap.plugins.dropins import drop_in, is_drop_in
@@ -336,6 +336,23 @@ def test_a_drop_in_serves_the_namespace_on_the_engines_address() -> None:
         assert requests.get(f"{server.url}/get_transfer_engine_info?rank=0", timeout=30).status_code == 404
         assert server.url.startswith("http://127.0.0.1:")
         assert server.port != port
+    finally:
+        server.close()
+
+
+def test_an_encoder_drop_in_keeps_the_namespaces_list_in_place() -> None:
+    """Under AIOBOOTSTRAP_NAMESPACE the encoder server's list (the one SGLang's receiver reads, given as urls=)
+    is the namespace's: an encoder registering at the engine's address, unprefixed, is in it."""
+    made = drop_in(EnginesServer, EncoderBootstrapServer, settings.engine_config({}), namespace="pd-7")
+    port, urls = quiet_port(), list[str]()
+    server = made("127.0.0.1", port, urls, health_check_interval=0)
+    try:
+        engines = f"http://127.0.0.1:{port}"
+        url = {"url": "http://10.0.0.9:8000"}
+        assert requests.post(f"{engines}/register_encoder_url", json=url, timeout=30).text == "OK"
+        assert server.list_urls() == urls == ["http://10.0.0.9:8000"]
+        listed = requests.get(f"{server.url}/ns/pd-7/list_encoder_urls", timeout=30).json()
+        assert listed["encoder_urls"] == urls
     finally:
         server.close()
 

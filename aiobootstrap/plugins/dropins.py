@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.metadata
+import inspect
 import logging
 import types
 from dataclasses import replace
@@ -57,6 +58,10 @@ def drop_in(
         port = rest.pop(0) if rest else given.pop("port")
         listener = NamespaceListener(int(port), namespace, host)
         listening = replace(config, listen=(*config.listen, listener))
+        if "namespace" in inspect.signature(server.__init__).parameters:
+            given["namespace"] = (
+                namespace  # a server keeping a namespace's records in place (the encoder list)
+            )
         server.__init__(self, LOOPBACK, 0, *rest, config=listening, **given)
 
     def body(namespace: dict[str, Any]) -> None:

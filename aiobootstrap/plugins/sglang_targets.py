@@ -27,10 +27,9 @@ nothing (:class:`ServedElsewhere`): an external aiobootstrap listens where the
 prefill ranks register (``--listen HOST:PORT=NAMESPACE``), and SGLang's own
 server is kept from taking that address.
 
-With ``AIOBOOTSTRAP_NAMESPACE`` the engine-info and prefill servers serve that
-namespace where SGLang has them listen; the encoder server is left SGLang's
-(one ``WARNING``): SGLang's receiver reads the list it keeps in place, which
-aiobootstrap's keeps for the default namespace only.
+With ``AIOBOOTSTRAP_NAMESPACE`` the engine-info, encoder and prefill servers
+serve that namespace where SGLang has them listen (the encoder server keeps
+that namespace's list in place, the list SGLang's receiver reads).
 """
 
 from __future__ import annotations
@@ -44,7 +43,7 @@ from ..server.faces.encoders.inprocess import EncoderBootstrapServer
 from ..server.faces.prefill.inprocess import PrefillBootstrapServer
 from ..server.threaded import ThreadedBootstrapServer
 from .dropins import drop_in, is_drop_in, missing, resolve
-from .settings import NAMESPACE_ENV, engine_config, engine_namespace, external_prefill
+from .settings import engine_config, engine_namespace, external_prefill
 
 __all__ = ["COMMON_SERVER", "ENCODER", "ENGINE_INFO", "KV_CLASS", "ServedElsewhere", "install"]
 
@@ -94,9 +93,6 @@ def install(environ: Mapping[str, str]) -> None:
         return
     _installed = True
     replaced = {ENGINE_INFO: ThreadedBootstrapServer, ENCODER: EncoderBootstrapServer}
-    if namespace is not None:
-        del replaced[ENCODER]
-        missing(ENCODER, ENGINE, f"{NAMESPACE_ENV}: its in-process list is the default namespace's")
     for target, server in replaced.items():
         original = resolve(target, ENGINE)
         if isinstance(original, type) and not is_drop_in(original):

@@ -23,6 +23,7 @@ from ....core.registry import Registry
 from ....exceptions import BadRequest, BootstrapError
 from ....store import Change, Record
 from ....wire.bodies import encoder_url
+from ....wire.routes import check_namespace
 from ...config import DEFAULT_HOST, DEFAULT_PORT, merge_settings
 from ...threaded import ThreadedBootstrapServer
 from .health import add_url, remove_url
@@ -52,8 +53,10 @@ class EncoderBootstrapServer(ThreadedBootstrapServer):
     settings; ``None`` reads the engines' variable, as their class does
     (``SGLANG_ENCODER_BOOTSTRAP_HEALTH_CHECK_INTERVAL``, ``..._TIMEOUT``,
     ``..._EVICTED_TTL``), else :class:`EncoderSettings`' defaults (10 s, 2 s,
-    600 s), or those of an ``EncoderSettings`` among ``settings=``. Other keyword
-    arguments are :class:`ServerConfig` fields.
+    600 s), or those of an ``EncoderSettings`` among ``settings=``. ``namespace``
+    is the deployment whose list ``urls`` is (``"default"``; the engine plugin
+    gives ``AIOBOOTSTRAP_NAMESPACE``'s). Other keyword arguments are
+    :class:`ServerConfig` fields.
     """
 
     def __init__(
@@ -64,6 +67,8 @@ class EncoderBootstrapServer(ThreadedBootstrapServer):
         health_check_interval: float | None = None,
         health_check_timeout: float | None = None,
         evicted_ttl: float | None = None,
+        *,
+        namespace: str = DEFAULT_NAMESPACE,
         **options: Any,
     ) -> None:
         # As the engines' class does: its variables are the defaults, arguments win (and EncoderSettings
@@ -84,7 +89,9 @@ class EncoderBootstrapServer(ThreadedBootstrapServer):
         """The URLs listed now, in order of first registration: the caller's own list, rewritten in place."""
         self._lock = threading.Lock()
         self._version = -1
-        self._list_key = encoder_list_key(DEFAULT_NAMESPACE)
+        self._namespace = check_namespace(namespace)
+        """The namespace whose list ``urls`` is (a deployment's own, on a server of several)."""
+        self._list_key = encoder_list_key(self._namespace)
         self._list_reader: asyncio.Task[None] | None = None
         self._read_again = False
         initial = [_kept(url) for url in self.urls]
@@ -102,13 +109,13 @@ class EncoderBootstrapServer(ThreadedBootstrapServer):
         # landing while the read is on its way is heard, and the older read is then ignored (_apply).
         self._registry.subscribe(self._list_key.namespace, self._list_key.kind, self)
         for url in initial:
-            await add_url(self._registry, DEFAULT_NAMESPACE, url)
+            await add_url(self._registry, self._namespace, url)
         self._apply(await self._registry.get(self._list_key))
 
     # -- the core's subscription to the encoder lists' changes ----------------
 
     def changed(self, changes: Sequence[Change]) -> None:
-        """Changes of the encoder lists: the default namespace's applied (read first when told its key only)."""
+        """Changes of the encoder lists: its namespace's applied (read first when told its key only)."""
         for change in changes:
             if change.key != self._list_key:
                 continue
@@ -160,7 +167,7 @@ class EncoderBootstrapServer(ThreadedBootstrapServer):
         return self._loop_thread.run(self._change(remove_url, _kept(url)))
 
     async def _change(self, change: Callable[[Registry, str, str], Awaitable[bool]], url: str) -> bool:
-        changed = await change(self._registry, DEFAULT_NAMESPACE, url)
+        changed = await change(self._registry, self._namespace, url)
         # Applied before returning: the caller reads its list right after.
         self._apply(await self._registry.get(self._list_key))
         return changed
