@@ -14,8 +14,8 @@ from aiobootstrap import (
     BadRequest,
     BootstrapClient,
     BootstrapServer,
+    RankNotRegistered,
     ServerConfig,
-    ServerUnavailable,
     SyncBootstrapClient,
 )
 from aiobootstrap.client.vllm import VllmWorkers
@@ -75,16 +75,16 @@ async def test_a_wait_answers_once_the_deployment_is_complete(client: Any, url: 
 
 
 async def test_a_wait_that_runs_out_names_what_is_missing(url: str) -> None:
-    """At the deadline, :class:`ServerUnavailable` with the server's sentence (the ``503``): which dp rank
-    lacks which tp ranks, or how many dp ranks are registered."""
+    """At the deadline, :class:`RankNotRegistered` (a ``NotRegistered``, as ``get`` raises) with the server's
+    sentence (the ``503``): which dp rank lacks which tp ranks, or how many dp ranks are registered."""
     async with BootstrapClient(url) as client:
         await client.register_vllm_worker(ENGINE, 0, 0, 0, "tcp://10.0.0.7:40100")
-        with pytest.raises(ServerUnavailable, match="dp_rank=0 lacks tp_rank=1 pp_rank=0"):
+        with pytest.raises(RankNotRegistered, match="dp_rank=0 lacks tp_rank=1 pp_rank=0"):
             await client.wait_vllm_workers(tp_size=2, timeout=0.2)
-        with pytest.raises(ServerUnavailable, match="1 of 2 dp ranks registered"):
+        with pytest.raises(RankNotRegistered, match="1 of 2 dp ranks registered"):
             await client.wait_vllm_workers(tp_size=1, dp_size=2, timeout=0.2)
         assert (await client.wait_vllm_workers(tp_size=1, timeout=GUARD)).engines[0].tp_size == 1
-        with pytest.raises(ServerUnavailable, match="1 of 2 dp ranks registered"):
+        with pytest.raises(RankNotRegistered, match="1 of 2 dp ranks registered"):
             await client.wait_vllm_workers(dp_size=2, timeout=0.2)  # dp ranks counted, not their workers
         with pytest.raises(ValueError, match="pp_size needs tp_size"):
             await client.wait_vllm_workers(pp_size=2)

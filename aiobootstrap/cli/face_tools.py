@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, TextIO
 
 from .._logging import printable
 from .._names import DEFAULT_ROLE
-from ..exceptions import BootstrapError, NotRegistered, RankNotRegistered, ServerUnavailable, UnexpectedReply
+from ..exceptions import NotRegistered, RankNotRegistered, UnexpectedReply
 from .tool_errors import EXIT_ABSENT, ToolError
 
 if TYPE_CHECKING:
@@ -130,11 +130,7 @@ async def wait_vllm(client: BootstrapClient, sizes: dict[str, int], timeout: flo
         )
     try:
         workers = await client.wait_vllm_workers(**sizes, timeout=timeout)
-    except ServerUnavailable as exc:
-        try:
-            await client.vllm_status(timeout=_ASKED_AGAIN)
-        except BootstrapError:
-            raise exc from None  # the server is not answering: that is the failure
+    except RankNotRegistered as exc:
         # The server's sentence says it: "The vLLM deployment is not complete: dp_rank=0 lacks tp_rank=3 ...".
         after = "" if timeout is None else f" after {timeout:g}s"
         raise ToolError(f"gave up{after}: {exc.detail}", EXIT_ABSENT) from None
@@ -142,10 +138,6 @@ async def wait_vllm(client: BootstrapClient, sizes: dict[str, int], timeout: flo
     count = sum(len(pps) for engine in engines for pps in engine.worker_addr.values())
     shown = ", ".join(f"{name.removesuffix('_size')} {size}" for name, size in sizes.items())
     return f"{plural(count, 'vLLM worker')} registered on {plural(len(engines), 'dp rank')} ({shown})"
-
-
-_ASKED_AGAIN = 2.0
-"""Seconds a read may take that tells a deployment not complete from a server not answering."""
 
 
 _PREFILL_SIZES = {"dp": "dp_size", "cp": "attn_cp_size", "tp": "attn_tp_size", "pp": "pp_size"}

@@ -22,9 +22,18 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._json import dumps, loads
-from ..exceptions import UnexpectedReply
+from ..exceptions import RankNotRegistered, ServerUnavailable, UnexpectedReply
 from ..wire.results import decode_version_header
-from ..wire.vllm import LEASE_HEADER, QUERY_PATH, REGISTER_PATH, VLLM_LISTING_PATH, Engine, Worker, read_query
+from ..wire.vllm import (
+    LEASE_HEADER,
+    NOT_COMPLETE,
+    QUERY_PATH,
+    REGISTER_PATH,
+    VLLM_LISTING_PATH,
+    Engine,
+    Worker,
+    read_query,
+)
 from . import calls
 from .leases import ClientLease, send_registration
 from .restarts import Replay
@@ -87,7 +96,8 @@ async def wait_vllm_workers(
     """The workers once the deployment is complete, waiting up to ``timeout`` seconds (``GET
     /query?wait=&tp_size=``): at least ``dp_size`` dp ranks (1 when not given), each with ``tp_size`` tp
     ranks of ``pp_size`` pp ranks (1 when not given); ``dp_size`` alone counts the dp ranks, not their
-    workers. At the deadline, :class:`ServerUnavailable` with the server's sentence.
+    workers. At the deadline, :class:`RankNotRegistered` (a ``NotRegistered``, also a ``TimeoutError``) with
+    the server's sentence naming what is missing; :class:`ServerUnavailable` when the server did not answer.
 
     ``after=V`` also waits for a change after version ``V`` (the ``version`` of an earlier answer): when
     the time runs out with no change, the workers as they are (their ``version`` equal to ``after``), as
@@ -105,7 +115,12 @@ async def wait_vllm_workers(
     def query(wait: float) -> Mapping[str, str]:
         return {**sizes, "after": str(after), "wait": f"{wait:g}"}
 
-    reply = await transport.long_poll(QUERY_PATH, query, Deadline(timeout), _answered(transport, after))
+    try:
+        reply = await transport.long_poll(QUERY_PATH, query, Deadline(timeout), _answered(transport, after))
+    except ServerUnavailable as exc:
+        if type(exc) is not ServerUnavailable or not exc.detail.startswith(NOT_COMPLETE):
+            raise  # no answer, or a server that is stopping or full: not the deployment's incompleteness
+        raise RankNotRegistered((), exc.detail, noun="vLLM worker") from None
     return _workers(reply)
 
 

@@ -31,6 +31,7 @@ __all__ = [
     "LEASE_HEADER",
     "MAX_SIZE",
     "MAX_TEXT",
+    "NOT_COMPLETE",
     "QUERY_PATH",
     "READY_PARAMS",
     "REGISTER_OK",
@@ -63,6 +64,9 @@ VLLM_CLAIM = "vllm_claim"
 
 REGISTER_OK: dict[str, Any] = {"status": "ok"}
 """``POST /register``'s ``200`` body, as vLLM's server sends it."""
+NOT_COMPLETE = "The vLLM deployment is not complete: "
+"""The start of ``/query``'s ``503`` when a readiness wait (``wait=&tp_size=``) ends first; what is missing
+follows. The client reads a deployment not complete by it, as it reads "not registered"."""
 
 FIELDS = ("engine_id", "dp_rank", "tp_rank", "pp_rank", "addr")
 """What a ``/register`` body must hold; any other field is accepted and ignored (vLLM's model does so)."""

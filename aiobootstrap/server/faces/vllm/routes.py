@@ -28,6 +28,7 @@ from ...._names import DEFAULT_ROLE
 from ....wire.errors import error_body
 from ....wire.vllm import (
     LEASE_HEADER,
+    NOT_COMPLETE,
     READY_PARAMS,
     REGISTER_OK,
     VLLM_WORKER,
@@ -50,8 +51,6 @@ __all__ = ["QUERY_BODIES", "QueryBodies", "list_vllm", "query", "query_bodies_co
 log = logging.getLogger("aiobootstrap")
 
 _OK = dumps(REGISTER_OK)
-NOT_COMPLETE = "The vLLM deployment is not complete: "
-"""The start of ``/query``'s ``503`` at the deadline; what is missing follows."""
 
 
 async def register_worker(request: web.Request) -> Reply:
