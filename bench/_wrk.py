@@ -34,7 +34,7 @@ local index = 0
 init = function(args)
   for i = 0, count - 1 do
     local body = nil
-    if method == "PUT" then
+    if method ~= "GET" then
       local file = assert(io.open(dir .. "/body" .. i, "rb"))
       body = file:read("*a")
       file:close()
@@ -83,7 +83,7 @@ def find_wrk() -> str | None:
     return f"{path} ({first[0].split(' Copyright')[0].strip()})" if first else path
 
 
-def _write_script(directory: Path, path: str, bodies: list[bytes] | None) -> Path:
+def _write_script(directory: Path, path: str, bodies: list[bytes] | None, method: str) -> Path:
     """The Lua script, and each body in a file of its own, in ``directory``."""
     for index, body in enumerate(bodies or []):
         (directory / f"body{index}").write_bytes(body)
@@ -92,7 +92,7 @@ def _write_script(directory: Path, path: str, bodies: list[bytes] | None) -> Pat
         _SCRIPT.format(
             dir=directory,
             count=len(bodies) if bodies else 1,
-            method="PUT" if bodies else "GET",
+            method=method if bodies else "GET",
             path=path,
             mark=_MARK,
         )
@@ -108,13 +108,15 @@ async def run_wrk(
     connections: int = 64,
     seconds: float = 2.0,
     threads: int = 1,
+    method: str = "PUT",
 ) -> WrkResult:
-    """``wrk`` against ``target``: GETs of ``path``, or PUTs of ``bodies`` in turn."""
+    """``wrk`` against ``target``: GETs of ``path``, or ``method`` requests (PUT, or vLLM's POST) of ``bodies``
+    in turn."""
     wrk = shutil.which("wrk")
     if wrk is None:
         raise RuntimeError("wrk is not installed")
     with tempfile.TemporaryDirectory(prefix="bench-wrk-") as directory:
-        script = _write_script(Path(directory), path, bodies)
+        script = _write_script(Path(directory), path, bodies, method)
         process = await asyncio.create_subprocess_exec(
             wrk,
             f"-t{threads}",

@@ -31,10 +31,8 @@ import contextlib
 import importlib.util
 import json
 import logging
-import math
 import os
 import random
-import shutil
 import signal
 import statistics
 import subprocess
@@ -53,7 +51,7 @@ import aiohttp
 from ._servers import SERVERS, RunningServer, ServerKind, cpu_clock_seconds
 from ._wire import Target
 from ._wrk import WrkResult, find_wrk
-from ._wrk import run_wrk as run_get_wrk
+from ._wrk import run_wrk as run_any_wrk
 
 ROOT = Path(__file__).resolve().parent.parent
 _MODULE = "vllm/distributed/kv_transfer/kv_connector/v1/mooncake/mooncake_utils.py"
@@ -168,64 +166,9 @@ async def register_deployment(http: aiohttp.ClientSession, base: str) -> None:
                     raise RuntimeError(f"{base}/register answered {reply.status}: {await reply.text()}")
 
 
-# -- wrk with POST bodies ------------------------------------------------------------------------
-
-_MARK = "WRKJSON "
-_POST_SCRIPT = """
-local dir, count = "{dir}", {count}
-local requests = {{}}
-local index = 0
-init = function(args)
-  for i = 0, count - 1 do
-    local file = assert(io.open(dir .. "/body" .. i, "rb"))
-    requests[i + 1] = wrk.format("POST", "{path}", {{["Content-Type"] = "application/json"}}, file:read("*a"))
-    file:close()
-  end
-end
-request = function()
-  index = index % count + 1
-  return requests[index]
-end
-done = function(summary, latency, requests)
-  local e = summary.errors
-  io.write(string.format('{mark}{{"requests": %d, "duration_us": %d, "p50_us": %d, "p99_us": %d, '
-    .. '"status": %d, "connect": %d, "read": %d, "write": %d, "timeout": %d}}\\n',
-    summary.requests, summary.duration, latency:percentile(50), latency:percentile(99),
-    e.status, e.connect, e.read, e.write, e.timeout))
-end
-"""
-
-
 async def run_wrk(target: Target, path: str, bodies: list[bytes] | None, seconds: float) -> WrkResult:
-    """``wrk -t1 -c64`` against ``target``: GETs of ``path``, or POSTs of ``bodies`` in turn (``bench._wrk``
-    sends GET and PUT only)."""
-    if bodies is None:
-        return await run_get_wrk(target, path, seconds=seconds)
-    wrk = shutil.which("wrk")
-    assert wrk is not None
-    with tempfile.TemporaryDirectory(prefix="bench-vllm-wrk-") as directory:
-        for index, body in enumerate(bodies):
-            (Path(directory) / f"body{index}").write_bytes(body)
-        script = Path(directory) / "post.lua"
-        script.write_text(_POST_SCRIPT.format(dir=directory, count=len(bodies), path=path, mark=_MARK))
-        process = await asyncio.create_subprocess_exec(
-            wrk, "-t1", "-c64", f"-d{max(1, math.ceil(seconds))}s", "--timeout", "10s", "-s", str(script),
-            f"http://{target.host}:{target.port}",
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-        )  # fmt: skip
-        out, err = await process.communicate()
-    lines = [line for line in out.decode().splitlines() if line.startswith(_MARK)]
-    if process.returncode != 0 or not lines:
-        raise RuntimeError(f"wrk failed ({process.returncode}): {err.decode()[-500:]}")
-    summary = json.loads(lines[-1][len(_MARK) :])
-    errors = {name: summary[name] for name in ("status", "connect", "read", "write", "timeout")}
-    return WrkResult(
-        summary["requests"],
-        summary["duration_us"] / 1e6,
-        summary["p50_us"] / 1e6,
-        summary["p99_us"] / 1e6,
-        errors,
-    )
+    """``wrk -t1 -c64`` against ``target``: GETs of ``path``, or POSTs of ``bodies`` in turn."""
+    return await run_any_wrk(target, path, bodies, seconds=seconds, method="POST")
 
 
 def same_again() -> list[bytes]:

@@ -53,9 +53,9 @@ def _no_settings(monkeypatch: pytest.MonkeyPatch) -> None:
         ({}, False),
         ({"AIOBOOTSTRAP_ENGINE": "1"}, True),
         ({"AIOBOOTSTRAP_ENGINE": "true"}, True),
-        ({"AIOBOOTSTRAP_STORE": "redis://10.0.0.1:6379/0"}, True),
-        ({"AIOBOOTSTRAP_STORE": "redis://10.0.0.1:6379/0", "AIOBOOTSTRAP_ENGINE": "0"}, False),
-        ({"AIOBOOTSTRAP_STORE": "redis://10.0.0.1:6379/0", "AIOBOOTSTRAP_ENGINE": ""}, True),
+        ({"AIOBOOTSTRAP_STORE": "redis://10.0.0.1:7000/0"}, True),
+        ({"AIOBOOTSTRAP_STORE": "redis://10.0.0.1:7000/0", "AIOBOOTSTRAP_ENGINE": "0"}, False),
+        ({"AIOBOOTSTRAP_STORE": "redis://10.0.0.1:7000/0", "AIOBOOTSTRAP_ENGINE": ""}, True),
         ({"AIOBOOTSTRAP_STORE": " "}, False),
         ({"AIOBOOTSTRAP_AUTH_TOKEN": "s3cret"}, False),
         ({"AIOBOOTSTRAP_MAX_WAIT": "30", "AIOBOOTSTRAP_NAMESPACE": "pd-0"}, False),
@@ -111,7 +111,7 @@ def test_no_setting_is_the_config_serve_runs_with_no_option() -> None:
 def test_each_variable_is_its_serve_option() -> None:
     config = settings.engine_config(
         {
-            "AIOBOOTSTRAP_STORE": "redis://10.0.0.1:6379/0",
+            "AIOBOOTSTRAP_STORE": "redis://10.0.0.1:7000/0",
             "AIOBOOTSTRAP_MAX_WAIT": "30",
             "AIOBOOTSTRAP_WORLD_SIZE": "8",
             "AIOBOOTSTRAP_ACCESS_LOG": "1",
@@ -121,7 +121,7 @@ def test_each_variable_is_its_serve_option() -> None:
         }
     )
     assert (config.store, config.max_wait, config.world_size, config.access_log) == (
-        "redis://10.0.0.1:6379/0",
+        "redis://10.0.0.1:7000/0",
         30.0,
         8,
         True,
