@@ -19,16 +19,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..exceptions import BadRequest
-from .prefill_fields import info_fields, passed_fields, refusal
+from .prefill_fields import INTEGER_FIELDS, info_fields, passed_fields, refusal
 
 __all__ = [
-    "INTEGER_FIELDS",
     "MAX_RANKS",
     "MISSING_INPUTS",
     "PREFILL_RANK",
     "PREFILL_ROOM",
     "PREFILL_TOPOLOGY",
-    "REQUIRED_FIELDS",
     "ROUTE_PARAMS",
     "TOPOLOGY_NAME",
     "Coords",
@@ -72,22 +70,6 @@ MAX_RANKS = 65_536
 a rank saying more is a ``400``, so no reply nor listing is ever made of millions of ranks (issue 41, item 6)."""
 
 
-INTEGER_FIELDS = (
-    "attn_tp_size",
-    "attn_tp_rank",
-    "attn_cp_size",
-    "attn_cp_rank",
-    "attn_dp_size",
-    "attn_dp_rank",
-    "pp_size",
-    "pp_rank",
-    "system_dp_size",
-    "system_dp_rank",
-    "rank_port",
-    "page_size",
-)
-REQUIRED_FIELDS = (*INTEGER_FIELDS, "rank_ip", "kv_cache_dtype")
-"""What a ``PUT /route`` body must hold (``register_to_bootstrap`` sends them all)."""
 _SAID = {
     "dp_size": "dp size (attn_dp_size, or system_dp_size when it is not 1)",
     "cp_size": "attn_cp_size",

@@ -31,8 +31,10 @@ from ..exceptions import BadRequest
 
 __all__ = [
     "CHECKED",
+    "INTEGER_FIELDS",
     "NOT_PASSED",
     "REFUSED",
+    "REQUIRED_FIELDS",
     "differing",
     "info_fields",
     "joined",
@@ -40,23 +42,27 @@ __all__ = [
     "refusal",
 ]
 
+INTEGER_FIELDS = (
+    "attn_tp_size",
+    "attn_tp_rank",
+    "attn_cp_size",
+    "attn_cp_rank",
+    "attn_dp_size",
+    "attn_dp_rank",
+    "pp_size",
+    "pp_rank",
+    "system_dp_size",
+    "system_dp_rank",
+    "rank_port",
+    "page_size",
+)
+REQUIRED_FIELDS = (*INTEGER_FIELDS, "rank_ip", "kv_cache_dtype")
+"""What a ``PUT /route`` body must hold (``register_to_bootstrap`` sends them all)."""
+
 NOT_PASSED = frozenset(
     {
         # What the server reads of a rank: its place and sizes, its address, what the topology fixes.
-        "attn_tp_size",
-        "attn_tp_rank",
-        "attn_cp_size",
-        "attn_cp_rank",
-        "attn_dp_size",
-        "attn_dp_rank",
-        "pp_size",
-        "pp_rank",
-        "system_dp_size",
-        "system_dp_rank",
-        "rank_ip",
-        "rank_port",
-        "page_size",
-        "kv_cache_dtype",
+        *REQUIRED_FIELDS,
         "load_balance_method",
         "lease",  # the registry's, not the engine's
         # The parallel info's own keys, which the server makes: a field of one of these names does not

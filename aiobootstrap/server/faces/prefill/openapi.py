@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ....wire.prefill import MAX_RANKS, REQUIRED_FIELDS
+from ....wire.prefill import MAX_RANKS
+from ....wire.prefill_fields import REQUIRED_FIELDS
 from ....wire.prefill_rooms import MAX_ROOM, MAX_ROOMS_ASKED
 from ....wire.routes import (
     JSON_TYPE,
