@@ -186,6 +186,21 @@ class SentinelCluster:
         primary.kill()
         return primary
 
+    def failover(self, guard: float = 20.0) -> RedisServer:
+        """``SENTINEL FAILOVER`` (the old primary lives on, demoted); the old primary. A Sentinel still
+        finishing an earlier failover answers ``INPROG``: asked again until it takes this one."""
+        old = self.primary()
+        deadline = time.monotonic() + guard
+        while True:
+            try:
+                with self.sentinels[0].client() as client:
+                    client.execute_command("SENTINEL", "FAILOVER", MASTER)
+                return old
+            except redis.ResponseError as exc:
+                if not str(exc).startswith("INPROG") or time.monotonic() > deadline:
+                    raise
+            time.sleep(0.1)
+
     def promoted(self, old: RedisServer) -> bool:
         """True once every Sentinel names a primary other than ``old``, and that node says it is one."""
         try:

@@ -214,8 +214,7 @@ async def test_a_demoted_primary_sends_every_replica_to_the_new_one(
     a, b = await _replicas(aiohttp_client, config)
     for rank, replica in enumerate((a, b)):
         assert (await replica.put("/register_transfer_engine_info", json=registration(rank))).status == 200
-    old = cluster.primary()
-    cluster.sentinels[0].client().execute_command("SENTINEL", "FAILOVER", "registry")
+    old = cluster.failover()
     await _wait_promoted(cluster, old)
     for replica in (a, b):
         await _register(replica, 7, "after")

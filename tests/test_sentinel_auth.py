@@ -54,8 +54,7 @@ async def test_the_store_works_through_sentinels_with_a_password_and_follows_a_f
     with caplog.at_level(logging.DEBUG, logger="aiobootstrap"):
         client = await aiohttp_client(create_app(config))
         assert (await client.put("/register_transfer_engine_info", json=registration(0))).status == 200
-        old = guarded.primary()
-        guarded.sentinels[0].client().execute_command("SENTINEL", "FAILOVER", "registry")
+        old = guarded.failover()
         async with asyncio.timeout(GUARD * 2):
             while not await asyncio.to_thread(guarded.promoted, old):  # noqa: ASYNC110
                 await asyncio.sleep(0.05)

@@ -48,8 +48,7 @@ async def test_mooncake_and_prefill_hold_through_a_failover(
     topology = await parked_get(a, f"/route?{ALL}&wait={FAILOVER_GUARD * 2}")
 
     await asyncio.to_thread(cluster.wait_synced, FAILOVER_GUARD)  # the replica holds it all: nothing to lose
-    old = cluster.primary()
-    await asyncio.to_thread(cluster.sentinels[0].client().execute_command, "SENTINEL", "FAILOVER", "registry")
+    old = await asyncio.to_thread(cluster.failover, FAILOVER_GUARD)
     async with asyncio.timeout(FAILOVER_GUARD):
         while not await asyncio.to_thread(cluster.promoted, old):  # noqa: ASYNC110
             await asyncio.sleep(0.05)
