@@ -8,16 +8,47 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import os
 import socket
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import requests
 
 HOST = "127.0.0.1"
+
+
+CHECKOUT = Path(__file__).resolve().parents[2]
+"""The checkout the suite runs from: its ``testbed`` (ports, a Redis), never its ``aiobootstrap`` (the wheel's)."""
+
+
+def use_testbed() -> None:
+    """The checkout's ``testbed`` importable, after the installed packages: ``aiobootstrap`` stays the wheel's."""
+    if str(CHECKOUT) not in sys.path:
+        sys.path.append(str(CHECKOUT))
+
+
+_TAKEN: set[int] = set()
+"""The ports :func:`quiet_port` gave in this process."""
+
+
+def quiet_port() -> int:
+    """A port below the ephemeral range (the checkout's ``testbed.ports``): the port a child is told to bind
+    cannot be taken meanwhile by another child's connection or ``port=0`` server."""
+    use_testbed()
+    from testbed.ports import quiet_port as testbed_port
+
+    return testbed_port(_TAKEN)
+
+
+def environment(**settings: str) -> dict[str, str]:
+    """This process's environment without any aiobootstrap setting, plus ``settings``; offline."""
+    kept = {name: value for name, value in os.environ.items() if not name.startswith("AIOBOOTSTRAP_")}
+    return {**kept, "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1", **settings}
 
 
 def free_port() -> int:

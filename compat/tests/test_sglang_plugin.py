@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import subprocess
 import sys
 import threading
@@ -30,10 +29,10 @@ from typing import Any
 
 import pytest
 import requests
-from released import HOST
+from released import HOST, environment, use_testbed
+from released import quiet_port as free_port
 
 CHILD = Path(__file__).with_name("sglang_plugin_child.py")
-CHECKOUT = Path(__file__).resolve().parents[2]
 STARTUP = 600.0
 """Seconds a child may take to import SGLang's engine and report (tens of seconds on a busy machine)."""
 WAIT = 60
@@ -98,26 +97,6 @@ class Child:
         return [line for line in self.stderr if "aiobootstrap plugin" in line]
 
 
-TAKEN: set[int] = set()
-"""The ports this module's servers were given."""
-
-
-def free_port() -> int:
-    """A port below the ephemeral range (the checkout's ``testbed.ports``): the port a child is told to bind
-    cannot be taken meanwhile by another child's connection or ``port=0`` server."""
-    if str(CHECKOUT) not in sys.path:
-        sys.path.append(str(CHECKOUT))  # after the installed packages: aiobootstrap stays the wheel's
-    from testbed.ports import quiet_port
-
-    return quiet_port(TAKEN)
-
-
-def environment(**settings: str) -> dict[str, str]:
-    """This process's environment without any aiobootstrap setting, plus ``settings``; offline."""
-    kept = {name: value for name, value in os.environ.items() if not name.startswith("AIOBOOTSTRAP_")}
-    return {**kept, "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1", **settings}
-
-
 @contextlib.contextmanager
 def children(*started: tuple[dict[str, Any], dict[str, str]]) -> Iterator[list[tuple[Child, Any]]]:
     """The children started side by side, each with its report, stopped at the end."""
@@ -132,8 +111,7 @@ def children(*started: tuple[dict[str, Any], dict[str, str]]) -> Iterator[list[t
 @pytest.fixture(scope="module")
 def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A real redis-server of the checkout's testbed (the test machine's own Redis is never touched)."""
-    if str(CHECKOUT) not in sys.path:
-        sys.path.append(str(CHECKOUT))  # after the installed packages: aiobootstrap stays the wheel's
+    use_testbed()
     from testbed.redis_server import REDIS_SERVER, SKIP_REASON, RedisServer
 
     if REDIS_SERVER is None:

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import subprocess
 import sys
 import threading
@@ -26,10 +25,10 @@ from typing import Any
 
 import pytest
 import requests
-from released import HOST
+from released import HOST, environment
+from released import quiet_port as free_port
 
 CHILD = Path(__file__).with_name("vllm_plugin_child.py")
-CHECKOUT = Path(__file__).resolve().parents[2]
 STARTUP = 600.0
 """Seconds a child may take to import vLLM's connector and report."""
 WAIT = 60
@@ -38,26 +37,6 @@ OURS = [
     "aiobootstrap.plugins.dropins.MooncakeBootstrapServer",
     "aiobootstrap.server.faces.vllm.inprocess.VllmBootstrapServer",
 ]
-
-
-TAKEN: set[int] = set()
-"""The ports this module's servers were given."""
-
-
-def free_port() -> int:
-    """A port below the ephemeral range (the checkout's ``testbed.ports``): the port a child is told to bind
-    cannot be taken meanwhile by another child's connection or ``port=0`` server."""
-    if str(CHECKOUT) not in sys.path:
-        sys.path.append(str(CHECKOUT))  # after the installed packages: aiobootstrap stays the wheel's
-    from testbed.ports import quiet_port
-
-    return quiet_port(TAKEN)
-
-
-def environment(**settings: str) -> dict[str, str]:
-    """This process's environment without any aiobootstrap setting, plus ``settings``."""
-    kept = {name: value for name, value in os.environ.items() if not name.startswith("AIOBOOTSTRAP_")}
-    return {**kept, "PYTHONUNBUFFERED": "1", **settings}
 
 
 @contextlib.contextmanager
