@@ -44,7 +44,9 @@ def test_the_help_names_every_store_scheme() -> None:
 
 @pytest.mark.parametrize(
     ("module", "url", "extra"),
-    [("aetcd", "etcd://127.0.0.1:2379", "etcd"), ("redis", "redis://127.0.0.1:6379/0", "redis")],
+    # Port 1: nothing listens there, so a check that let the URL through could reach no one's store (the
+    # machine's shared Redis on 6379 least of all).
+    [("aetcd", "etcd://127.0.0.1:1", "etcd"), ("redis", "redis://127.0.0.1:1/0", "redis")],
 )
 def test_a_store_url_whose_extra_is_missing_is_one_line_before_serving(
     module: str, url: str, extra: str
