@@ -22,6 +22,23 @@ import requests
 HOST = "127.0.0.1"
 
 
+def tp2_place(tp_rank: int) -> dict[str, int]:
+    """Where a rank of a TP-2 prefill deployment sits (one dp, cp and pp rank): the sizes and ranks SGLang's
+    prefill registers, by the names of its ``PUT /route`` body (and of ``CommonKVManager``'s attributes)."""
+    return {
+        "attn_tp_size": 2,
+        "attn_tp_rank": tp_rank,
+        "attn_cp_size": 1,
+        "attn_cp_rank": 0,
+        "attn_dp_size": 1,
+        "attn_dp_rank": 0,
+        "pp_size": 1,
+        "pp_rank": 0,
+        "system_dp_size": 1,
+        "system_dp_rank": 0,
+    }
+
+
 CHECKOUT = Path(__file__).resolve().parents[2]
 """The checkout the suite runs from: its ``testbed`` (ports, a Redis), never its ``aiobootstrap`` (the wheel's)."""
 

@@ -29,7 +29,7 @@ from typing import Any
 
 import pytest
 import requests
-from released import HOST, environment, use_testbed
+from released import HOST, environment, tp2_place, use_testbed
 from released import quiet_port as free_port
 
 CHILD = Path(__file__).with_name("sglang_plugin_child.py")
@@ -253,16 +253,7 @@ def test_the_engine_info_server_serves_sglangs_wire_and_waits(fleet: list[tuple[
 def prefill_body(tp_rank: int, port: int) -> dict[str, Any]:
     """A prefill rank's ``PUT /route`` as SGLang 0.5.23's ``register_to_bootstrap`` sends it (TP 2)."""
     return {
-        "attn_tp_size": 2,
-        "attn_tp_rank": tp_rank,
-        "attn_cp_size": 1,
-        "attn_cp_rank": 0,
-        "attn_dp_size": 1,
-        "attn_dp_rank": 0,
-        "pp_size": 1,
-        "pp_rank": 0,
-        "system_dp_size": 1,
-        "system_dp_rank": 0,
+        **tp2_place(tp_rank),
         "rank_ip": "10.0.0.1",
         "rank_port": port,
         "page_size": 64,

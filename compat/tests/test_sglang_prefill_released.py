@@ -34,6 +34,7 @@ from released import (
     aiobootstrap_prefill_server,
     ask,
     sglang_prefill_server,
+    tp2_place,
 )
 from sglang.srt.disaggregation.base.conn import KVArgs
 from sglang.srt.disaggregation.common import conn
@@ -82,16 +83,7 @@ RELEASES = {"mid-2026": MID_2026, "0.5.23": RELEASE_DEFAULTS, "0.5.23 DSV4": REL
 def body(tp_rank: int, added: dict[str, Any], **changes: Any) -> dict[str, Any]:
     """A prefill rank's ``PUT /route`` body: 0.5.23's ``register_to_bootstrap`` payload, keys in its order."""
     sent = {
-        "attn_tp_size": 2,
-        "attn_tp_rank": tp_rank,
-        "attn_cp_size": 1,
-        "attn_cp_rank": 0,
-        "attn_dp_size": 1,
-        "attn_dp_rank": 0,
-        "pp_size": 1,
-        "pp_rank": 0,
-        "system_dp_size": 1,
-        "system_dp_rank": 0,
+        **tp2_place(tp_rank),
         "rank_ip": HOST,
         "rank_port": 17000 + tp_rank,
         "page_size": 64,
@@ -335,16 +327,7 @@ def prefill_rank(addr: str, tp_rank: int, added: dict[str, Any]) -> conn.CommonK
         "dist_init_addr": None,
         "bootstrap_host": host,
         "bootstrap_port": int(port),
-        "attn_tp_size": 2,
-        "attn_tp_rank": tp_rank,
-        "attn_cp_size": 1,
-        "attn_cp_rank": 0,
-        "attn_dp_size": 1,
-        "attn_dp_rank": 0,
-        "pp_size": 1,
-        "pp_rank": 0,
-        "system_dp_size": 1,
-        "system_dp_rank": 0,
+        **tp2_place(tp_rank),
         "local_ip": HOST,
         "rank_port": 17000 + tp_rank,
         "kv_args": kv_args,
